@@ -1,0 +1,1 @@
+//! Append-only journal (placeholder until the journal lands).
