@@ -1,0 +1,52 @@
+//! The crate's single error type.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Everything that can go wrong in the journal.
+#[derive(thiserror::Error, Debug)]
+pub enum Error {
+    /// An I/O operation failed; `source` keeps the errno.
+    #[error("{op} {path}: {source}", path = .path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Durable data failed validation.
+    #[error("journal corrupted: {path} at offset {offset}: {reason}", path = .path.display())]
+    Corrupted {
+        path: PathBuf,
+        offset: u64,
+        reason: String,
+    },
+    /// A file is named like a journal data file but is not one of ours.
+    #[error("foreign file {path}: {reason}", path = .path.display())]
+    ForeignFile { path: PathBuf, reason: String },
+    /// A data file does not have the configured size.
+    #[error("data file {path} has size {actual}, expected {expected}", path = .path.display())]
+    WrongFileSize {
+        path: PathBuf,
+        expected: u64,
+        actual: u64,
+    },
+    #[error("record {id} not found")]
+    RecordNotFound { id: u64 },
+    #[error("record {id} already exists")]
+    DuplicateRecord { id: u64 },
+    #[error("transaction {tx_id}: {reason}")]
+    Transaction { tx_id: u64, reason: String },
+    #[error("record of {size} bytes is larger than the maximum of {max}")]
+    RecordTooLarge { size: usize, max: usize },
+    /// The writer failed earlier; the journal refuses writes until reopened.
+    #[error("journal failed: {0}")]
+    Failed(#[source] Arc<Error>),
+    #[error("journal closed")]
+    Closed,
+    #[error("invalid journal configuration: {0}")]
+    InvalidConfig(String),
+}
+
+/// `Result` with the journal's [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;
