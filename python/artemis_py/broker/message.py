@@ -1,0 +1,203 @@
+"""Messages and message references: the broker's unit of work.
+
+A :class:`Message` is stored once however many queues it is routed to; each queue holds a
+:class:`MessageReference` to it (Artemis's model). The message counts its live references so
+the storage layer knows when the last acknowledgement may delete it from the journal.
+
+The journal encoding (:func:`encode_message` / :func:`decode_message`) is versioned and
+independent of any wire protocol: protocol headers that are user data travel as properties.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING
+
+from artemis_py.config import RoutingType
+
+if TYPE_CHECKING:
+    from artemis_py.broker.queue import Queue
+
+DEFAULT_PRIORITY = 4
+_ENCODING_VERSION = 1
+
+# version, flags, routing type, priority, timestamp, expiration, address length
+_HEAD = struct.Struct("<BBBBqqH")
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+_FLAG_DURABLE = 1
+
+_ROUTING_CODES = {None: 0, RoutingType.ANYCAST: 1, RoutingType.MULTICAST: 2}
+_ROUTING_BY_CODE = {code: rt for rt, code in _ROUTING_CODES.items()}
+
+
+class Message:
+    """An immutable message body and headers with a mutable live-reference count."""
+
+    __slots__ = (
+        "message_id",
+        "address",
+        "routing_type",
+        "durable",
+        "priority",
+        "timestamp",
+        "expiration",
+        "properties",
+        "body",
+        "ref_count",
+        "stored",
+        "_property_map",
+    )
+
+    def __init__(
+        self,
+        message_id: int,
+        address: str,
+        *,
+        body: bytes = b"",
+        properties: tuple[tuple[str, str], ...] = (),
+        routing_type: RoutingType | None = None,
+        durable: bool = False,
+        priority: int = DEFAULT_PRIORITY,
+        timestamp: int = 0,
+        expiration: int = 0,
+    ) -> None:
+        self.message_id = message_id
+        self.address = address
+        self.routing_type = routing_type
+        self.durable = durable
+        self.priority = priority
+        self.timestamp = timestamp
+        self.expiration = expiration  # epoch ms; 0 = never expires
+        self.properties = properties
+        self.body = body
+        self.ref_count = 0
+        self.stored = False  # written to the messages journal
+        self._property_map: dict[str, str] | None = None
+
+    @property
+    def size(self) -> int:
+        """Approximate memory/wire size in bytes, what flow-control windows count."""
+        return len(self.body) + sum(len(k) + len(v) + 2 for k, v in self.properties) + 64
+
+    def property(self, name: str) -> str | None:
+        """The first value of a user property (STOMP: first header wins)."""
+        if self._property_map is None:
+            props: dict[str, str] = {}
+            for key, value in self.properties:
+                props.setdefault(key, value)
+            self._property_map = props
+        return self._property_map.get(name)
+
+    def filter_value(self, name: str) -> object:
+        """Resolve an identifier of a filter expression (Artemis's special names first)."""
+        special = _SPECIAL_IDENTIFIERS.get(name)
+        if special is not None:
+            return special(self)
+        return self.property(name)
+
+    def with_address(self, message_id: int, address: str) -> Message:
+        """A copy under a new id and address (dead-lettering, expiry)."""
+        return Message(
+            message_id,
+            address,
+            body=self.body,
+            properties=self.properties,
+            routing_type=None,
+            durable=self.durable,
+            priority=self.priority,
+            timestamp=self.timestamp,
+            expiration=0,
+        )
+
+    def __repr__(self) -> str:
+        return f"Message(id={self.message_id}, address={self.address!r}, size={len(self.body)})"
+
+
+_SPECIAL_IDENTIFIERS = {
+    "AMQPriority": lambda m: m.priority,
+    "JMSPriority": lambda m: m.priority,
+    "AMQTimestamp": lambda m: m.timestamp,
+    "JMSTimestamp": lambda m: m.timestamp,
+    "AMQExpiration": lambda m: m.expiration,
+    "JMSExpiration": lambda m: m.expiration,
+    "AMQDurable": lambda m: "DURABLE" if m.durable else "NON_DURABLE",
+    "JMSDeliveryMode": lambda m: "PERSISTENT" if m.durable else "NON_PERSISTENT",
+    "AMQSize": lambda m: m.size,
+    "AMQAddress": lambda m: m.address,
+    "JMSMessageID": lambda m: f"ID:{m.message_id}",
+    "AMQUserID": lambda m: f"ID:{m.message_id}",
+}
+
+
+class MessageReference:
+    """One message in one queue, with its delivery count there."""
+
+    __slots__ = ("message", "queue", "delivery_count")
+
+    def __init__(self, message: Message, queue: Queue, delivery_count: int = 0) -> None:
+        self.message = message
+        self.queue = queue
+        self.delivery_count = delivery_count
+
+    def __repr__(self) -> str:
+        return f"Ref({self.message.message_id} in {self.queue.name}, dc={self.delivery_count})"
+
+
+def encode_message(message: Message) -> bytes:
+    address = message.address.encode()
+    parts = [
+        _HEAD.pack(
+            _ENCODING_VERSION,
+            _FLAG_DURABLE if message.durable else 0,
+            _ROUTING_CODES[message.routing_type],
+            message.priority,
+            message.timestamp,
+            message.expiration,
+            len(address),
+        ),
+        address,
+        _U16.pack(len(message.properties)),
+    ]
+    for key, value in message.properties:
+        k = key.encode()
+        v = value.encode()
+        parts += (_U16.pack(len(k)), k, _U32.pack(len(v)), v)
+    parts.append(message.body)
+    return b"".join(parts)
+
+
+def decode_message(message_id: int, data: bytes) -> Message:
+    """Inverse of :func:`encode_message`; raises ValueError on a record it cannot read."""
+    try:
+        version, flags, routing, priority, timestamp, expiration, alen = _HEAD.unpack_from(data)
+        if version != _ENCODING_VERSION:
+            raise ValueError(f"message record version {version} is not supported")
+        pos = _HEAD.size
+        address = data[pos : pos + alen].decode()
+        pos += alen
+        (count,) = _U16.unpack_from(data, pos)
+        pos += 2
+        properties = []
+        for _ in range(count):
+            (klen,) = _U16.unpack_from(data, pos)
+            pos += 2
+            key = data[pos : pos + klen].decode()
+            pos += klen
+            (vlen,) = _U32.unpack_from(data, pos)
+            pos += 4
+            properties.append((key, data[pos : pos + vlen].decode()))
+            pos += vlen
+    except (struct.error, UnicodeDecodeError, KeyError) as exc:
+        raise ValueError(f"unreadable message record {message_id}: {exc}") from exc
+    return Message(
+        message_id,
+        address,
+        body=bytes(data[pos:]),
+        properties=tuple(properties),
+        routing_type=_ROUTING_BY_CODE.get(routing),
+        durable=bool(flags & _FLAG_DURABLE),
+        priority=priority,
+        timestamp=timestamp,
+        expiration=expiration,
+    )

@@ -1,0 +1,312 @@
+"""What the broker writes to its two journals, and how it reads them back.
+
+Bindings journal (``bindings-directory``): addresses, queues, and id-block reservations.
+Messages journal (``journal-directory``): a message is one *add* record; each queue it is
+routed to is an *update* (ADD_REF); an acknowledgement is an ACK_REF update, or deletes the
+message when it was the last reference; a cancelled delivery records its delivery count.
+This is Artemis's layout, so recovery is: live messages minus acknowledged references.
+
+Ordering between the journals: a message may refer to a queue created a moment earlier,
+whose record sits in the other journal. Every message write therefore also waits for the
+bindings journal's latest ticket, so a receipt never covers a message whose queue could be
+missing after a crash.
+
+Ids (messages, queues, addresses, transactions) come from one generator that reserves blocks
+in the bindings journal (Artemis's BatchingIDGenerator): a restart continues above every id
+ever handed out, so ids a client saw are never reused.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from artemis_py.broker.message import Message, decode_message, encode_message
+from artemis_py.broker.post_office import Address
+from artemis_py.config import RoutingType
+from artemis_py.storage import Op
+
+if TYPE_CHECKING:
+    from artemis_py.broker.queue import Queue
+    from artemis_py.broker.server import QueueSpec
+    from artemis_py.storage import Journal, Storage
+
+log = logging.getLogger("artemis_py.broker.persistence")
+
+# Bindings journal record types.
+ADDRESS_RECORD = 1
+QUEUE_RECORD = 2
+ID_BLOCK_RECORD = 3
+# Messages journal record types.
+MESSAGE_RECORD = 10
+ADD_REF = 11
+ACK_REF = 12
+DELIVERY_COUNT = 13
+
+ID_BLOCK_SIZE = 1 << 16
+
+_U64 = struct.Struct("<Q")
+_REF_COUNT = struct.Struct("<QI")
+_ROUTING = {RoutingType.ANYCAST: "A", RoutingType.MULTICAST: "M"}
+_ROUTING_BY_CODE = {v: k for k, v in _ROUTING.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    """A journal submission to wait for."""
+
+    journal: Journal
+    number: int
+
+
+@dataclass(slots=True)
+class RecoveredState:
+    addresses: list[Address] = field(default_factory=list)
+    queues: list[QueueSpec] = field(default_factory=list)
+    # queue id -> [(message, delivery count)] in id order
+    messages_by_queue: dict[int, list[tuple[Message, int]]] = field(default_factory=dict)
+
+
+def _encode_fields(*values: str) -> bytes:
+    return "\0".join(values).encode()
+
+
+def _decode_fields(payload: bytes) -> list[str]:
+    return payload.decode().split("\0")
+
+
+class Persistence:
+    """Journal records for the broker; with ``storage=None`` (persistence disabled) a no-op."""
+
+    def __init__(self, storage: Storage | None, node_id: str) -> None:
+        self.storage = storage
+        self.node_id = node_id
+        self._next_id = 1
+        self._ceiling = 0  # ids below this are reserved
+        self._reserved_ahead = False
+        self._block_record: int | None = None
+        self._last_bindings: Ticket | None = None
+        self._persisted_addresses: set[int] = set()
+
+    # -- ids ---------------------------------------------------------------------------
+
+    def next_id(self) -> int:
+        if self._next_id >= self._ceiling:
+            self._reserve(self._next_id)
+            self._reserved_ahead = False
+        elif not self._reserved_ahead and self._ceiling - self._next_id < ID_BLOCK_SIZE // 2:
+            # Reserve the following block early so it is durable long before it is used.
+            self._reserve(self._ceiling)
+            self._reserved_ahead = True
+        value = self._next_id
+        self._next_id += 1
+        return value
+
+    def _reserve(self, start: int) -> None:
+        ceiling = max(start, self._ceiling) + ID_BLOCK_SIZE
+        if self.storage is not None:
+            ops = [Op.add(ceiling, ID_BLOCK_RECORD, _U64.pack(ceiling))]
+            if self._block_record is not None:
+                ops.append(Op.delete(self._block_record))
+            self._block_record = ceiling
+            self._submit_bindings(ops)
+        self._ceiling = ceiling
+
+    # -- bindings ----------------------------------------------------------------------
+
+    def _submit_bindings(self, ops: list[Op]) -> list[Ticket]:
+        if self.storage is None:
+            return []
+        journal = self.storage.bindings
+        ticket = Ticket(journal, journal.submit(ops, True))
+        self._last_bindings = ticket
+        return [ticket]
+
+    def store_address(self, address: Address) -> list[Ticket]:
+        payload = _encode_fields(
+            address.name,
+            "".join(sorted(_ROUTING[rt] for rt in address.routing_types)),
+            "1" if address.auto_created else "0",
+        )
+        if self.storage is None:
+            return []
+        known = address.id in self._persisted_addresses
+        self._persisted_addresses.add(address.id)
+        op = (
+            Op.update(address.id, ADDRESS_RECORD, payload)
+            if known
+            else Op.add(address.id, ADDRESS_RECORD, payload)
+        )
+        return self._submit_bindings([op])
+
+    def delete_address(self, address_id: int) -> list[Ticket]:
+        if address_id not in self._persisted_addresses:
+            return []
+        self._persisted_addresses.discard(address_id)
+        return self._submit_bindings([Op.delete(address_id)])
+
+    def store_queue(self, spec: QueueSpec) -> list[Ticket]:
+        payload = _encode_fields(
+            spec.name,
+            spec.address,
+            _ROUTING[spec.routing_type],
+            spec.filter or "",
+            str(spec.max_consumers),
+            "1" if spec.purge_on_no_consumers else "0",
+            "1" if spec.auto_created else "0",
+        )
+        return self._submit_bindings([Op.add(spec.queue_id, QUEUE_RECORD, payload)])
+
+    def delete_queue(self, queue_id: int) -> list[Ticket]:
+        return self._submit_bindings([Op.delete(queue_id)])
+
+    # -- messages ----------------------------------------------------------------------
+
+    def _submit_messages(self, ops: list[Op], sync: bool | None = None) -> list[Ticket]:
+        if self.storage is None or not ops:
+            return []
+        journal = self.storage.messages
+        tickets = [Ticket(journal, journal.submit(ops, sync))]
+        if self._last_bindings is not None:
+            tickets.append(self._last_bindings)
+        return tickets
+
+    def store_message(self, message: Message, queues: Iterable[Queue]) -> list[Ticket]:
+        if self.storage is None:
+            return []
+        message.stored = True
+        ops = [Op.add(message.message_id, MESSAGE_RECORD, encode_message(message))]
+        ops += [Op.update(message.message_id, ADD_REF, _U64.pack(q.id)) for q in queues]
+        return self._submit_messages(ops)
+
+    def acknowledge(self, records: list[tuple[int, int, bool]]) -> list[Ticket]:
+        """``records``: (message id, queue id, last reference) for stored messages."""
+        return self._submit_messages([self._ack_op(*r) for r in records])
+
+    @staticmethod
+    def _ack_op(message_id: int, queue_id: int, last: bool, tx_id: int | None = None) -> Op:
+        if tx_id is None:
+            if last:
+                return Op.delete(message_id)
+            return Op.update(message_id, ACK_REF, _U64.pack(queue_id))
+        if last:
+            return Op.delete_tx(tx_id, message_id)
+        return Op.update_tx(tx_id, message_id, ACK_REF, _U64.pack(queue_id))
+
+    def commit(
+        self,
+        sends: list[tuple[Message, list[Queue]]],
+        acks: list[tuple[int, int, bool] | None],
+    ) -> list[Ticket]:
+        """One journal transaction for a client transaction's durable sends and acks."""
+        ack_records = [a for a in acks if a is not None]
+        if self.storage is None or not (sends or ack_records):
+            return []
+        tx_id = self.next_id()
+        ops: list[Op] = []
+        for message, queues in sends:
+            message.stored = True
+            ops.append(Op.add_tx(tx_id, message.message_id, MESSAGE_RECORD, encode_message(message)))
+            ops += [
+                Op.update_tx(tx_id, message.message_id, ADD_REF, _U64.pack(q.id)) for q in queues
+            ]
+        ops += [self._ack_op(*a, tx_id=tx_id) for a in ack_records]
+        ops.append(Op.commit(tx_id))
+        return self._submit_messages(ops)
+
+    def update_delivery_counts(self, counts: list[tuple[int, int, int]]) -> None:
+        """Record delivery counts of cancelled deliveries (not synced, as Artemis)."""
+        ops = [
+            Op.update(message_id, DELIVERY_COUNT, _REF_COUNT.pack(queue_id, count))
+            for message_id, queue_id, count in counts
+        ]
+        self._submit_messages(ops, sync=False)
+
+    @staticmethod
+    async def wait(tickets: list[Ticket]) -> None:
+        for ticket in tickets:
+            await ticket.journal.wait(ticket.number)
+
+    # -- recovery ----------------------------------------------------------------------
+
+    def recover(self) -> RecoveredState:
+        """Rebuild the model from what the journals loaded at open."""
+        from artemis_py.broker.server import QueueSpec
+
+        state = RecoveredState()
+        if self.storage is None:
+            return state
+        highest = 0
+        queue_ids = set()
+        for record in self.storage.bindings.loaded.records:
+            highest = max(highest, record.id)
+            payload = record.payload
+            for update in record.updates:
+                payload = update.payload
+            if record.record_type == ID_BLOCK_RECORD:
+                (ceiling,) = _U64.unpack(payload)
+                highest = max(highest, ceiling)
+                self._block_record = record.id
+            elif record.record_type == ADDRESS_RECORD:
+                name, routing, auto = _decode_fields(payload)
+                state.addresses.append(
+                    Address(
+                        record.id,
+                        name,
+                        {_ROUTING_BY_CODE[c] for c in routing},
+                        auto_created=auto == "1",
+                    )
+                )
+                self._persisted_addresses.add(record.id)
+            elif record.record_type == QUEUE_RECORD:
+                name, address, routing, filt, max_consumers, purge, auto = _decode_fields(payload)
+                queue_ids.add(record.id)
+                state.queues.append(
+                    QueueSpec(
+                        queue_id=record.id,
+                        name=name,
+                        address=address,
+                        routing_type=_ROUTING_BY_CODE[routing],
+                        filter=filt or None,
+                        max_consumers=int(max_consumers),
+                        purge_on_no_consumers=purge == "1",
+                        auto_created=auto == "1",
+                    )
+                )
+        orphans: list[Op] = []
+        for record in self.storage.messages.loaded.records:
+            highest = max(highest, record.id)
+            if record.record_type != MESSAGE_RECORD:
+                continue
+            message = decode_message(record.id, record.payload)
+            message.stored = True
+            refs: Counter[int] = Counter()
+            counts: dict[int, int] = {}
+            for update in record.updates:
+                if update.record_type == ADD_REF:
+                    refs[_U64.unpack(update.payload)[0]] += 1
+                elif update.record_type == ACK_REF:
+                    refs[_U64.unpack(update.payload)[0]] -= 1
+                elif update.record_type == DELIVERY_COUNT:
+                    queue_id, count = _REF_COUNT.unpack(update.payload)
+                    counts[queue_id] = count
+            live = [qid for qid, n in refs.items() if n > 0 and qid in queue_ids]
+            if not live:
+                orphans.append(Op.delete(record.id))
+                continue
+            message.ref_count = len(live)
+            for qid in live:
+                state.messages_by_queue.setdefault(qid, []).append((message, counts.get(qid, 0)))
+            for qid, n in refs.items():
+                if n > 0 and qid not in queue_ids:  # its queue is gone
+                    orphans.append(Op.update(record.id, ACK_REF, _U64.pack(qid)))
+        if orphans:
+            log.info("recovery: removing %d message record(s) of deleted queues", len(orphans))
+            self._submit_messages(orphans)
+        self._next_id = highest + 1
+        self._ceiling = 0
+        return state

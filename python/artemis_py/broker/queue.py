@@ -1,0 +1,239 @@
+"""Queues: ordered message references and the consumers that compete for them.
+
+Theory of operation
+-------------------
+A queue holds *ready* references in arrival order (redelivered ones go back to the head,
+in their original order). Delivery is push-based and synchronous: whenever something
+changes that could let a message move (a message arrives, a consumer is added, a consumer
+gets credit back), :meth:`Queue.deliver` hands ready references to consumers until no
+consumer can take more. Consumers compete round robin: each delivery starts looking at the
+consumer after the one that took the previous message, so consumers with credit share the
+load evenly (Artemis's QueueImpl does the same).
+
+A consumer may carry a selector; a reference that no consumer's selector matches stays in
+the queue, in place, and does not block the ones behind it.
+
+Delivered references belong to their consumer until it acknowledges them (the broker then
+deletes them) or goes away (they are cancelled back to the head of the queue with their
+delivery count kept, so the next delivery is marked redelivered).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Protocol
+
+from artemis_py.config import RoutingType
+from artemis_py.exceptions import ArtemisError
+
+if TYPE_CHECKING:
+    from artemis_py.broker.filter import Filter
+    from artemis_py.broker.message import MessageReference
+
+
+class MaxConsumersReachedError(ArtemisError):
+    """The queue already has its ``max-consumers`` consumers."""
+
+
+class Consumer(Protocol):
+    """What a queue needs from a consumer (a STOMP subscription, later a cluster bridge)."""
+
+    selector: Filter | None
+
+    def has_credit(self) -> bool: ...
+
+    def deliver(self, ref: MessageReference) -> None: ...
+
+
+class Queue:
+    """A named queue bound to an address."""
+
+    def __init__(
+        self,
+        queue_id: int,
+        name: str,
+        address: str,
+        routing_type: RoutingType,
+        *,
+        filter: Filter | None = None,
+        durable: bool = True,
+        temporary: bool = False,
+        max_consumers: int = -1,
+        purge_on_no_consumers: bool = False,
+        auto_created: bool = False,
+        on_expired: Callable[[MessageReference], None] | None = None,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
+        self.id = queue_id
+        self.name = name
+        self.address = address
+        self.routing_type = routing_type
+        self.filter = filter
+        self.durable = durable
+        self.temporary = temporary
+        self.max_consumers = max_consumers
+        self.purge_on_no_consumers = purge_on_no_consumers
+        self.auto_created = auto_created
+        self.messages: deque[MessageReference] = deque()
+        self.consumers: list[Consumer] = []
+        self.delivering = 0  # references delivered and not yet acknowledged or cancelled
+        self.messages_added = 0
+        self.messages_acknowledged = 0
+        self._next_consumer = 0
+        self._in_deliver = False
+        self._redeliver = False
+        self._on_expired = on_expired
+        self._clock_ms = clock_ms
+
+    # -- state -------------------------------------------------------------------------
+
+    @property
+    def message_count(self) -> int:
+        """Messages in the queue, including those delivered and not yet acknowledged."""
+        return len(self.messages) + self.delivering
+
+    @property
+    def consumer_count(self) -> int:
+        return len(self.consumers)
+
+    def accepts(self, lookup: Callable[[str], object]) -> bool:
+        """Whether the queue's filter lets a message in."""
+        return self.filter is None or self.filter.matches(lookup)
+
+    # -- messages ----------------------------------------------------------------------
+
+    def add(self, ref: MessageReference) -> None:
+        self.messages.append(ref)
+        self.messages_added += 1
+        self.deliver()
+
+    def add_many(self, refs: Iterable[MessageReference]) -> None:
+        """Add references in order (recovery), delivering once at the end."""
+        for ref in refs:
+            self.messages.append(ref)
+            self.messages_added += 1
+        self.deliver()
+
+    def cancel(self, refs: list[MessageReference]) -> None:
+        """Return delivered, unacknowledged references to the head, in their order."""
+        self.delivering -= len(refs)
+        self.messages.extendleft(reversed(refs))
+        self.deliver()
+
+    def acknowledged(self, count: int = 1) -> None:
+        """Delivered references were acknowledged (the broker has persisted that)."""
+        self.delivering -= count
+        self.messages_acknowledged += count
+
+    def remove_all(self) -> list[MessageReference]:
+        """Take every ready reference out (purge, queue deletion)."""
+        refs = list(self.messages)
+        self.messages.clear()
+        return refs
+
+    # -- consumers ---------------------------------------------------------------------
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        if 0 <= self.max_consumers <= len(self.consumers):
+            raise MaxConsumersReachedError(
+                f"queue {self.name} already has its maximum of {self.max_consumers} consumer(s)"
+            )
+        self.consumers.append(consumer)
+        self.deliver()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        try:
+            index = self.consumers.index(consumer)
+        except ValueError:
+            return
+        del self.consumers[index]
+        if index < self._next_consumer:
+            self._next_consumer -= 1
+        if self._next_consumer >= len(self.consumers):
+            self._next_consumer = 0
+
+    # -- delivery ----------------------------------------------------------------------
+
+    def deliver(self) -> None:
+        """Hand ready references to consumers with credit until none can take more."""
+        if self._in_deliver:
+            # A consumer's deliver() got credit back and re-entered: loop once more.
+            self._redeliver = True
+            return
+        self._in_deliver = True
+        try:
+            while True:
+                self._redeliver = False
+                if any(c.selector is not None for c in self.consumers):
+                    self._deliver_with_selectors()
+                else:
+                    self._deliver_in_order()
+                if not self._redeliver:
+                    return
+        finally:
+            self._in_deliver = False
+
+    def _deliver_in_order(self) -> None:
+        messages = self.messages
+        while messages and self.consumers:
+            consumer = self._take_consumer(None)
+            if consumer is None:
+                return
+            ref = messages.popleft()
+            if self._expired(ref):
+                continue
+            self.delivering += 1
+            ref.delivery_count += 1
+            consumer.deliver(ref)
+
+    def _deliver_with_selectors(self) -> None:
+        kept: deque[MessageReference] = deque()
+        messages = self.messages
+        while messages and self.consumers:
+            ref = messages.popleft()
+            if self._expired(ref):
+                continue
+            consumer = self._take_consumer(ref)
+            if consumer is None:
+                kept.append(ref)
+                if not any(c.has_credit() for c in self.consumers):
+                    break
+                continue
+            self.delivering += 1
+            ref.delivery_count += 1
+            consumer.deliver(ref)
+        kept.extend(messages)
+        self.messages = kept
+
+    def _take_consumer(self, ref: MessageReference | None) -> Consumer | None:
+        """The next consumer, round robin, that has credit and whose selector matches."""
+        consumers = self.consumers
+        count = len(consumers)
+        start = self._next_consumer % count
+        for step in range(count):
+            index = (start + step) % count
+            consumer = consumers[index]
+            if not consumer.has_credit():
+                continue
+            if ref is not None and consumer.selector is not None:
+                if not consumer.selector.matches(ref.message.filter_value):
+                    continue
+            self._next_consumer = (index + 1) % count
+            return consumer
+        return None
+
+    def _expired(self, ref: MessageReference) -> bool:
+        expiration = ref.message.expiration
+        if not expiration or self._clock_ms is None or self._clock_ms() < expiration:
+            return False
+        self.delivering += 1  # handed to the expiry path, which acknowledges it
+        if self._on_expired is not None:
+            self._on_expired(ref)
+        return True
+
+    def __repr__(self) -> str:
+        return (
+            f"Queue({self.name!r}, address={self.address!r}, {self.routing_type.name}, "
+            f"messages={self.message_count}, consumers={len(self.consumers)})"
+        )

@@ -1,0 +1,433 @@
+"""The broker: one node's addresses, queues and messages, and what protocols may do to them.
+
+Theory of operation
+-------------------
+Everything here runs on the Trio event loop and is synchronous except waiting for the
+journal. An operation that changes durable state is split in two:
+
+1. *prepare* (synchronous, on the loop): validate, decide, update the in-memory model that
+   later operations validate against, and queue the journal records (never blocking);
+2. *complete* (after the journal says the records are durable): make the effect visible,
+   e.g. put a sent message on its queues so consumers can get it.
+
+Each operation returns a :class:`Pending`; a protocol connection keeps its pendings in a
+FIFO and completes them in order, so a pipelining producer gets group commit while its
+messages still reach queues in the order it sent them, and a receipt is sent only after
+the records it covers are durable. Acknowledgements take effect in memory at once and are
+durable when their pending completes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from artemis_py.broker.filter import Filter
+from artemis_py.broker.message import Message, MessageReference
+from artemis_py.broker.persistence import Persistence, Ticket
+from artemis_py.broker.post_office import Address, PostOffice
+from artemis_py.broker.queue import Queue
+from artemis_py.config import AddressSettings, BrokerConfig, RoutingType
+from artemis_py.exceptions import ArtemisError
+
+log = logging.getLogger("artemis_py.broker")
+
+
+class BrokerError(ArtemisError):
+    """An operation a client asked for cannot be done (the text is for the client)."""
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(slots=True)
+class Pending:
+    """The durable part of an operation: wait for ``tickets``, then run ``on_durable``."""
+
+    tickets: list[Ticket] = field(default_factory=list)
+    on_durable: list[Callable[[], None]] = field(default_factory=list)
+
+    def complete(self) -> None:
+        for action in self.on_durable:
+            action()
+
+
+@dataclass(slots=True)
+class Transaction:
+    """Sends and acknowledgements that take effect together at commit."""
+
+    sends: list[tuple[Message, list[Queue]]] = field(default_factory=list)
+    acks: list[MessageReference] = field(default_factory=list)
+
+
+class Broker:
+    """The server core of one node (Artemis's ActiveMQServer, minus the protocols)."""
+
+    def __init__(self, config: BrokerConfig, persistence: Persistence) -> None:
+        self.config = config
+        self.persistence = persistence
+        self.post_office = PostOffice()
+        self.node_id = persistence.node_id
+        self._settings_cache: dict[str, AddressSettings] = {}
+
+    # -- recovery ----------------------------------------------------------------------
+
+    def recover(self) -> None:
+        """Rebuild addresses, queues and messages from the journals, then the config."""
+        state = self.persistence.recover()
+        for address in state.addresses:
+            self.post_office.add_address(address)
+        for spec in state.queues:
+            self.post_office.add_queue(self._new_queue_from_spec(spec))
+        restored = 0
+        for queue_id, refs in state.messages_by_queue.items():
+            queue = next((q for q in self.post_office.queues.values() if q.id == queue_id), None)
+            if queue is None:
+                continue
+            queue.add_many(MessageReference(m, queue, dc) for m, dc in refs)
+            restored += len(refs)
+        self._deploy_configured_addresses()
+        log.info(
+            "recovered %d address(es), %d queue(s), %d message reference(s)",
+            len(self.post_office.addresses),
+            len(self.post_office.queues),
+            restored,
+        )
+
+    def _deploy_configured_addresses(self) -> None:
+        for address_config in self.config.addresses:
+            address = self.post_office.address(address_config.name)
+            routing_types = set(address_config.routing_types)
+            if address is None:
+                self._create_address(address_config.name, routing_types, auto_created=False)
+            elif not routing_types <= address.routing_types:
+                address.routing_types |= routing_types
+                self.persistence.store_address(address)
+            for qc in address_config.queues:
+                if self.post_office.queue(qc.name) is None:
+                    self.create_queue(
+                        qc.name,
+                        address_config.name,
+                        qc.routing_type,
+                        filter_text=qc.filter,
+                        durable=qc.durable,
+                        max_consumers=qc.max_consumers,
+                        purge_on_no_consumers=qc.purge_on_no_consumers,
+                    )
+
+    # -- addresses and queues ----------------------------------------------------------
+
+    def address_settings(self, address: str) -> AddressSettings:
+        return self.config.address_settings_for(address)
+
+    def resolve_address(
+        self, name: str, routing_type: RoutingType | None, *, for_send: bool
+    ) -> Address:
+        """The address called ``name``, auto-created when its settings allow."""
+        address = self.post_office.address(name)
+        settings = self.address_settings(name)
+        if address is None:
+            if not settings.auto_create_addresses:
+                raise BrokerError(f"address {name} does not exist and auto-create is disabled")
+            if routing_type is None:
+                routing_type = (
+                    settings.default_address_routing_type
+                    if for_send
+                    else settings.default_queue_routing_type
+                )
+            return self._create_address(name, {routing_type}, auto_created=True)
+        if routing_type is not None and routing_type not in address.routing_types:
+            if not settings.auto_create_addresses:
+                raise BrokerError(
+                    f"address {name} does not support routing type {routing_type.name}"
+                )
+            address.routing_types.add(routing_type)
+            self.persistence.store_address(address)
+        return address
+
+    def _create_address(
+        self, name: str, routing_types: set[RoutingType], *, auto_created: bool
+    ) -> Address:
+        address = Address(
+            self.persistence.next_id(), name, set(routing_types), auto_created=auto_created
+        )
+        self.post_office.add_address(address)
+        self.persistence.store_address(address)
+        return address
+
+    def create_queue(
+        self,
+        name: str,
+        address_name: str,
+        routing_type: RoutingType,
+        *,
+        filter_text: str | None = None,
+        durable: bool = True,
+        temporary: bool = False,
+        max_consumers: int | None = None,
+        purge_on_no_consumers: bool | None = None,
+        auto_created: bool = False,
+    ) -> Queue:
+        if self.post_office.queue(name) is not None:
+            raise BrokerError(f"queue {name} already exists")
+        settings = self.address_settings(address_name)
+        if self.post_office.address(address_name) is None:
+            self.resolve_address(address_name, routing_type, for_send=False)
+        spec = QueueSpec(
+            queue_id=self.persistence.next_id(),
+            name=name,
+            address=address_name,
+            routing_type=routing_type,
+            filter=filter_text or None,
+            durable=durable and not temporary,
+            temporary=temporary,
+            max_consumers=(
+                settings.default_max_consumers if max_consumers is None else max_consumers
+            ),
+            purge_on_no_consumers=(
+                settings.default_purge_on_no_consumers
+                if purge_on_no_consumers is None
+                else purge_on_no_consumers
+            ),
+            auto_created=auto_created,
+        )
+        queue = self._new_queue_from_spec(spec)
+        self.post_office.add_queue(queue)
+        if queue.durable:
+            self.persistence.store_queue(spec)
+        return queue
+
+    def _new_queue_from_spec(self, spec: QueueSpec) -> Queue:
+        return Queue(
+            spec.queue_id,
+            spec.name,
+            spec.address,
+            spec.routing_type,
+            filter=Filter.parse(spec.filter) if spec.filter else None,
+            durable=spec.durable,
+            temporary=spec.temporary,
+            max_consumers=spec.max_consumers,
+            purge_on_no_consumers=spec.purge_on_no_consumers,
+            auto_created=spec.auto_created,
+            on_expired=self._expire,
+            clock_ms=now_ms,
+        )
+
+    def delete_queue(self, queue: Queue) -> Pending:
+        """Remove a queue and every message reference it holds."""
+        pending = Pending()
+        self.post_office.remove_queue(queue)
+        refs = queue.remove_all()
+        if refs:
+            queue.delivering += len(refs)
+            pending.tickets += self._acknowledge_refs(refs)
+        if queue.durable:
+            pending.tickets += self.persistence.delete_queue(queue.id)
+        address = self.post_office.address(queue.address)
+        if (
+            address is not None
+            and address.auto_created
+            and not address.queues
+            and self.address_settings(address.name).auto_delete_addresses
+        ):
+            self.post_office.remove_address(address.name)
+            pending.tickets += self.persistence.delete_address(address.id)
+        return pending
+
+    def queue_lost_consumer(self, queue: Queue) -> Pending | None:
+        """Artemis's auto-delete and purge-on-no-consumers when a consumer leaves."""
+        if queue.consumers or self.post_office.queue(queue.name) is not queue:
+            return None
+        if queue.temporary:
+            return self.delete_queue(queue)
+        settings = self.address_settings(queue.address)
+        if (
+            queue.auto_created
+            and settings.auto_delete_queues
+            and queue.message_count == 0
+            and queue.routing_type is RoutingType.ANYCAST
+        ):
+            return self.delete_queue(queue)
+        if queue.purge_on_no_consumers and queue.messages:
+            refs = queue.remove_all()
+            queue.delivering += len(refs)
+            return Pending(tickets=self._acknowledge_refs(refs))
+        return None
+
+    # -- sending -----------------------------------------------------------------------
+
+    def new_message(self, address: str, **fields: object) -> Message:
+        return Message(self.persistence.next_id(), address, **fields)  # type: ignore[arg-type]
+
+    def route(self, message: Message, queue_name: str | None = None) -> list[Queue]:
+        """The queues ``message`` goes to: one named queue, or by its address's bindings."""
+        if queue_name is not None:
+            queue = self.post_office.queue(queue_name)
+            if queue is None or queue.address != message.address:
+                raise BrokerError(f"queue {message.address}::{queue_name} does not exist")
+            return [queue]
+        address = self.resolve_address(message.address, message.routing_type, for_send=True)
+        queues = self.post_office.route(address, message.routing_type, message.filter_value)
+        if not queues and message.routing_type is not RoutingType.MULTICAST:
+            settings = self.address_settings(address.name)
+            if (
+                RoutingType.ANYCAST in address.routing_types
+                and settings.auto_create_queues
+                and not any(q.routing_type is RoutingType.ANYCAST for q in address.queues)
+            ):
+                queues = [
+                    self.create_queue(
+                        address.name, address.name, RoutingType.ANYCAST, auto_created=True
+                    )
+                ]
+        return queues
+
+    def send(self, message: Message, queues: list[Queue]) -> Pending:
+        """Persist ``message`` for ``queues``; it reaches them when durable."""
+        durable_queues = [q for q in queues if q.durable] if message.durable else []
+        pending = Pending()
+        if durable_queues:
+            pending.tickets += self.persistence.store_message(message, durable_queues)
+        message.ref_count += len(queues)
+        pending.on_durable.append(lambda: self._enqueue(message, queues))
+        return pending
+
+    def _enqueue(self, message: Message, queues: Iterable[Queue]) -> None:
+        for queue in queues:
+            queue.add(MessageReference(message, queue))
+
+    def commit(self, tx: Transaction) -> Pending:
+        """Make a transaction's sends and acknowledgements durable together."""
+        stored = []
+        for message, queues in tx.sends:
+            message.ref_count += len(queues)
+            if message.durable:
+                durable_queues = [q for q in queues if q.durable]
+                if durable_queues:
+                    stored.append((message, durable_queues))
+        ack_records = []
+        for ref in tx.acks:
+            ref.message.ref_count -= 1
+            ack_records.append(self._ack_record(ref))
+        tickets = self.persistence.commit(stored, ack_records)
+        for ref in tx.acks:
+            ref.queue.acknowledged()
+        sends = list(tx.sends)
+        return Pending(
+            tickets=tickets, on_durable=[lambda: [self._enqueue(m, qs) for m, qs in sends]]
+        )
+
+    # -- acknowledging ----------------------------------------------------------------
+
+    def acknowledge(self, refs: list[MessageReference]) -> Pending:
+        """Consumers acknowledged delivered references: they are gone for good."""
+        for ref in refs:
+            ref.queue.acknowledged()
+        return Pending(tickets=self._acknowledge_refs(refs))
+
+    def _acknowledge_refs(self, refs: list[MessageReference]) -> list[Ticket]:
+        records = []
+        for ref in refs:
+            ref.message.ref_count -= 1
+            record = self._ack_record(ref)
+            if record is not None:
+                records.append(record)
+        return self.persistence.acknowledge(records)
+
+    @staticmethod
+    def _ack_record(ref: MessageReference) -> tuple[int, int, bool] | None:
+        """(message id, queue id, last reference) when the journal must hear of this ack.
+
+        Call after decrementing the message's reference count. The last reference deletes
+        a stored message whatever queue it was in; an earlier one is recorded only for a
+        durable queue (non-durable queues' references were never written).
+        """
+        message = ref.message
+        if not message.stored:
+            return None
+        last = message.ref_count <= 0
+        if not (last or ref.queue.durable):
+            return None
+        return (message.message_id, ref.queue.id, last)
+
+    def cancel(self, refs: list[MessageReference]) -> None:
+        """Delivered references come back unacknowledged (consumer closed, NACK)."""
+        by_queue: dict[int, list[MessageReference]] = {}
+        counts = []
+        for ref in refs:
+            by_queue.setdefault(id(ref.queue), []).append(ref)
+            if ref.message.durable and ref.queue.durable:
+                counts.append((ref.message.message_id, ref.queue.id, ref.delivery_count))
+        self.persistence.update_delivery_counts(counts)
+        for queue_refs in by_queue.values():
+            queue = queue_refs[0].queue
+            max_attempts = self.address_settings(queue.address).max_delivery_attempts
+            keep = []
+            for ref in queue_refs:
+                if 0 < max_attempts <= ref.delivery_count:
+                    self._dead_letter(ref)
+                else:
+                    keep.append(ref)
+            if keep:
+                if self.post_office.queue(queue.name) is queue:
+                    queue.cancel(keep)
+                else:  # the queue was deleted meanwhile
+                    self._acknowledge_refs(keep)
+
+    def _dead_letter(self, ref: MessageReference) -> None:
+        settings = self.address_settings(ref.queue.address)
+        self._move(ref, settings.dead_letter_address, "dead letter")
+
+    def _expire(self, ref: MessageReference) -> None:
+        settings = self.address_settings(ref.queue.address)
+        self._move(ref, settings.expiry_address, "expiry")
+
+    def _move(self, ref: MessageReference, target: str | None, why: str) -> None:
+        """Acknowledge ``ref`` and, when ``target`` is set, send a copy there."""
+        ref.queue.acknowledged()
+        if target:
+            copy = ref.message.with_address(self.persistence.next_id(), target)
+            copy.properties += (
+                ("_AMQ_ORIG_ADDRESS", ref.message.address),
+                ("_AMQ_ORIG_QUEUE", ref.queue.name),
+            )
+            queues = self.route(copy)
+            if queues:
+                # Stored before the original's acknowledgement in the same journal, so a
+                # crash can duplicate the message but never lose it. Internal moves do not
+                # wait for the sync before the copy becomes visible.
+                self.send(copy, queues).complete()
+            else:
+                log.warning(
+                    "%s address %s has no queue: message %d dropped",
+                    why,
+                    target,
+                    ref.message.message_id,
+                )
+        else:
+            log.warning(
+                "message %d dropped from queue %s: no %s address is configured",
+                ref.message.message_id,
+                ref.queue.name,
+                why,
+            )
+        self._acknowledge_refs([ref])
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSpec:
+    """What the bindings journal records about a queue."""
+
+    queue_id: int
+    name: str
+    address: str
+    routing_type: RoutingType
+    filter: str | None = None
+    durable: bool = True
+    temporary: bool = False
+    max_consumers: int = -1
+    purge_on_no_consumers: bool = False
+    auto_created: bool = False
