@@ -1,0 +1,80 @@
+"""``artemis-py run [broker.xml]``: start a node and run it until SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import trio
+
+from artemis_py.config import BrokerConfig, default_config, load_config
+from artemis_py.exceptions import ArtemisError, ConfigError
+from artemis_py.node import open_broker
+
+log = logging.getLogger("artemis_py.cli")
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = commands.add_parser(
+        "run",
+        help="run a node",
+        description="Run a node from an Artemis broker.xml (default: one STOMP node on "
+        "port 61613 with data under ./data).",
+    )
+    parser.add_argument("config", nargs="?", type=Path, help="path to broker.xml")
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    parser.set_defaults(func=command)
+
+
+def instance_dir(config_path: Path | None) -> Path:
+    """Where relative directories in broker.xml are resolved.
+
+    Artemis resolves them against the broker instance (``${artemis.instance}``), the
+    directory holding ``etc/broker.xml``. We do the same when the file sits in a directory
+    called ``etc``; otherwise the current directory is the instance.
+    """
+    if config_path is not None:
+        parent = config_path.resolve().parent
+        if parent.name == "etc":
+            return parent.parent
+    return Path.cwd()
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def command(args: argparse.Namespace) -> int:
+    setup_logging(args.log_level)
+    try:
+        config = load_config(args.config) if args.config else default_config()
+    except ConfigError as exc:
+        print(f"artemis-py: {exc}", file=sys.stderr)
+        return 2
+    try:
+        trio.run(serve, config, args.config)
+    except ArtemisError as exc:
+        print(f"artemis-py: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"artemis-py: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def serve(config: BrokerConfig, config_path: Path | None) -> None:
+    base = instance_dir(config_path)
+    config_dir = config_path.resolve().parent if config_path else None
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with open_broker(config, instance_dir=base, config_dir=config_dir) as node:
+            async for signum in signals:
+                log.info("%s received: stopping", signal.Signals(signum).name)
+                node.stop()
+                break
