@@ -1,0 +1,82 @@
+"""Sans-IO STOMP 1.0/1.1/1.2 codec and connection state (h11-style), server and client side.
+
+* :class:`Connection` -- ``receive_data(bytes)``, ``next_event()``, ``send(frame) -> bytes``,
+  ``send_heartbeat()``, ``accept_connect(version)``; see :mod:`.connection` for the states.
+* :class:`Frame`, :class:`Heartbeat`, :class:`ConnectionClosed`; :data:`NEED_DATA`,
+  :data:`PAUSED`; :class:`Command`; :func:`error_frame`.
+* :class:`FrameLimits` -- size limits on incoming frames (:mod:`.limits` has the defaults).
+* :func:`negotiate_version`, :func:`parse_heartbeat`, :func:`negotiate_heartbeat`,
+  :func:`artemis_heartbeat`.
+* Errors: :class:`LocalProtocolError`, :class:`RemoteProtocolError` (from
+  :mod:`artemis_py.protocol.errors`) and :class:`VersionNegotiationError`.
+
+The decoder's theory of operation is in :mod:`.reader`, the per-version header rules in
+:mod:`.headers`.
+"""
+
+from artemis_py.protocol.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
+from artemis_py.protocol.stomp.connection import Connection
+from artemis_py.protocol.stomp.frames import (
+    BODY_COMMANDS,
+    CLIENT_COMMANDS,
+    NEED_DATA,
+    PAUSED,
+    SERVER_COMMANDS,
+    Command,
+    ConnectionClosed,
+    Event,
+    Frame,
+    Heartbeat,
+    Sentinel,
+    error_frame,
+)
+from artemis_py.protocol.stomp.headers import HeaderRules
+from artemis_py.protocol.stomp.heartbeat import (
+    HeartbeatPlan,
+    HeartbeatSettings,
+    artemis_heartbeat,
+    negotiate_heartbeat,
+    parse_heartbeat,
+)
+from artemis_py.protocol.stomp.limits import FrameLimits
+from artemis_py.protocol.stomp.roles import CLIENT, SERVER, ConnectionState, Role
+from artemis_py.protocol.stomp.versions import (
+    SUPPORTED_VERSIONS,
+    VersionNegotiationError,
+    negotiate_version,
+    parse_versions,
+)
+
+__all__ = [
+    "BODY_COMMANDS",
+    "CLIENT",
+    "CLIENT_COMMANDS",
+    "NEED_DATA",
+    "PAUSED",
+    "SERVER",
+    "SERVER_COMMANDS",
+    "SUPPORTED_VERSIONS",
+    "Command",
+    "Connection",
+    "ConnectionClosed",
+    "ConnectionState",
+    "Event",
+    "Frame",
+    "FrameLimits",
+    "HeaderRules",
+    "Heartbeat",
+    "HeartbeatPlan",
+    "HeartbeatSettings",
+    "LocalProtocolError",
+    "ProtocolError",
+    "RemoteProtocolError",
+    "Role",
+    "Sentinel",
+    "VersionNegotiationError",
+    "artemis_heartbeat",
+    "error_frame",
+    "negotiate_heartbeat",
+    "negotiate_version",
+    "parse_heartbeat",
+    "parse_versions",
+]

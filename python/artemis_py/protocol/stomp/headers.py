@@ -1,0 +1,183 @@
+"""Header encoding per STOMP version: escaping, unescaping and what each version can carry.
+
+Which rules apply to a frame (:func:`rules_for`):
+
+* STOMP 1.0 (:attr:`HeaderRules.V10`): no escaping at all. A name cannot contain ``:`` or LF,
+  a value cannot contain LF. When decoding, leading spaces and tabs of a value are dropped, as
+  Artemis's 1.0 decoder does (``StompDecoder.TRIM_LEADING_HEADER_VALUE_WHITESPACE``; ActiveMQ
+  Classic trims too): the 1.0 spec is silent and its examples were read as ``name: value``.
+* CONNECT, STOMP and CONNECTED frames are never escaped in any version, so that a 1.0 peer can
+  read them (STOMP 1.1/1.2 "Value Encoding"). They decode with :attr:`HeaderRules.RAW` (no
+  trimming) unless they are themselves 1.0 frames: a CONNECT without ``accept-version`` or a
+  CONNECTED without a ``version`` above 1.0 is read with the 1.0 rules, trimming included.
+* STOMP 1.1 (:attr:`HeaderRules.V11`): ``\\n`` (LF), ``\\c`` (``:``), ``\\\\`` (``\\``).
+* STOMP 1.2 (:attr:`HeaderRules.V12`): also ``\\r`` (CR).
+
+In 1.1 and 1.2 an undefined escape (``\\t``, a lone trailing ``\\``, ``\\r`` in 1.1) is a fatal
+protocol error, as both specs require. A raw ``:`` inside a value (after the first colon) is
+accepted in every version and kept: the 1.1/1.2 grammar forbids it but senders do it, and it is
+unambiguous.
+
+Line endings: the decoder accepts CRLF as well as LF in every version (lenient, like most
+servers), so one CR right before the LF is never part of a value. The encoder therefore refuses
+a value ending in CR where the version has no ``\\r`` escape (1.0, 1.1, unescaped frames),
+and a LF (or, in names, a ``:``) where there is no escaping at all.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from typing import Final
+
+from artemis_py.protocol.errors import LocalProtocolError, RemoteProtocolError
+from artemis_py.protocol.stomp.frames import Command
+
+__all__ = ["HeaderRules", "decode_headers", "encode_headers", "rules_for", "show"]
+
+
+class HeaderRules(enum.Enum):
+    """How header names and values are written on the wire."""
+
+    V10 = "1.0"  # no escaping; decoding trims leading whitespace of values
+    RAW = "raw"  # no escaping, no trimming: CONNECT/STOMP/CONNECTED of a 1.1+ exchange
+    V11 = "1.1"
+    V12 = "1.2"
+
+
+UNESCAPED_COMMANDS: Final = frozenset({Command.CONNECT, Command.STOMP, Command.CONNECTED})
+
+_VERSION_RULES: Final = {
+    None: HeaderRules.V10,
+    "1.0": HeaderRules.V10,
+    "1.1": HeaderRules.V11,
+    "1.2": HeaderRules.V12,
+}
+
+
+def rules_for(command: str, version: str | None) -> HeaderRules:
+    """The rules for *encoding* ``command`` once ``version`` is negotiated (None = not yet)."""
+    if command in UNESCAPED_COMMANDS:
+        return HeaderRules.RAW
+    return _VERSION_RULES[version]
+
+
+def show(text: str | bytes | bytearray, limit: int = 40) -> str:
+    """A short, single-line, printable rendering of peer data for error messages."""
+    if not isinstance(text, str):
+        text = bytes(text).decode("utf-8", "backslashreplace")
+    if len(text) > limit:
+        return repr(text[:limit]) + "..."
+    return repr(text)
+
+
+# --- decoding ----------------------------------------------------------------------------
+
+_UNESCAPES_11: Final = {"n": "\n", "c": ":", "\\": "\\"}
+_UNESCAPES_12: Final = {**_UNESCAPES_11, "r": "\r"}
+_ESCAPE_RE: Final = re.compile(r"\\(.?)", re.DOTALL)
+
+
+def _unescape(text: str, table: dict[str, str], version: str) -> str:
+    def replace(match: re.Match[str]) -> str:
+        char = match.group(1)
+        try:
+            return table[char]
+        except KeyError:
+            sequence = "\\" + char if char else "a trailing \\"
+            raise RemoteProtocolError(
+                f"undefined escape sequence {sequence!r} in a header (STOMP {version})"
+            ) from None
+
+    return _ESCAPE_RE.sub(replace, text)
+
+
+def decode_headers(block: bytes | bytearray, rules: HeaderRules) -> list[tuple[str, str]]:
+    """Decode a header block: header lines joined by LF, each possibly ending in CR.
+
+    The block has no final EOL and no blank line. Raises :class:`RemoteProtocolError` on
+    invalid UTF-8, a line without ``:``, an empty name or an undefined escape.
+    """
+    try:
+        text = block.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RemoteProtocolError(
+            f"frame headers are not valid UTF-8 (byte {exc.start} of the header block)"
+        ) from None
+    if rules is HeaderRules.V12:
+        table: dict[str, str] | None = _UNESCAPES_12
+    elif rules is HeaderRules.V11:
+        table = _UNESCAPES_11
+    else:
+        table = None
+    trim = rules is HeaderRules.V10
+    headers: list[tuple[str, str]] = []
+    append = headers.append
+    for line in text.split("\n"):
+        if line[-1:] == "\r":
+            line = line[:-1]
+        name, colon, value = line.partition(":")
+        if not colon:
+            raise RemoteProtocolError(f"header line without ':' ({show(line)})")
+        if not name:
+            raise RemoteProtocolError(f"header line with an empty name ({show(line)})")
+        if table is not None:
+            if "\\" in line:
+                name = _unescape(name, table, rules.value)
+                value = _unescape(value, table, rules.value)
+        elif trim:
+            value = value.lstrip(" \t")
+        append((name, value))
+    return headers
+
+
+# --- encoding ----------------------------------------------------------------------------
+
+_ESCAPES_11: Final = str.maketrans({"\\": "\\\\", "\n": "\\n", ":": "\\c"})
+_ESCAPES_12: Final = str.maketrans({"\\": "\\\\", "\n": "\\n", ":": "\\c", "\r": "\\r"})
+
+
+def encode_headers(headers: tuple[tuple[str, str], ...], rules: HeaderRules) -> list[str]:
+    """The header lines of a frame as text pieces (``name``, ``:``, ``value``, LF, ...).
+
+    Raises :class:`LocalProtocolError` for what ``rules`` cannot carry (see module doc).
+    """
+    pieces: list[str] = []
+    append = pieces.append
+    if rules is HeaderRules.V12:
+        for name, value in headers:
+            if not name:
+                raise LocalProtocolError("a header name must not be empty")
+            append(name.translate(_ESCAPES_12))
+            append(":")
+            append(value.translate(_ESCAPES_12))
+            append("\n")
+    elif rules is HeaderRules.V11:
+        for name, value in headers:
+            if not name:
+                raise LocalProtocolError("a header name must not be empty")
+            if value[-1:] == "\r":
+                raise LocalProtocolError(
+                    f"header {show(name)}: STOMP 1.1 cannot carry a value ending in CR"
+                )
+            append(name.translate(_ESCAPES_11))
+            append(":")
+            append(value.translate(_ESCAPES_11))
+            append("\n")
+    else:
+        for name, value in headers:
+            if not name or ":" in name or "\n" in name:
+                raise LocalProtocolError(
+                    f"header name {show(name)} must be non-empty without ':' or LF "
+                    f"(no escaping in STOMP 1.0 and in CONNECT/CONNECTED frames)"
+                )
+            if "\n" in value or value[-1:] == "\r":
+                raise LocalProtocolError(
+                    f"header {show(name)}: value must not contain LF or end in CR "
+                    f"(no escaping in STOMP 1.0 and in CONNECT/CONNECTED frames)"
+                )
+            append(name)
+            append(":")
+            append(value)
+            append("\n")
+    return pieces
