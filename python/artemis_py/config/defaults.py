@@ -1,0 +1,75 @@
+"""Artemis's default values that are shared across modules, and the embedded default broker.xml.
+
+Most defaults live as field defaults on the dataclasses in :mod:`.model` and
+:mod:`.address_settings` (so ``AddressSettings()`` *is* the table of Artemis defaults). This module
+holds the ones that are used in more than one place or need a word of explanation.
+
+Sources: Artemis ``ActiveMQDefaultConfiguration``, ``ArtemisConstants``, ``TransportConstants``,
+``artemis-configuration.xsd``, and the user manual (configuration index, STOMP, clusters).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DEFAULT_BROKER_XML",
+    "GiB",
+    "KiB",
+    "MiB",
+]
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+
+# --- broker -------------------------------------------------------------------------------------
+BROKER_NAME = "localhost"  # ConfigurationImpl.name
+CLUSTER_USER = "ACTIVEMQ.CLUSTER.ADMIN.USER"
+CLUSTER_PASSWORD = "CHANGE ME!!"  # Artemis warns on every start while this is unchanged
+ID_CACHE_SIZE = 20000
+
+# --- journal ------------------------------------------------------------------------------------
+# journal-buffer-timeout is in nanoseconds. Artemis: 1e9/2000 for ASYNCIO, 1e9/300 for NIO.
+# artemis-py's journal writes and fdatasyncs from one writer task (NIO-like), so when the
+# element is absent we use the NIO value whatever journal-type says.
+JOURNAL_BUFFER_TIMEOUT_ASYNCIO = 500_000
+JOURNAL_BUFFER_TIMEOUT_NIO = 3_333_333
+# journal-max-io: Artemis 4096 for ASYNCIO, 1 for NIO; same reasoning as above.
+JOURNAL_MAX_IO_ASYNCIO = 4096
+JOURNAL_MAX_IO_NIO = 1
+JOURNAL_BUFFER_SIZE = 490 * KiB  # 501760, both journal types
+JOURNAL_FILE_SIZE = 10 * MiB
+
+# --- transports ---------------------------------------------------------------------------------
+TCP_HOST = "localhost"  # TransportConstants.DEFAULT_HOST, used when a URL has no host
+TCP_PORT = 61616  # TransportConstants.DEFAULT_PORT, used when a URL has no port
+CONNECTION_TTL = 60_000  # ms; STOMP manual: "The default connectionTtl is 60,000"
+CONNECTION_TTL_MIN = 1_000  # ms; connectionTtlMin
+# connectionTtlMax: Artemis uses Long.MAX_VALUE, i.e. no maximum; we use None.
+HEART_BEAT_TO_CONNECTION_TTL_MODIFIER = 2.0
+STOMP_CONSUMER_WINDOW_SIZE = 10 * KiB  # for client/client-individual acks (-1 for auto acks)
+# STOMP frame limits are artemis-py's own (Artemis has no equivalent URL parameters). The header
+# limits follow ActiveMQ Classic's STOMP transport (1000 headers, 10 KiB per header line).
+STOMP_MAX_FRAME_SIZE = 10 * MiB  # stompMaxFrameSize: whole frame (command, headers, body)
+STOMP_MAX_HEADERS = 1000  # stompMaxHeaders: header lines per frame
+STOMP_MAX_HEADER_LENGTH = 10 * KiB  # stompMaxHeaderLength: bytes per header line
+
+# The configuration used when no broker.xml is given: one node, a STOMP acceptor on all
+# interfaces, data under ./data, persistence on, security off (authentication is not
+# implemented yet). Everything else is Artemis's default.
+DEFAULT_BROKER_XML = """\
+<?xml version="1.0" encoding="UTF-8"?>
+<configuration xmlns="urn:activemq">
+   <core xmlns="urn:activemq:core">
+      <name>localhost</name>
+      <persistence-enabled>true</persistence-enabled>
+      <security-enabled>false</security-enabled>
+      <journal-directory>data/journal</journal-directory>
+      <bindings-directory>data/bindings</bindings-directory>
+      <paging-directory>data/paging</paging-directory>
+      <large-messages-directory>data/largemessages</large-messages-directory>
+      <acceptors>
+         <acceptor name="stomp">tcp://0.0.0.0:61613?protocols=STOMP</acceptor>
+      </acceptors>
+   </core>
+</configuration>
+"""

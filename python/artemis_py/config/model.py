@@ -1,0 +1,344 @@
+"""The parsed configuration: frozen dataclasses, one per broker.xml concept.
+
+Field names are Artemis's element names in snake_case, without a repeated prefix
+(``<journal-file-size>`` is ``BrokerConfig.journal.file_size``). Field defaults are Artemis's
+defaults, so a dataclass built with no arguments describes what Artemis would do with the
+element absent. Times are milliseconds unless a field says otherwise; sizes are bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Protocol, TypeVar
+
+from . import defaults
+from .address_settings import AddressSettings, AddressSettingsRepository
+from .enums import HAPolicy, JournalType, MessageLoadBalancing, RoutingType
+from .problems import ConfigProblem
+from .wildcards import DEFAULT_WILDCARDS, WildcardSyntax
+
+__all__ = [
+    "ARTEMIS_PROTOCOLS",
+    "AcceptorConfig",
+    "AddressConfig",
+    "BroadcastGroupConfig",
+    "BrokerConfig",
+    "ClusterConnectionConfig",
+    "ConnectorConfig",
+    "DiscoveryGroupConfig",
+    "HAPolicyConfig",
+    "JournalConfig",
+    "QueueConfig",
+    "ScaleDownConfig",
+]
+
+#: The protocol names Artemis accepts in an acceptor's ``protocols`` parameter.
+ARTEMIS_PROTOCOLS = frozenset({"CORE", "AMQP", "STOMP", "MQTT", "OPENWIRE", "HORNETQ"})
+
+
+def _no_params() -> Mapping[str, str]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class JournalConfig:
+    """The message journal and bindings journal (``journal-*``, ``*-directory`` elements).
+
+    ``type`` is kept for compatibility only: artemis-py's Rust journal always does its own
+    buffered writes with fdatasync, whatever Artemis I/O mode is named. ``buffer_timeout`` is in
+    nanoseconds (see :mod:`.defaults` for why the NIO value is the default).
+    """
+
+    type: JournalType = JournalType.ASYNCIO
+    directory: str = "data/journal"
+    create_directory: bool = True
+    bindings_directory: str = "data/bindings"
+    create_bindings_directory: bool = True
+    file_size: int = defaults.JOURNAL_FILE_SIZE
+    min_files: int = 2
+    pool_files: int = -1  # -1: no limit on pooled files
+    buffer_size: int = defaults.JOURNAL_BUFFER_SIZE
+    buffer_timeout: int = defaults.JOURNAL_BUFFER_TIMEOUT_NIO
+    max_io: int = defaults.JOURNAL_MAX_IO_NIO
+    datasync: bool = True
+    sync_transactional: bool = True
+    sync_non_transactional: bool = True
+    compact_min_files: int = 10
+    compact_percentage: int = 30
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptorConfig:
+    """An ``<acceptor name=...>tcp://host:port?params</acceptor>``.
+
+    ``params`` keeps every URL parameter as written (keys case-sensitive). The ones artemis-py
+    uses are also typed here:
+
+    ``protocols``
+        the protocol names accepted (upper case); ``None`` means all (parameter absent).
+    ``anycast_prefixes`` / ``multicast_prefixes``
+        ``anycastPrefix`` / ``multicastPrefix``, comma-separated lists; a destination starting
+        with one is routed with that routing type and the prefix stripped (Artemis STOMP §
+        "Routing Semantics"). Artemis's default is no prefix.
+    ``connection_ttl``
+        ``connectionTtl``; when absent, ``<connection-ttl-override>`` if set, else 60000.
+    ``connection_ttl_min`` / ``connection_ttl_max``
+        ``connectionTtlMin`` (1000) / ``connectionTtlMax`` (``None``: no maximum) bound the TTL
+        computed from a STOMP client's heart-beat.
+    ``heart_beat_to_connection_ttl_modifier``
+        ``heartBeatToConnectionTtlModifier`` (2.0): TTL = client heart-beat x this.
+    ``stomp_consumer_window_size``
+        ``stompConsumerWindowSize`` (10240 bytes; the deprecated ``stompConsumerCredits`` is read
+        too). Applies to ``client``/``client-individual`` subscriptions; ``auto`` ones use -1.
+    ``stomp_enable_message_id``
+        ``stompEnableMessageId`` (false).
+
+    artemis-py's own STOMP limits, in the same URL style: ``stompMaxFrameSize`` (10 MiB, byte
+    notation allowed: whole frame), ``stompMaxHeaders`` (1000 header lines),
+    ``stompMaxHeaderLength`` (10240 bytes per header line).
+    """
+
+    name: str
+    url: str
+    hosts: tuple[str, ...] = ("localhost",)
+    port: int = defaults.TCP_PORT
+    params: Mapping[str, str] = field(default_factory=_no_params, hash=False)
+    protocols: frozenset[str] | None = None
+    anycast_prefixes: tuple[str, ...] = ()
+    multicast_prefixes: tuple[str, ...] = ()
+    connection_ttl: int = defaults.CONNECTION_TTL
+    connection_ttl_min: int = defaults.CONNECTION_TTL_MIN
+    connection_ttl_max: int | None = None
+    heart_beat_to_connection_ttl_modifier: float = defaults.HEART_BEAT_TO_CONNECTION_TTL_MODIFIER
+    stomp_consumer_window_size: int = defaults.STOMP_CONSUMER_WINDOW_SIZE
+    stomp_enable_message_id: bool = False
+    stomp_max_frame_size: int = defaults.STOMP_MAX_FRAME_SIZE
+    stomp_max_headers: int = defaults.STOMP_MAX_HEADERS
+    stomp_max_header_length: int = defaults.STOMP_MAX_HEADER_LENGTH
+
+    @property
+    def host(self) -> str:
+        """The first (usually only) host to listen on."""
+        return self.hosts[0]
+
+    def accepts(self, protocol: str) -> bool:
+        """Whether this acceptor serves ``protocol`` (e.g. ``"STOMP"``)."""
+        return self.protocols is None or protocol.upper() in self.protocols
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectorConfig:
+    """A ``<connector name=...>tcp://host:port?params</connector>``: how to reach a broker."""
+
+    name: str
+    url: str
+    host: str = defaults.TCP_HOST
+    port: int = defaults.TCP_PORT
+    params: Mapping[str, str] = field(default_factory=_no_params, hash=False)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueConfig:
+    """A ``<queue>`` declared under an address's ``<anycast>`` or ``<multicast>``.
+
+    ``max_consumers`` ``None`` means "the address-settings' ``default-max-consumers``".
+    ``purge_on_no_consumers`` defaults to false as in Artemis (queue attributes are not taken
+    from ``default-purge-on-no-consumers`` for queues declared in broker.xml).
+    """
+
+    name: str
+    address: str
+    routing_type: RoutingType
+    filter: str | None = None
+    durable: bool = True
+    max_consumers: int | None = None
+    purge_on_no_consumers: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AddressConfig:
+    """An ``<address name=...>``: its routing types and the queues declared on it."""
+
+    name: str
+    routing_types: frozenset[RoutingType]
+    queues: tuple[QueueConfig, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class BroadcastGroupConfig:
+    """A ``<broadcast-group>`` (UDP multicast; JGroups is parsed but not implemented)."""
+
+    name: str
+    connectors: tuple[str, ...] = ()
+    group_address: str | None = None
+    group_port: int = -1
+    local_bind_address: str | None = None
+    local_bind_port: int = -1  # -1: an anonymous port
+    broadcast_period: int = 2000
+    jgroups_file: str | None = None
+    jgroups_channel: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DiscoveryGroupConfig:
+    """A ``<discovery-group>``: where to listen for other brokers' broadcasts."""
+
+    name: str
+    group_address: str | None = None
+    group_port: int = -1
+    local_bind_address: str | None = None
+    local_bind_port: int = -1
+    refresh_timeout: int = 10_000
+    initial_wait_timeout: int = 10_000
+    jgroups_file: str | None = None
+    jgroups_channel: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConnectionConfig:
+    """A ``<cluster-connection name=...>`` (Artemis clusters §4.1); defaults per Artemis.
+
+    ``connector_name`` is the ``<connector-ref>`` this node advertises to the others. Exactly
+    one of ``static_connectors`` / ``discovery_group_name`` says how to find the others (both
+    empty: this node only accepts cluster links). ``confirmation_window_size`` and
+    ``producer_window_size`` default to 1 MiB as the Artemis manual and schema document.
+    """
+
+    name: str
+    connector_name: str
+    address: str = ""
+    check_period: int = 30_000
+    connection_ttl: int = 60_000
+    min_large_message_size: int = 100 * 1024
+    call_timeout: int = 30_000
+    retry_interval: int = 500
+    retry_interval_multiplier: float = 1.0
+    max_retry_interval: int = 2000
+    initial_connect_attempts: int = -1  # -1: retry forever
+    reconnect_attempts: int = -1  # -1: retry forever
+    use_duplicate_detection: bool = True
+    message_load_balancing: MessageLoadBalancing = MessageLoadBalancing.ON_DEMAND
+    max_hops: int = 1
+    confirmation_window_size: int = 1024 * 1024
+    producer_window_size: int = 1024 * 1024
+    call_failover_timeout: int = -1
+    notification_interval: int = 1000
+    notification_attempts: int = 2
+    static_connectors: tuple[str, ...] = ()
+    allow_direct_connections_only: bool = False
+    discovery_group_name: str | None = None
+
+    def matches_address(self, address: str) -> bool:
+        """Whether this cluster connection applies to ``address`` (clusters §4.1 "address").
+
+        ``address`` is a comma-separated list of prefixes; a ``!`` prefix excludes and
+        exclusion wins; an empty value (or only exclusions) includes everything else. No
+        wildcards here: plain prefix matching.
+        """
+        parts = [p.strip() for p in self.address.split(",") if p.strip()]
+        excludes = [p[1:] for p in parts if p.startswith("!")]
+        includes = [p for p in parts if not p.startswith("!")]
+        if any(address.startswith(prefix) for prefix in excludes):
+            return False
+        return not includes or any(address.startswith(prefix) for prefix in includes)
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDownConfig:
+    """``<scale-down>`` of a primary-only policy (clusters §8.3): on a graceful shutdown, move
+    every message to another node (of ``group_name``, if set), found through ``connectors`` or
+    the discovery group."""
+
+    enabled: bool = True
+    group_name: str | None = None
+    connectors: tuple[str, ...] = ()
+    discovery_group_name: str | None = None
+    commit_interval: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class HAPolicyConfig:
+    """``<ha-policy>``. Absent means primary-only without scale-down (Artemis's default).
+
+    Only ``PRIMARY_ONLY`` is implemented; a replication or shared-store policy is reported with a
+    warning and the node runs as primary-only.
+    """
+
+    policy: HAPolicy = HAPolicy.PRIMARY_ONLY
+    scale_down: ScaleDownConfig | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """One broker node's configuration, as read from broker.xml (or :func:`default_config`).
+
+    Paths are kept as written; relative ones are relative to the broker instance directory,
+    which is the caller's business.
+    """
+
+    name: str = defaults.BROKER_NAME
+    persistence_enabled: bool = True
+    security_enabled: bool = True
+    journal: JournalConfig = JournalConfig()
+    paging_directory: str = "data/paging"
+    large_messages_directory: str = "data/largemessages"
+    id_cache_size: int = defaults.ID_CACHE_SIZE
+    persist_id_cache: bool = True
+    cluster_user: str = defaults.CLUSTER_USER
+    cluster_password: str = field(default=defaults.CLUSTER_PASSWORD, repr=False)
+    connection_ttl_override: int = -1
+    wildcard_routing_enabled: bool = True
+    wildcards: WildcardSyntax = DEFAULT_WILDCARDS
+    acceptors: tuple[AcceptorConfig, ...] = ()
+    connectors: tuple[ConnectorConfig, ...] = ()
+    address_settings: AddressSettingsRepository = field(default_factory=AddressSettingsRepository)
+    addresses: tuple[AddressConfig, ...] = ()
+    broadcast_groups: tuple[BroadcastGroupConfig, ...] = ()
+    discovery_groups: tuple[DiscoveryGroupConfig, ...] = ()
+    cluster_connections: tuple[ClusterConnectionConfig, ...] = ()
+    ha_policy: HAPolicyConfig = HAPolicyConfig()
+    warnings: tuple[ConfigProblem, ...] = field(default=(), compare=False)
+    source: str | None = field(default=None, compare=False)
+
+    def address_settings_for(self, address: str) -> AddressSettings:
+        """The merged, complete address settings for ``address`` (cached per address)."""
+        return self.address_settings.match(address)
+
+    def acceptor(self, name: str) -> AcceptorConfig:
+        return _by_name(self.acceptors, name, "acceptor")
+
+    def connector(self, name: str) -> ConnectorConfig:
+        return _by_name(self.connectors, name, "connector")
+
+    def discovery_group(self, name: str) -> DiscoveryGroupConfig:
+        return _by_name(self.discovery_groups, name, "discovery group")
+
+    def broadcast_group(self, name: str) -> BroadcastGroupConfig:
+        return _by_name(self.broadcast_groups, name, "broadcast group")
+
+    def cluster_connection(self, name: str) -> ClusterConnectionConfig:
+        return _by_name(self.cluster_connections, name, "cluster connection")
+
+    def address(self, name: str) -> AddressConfig:
+        return _by_name(self.addresses, name, "address")
+
+    def queues(self) -> tuple[QueueConfig, ...]:
+        """Every queue declared under ``<addresses>``, in file order."""
+        return tuple(q for a in self.addresses for q in a.queues)
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_T = TypeVar("_T", bound=_Named)
+
+
+def _by_name(items: tuple[_T, ...], name: str, what: str) -> _T:
+    for item in items:
+        if item.name == name:
+            return item
+    raise KeyError(f"no {what} named {name!r}")
