@@ -44,14 +44,16 @@ TCP_HOST = "localhost"  # TransportConstants.DEFAULT_HOST, used when a URL has n
 TCP_PORT = 61616  # TransportConstants.DEFAULT_PORT, used when a URL has no port
 CONNECTION_TTL = 60_000  # ms; STOMP manual: "The default connectionTtl is 60,000"
 CONNECTION_TTL_MIN = 1_000  # ms; connectionTtlMin
-# connectionTtlMax: Artemis uses Long.MAX_VALUE, i.e. no maximum; we use None.
+CONNECTION_TTL_MAX = 2**63 - 1  # ms; connectionTtlMax: Artemis's Long.MAX_VALUE, i.e. no maximum
 HEART_BEAT_TO_CONNECTION_TTL_MODIFIER = 2.0
 STOMP_CONSUMER_WINDOW_SIZE = 10 * KiB  # for client/client-individual acks (-1 for auto acks)
-# STOMP frame limits are artemis-py's own (Artemis has no equivalent URL parameters). The header
-# limits follow ActiveMQ Classic's STOMP transport (1000 headers, 10 KiB per header line).
-STOMP_MAX_FRAME_SIZE = 10 * MiB  # stompMaxFrameSize: whole frame (command, headers, body)
-STOMP_MAX_HEADERS = 1000  # stompMaxHeaders: header lines per frame
-STOMP_MAX_HEADER_LENGTH = 10 * KiB  # stompMaxHeaderLength: bytes per header line
+# STOMP frame limits are artemis-py's own URL parameters (Artemis has none). They feed the STOMP
+# codec's FrameLimits (artemis_py/protocol/stomp/limits.py), whose defaults these repeat:
+# ActiveMQ Classic's limits, with the header line raised to 64 KiB for bearer-token passcodes.
+STOMP_MAX_BODY_SIZE = 100 * MiB  # stompMaxBodySize: bytes in one frame body
+STOMP_MAX_HEADERS = 1000  # stompMaxHeaders: header lines in one frame
+STOMP_MAX_HEADER_LENGTH = 64 * KiB  # stompMaxHeaderLength: bytes in one header line
+STOMP_MAX_HEADERS_SIZE = 1 * MiB  # stompMaxHeadersSize: bytes of all header lines of one frame
 
 # The configuration used when no broker.xml is given: one node, a STOMP acceptor on all
 # interfaces, data under ./data, persistence on, security off (authentication is not

@@ -85,8 +85,8 @@ class AcceptorConfig:
     ``connection_ttl``
         ``connectionTtl``; when absent, ``<connection-ttl-override>`` if set, else 60000.
     ``connection_ttl_min`` / ``connection_ttl_max``
-        ``connectionTtlMin`` (1000) / ``connectionTtlMax`` (``None``: no maximum) bound the TTL
-        computed from a STOMP client's heart-beat.
+        ``connectionTtlMin`` (1000) / ``connectionTtlMax`` (2**63 - 1, Java's Long.MAX_VALUE as in
+        Artemis: no maximum) bound the TTL computed from a STOMP client's heart-beat.
     ``heart_beat_to_connection_ttl_modifier``
         ``heartBeatToConnectionTtlModifier`` (2.0): TTL = client heart-beat x this.
     ``stomp_consumer_window_size``
@@ -95,9 +95,17 @@ class AcceptorConfig:
     ``stomp_enable_message_id``
         ``stompEnableMessageId`` (false).
 
-    artemis-py's own STOMP limits, in the same URL style: ``stompMaxFrameSize`` (10 MiB, byte
-    notation allowed: whole frame), ``stompMaxHeaders`` (1000 header lines),
-    ``stompMaxHeaderLength`` (10240 bytes per header line).
+    artemis-py's own STOMP frame limits, in the same URL style (byte notation allowed for
+    sizes); they map onto the STOMP codec's ``FrameLimits``:
+
+    ``stomp_max_body_size``
+        ``stompMaxBodySize`` (100 MiB): bytes in one frame body.
+    ``stomp_max_headers``
+        ``stompMaxHeaders`` (1000): header lines in one frame.
+    ``stomp_max_header_length``
+        ``stompMaxHeaderLength`` (64 KiB): bytes in one header line.
+    ``stomp_max_headers_size``
+        ``stompMaxHeadersSize`` (1 MiB): bytes of all header lines of one frame.
     """
 
     name: str
@@ -110,13 +118,14 @@ class AcceptorConfig:
     multicast_prefixes: tuple[str, ...] = ()
     connection_ttl: int = defaults.CONNECTION_TTL
     connection_ttl_min: int = defaults.CONNECTION_TTL_MIN
-    connection_ttl_max: int | None = None
+    connection_ttl_max: int = defaults.CONNECTION_TTL_MAX
     heart_beat_to_connection_ttl_modifier: float = defaults.HEART_BEAT_TO_CONNECTION_TTL_MODIFIER
     stomp_consumer_window_size: int = defaults.STOMP_CONSUMER_WINDOW_SIZE
     stomp_enable_message_id: bool = False
-    stomp_max_frame_size: int = defaults.STOMP_MAX_FRAME_SIZE
+    stomp_max_body_size: int = defaults.STOMP_MAX_BODY_SIZE
     stomp_max_headers: int = defaults.STOMP_MAX_HEADERS
     stomp_max_header_length: int = defaults.STOMP_MAX_HEADER_LENGTH
+    stomp_max_headers_size: int = defaults.STOMP_MAX_HEADERS_SIZE
 
     @property
     def host(self) -> str:

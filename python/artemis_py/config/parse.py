@@ -130,9 +130,10 @@ _ACCEPTOR_PARAMS: dict[str, tuple[Callable[[str], object], str]] = {
         "stomp_consumer_window_size",
     ),
     "stompEnableMessageId": (_url_bool, "stomp_enable_message_id"),
-    "stompMaxFrameSize": (checked(bytes64, at_least(1)), "stomp_max_frame_size"),
+    "stompMaxBodySize": (checked(bytes64, at_least(1)), "stomp_max_body_size"),
     "stompMaxHeaders": (checked(int32, at_least(1)), "stomp_max_headers"),
     "stompMaxHeaderLength": (checked(bytes32, at_least(1)), "stomp_max_header_length"),
+    "stompMaxHeadersSize": (checked(bytes64, at_least(1)), "stomp_max_headers_size"),
 }
 _OTHER_KNOWN_PARAMS = frozenset({"protocols", "anycastPrefix", "multicastPrefix"})
 _DEPRECATED_PARAMS = {"stompConsumerCredits": "stompConsumerWindowSize"}
@@ -318,8 +319,8 @@ class _Reader:
                 self.error(
                     child, "XInclude is not supported; put the included content in this file"
                 )
-            elif child.tag == "core" and child.namespace in (NS_CORE, root.namespace):
-                cores.append(child)
+            elif child.tag == "core":
+                cores.append(child)  # checked_core() reports a wrong namespace
             elif child.tag == "jms" and child.namespace in (NS_JMS, root.namespace):
                 self.unimplemented.append(("jms", child.line))
             elif child.namespace in (root.namespace, NS_CORE):
