@@ -1,0 +1,1 @@
+"""The broker core: addresses, queues, post office (routing), consumers, filters."""
