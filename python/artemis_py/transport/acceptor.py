@@ -19,10 +19,6 @@ from artemis_py.transport.stomp import StompConnection
 log = logging.getLogger("artemis_py.transport")
 
 
-def serves_stomp(acceptor: AcceptorConfig) -> bool:
-    return not acceptor.protocols or "STOMP" in {p.upper() for p in acceptor.protocols}
-
-
 async def serve_acceptor(
     broker: Broker,
     acceptor: AcceptorConfig,
@@ -31,23 +27,27 @@ async def serve_acceptor(
     task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Listen on the acceptor's host and port and serve connections until cancelled."""
-    if not serves_stomp(acceptor):
+    if not acceptor.accepts("STOMP"):
         log.info(
             "acceptor %s (%s) not started: only STOMP is implemented so far",
             acceptor.name,
-            ",".join(acceptor.protocols),
+            ",".join(sorted(acceptor.protocols or ())),
         )
         task_status.started([])
         return
-    host = None if acceptor.host in ("0.0.0.0", "", "*") else acceptor.host
-    try:
-        listeners = await trio.open_tcp_listeners(acceptor.port, host=host)
-    except OSError as exc:
-        raise OSError(
-            exc.errno,
-            f"acceptor {acceptor.name} cannot listen on {acceptor.host}:{acceptor.port}: "
-            f"{exc.strerror}",
-        ) from exc
+    listeners: list[trio.SocketListener] = []
+    for configured in acceptor.hosts:
+        host = None if configured in ("0.0.0.0", "", "*") else configured
+        try:
+            listeners += await trio.open_tcp_listeners(acceptor.port, host=host)
+        except OSError as exc:
+            for listener in listeners:
+                await listener.aclose()
+            raise OSError(
+                exc.errno,
+                f"acceptor {acceptor.name} cannot listen on {configured}:{acceptor.port}: "
+                f"{exc.strerror}",
+            ) from exc
     task_status.started(listeners)
     for listener in listeners:
         host_port = listener.socket.getsockname()[:2]

@@ -44,11 +44,12 @@ from artemis_py.protocol.stomp import (
     NEED_DATA,
     ConnectionClosed,
     Frame,
+    FrameLimits,
     Heartbeat,
+    HeartbeatSettings,
     ProtocolError,
-    negotiate_heartbeat,
+    artemis_heartbeat,
     negotiate_version,
-    parse_heartbeat,
 )
 from artemis_py.protocol.stomp import Connection as StompCodec
 from artemis_py.protocol.stomp import Role as StompRole
@@ -81,6 +82,26 @@ _CONTROL_HEADERS = frozenset(
 _ROUTING_HEADER_VALUES = {"ANYCAST": RoutingType.ANYCAST, "MULTICAST": RoutingType.MULTICAST}
 _ACK_MODES = ("auto", "client", "client-individual")
 _connection_ids = itertools.count(1)
+
+
+def frame_limits(acceptor: AcceptorConfig) -> FrameLimits:
+    """The codec's limits from the acceptor's ``stompMax*`` URL parameters."""
+    return FrameLimits(
+        max_header_line_length=acceptor.stomp_max_header_length,
+        max_header_count=acceptor.stomp_max_headers,
+        max_header_bytes=acceptor.stomp_max_headers_size,
+        max_body_size=acceptor.stomp_max_body_size,
+    )
+
+
+def heartbeat_settings(acceptor: AcceptorConfig) -> HeartbeatSettings:
+    ttl_max = acceptor.connection_ttl_max
+    return HeartbeatSettings(
+        connection_ttl=acceptor.connection_ttl,
+        connection_ttl_min=acceptor.connection_ttl_min,
+        connection_ttl_max=None if ttl_max >= 2**63 - 1 else ttl_max,
+        heart_beat_to_connection_ttl_modifier=acceptor.heart_beat_to_connection_ttl_modifier,
+    )
 
 
 class StompError(ArtemisError):
@@ -204,7 +225,7 @@ class StompConnection:
         self.authenticator = authenticator
         self.peer = peer
         self.id = f"{broker.node_id[:8]}-{next(_connection_ids)}"
-        self.codec = StompCodec(StompRole.SERVER, limits=acceptor.stomp_limits)
+        self.codec = StompCodec(StompRole.SERVER, limits=frame_limits(acceptor))
         self.version = "1.0"
         self.connected = False
         self.client_id: str | None = None
@@ -401,27 +422,20 @@ class StompConnection:
         if not self.authenticator.authenticate(frame.get("login"), frame.get("passcode")):
             raise StompError(f"Security Error: authentication failed for user {frame.get('login')!r}")
         self.client_id = frame.get("client-id")
-        client_send, client_receive = parse_heartbeat(frame.get("heart-beat"))
-        # Artemis: the TTL is the client's heart-beat interval times the modifier, clamped.
-        if client_send > 0:
-            ttl = client_send * self.acceptor.heartbeat_to_ttl_modifier
-            if self.acceptor.connection_ttl_min > 0:
-                ttl = max(ttl, self.acceptor.connection_ttl_min)
-            if self.acceptor.connection_ttl_max > 0:
-                ttl = min(ttl, self.acceptor.connection_ttl_max)
-            self._ttl = ttl / 1000
-        send_every, expect_every = negotiate_heartbeat(
-            (client_send, client_receive), (client_receive, client_send)
-        )
-        self._send_interval = send_every / 1000
+        try:
+            plan = artemis_heartbeat(frame.get("heart-beat"), self.version, heartbeat_settings(self.acceptor))
+        except ProtocolError as exc:
+            raise StompError(str(exc)) from exc
+        self._send_interval = plan.send_every_ms / 1000
+        self._ttl = plan.connection_ttl_ms / 1000 if plan.connection_ttl_ms > 0 else math.inf
         self.connected = True
         headers = [
             ("version", self.version),
             ("session", self.id),
             ("server", f"artemis-py/{__version__}"),
         ]
-        if self.version != "1.0":
-            headers.append(("heart-beat", f"{send_every},{expect_every}"))
+        if plan.connected_header is not None:
+            headers.append(("heart-beat", plan.connected_header))
         self.send_frame(Frame("CONNECTED", tuple(headers), b""))
         log.debug("connection %s from %s: STOMP %s", self.id, self.peer, self.version)
 
@@ -435,11 +449,16 @@ class StompConnection:
         if not name:
             raise StompError("missing destination header")
         routing: RoutingType | None = None
-        if self.acceptor.anycast_prefix and name.startswith(self.acceptor.anycast_prefix):
-            name, routing = name[len(self.acceptor.anycast_prefix) :], RoutingType.ANYCAST
-        elif self.acceptor.multicast_prefix and name.startswith(self.acceptor.multicast_prefix):
-            name, routing = name[len(self.acceptor.multicast_prefix) :], RoutingType.MULTICAST
-        elif type_header is not None:
+        for prefix in self.acceptor.anycast_prefixes:
+            if name.startswith(prefix):
+                name, routing = name[len(prefix) :], RoutingType.ANYCAST
+                break
+        else:
+            for prefix in self.acceptor.multicast_prefixes:
+                if name.startswith(prefix):
+                    name, routing = name[len(prefix) :], RoutingType.MULTICAST
+                    break
+        if routing is None and type_header is not None:
             routing = _ROUTING_HEADER_VALUES.get(type_header.upper())
             if routing is None:
                 raise StompError(f"unknown routing type {type_header!r}")
