@@ -1,48 +1,57 @@
-//! Append-only journal with Apache ActiveMQ Artemis semantics (skeleton).
+//! Append-only journal with Apache ActiveMQ Artemis semantics: records (add, update,
+//! delete, transactional add/update/delete, prepare, commit, rollback) appended to
+//! pre-allocated files with natural group commit, recovered on open, reclaimed and
+//! compacted in the background. Pure Rust (no pyo3); the bindings wrap [`Journal`].
+//!
+//! # Theory of operation
+//!
+//! - **Files** (`files`, `format`): `{prefix}-{id}.{ext}`, all exactly `file_size` bytes,
+//!   pre-allocated with `fallocate`. The 64-byte header holds a magic, the format version,
+//!   flags (DATA = in use, COMPACTED) and the file id; every use of a file gets a fresh id,
+//!   and every checksum depends on it, so bytes from an earlier use never validate. Free
+//!   files wait in a pool and are re-stamped DATA when the writer moves into them.
+//! - **Batches** (`writer`): one writer thread drains the submit queue; each batch is one
+//!   `pwrite` and (if any submit asked for sync) one `fdatasync`. A batch header carries a
+//!   global sequence number and `durable_through`, the highest sequence known fdatasynced
+//!   when it was written. Records never span files; one submit never spans batches.
+//! - **Validation** (`logical`): `submit` checks ops against the state including queued ops
+//!   and applies them all or none.
+//! - **Index** (`index`): where each live record lives, per-file live counts, and which
+//!   files must outlive which (a delete or commit must outlive what it negates).
+//! - **Recovery** (`recovery`): replay; a torn tail is cut, corruption (an unreadable batch
+//!   that a later batch says was durable) is `Error::Corrupted` with file and offset.
+//! - **Reclaim** (`housekeeper`): dead files go back to the pool (or are deleted beyond
+//!   `pool_files`); files are pre-allocated ahead of the writer.
+//! - **Compaction** (`compact`): live records of all files before the current one are
+//!   rewritten into new files behind a durable control file (the commit point), while
+//!   appends continue.
+//! - **Failure**: the first I/O error puts the journal in a failed state; it never writes
+//!   again until reopened, so it cannot corrupt what it wrote; everything synced stays.
+//!
+//! See `docs/journal.md` for the on-disk format and the guarantees in full.
 
+mod compact;
+mod config;
 mod error;
+mod fault;
+mod files;
+mod format;
 mod fs;
+mod housekeeper;
+mod index;
+mod journal;
+mod logical;
+mod recovery;
+mod writer;
 
+pub use config::JournalConfig;
 pub use error::{Error, Result};
+pub use fault::{Fault, FaultyFileSystem, FsOp};
 pub use fs::{FileSystem, JournalFile, StdFileSystem};
+pub use journal::Journal;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// Journal configuration; field names follow Artemis's `journal-*` settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JournalConfig {
-    pub directory: PathBuf,
-    pub file_prefix: String,
-    pub file_extension: String,
-    pub file_size: u64,
-    pub min_files: usize,
-    pub pool_files: i64,
-    pub buffer_size: usize,
-    pub buffer_timeout: Duration,
-    pub datasync: bool,
-    pub compact_min_files: usize,
-    pub compact_percentage: u32,
-}
-
-impl Default for JournalConfig {
-    fn default() -> Self {
-        JournalConfig {
-            directory: PathBuf::from("data/journal"),
-            file_prefix: "activemq-data".to_string(),
-            file_extension: "amq".to_string(),
-            file_size: 10 * 1024 * 1024,
-            min_files: 2,
-            pool_files: -1,
-            buffer_size: 490 * 1024,
-            buffer_timeout: Duration::from_nanos(3_333_333),
-            datasync: true,
-            compact_min_files: 10,
-            compact_percentage: 30,
-        }
-    }
-}
 
 /// One record to append.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,49 +148,11 @@ pub struct CompactionReport {
 /// Completion sequence number of one submit.
 pub type Ticket = u64;
 
+/// What [`Journal::progress`] reports.
 #[derive(Debug, Clone, Default)]
 pub struct Progress {
+    /// Every ticket up to this one is complete.
     pub completed: Ticket,
+    /// Set once the writer failed: tickets above `completed` never complete.
     pub failed: Option<Arc<Error>>,
-}
-
-pub struct Journal {
-    _private: (),
-}
-
-impl Journal {
-    pub fn open(config: JournalConfig) -> Result<(Journal, LoadReport)> {
-        Self::open_with_fs(config, Arc::new(StdFileSystem))
-    }
-    pub fn open_with_fs(
-        _config: JournalConfig,
-        _fs: Arc<dyn FileSystem>,
-    ) -> Result<(Journal, LoadReport)> {
-        unimplemented!()
-    }
-    pub fn submit(&self, _ops: Vec<Op>, _sync: bool) -> Result<Ticket> {
-        unimplemented!()
-    }
-    pub fn wait(&self, _ticket: Ticket) -> Result<()> {
-        unimplemented!()
-    }
-    pub fn append(&self, ops: Vec<Op>, sync: bool) -> Result<()> {
-        let t = self.submit(ops, sync)?;
-        self.wait(t)
-    }
-    pub fn progress(&self) -> Progress {
-        unimplemented!()
-    }
-    pub fn set_completion_listener(&self, _listener: Box<dyn Fn() + Send + Sync>) {
-        unimplemented!()
-    }
-    pub fn compact(&self) -> Result<CompactionReport> {
-        unimplemented!()
-    }
-    pub fn stats(&self) -> JournalStats {
-        unimplemented!()
-    }
-    pub fn close(&self) -> Result<()> {
-        unimplemented!()
-    }
 }

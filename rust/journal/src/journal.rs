@@ -1,0 +1,493 @@
+//! The [`Journal`] handle and the state its threads share.
+//!
+//! Threads: callers submit (validate + enqueue, no I/O) and wait; one writer thread writes
+//! batches (see `writer`); one housekeeper thread pre-allocates and reclaims files and
+//! starts automatic compactions (see `housekeeper`); compaction runs on its own thread or
+//! on the caller of [`Journal::compact`] (see `compact`).
+//!
+//! Locks: `state` guards everything logical and physical (validation state, index, file
+//! tables, queue); it is never held across I/O. `done` guards completion (waiters block on
+//! it) so waking waiters does not contend with submitters. Order: `compaction` before
+//! `state`; `state` and `done` are never held together except `state` then `done` in
+//! [`Inner::fail`].
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crate::config::Cfg;
+use crate::files::{self, DataFile, FreeFile};
+use crate::format::{self, FILE_HEADER_LEN};
+use crate::fs::FileSystem;
+use crate::index::{FileId, Index};
+use crate::logical::Logical;
+use crate::{
+    housekeeper, recovery, writer, CompactionReport, Error, JournalConfig, JournalStats,
+    LoadReport, Op, Progress, Result, StdFileSystem, Ticket,
+};
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One submit waiting for the writer.
+pub(crate) struct Submit {
+    pub ticket: Ticket,
+    pub ops: Vec<Op>,
+    pub sync: bool,
+    /// Encoded size of the ops.
+    pub bytes: usize,
+}
+
+pub(crate) struct State {
+    pub logical: Logical,
+    pub index: Index<()>,
+    /// Files in use, by id.
+    pub files: BTreeMap<FileId, DataFile>,
+    /// Free files, by id (taken lowest first).
+    pub pool: BTreeMap<FileId, FreeFile>,
+    /// The file the writer appends to.
+    pub current: FileId,
+    pub queue: VecDeque<Submit>,
+    pub queue_bytes: usize,
+    pub queue_syncs: usize,
+    /// When the oldest queued non-sync submit arrived (buffer-timeout).
+    pub first_queued: Option<Instant>,
+    pub last_ticket: Ticket,
+    pub writer_waiting: bool,
+    pub closing: bool,
+    pub failed: Option<Arc<Error>>,
+    pub compacting: bool,
+    /// The housekeeper has work (pre-allocation, reclaim, compaction check).
+    pub housekeeping: bool,
+}
+
+impl State {
+    /// Whether a file before the current one could be reclaimed now.
+    pub(crate) fn reclaimable(&self) -> Option<FileId> {
+        self.files
+            .values()
+            .filter(|f| f.id != self.current && !f.busy)
+            .find(|f| {
+                self.index
+                    .files
+                    .get(&f.id)
+                    .is_some_and(|s| s.live == 0 && s.deps.is_empty())
+            })
+            .map(|f| f.id)
+    }
+
+    /// Whether a reclaimed file goes to the pool (else it is deleted).
+    pub(crate) fn keep_in_pool(&self, cfg: &Cfg) -> bool {
+        cfg.pool_files < 0
+            || self.pool.len() < cfg.pool_files as usize
+            || self.files.len() + self.pool.len() < cfg.min_files
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Done {
+    pub failed: Option<Arc<Error>>,
+    /// The writer stopped (closed); unfinished tickets never complete.
+    pub stopped: bool,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub batches: AtomicU64,
+    pub syncs: AtomicU64,
+    pub records: AtomicU64,
+    pub bytes: AtomicU64,
+    pub compactions: AtomicU64,
+}
+
+#[derive(Default)]
+struct Threads {
+    writer: Option<JoinHandle<()>>,
+    housekeeper: Option<JoinHandle<()>>,
+    compactor: Option<JoinHandle<()>>,
+}
+
+type Listener = Arc<dyn Fn() + Send + Sync>;
+
+pub(crate) struct Inner {
+    pub cfg: Cfg,
+    pub fs: Arc<dyn FileSystem>,
+    pub state: Mutex<State>,
+    pub writer_cv: Condvar,
+    pub housekeeper_cv: Condvar,
+    /// Highest completed ticket (all below are complete too).
+    pub completed: AtomicU64,
+    /// Highest issued ticket; the writer spins on it briefly between batches.
+    pub submitted: AtomicU64,
+    pub done: Mutex<Done>,
+    pub done_cv: Condvar,
+    pub next_file_id: AtomicU64,
+    pub counters: Counters,
+    listener: Mutex<Option<Listener>>,
+    /// Serializes compactions.
+    pub compaction: Mutex<()>,
+    pub abort_compaction: AtomicBool,
+    threads: Mutex<Threads>,
+    closed: Mutex<bool>,
+}
+
+impl Inner {
+    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    pub(crate) fn new_file_id(&self) -> FileId {
+        self.next_file_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn notify_listener(&self) {
+        let l = lock(&self.listener).clone();
+        if let Some(l) = l {
+            l();
+        }
+    }
+
+    /// Publishes completion of every ticket up to `ticket` and wakes the waiters.
+    pub(crate) fn complete(&self, ticket: Ticket) {
+        self.completed.store(ticket, Ordering::Release);
+        drop(lock(&self.done));
+        self.done_cv.notify_all();
+        self.notify_listener();
+    }
+
+    /// Puts the journal in the failed state (first error wins) and wakes everyone.
+    pub(crate) fn fail(&self, e: Error) -> Arc<Error> {
+        let cause = {
+            let mut st = self.state();
+            let cause = st.failed.get_or_insert_with(|| Arc::new(e)).clone();
+            lock(&self.done).failed = Some(cause.clone());
+            cause
+        };
+        self.writer_cv.notify_all();
+        self.housekeeper_cv.notify_all();
+        self.done_cv.notify_all();
+        self.notify_listener();
+        cause
+    }
+
+    /// Asks the housekeeper to look for work.
+    pub(crate) fn poke_housekeeper(&self, st: &mut State) {
+        if !st.housekeeping {
+            st.housekeeping = true;
+            self.housekeeper_cv.notify_one();
+        }
+    }
+
+    pub(crate) fn spawn_compactor(self: &Arc<Self>) {
+        let mut t = lock(&self.threads);
+        if let Some(h) = t.compactor.take() {
+            if !h.is_finished() {
+                t.compactor = Some(h);
+                return;
+            }
+            let _ = h.join();
+        }
+        let inner = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("journal-compactor".into())
+            .spawn(move || {
+                // Failures after the commit point fail the journal inside; others only
+                // abandon this compaction (the next check may try again).
+                let _ = crate::compact::compact(&inner);
+            });
+        if let Ok(h) = spawned {
+            t.compactor = Some(h);
+        }
+    }
+}
+
+/// The journal. `Send + Sync`; every method takes `&self`. Dropping it closes it.
+pub struct Journal {
+    inner: Arc<Inner>,
+}
+
+impl Journal {
+    /// Creates the directory if missing, recovers, starts the writer thread.
+    pub fn open(config: JournalConfig) -> Result<(Journal, LoadReport)> {
+        Self::open_with_fs(config, Arc::new(StdFileSystem))
+    }
+
+    /// [`Journal::open`] over a given file system (tests inject faults this way).
+    pub fn open_with_fs(
+        config: JournalConfig,
+        fs: Arc<dyn FileSystem>,
+    ) -> Result<(Journal, LoadReport)> {
+        let cfg = Cfg::new(config)?;
+        let rec = recovery::recover(&cfg, &*fs)?;
+        let mut st = State {
+            logical: rec.logical,
+            index: rec.index,
+            files: rec.files,
+            pool: rec.pool,
+            current: 0,
+            queue: VecDeque::new(),
+            queue_bytes: 0,
+            queue_syncs: 0,
+            first_queued: None,
+            last_ticket: 0,
+            writer_waiting: false,
+            closing: false,
+            failed: None,
+            compacting: false,
+            housekeeping: true,
+        };
+        let mut next_file_id = rec.next_file_id;
+        while st.files.len() + st.pool.len() < cfg.min_files.max(1)
+            || (rec.resume.is_none() && st.pool.is_empty())
+        {
+            let f = files::create_free_file(&cfg, &*fs, next_file_id)?;
+            next_file_id += 1;
+            st.pool.insert(f.id, f);
+        }
+        // Where the writer starts: the recovered append point, or a fresh file.
+        let (cur, offset, stamp) = match rec.resume {
+            Some((id, off)) => (st.files[&id].clone(), off, false),
+            None => {
+                let max_data = st.files.keys().next_back().copied().unwrap_or(0);
+                let (_, mut free) = st.pool.pop_first().expect("pool filled above");
+                if free.id <= max_data {
+                    let h = fs
+                        .open(&free.path)
+                        .map_err(files::io_err("open", &free.path))?;
+                    free = files::stamp_free(&cfg, &*fs, &*h, &free.path, next_file_id)?;
+                    next_file_id += 1;
+                }
+                let handle = fs
+                    .open(&free.path)
+                    .map_err(files::io_err("open", &free.path))?;
+                let f = DataFile {
+                    id: free.id,
+                    path: free.path,
+                    handle,
+                    compacted: false,
+                    busy: false,
+                };
+                st.files.insert(f.id, f.clone());
+                st.index.add_file(f.id);
+                (f, FILE_HEADER_LEN as u64, true)
+            }
+        };
+        st.current = cur.id;
+        let inner = Arc::new(Inner {
+            cfg,
+            fs,
+            state: Mutex::new(st),
+            writer_cv: Condvar::new(),
+            housekeeper_cv: Condvar::new(),
+            completed: AtomicU64::new(0),
+            submitted: AtomicU64::new(0),
+            done: Mutex::new(Done::default()),
+            done_cv: Condvar::new(),
+            next_file_id: AtomicU64::new(next_file_id),
+            counters: Counters::default(),
+            listener: Mutex::new(None),
+            compaction: Mutex::new(()),
+            abort_compaction: AtomicBool::new(false),
+            threads: Mutex::new(Threads::default()),
+            closed: Mutex::new(false),
+        });
+        let w = writer::Writer::new(
+            inner.clone(),
+            cur,
+            offset,
+            stamp,
+            rec.next_seq,
+            rec.durable_through,
+        );
+        let journal = Journal {
+            inner: inner.clone(),
+        };
+        {
+            let mut t = lock(&inner.threads);
+            let spawn_err = |e: std::io::Error| Error::Io {
+                op: "spawn thread",
+                path: inner.cfg.dir.clone(),
+                source: e,
+            };
+            t.writer = Some(
+                std::thread::Builder::new()
+                    .name("journal-writer".into())
+                    .spawn(move || w.run())
+                    .map_err(spawn_err)?,
+            );
+            let hk = inner.clone();
+            t.housekeeper = Some(
+                std::thread::Builder::new()
+                    .name("journal-housekeeper".into())
+                    .spawn(move || housekeeper::run(&hk))
+                    .map_err(spawn_err)?,
+            );
+        }
+        let mut report = rec.report;
+        // Transactions neither prepared nor finished are rolled back, durably, so their
+        // records die and their ids can be reused.
+        for chunk in rec.incomplete.chunks(1024) {
+            let ops = chunk.iter().map(|&tx_id| Op::Rollback { tx_id }).collect();
+            journal.append(ops, true)?;
+        }
+        report.incomplete_transactions_rolled_back = rec.incomplete.len();
+        Ok((journal, report))
+    }
+
+    /// Validates `ops` against the in-memory state, applies them to it and queues them for
+    /// the writer; never blocks on I/O. All ops of one submit go into one batch in one
+    /// file. All or nothing: on error nothing is queued.
+    pub fn submit(&self, ops: Vec<Op>, sync: bool) -> Result<Ticket> {
+        let bytes: usize = ops.iter().map(format::op_len).sum();
+        let max = self.inner.cfg.max_body;
+        if bytes > max {
+            return Err(Error::RecordTooLarge { size: bytes, max });
+        }
+        let inner = &*self.inner;
+        let mut st = inner.state();
+        if let Some(f) = &st.failed {
+            return Err(Error::Failed(f.clone()));
+        }
+        if st.closing {
+            return Err(Error::Closed);
+        }
+        st.logical.apply_all(&ops)?;
+        st.last_ticket += 1;
+        let ticket = st.last_ticket;
+        let was_empty = st.queue.is_empty();
+        if was_empty && !sync {
+            st.first_queued = Some(Instant::now());
+        }
+        st.queue.push_back(Submit {
+            ticket,
+            ops,
+            sync,
+            bytes,
+        });
+        st.queue_bytes += bytes;
+        if sync {
+            st.queue_syncs += 1;
+        }
+        inner.submitted.store(ticket, Ordering::Release);
+        // Wake the writer only when that changes what it waits for.
+        if st.writer_waiting && (was_empty || sync || st.queue_bytes >= inner.cfg.buffer_size) {
+            st.writer_waiting = false;
+            inner.writer_cv.notify_one();
+        }
+        Ok(ticket)
+    }
+
+    /// Blocks until `ticket` is durable (sync) or written (non-sync), or fails with the
+    /// error that stopped the writer.
+    pub fn wait(&self, ticket: Ticket) -> Result<()> {
+        let inner = &*self.inner;
+        if inner.completed.load(Ordering::Acquire) >= ticket {
+            return Ok(());
+        }
+        let mut d = lock(&inner.done);
+        loop {
+            if inner.completed.load(Ordering::Acquire) >= ticket {
+                return Ok(());
+            }
+            if let Some(f) = &d.failed {
+                return Err(Error::Failed(f.clone()));
+            }
+            if d.stopped {
+                return Err(Error::Closed);
+            }
+            d = inner
+                .done_cv
+                .wait(d)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// [`submit`](Self::submit) + [`wait`](Self::wait).
+    pub fn append(&self, ops: Vec<Op>, sync: bool) -> Result<()> {
+        let t = self.submit(ops, sync)?;
+        self.wait(t)
+    }
+
+    /// Highest completed ticket and the failure, if the writer failed.
+    pub fn progress(&self) -> Progress {
+        let d = lock(&self.inner.done);
+        Progress {
+            completed: self.inner.completed.load(Ordering::Acquire),
+            failed: d.failed.clone(),
+        }
+    }
+
+    /// Called by the writer thread after every batch completes or fails. Must be cheap and
+    /// must not call back into the journal.
+    pub fn set_completion_listener(&self, listener: Box<dyn Fn() + Send + Sync>) {
+        *lock(&self.inner.listener) = Some(Arc::from(listener));
+    }
+
+    /// Rewrites the live records of all files before the current one into new files;
+    /// appends continue meanwhile.
+    pub fn compact(&self) -> Result<CompactionReport> {
+        crate::compact::compact(&self.inner)
+    }
+
+    pub fn stats(&self) -> JournalStats {
+        let c = &self.inner.counters;
+        let st = self.inner.state();
+        JournalStats {
+            data_files: st.files.len(),
+            free_files: st.pool.len(),
+            live_records: st.index.records.len(),
+            batches: c.batches.load(Ordering::Relaxed),
+            syncs: c.syncs.load(Ordering::Relaxed),
+            records_written: c.records.load(Ordering::Relaxed),
+            bytes_written: c.bytes.load(Ordering::Relaxed),
+            compactions: c.compactions.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Flushes what is queued, stops the threads, syncs, releases the files. Idempotent;
+    /// returns `Failed` if the journal had failed.
+    pub fn close(&self) -> Result<()> {
+        let inner = &*self.inner;
+        let mut closed = lock(&inner.closed);
+        if !*closed {
+            {
+                let mut st = inner.state();
+                st.closing = true;
+            }
+            inner.abort_compaction.store(true, Ordering::Relaxed);
+            inner.writer_cv.notify_all();
+            inner.housekeeper_cv.notify_all();
+            let handles = {
+                let mut t = lock(&inner.threads);
+                [t.writer.take(), t.housekeeper.take(), t.compactor.take()]
+            };
+            // A manual compaction in progress finishes (or aborts) before we go on.
+            let _c = lock(&inner.compaction);
+            for h in handles.into_iter().flatten() {
+                let _ = h.join();
+            }
+            {
+                let mut st = inner.state();
+                st.files.clear();
+                st.pool.clear();
+            }
+            lock(&inner.done).stopped = true;
+            inner.done_cv.notify_all();
+            inner.notify_listener();
+            *closed = true;
+        }
+        match &inner.state().failed {
+            Some(f) => Err(Error::Failed(f.clone())),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
