@@ -505,6 +505,11 @@ def test_leaf_element_with_child_elements() -> None:
     assert "takes a value" in problem.message
 
 
+def test_attribute_on_value_element() -> None:
+    (problem,) = problems_of(core('<journal-min-files unit="files">2</journal-min-files>'))
+    assert (problem.line, problem.element) == (3, "journal-min-files@unit")
+
+
 def test_unexpected_text_in_container() -> None:
     (problem,) = problems_of(core("<acceptors>oops</acceptors>"))
     assert (problem.line, problem.element, problem.message) == (

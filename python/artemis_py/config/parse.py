@@ -19,6 +19,7 @@ Theory of operation
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import ipaddress
 import logging
@@ -256,6 +257,12 @@ class _Reader:
         return value
 
     def convert(self, element: XmlElement, convert: Callable[[str], T]) -> T | _Invalid:
+        for attr in element.attributes:
+            self.error(
+                element,
+                f"unexpected attribute '{attr}' on <{element.tag}>, which takes only a value",
+                label=f"{element.tag}@{attr}",
+            )
         text = self.text(element)
         if text is None:
             return _INVALID
@@ -1129,13 +1136,7 @@ def parse_config(
     warnings.sort(key=lambda p: p.line or 0)
     for warning in warnings:
         logger.warning("%s", warning)
-    return _with(config, warnings=tuple(warnings), source=filename)
-
-
-def _with(config: BrokerConfig, **changes: object) -> BrokerConfig:
-    import dataclasses
-
-    return dataclasses.replace(config, **changes)  # type: ignore[arg-type]
+    return dataclasses.replace(config, warnings=tuple(warnings), source=filename)
 
 
 def load_config(
