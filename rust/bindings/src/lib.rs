@@ -1,7 +1,25 @@
-//! artemis_py._native (placeholder).
+//! `artemis_py._native`: the Python face of the Rust storage crates.
+//!
+//! The only crate that depends on pyo3 (the tokenizers layout): `journal` and `nodeid` stay
+//! pure Rust. Python reaches this module through the async facade `artemis_py.storage`.
+
+mod error;
+mod journal;
+mod node_manager;
+mod ops;
+mod report;
+
 use pyo3::prelude::*;
 
 #[pymodule]
-fn _native(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<journal::PyJournal>()?;
+    m.add_class::<node_manager::PyNodeManager>()?;
+    m.add_class::<report::PyLoadReport>()?;
+    m.add_class::<report::PyRecord>()?;
+    m.add_class::<report::PyUpdate>()?;
+    m.add_class::<report::PyPreparedTransaction>()?;
+    m.add_class::<report::PyJournalStats>()?;
+    m.add_class::<report::PyCompactionReport>()?;
     Ok(())
 }

@@ -1,0 +1,142 @@
+"""Type stubs of the native extension (``rust/bindings``).
+
+Blocking methods release the GIL; call them through ``trio.to_thread.run_sync`` (the
+``artemis_py.storage`` facade does). ``submit``, ``progress``, ``error``, ``stats`` and
+``fileno`` never do I/O and are meant for the event loop.
+"""
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import final
+
+from artemis_py.storage.ops import Op
+
+@final
+class Update:
+    """One update of a record."""
+
+    @property
+    def record_type(self) -> int: ...
+    @property
+    def payload(self) -> bytes: ...
+
+@final
+class Record:
+    """A live record after a load: its add, then its updates in append order."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def record_type(self) -> int: ...
+    @property
+    def payload(self) -> bytes: ...
+    @property
+    def updates(self) -> tuple[Update, ...]: ...
+
+@final
+class PreparedTransaction:
+    """Prepared (two-phase commit) but not yet committed or rolled back."""
+
+    @property
+    def tx_id(self) -> int: ...
+    @property
+    def xid(self) -> bytes: ...
+    @property
+    def ops(self) -> tuple[Op, ...]: ...
+
+@final
+class LoadReport:
+    """What opening a journal recovered."""
+
+    @property
+    def records(self) -> tuple[Record, ...]: ...  # sorted by id
+    @property
+    def prepared(self) -> tuple[PreparedTransaction, ...]: ...
+    @property
+    def incomplete_transactions_rolled_back(self) -> int: ...
+    @property
+    def torn_tail(self) -> tuple[Path, int] | None: ...  # (file, offset) where a torn tail was cut
+
+@final
+class JournalStats:
+    @property
+    def data_files(self) -> int: ...
+    @property
+    def free_files(self) -> int: ...
+    @property
+    def live_records(self) -> int: ...
+    @property
+    def batches(self) -> int: ...
+    @property
+    def syncs(self) -> int: ...
+    @property
+    def records_written(self) -> int: ...
+    @property
+    def bytes_written(self) -> int: ...
+    @property
+    def compactions(self) -> int: ...
+
+@final
+class CompactionReport:
+    @property
+    def files_before(self) -> int: ...
+    @property
+    def files_after(self) -> int: ...
+    @property
+    def records_moved(self) -> int: ...
+
+@final
+class Journal:
+    """One open journal with its writer thread and completion eventfd."""
+
+    @staticmethod
+    def open(
+        directory: str,
+        *,
+        file_prefix: str | None = None,
+        file_extension: str | None = None,
+        file_size: int | None = None,
+        min_files: int | None = None,
+        pool_files: int | None = None,
+        buffer_size: int | None = None,
+        buffer_timeout_ns: int | None = None,
+        datasync: bool | None = None,
+        compact_min_files: int | None = None,
+        compact_percentage: int | None = None,
+    ) -> tuple[Journal, LoadReport]:
+        """Create if missing, recover, start the writer. Blocks; GIL released."""
+    @property
+    def directory(self) -> Path: ...
+    def submit(self, ops: Iterable[Op], sync: bool) -> int:
+        """Validate and queue one batch; returns its ticket. No I/O."""
+    def wait(self, ticket: int) -> None:
+        """Block until the ticket is durable (sync) or written. GIL released."""
+    def append(self, ops: Iterable[Op], sync: bool) -> None:
+        """submit + wait. Blocks; GIL released."""
+    def progress(self) -> tuple[int, bool]:
+        """(completed ticket, writer failed)."""
+    def error(self) -> None:
+        """Raise JournalFailedError (cause chained) if the writer failed."""
+    def fileno(self) -> int:
+        """The eventfd that becomes readable after batches complete or the writer fails."""
+    def compact(self) -> CompactionReport:
+        """Blocks; GIL released."""
+    def stats(self) -> JournalStats: ...
+    def close(self) -> None:
+        """Flush, stop the writer, fsync, release files. Idempotent. Blocks; GIL released."""
+
+@final
+class NodeManager:
+    """The lock on ``server.lock`` in a journal directory, and the node ID it holds."""
+
+    @staticmethod
+    def open(directory: str) -> NodeManager:
+        """Lock (creating the directory and the node ID if needed). Blocks; GIL released."""
+    @property
+    def node_id(self) -> str: ...
+    @property
+    def directory(self) -> Path: ...
+    @property
+    def locked(self) -> bool: ...
+    def close(self) -> None:
+        """Release the lock. Idempotent."""

@@ -1,0 +1,209 @@
+//! `artemis_py._native.Journal`: one journal, its writer thread and its completion eventfd.
+//!
+//! Blocking calls (`open`, `wait`, `append`, `compact`, `close`) convert their arguments to
+//! owned data and then release the GIL for the whole call, so the Trio loop — which calls
+//! them only through `trio.to_thread.run_sync` — and every other Python thread keep running.
+//! `submit`, `progress`, `error`, `stats` and `fileno` never touch the disk and keep the GIL:
+//! they are what the event loop itself calls.
+//!
+//! Completion notification: a Linux eventfd per journal. The journal's completion listener
+//! (run on the writer thread after every batch completes or fails) adds 1 to it, which makes
+//! it readable; the facade's pump task waits for readability, reads it (resetting it to 0)
+//! and then looks at `progress()`. Because the journal updates its progress before calling
+//! the listener, a pump that resets the eventfd and then reads progress cannot miss a
+//! completion.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use journal::{Journal, JournalConfig};
+use pyo3::prelude::*;
+
+use crate::error::journal_error;
+use crate::ops::ops_from_py;
+use crate::report::{PyCompactionReport, PyJournalStats, PyLoadReport};
+
+fn new_eventfd() -> std::io::Result<OwnedFd> {
+    // SAFETY: plain syscall; on success we own the returned descriptor.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn poke(fd: &OwnedFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live u64 to a descriptor kept open by the Arc.
+    // The only possible failure is EAGAIN when the counter is near u64::MAX, and then the
+    // eventfd is readable anyway, which is all the pump needs.
+    unsafe {
+        libc::write(
+            fd.as_raw_fd(),
+            (&one as *const u64).cast::<libc::c_void>(),
+            std::mem::size_of::<u64>(),
+        );
+    }
+}
+
+/// One open journal.
+#[pyclass(name = "Journal", module = "artemis_py._native", frozen)]
+pub struct PyJournal {
+    journal: Journal,
+    // Shared with the completion listener, so the descriptor outlives every poke.
+    eventfd: Arc<OwnedFd>,
+    directory: PathBuf,
+}
+
+#[pymethods]
+impl PyJournal {
+    /// Open (create if missing) and recover the journal in `directory`; blocks, GIL released.
+    /// Settings left as None take the Artemis defaults.
+    #[staticmethod]
+    #[pyo3(signature = (
+        directory,
+        *,
+        file_prefix = None,
+        file_extension = None,
+        file_size = None,
+        min_files = None,
+        pool_files = None,
+        buffer_size = None,
+        buffer_timeout_ns = None,
+        datasync = None,
+        compact_min_files = None,
+        compact_percentage = None,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn open(
+        py: Python<'_>,
+        directory: PathBuf,
+        file_prefix: Option<String>,
+        file_extension: Option<String>,
+        file_size: Option<u64>,
+        min_files: Option<usize>,
+        pool_files: Option<i64>,
+        buffer_size: Option<usize>,
+        buffer_timeout_ns: Option<u64>,
+        datasync: Option<bool>,
+        compact_min_files: Option<usize>,
+        compact_percentage: Option<u32>,
+    ) -> PyResult<(PyJournal, PyLoadReport)> {
+        let defaults = JournalConfig::default();
+        let config = JournalConfig {
+            directory: directory.clone(),
+            file_prefix: file_prefix.unwrap_or(defaults.file_prefix),
+            file_extension: file_extension.unwrap_or(defaults.file_extension),
+            file_size: file_size.unwrap_or(defaults.file_size),
+            min_files: min_files.unwrap_or(defaults.min_files),
+            pool_files: pool_files.unwrap_or(defaults.pool_files),
+            buffer_size: buffer_size.unwrap_or(defaults.buffer_size),
+            buffer_timeout: buffer_timeout_ns
+                .map(Duration::from_nanos)
+                .unwrap_or(defaults.buffer_timeout),
+            datasync: datasync.unwrap_or(defaults.datasync),
+            compact_min_files: compact_min_files.unwrap_or(defaults.compact_min_files),
+            compact_percentage: compact_percentage.unwrap_or(defaults.compact_percentage),
+        };
+        let eventfd = Arc::new(new_eventfd().map_err(|source| {
+            journal_error(
+                py,
+                &journal::Error::Io {
+                    op: "eventfd",
+                    path: directory.clone(),
+                    source,
+                },
+            )
+        })?);
+        let (journal, report) = py
+            .detach(|| Journal::open(config))
+            .map_err(|e| journal_error(py, &e))?;
+        let listener_fd = Arc::clone(&eventfd);
+        journal.set_completion_listener(Box::new(move || poke(&listener_fd)));
+        let report = PyLoadReport::from_report(py, &report);
+        let this = PyJournal {
+            journal,
+            eventfd,
+            directory,
+        };
+        match report {
+            Ok(report) => Ok((this, report)),
+            Err(e) => {
+                // Do not leave a running writer behind an exception.
+                let _ = py.detach(|| this.journal.close());
+                Err(e)
+            }
+        }
+    }
+
+    /// The journal directory.
+    #[getter]
+    fn directory(&self) -> &PathBuf {
+        &self.directory
+    }
+
+    /// Validate and queue `ops` as one batch; returns its ticket. Never does I/O.
+    fn submit(&self, py: Python<'_>, ops: &Bound<'_, PyAny>, sync: bool) -> PyResult<u64> {
+        let ops = ops_from_py(ops)?;
+        self.journal
+            .submit(ops, sync)
+            .map_err(|e| journal_error(py, &e))
+    }
+
+    /// Block until `ticket` is durable (sync) or written; GIL released.
+    fn wait(&self, py: Python<'_>, ticket: u64) -> PyResult<()> {
+        py.detach(|| self.journal.wait(ticket))
+            .map_err(|e| journal_error(py, &e))
+    }
+
+    /// `submit` + `wait`; blocks, GIL released for the wait.
+    fn append(&self, py: Python<'_>, ops: &Bound<'_, PyAny>, sync: bool) -> PyResult<()> {
+        let ops = ops_from_py(ops)?;
+        py.detach(|| self.journal.append(ops, sync))
+            .map_err(|e| journal_error(py, &e))
+    }
+
+    /// `(completed_ticket, failed)`: every ticket <= completed is done; if failed, tickets
+    /// above it never will be.
+    fn progress(&self) -> (u64, bool) {
+        let progress = self.journal.progress();
+        (progress.completed, progress.failed.is_some())
+    }
+
+    /// Raise the failure that stopped the writer (JournalFailedError, cause chained), if any.
+    fn error(&self, py: Python<'_>) -> PyResult<()> {
+        match self.journal.progress().failed {
+            Some(cause) => Err(journal_error(py, &journal::Error::Failed(cause))),
+            None => Ok(()),
+        }
+    }
+
+    /// The eventfd that becomes readable after batches complete (or the writer fails).
+    fn fileno(&self) -> i32 {
+        self.eventfd.as_raw_fd()
+    }
+
+    /// Rewrite live records out of old files; blocks, GIL released.
+    fn compact(&self, py: Python<'_>) -> PyResult<PyCompactionReport> {
+        py.detach(|| self.journal.compact())
+            .map(PyCompactionReport::from)
+            .map_err(|e| journal_error(py, &e))
+    }
+
+    fn stats(&self) -> PyJournalStats {
+        self.journal.stats().into()
+    }
+
+    /// Flush what is queued, stop the writer, fsync, release files; idempotent. GIL released.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.journal.close())
+            .map_err(|e| journal_error(py, &e))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Journal(directory={:?})", self.directory)
+    }
+}
