@@ -66,3 +66,15 @@ class TransactionError(StorageError):
 
 class RecordTooLargeError(StorageError):
     """A record does not fit in one journal file (records never span files)."""
+
+
+class ServerLockCorruptedError(StorageError):
+    """``server.lock`` exists but does not hold a valid node ID.
+
+    It is never replaced silently: a new ID would make the cluster see a new node owning the
+    old node's messages. ``file`` is the path of the bad file.
+    """
+
+    def __init__(self, message: str, file: str | None = None) -> None:
+        super().__init__(message)
+        self.file = file
