@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::Cfg;
-use crate::format::FileHeader;
+use crate::format::{FileHeader, FILE_HEADER_LEN};
 use crate::fs::{FileSystem, JournalFile};
 use crate::index::FileId;
 use crate::{Error, Result};
@@ -58,6 +58,20 @@ pub(crate) fn sync_file(cfg: &Cfg, f: &dyn JournalFile, path: &Path) -> Result<(
     Ok(())
 }
 
+/// Writes zeros over `[from, to)` of `f`.
+pub(crate) fn zero_fill(f: &dyn JournalFile, path: &Path, from: u64, to: u64) -> Result<()> {
+    const CHUNK: u64 = 1 << 20;
+    let zeros = vec![0u8; CHUNK.min(to.saturating_sub(from)) as usize];
+    let mut at = from;
+    while at < to {
+        let n = CHUNK.min(to - at) as usize;
+        f.write_all_at(&zeros[..n], at)
+            .map_err(io_err("write", path))?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
 /// Creates, pre-allocates and stamps a new free file. It is built under a temporary name
 /// and renamed (durably) only once complete, so a crash never leaves a half-made file
 /// under a data file name.
@@ -69,6 +83,9 @@ pub(crate) fn create_free_file(cfg: &Cfg, fs: &dyn FileSystem, id: FileId) -> Re
         // fallocate guarantees the space: later writes into the file cannot hit ENOSPC.
         f.allocate(cfg.file_size)
             .map_err(io_err("allocate", &tmp))?;
+        // Zero-fill too: writes into unwritten extents would make every fdatasync commit
+        // file system metadata (extent conversion); written blocks make it a pure data sync.
+        zero_fill(&*f, &tmp, FILE_HEADER_LEN as u64, cfg.file_size)?;
         f.write_all_at(&FileHeader::free(id).encode(), 0)
             .map_err(io_err("write", &tmp))?;
         sync_file(cfg, &*f, &tmp)?;

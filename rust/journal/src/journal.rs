@@ -1,19 +1,20 @@
 //! The [`Journal`] handle and the state its threads share.
 //!
-//! Threads: callers submit (validate + enqueue, no I/O) and wait; one writer thread writes
-//! batches (see `writer`); one housekeeper thread pre-allocates and reclaims files and
-//! starts automatic compactions (see `housekeeper`); compaction runs on its own thread or
-//! on the caller of [`Journal::compact`] (see `compact`).
+//! Threads: callers submit (validate + enqueue, no I/O) and wait; batches are written by
+//! whoever holds the writer role (the writer thread, or a waiting caller, see `writer`);
+//! one housekeeper thread pre-allocates and reclaims files and starts automatic compactions
+//! (see `housekeeper`); compaction runs on its own thread or on the caller of
+//! [`Journal::compact`] (see `compact`).
 //!
-//! Locks: `state` guards everything logical and physical (validation state, index, file
-//! tables, queue); it is never held across I/O. `done` guards completion (waiters block on
-//! it) so waking waiters does not contend with submitters. Order: `compaction` before
-//! `state`; `state` and `done` are never held together except `state` then `done` in
-//! [`Inner::fail`].
+//! Locks: `writer` is the writer role and is held across the batch I/O. `state` guards
+//! everything logical and physical (validation state, index, file tables, queue); it is
+//! never held across I/O. `done` guards completion (waiters block on it) so waking waiters
+//! does not contend with submitters. Order: `compaction`, then `writer`, then `state`, then
+//! `done`.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -23,9 +24,10 @@ use crate::format::{self, FILE_HEADER_LEN};
 use crate::fs::FileSystem;
 use crate::index::{FileId, Index};
 use crate::logical::Logical;
+use crate::writer::{self, Role, WriterCore};
 use crate::{
-    housekeeper, recovery, writer, CompactionReport, Error, JournalConfig, JournalStats,
-    LoadReport, Op, Progress, Result, StdFileSystem, Ticket,
+    housekeeper, recovery, CompactionReport, Error, JournalConfig, JournalStats, LoadReport, Op,
+    Progress, Result, StdFileSystem, Ticket,
 };
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -92,6 +94,8 @@ pub(crate) struct Done {
     pub failed: Option<Arc<Error>>,
     /// The writer stopped (closed); unfinished tickets never complete.
     pub stopped: bool,
+    /// Threads blocked on `done_cv` (completion skips the wake-up syscall when none are).
+    pub sleepers: usize,
 }
 
 #[derive(Default)]
@@ -116,12 +120,12 @@ pub(crate) struct Inner {
     pub cfg: Cfg,
     pub fs: Arc<dyn FileSystem>,
     pub state: Mutex<State>,
+    /// The writer role.
+    pub writer: Mutex<WriterCore>,
     pub writer_cv: Condvar,
     pub housekeeper_cv: Condvar,
     /// Highest completed ticket (all below are complete too).
     pub completed: AtomicU64,
-    /// Highest issued ticket; the writer spins on it briefly between batches.
-    pub submitted: AtomicU64,
     pub done: Mutex<Done>,
     pub done_cv: Condvar,
     pub next_file_id: AtomicU64,
@@ -153,8 +157,10 @@ impl Inner {
     /// Publishes completion of every ticket up to `ticket` and wakes the waiters.
     pub(crate) fn complete(&self, ticket: Ticket) {
         self.completed.store(ticket, Ordering::Release);
-        drop(lock(&self.done));
-        self.done_cv.notify_all();
+        let sleepers = lock(&self.done).sleepers;
+        if sleepers > 0 {
+            self.done_cv.notify_all();
+        }
         self.notify_listener();
     }
 
@@ -280,10 +286,16 @@ impl Journal {
             cfg,
             fs,
             state: Mutex::new(st),
+            writer: Mutex::new(WriterCore::new(
+                cur,
+                offset,
+                stamp,
+                rec.next_seq,
+                rec.durable_through,
+            )),
             writer_cv: Condvar::new(),
             housekeeper_cv: Condvar::new(),
             completed: AtomicU64::new(0),
-            submitted: AtomicU64::new(0),
             done: Mutex::new(Done::default()),
             done_cv: Condvar::new(),
             next_file_id: AtomicU64::new(next_file_id),
@@ -294,14 +306,6 @@ impl Journal {
             threads: Mutex::new(Threads::default()),
             closed: Mutex::new(false),
         });
-        let w = writer::Writer::new(
-            inner.clone(),
-            cur,
-            offset,
-            stamp,
-            rec.next_seq,
-            rec.durable_through,
-        );
         let journal = Journal {
             inner: inner.clone(),
         };
@@ -312,10 +316,11 @@ impl Journal {
                 path: inner.cfg.dir.clone(),
                 source: e,
             };
+            let wr = inner.clone();
             t.writer = Some(
                 std::thread::Builder::new()
                     .name("journal-writer".into())
-                    .spawn(move || w.run())
+                    .spawn(move || writer::run(&wr))
                     .map_err(spawn_err)?,
             );
             let hk = inner.clone();
@@ -341,6 +346,12 @@ impl Journal {
     /// the writer; never blocks on I/O. All ops of one submit go into one batch in one
     /// file. All or nothing: on error nothing is queued.
     pub fn submit(&self, ops: Vec<Op>, sync: bool) -> Result<Ticket> {
+        self.submit_inner(ops, sync, false)
+    }
+
+    /// `will_wait`: the caller waits right away and writes a due batch itself if the
+    /// writer role is free, so the writer thread need not be woken for a sync submit.
+    fn submit_inner(&self, ops: Vec<Op>, sync: bool, will_wait: bool) -> Result<Ticket> {
         let bytes: usize = ops.iter().map(format::op_len).sum();
         let max = self.inner.cfg.max_body;
         if bytes > max {
@@ -371,9 +382,13 @@ impl Journal {
         if sync {
             st.queue_syncs += 1;
         }
-        inner.submitted.store(ticket, Ordering::Release);
         // Wake the writer only when that changes what it waits for.
-        if st.writer_waiting && (was_empty || sync || st.queue_bytes >= inner.cfg.buffer_size) {
+        let wake = if sync {
+            !will_wait
+        } else {
+            was_empty || st.queue_bytes >= inner.cfg.buffer_size
+        };
+        if st.writer_waiting && wake {
             st.writer_waiting = false;
             inner.writer_cv.notify_one();
         }
@@ -382,13 +397,40 @@ impl Journal {
 
     /// Blocks until `ticket` is durable (sync) or written (non-sync), or fails with the
     /// error that stopped the writer.
+    ///
+    /// While it waits, the calling thread takes the writer role when it is free and a
+    /// batch is due, and writes that batch itself (see `writer`).
     pub fn wait(&self, ticket: Ticket) -> Result<()> {
         let inner = &*self.inner;
-        if inner.completed.load(Ordering::Acquire) >= ticket {
-            return Ok(());
-        }
-        let mut d = lock(&inner.done);
         loop {
+            if inner.completed.load(Ordering::Acquire) >= ticket {
+                return Ok(());
+            }
+            let role = match inner.writer.try_lock() {
+                Ok(w) => Some(w),
+                Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                Err(TryLockError::WouldBlock) => None,
+            };
+            if let Some(mut w) = role {
+                match w.step(inner, Role::Helper) {
+                    Ok(true) => continue,
+                    Ok(false) => {}
+                    Err(e) => {
+                        drop(w);
+                        inner.fail(e);
+                    }
+                }
+            } else {
+                // Someone else is writing: make sure what is due gets written after it.
+                let mut st = inner.state();
+                if st.writer_waiting
+                    && matches!(writer::due(&st, &inner.cfg, Role::Helper), writer::Due::Now)
+                {
+                    st.writer_waiting = false;
+                    inner.writer_cv.notify_one();
+                }
+            }
+            let mut d = lock(&inner.done);
             if inner.completed.load(Ordering::Acquire) >= ticket {
                 return Ok(());
             }
@@ -398,16 +440,18 @@ impl Journal {
             if d.stopped {
                 return Err(Error::Closed);
             }
+            d.sleepers += 1;
             d = inner
                 .done_cv
                 .wait(d)
                 .unwrap_or_else(PoisonError::into_inner);
+            d.sleepers -= 1;
         }
     }
 
     /// [`submit`](Self::submit) + [`wait`](Self::wait).
     pub fn append(&self, ops: Vec<Op>, sync: bool) -> Result<()> {
-        let t = self.submit(ops, sync)?;
+        let t = self.submit_inner(ops, sync, true)?;
         self.wait(t)
     }
 
@@ -464,11 +508,11 @@ impl Journal {
                 let mut t = lock(&inner.threads);
                 [t.writer.take(), t.housekeeper.take(), t.compactor.take()]
             };
-            // A manual compaction in progress finishes (or aborts) before we go on.
-            let _c = lock(&inner.compaction);
             for h in handles.into_iter().flatten() {
                 let _ = h.join();
             }
+            // A manual compaction in progress finishes (or aborts) before we go on.
+            let _c = lock(&inner.compaction);
             {
                 let mut st = inner.state();
                 st.files.clear();

@@ -373,10 +373,7 @@ pub(crate) fn recover(cfg: &Cfg, fs: &dyn FileSystem) -> Result<Recovered> {
             torn_tail = Some((f.path.clone(), off as u64));
         }
         if ours {
-            let zeros = vec![0u8; cfg.file_size as usize - off];
-            f.handle
-                .write_all_at(&zeros, off as u64)
-                .map_err(io_err("write", &f.path))?;
+            files::zero_fill(&*f.handle, &f.path, off as u64, cfg.file_size)?;
             files::sync_file(cfg, &*f.handle, &f.path)?;
         }
         resume = Some((f.header.file_id, off as u64));

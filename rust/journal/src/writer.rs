@@ -1,12 +1,18 @@
-//! The writer thread: natural group commit (Artemis's TimedBuffer idea).
+//! Writing batches: natural group commit (Artemis's TimedBuffer idea).
 //!
 //! Theory of operation:
-//! - Submits queue up while the writer is busy; when it comes back it takes everything
-//!   queued (up to `buffer_size` bytes, and what fits in the current file) as one batch:
-//!   one `pwrite` of a buffer built in place, then one `fdatasync` if any submit in it asked
-//!   for sync (and `datasync` is on). The bigger the load, the bigger the batches.
-//! - If only non-sync submits are queued, the writer waits up to `buffer_timeout` (or until
-//!   `buffer_size` bytes) for company, then writes without `fdatasync`.
+//! - Submits queue up while a batch is being written; the next batch takes everything
+//!   queued (up to `buffer_size` bytes, and what fits in the current file): one `pwrite` of
+//!   a buffer built in place, then one `fdatasync` if any submit in it asked for sync (and
+//!   `datasync` is on). The bigger the load, the bigger the batches.
+//! - If only non-sync submits are queued, they wait up to `buffer_timeout` (or until
+//!   `buffer_size` bytes) for company, then are written without `fdatasync`.
+//! - The writer state ([`WriterCore`]) sits behind a mutex: holding it is the writer role,
+//!   so there is exactly one writer at any time. The dedicated writer thread takes it when
+//!   work is due (plain `submit`, buffer timeouts, closing). A thread blocked in `wait` or
+//!   `append` whose ticket needs a sync batch takes the role itself when it is free and
+//!   writes the next batch (with everyone else's queued submits): a lone synchronous writer
+//!   then pays no thread hand-off on top of `pwrite` + `fdatasync`.
 //! - Tickets complete in order, after their batch is durable (sync) or written (non-sync);
 //!   waiters are woken with one `notify_all` per batch.
 //! - Every batch header carries `durable_through`, the highest batch sequence known to be
@@ -21,21 +27,20 @@
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::files::{self, io_err, DataFile, FreeFile};
-use crate::format::{BatchBuilder, FileHeader, Kind, RecordRef, FILE_HEADER_LEN, FLAG_DATA};
+use crate::format::{
+    batch_len, BatchBuilder, FileHeader, Kind, RecordRef, BATCH_HEADER_LEN, FILE_HEADER_LEN,
+    FLAG_DATA,
+};
 use crate::fs::JournalFile;
 use crate::index::{FileId, Loc};
-use crate::journal::{Inner, Submit};
-use crate::{Result, Ticket};
+use crate::journal::{lock, Inner, State, Submit};
+use crate::Result;
 
-/// How long the writer spins for the next submit before sleeping, after a sync batch
-/// (a waiter that was just woken usually submits again within a few microseconds).
-const SPIN: Duration = Duration::from_micros(40);
-
-pub(crate) struct Writer {
-    inner: Arc<Inner>,
+/// Everything the writer role owns.
+pub(crate) struct WriterCore {
     cur_id: FileId,
     cur_path: PathBuf,
     cur: Arc<dyn JournalFile>,
@@ -49,26 +54,51 @@ pub(crate) struct Writer {
     builder: BatchBuilder,
     batch: Vec<Submit>,
     locs: Vec<Loc>,
-    last_taken: Ticket,
-    spin: bool,
 }
 
-enum Next {
-    Batch,
-    Exit,
+/// Who is asking to write.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// The writer thread: also writes non-sync submits whose buffer timeout expired.
+    Thread,
+    /// A waiting caller: writes only what is due now (sync submits, a full buffer, closing).
+    Helper,
 }
 
-impl Writer {
+/// Whether queued work may be written.
+pub(crate) enum Due {
+    Nothing,
+    Now,
+    At(Instant),
+}
+
+pub(crate) fn due(st: &State, cfg: &crate::config::Cfg, role: Role) -> Due {
+    if st.queue.is_empty() || st.failed.is_some() {
+        return Due::Nothing;
+    }
+    if st.queue_syncs > 0 || st.queue_bytes >= cfg.buffer_size || st.closing {
+        return Due::Now;
+    }
+    if role == Role::Helper {
+        return Due::Nothing;
+    }
+    let at = st.first_queued.unwrap_or_else(Instant::now) + cfg.buffer_timeout;
+    if Instant::now() >= at {
+        Due::Now
+    } else {
+        Due::At(at)
+    }
+}
+
+impl WriterCore {
     pub(crate) fn new(
-        inner: Arc<Inner>,
         cur: DataFile,
         offset: u64,
         needs_stamp: bool,
         next_seq: u64,
         durable_through: u64,
-    ) -> Writer {
-        Writer {
-            inner,
+    ) -> WriterCore {
+        WriterCore {
             cur_id: cur.id,
             cur_path: cur.path,
             cur: cur.handle,
@@ -80,103 +110,51 @@ impl Writer {
             builder: BatchBuilder::default(),
             batch: Vec::new(),
             locs: Vec::new(),
-            last_taken: 0,
-            spin: false,
         }
     }
 
-    pub(crate) fn run(mut self) {
-        loop {
-            let step = self.next_batch().and_then(|n| match n {
-                Next::Batch => self.write_batch().map(|_| true),
-                Next::Exit => Ok(false),
-            });
-            match step {
-                Ok(true) => {}
-                Ok(false) => break,
-                Err(e) => {
-                    self.inner.fail(e);
-                    return;
-                }
-            }
+    /// Writes one batch if `role` may write what is queued; `Ok(true)` if it did.
+    pub(crate) fn step(&mut self, inner: &Inner, role: Role) -> Result<bool> {
+        if !self.take(inner, role)? {
+            return Ok(false);
         }
-        // Closing (or failed elsewhere): make what was written durable.
-        if self.inner.state().failed.is_none() && self.unsynced {
-            if let Err(e) = files::sync_file(&self.inner.cfg, &*self.cur, &self.cur_path) {
-                self.inner.fail(e);
-            }
-        }
+        self.write_batch(inner)?;
+        Ok(true)
     }
 
-    /// Waits for work and takes the next batch into `self.batch`.
-    fn next_batch(&mut self) -> Result<Next> {
-        let inner = self.inner.clone();
+    /// Makes everything written durable (at close).
+    pub(crate) fn sync(&mut self, inner: &Inner) -> Result<()> {
+        if self.unsynced {
+            files::sync_file(&inner.cfg, &*self.cur, &self.cur_path)?;
+            self.unsynced = false;
+        }
+        Ok(())
+    }
+
+    /// Takes the next batch into `self.batch`.
+    fn take(&mut self, inner: &Inner, role: Role) -> Result<bool> {
         let cfg = &inner.cfg;
         let mut st = inner.state();
         loop {
-            if st.failed.is_some() {
-                return Ok(Next::Exit);
+            if !matches!(due(&st, cfg, role), Due::Now) {
+                return Ok(false);
             }
-            if let Some(first) = st.queue.front() {
-                if st.queue_syncs > 0 || st.queue_bytes >= cfg.buffer_size || st.closing {
-                    // Write now.
-                } else {
-                    let deadline =
-                        st.first_queued.unwrap_or_else(Instant::now) + cfg.buffer_timeout;
-                    let now = Instant::now();
-                    if now < deadline {
-                        st.writer_waiting = true;
-                        st = inner
-                            .writer_cv
-                            .wait_timeout(st, deadline - now)
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .0;
-                        st.writer_waiting = false;
-                        continue;
-                    }
-                }
-                // Records never span files: move on if the first submit does not fit.
-                let need = crate::format::batch_len(first.bytes) as u64;
-                if self.offset + need > cfg.file_size {
-                    drop(st);
-                    self.rollover()?;
-                    st = inner.state();
-                    continue;
-                }
-                break;
-            }
-            if st.closing {
-                return Ok(Next::Exit);
-            }
-            if self.spin {
-                self.spin = false;
+            // Records never span files: move on if the first submit does not fit.
+            let first = st.queue.front().map_or(0, |s| s.bytes);
+            if self.offset + batch_len(first) as u64 > cfg.file_size {
                 drop(st);
-                let start = Instant::now();
-                while inner.submitted.load(Ordering::Acquire) == self.last_taken
-                    && start.elapsed() < SPIN
-                {
-                    std::hint::spin_loop();
-                }
+                self.rollover(inner)?;
                 st = inner.state();
                 continue;
             }
-            st.writer_waiting = true;
-            st = inner
-                .writer_cv
-                .wait(st)
-                .unwrap_or_else(PoisonError::into_inner);
-            st.writer_waiting = false;
+            break;
         }
-        // Take whole submits up to the buffer size and what is left in the file.
-        let room = (cfg.file_size - self.offset) as usize - crate::format::BATCH_HEADER_LEN;
+        // Whole submits, up to the buffer size and what is left in the file.
+        let room = (cfg.file_size - self.offset) as usize - BATCH_HEADER_LEN;
         let limit = cfg.buffer_size.min(room);
         let mut body = 0;
         while let Some(s) = st.queue.front() {
-            if !self.batch.is_empty()
-                && (body + s.bytes > limit
-                    || crate::format::batch_len(body + s.bytes) as u64
-                        > cfg.file_size - self.offset)
-            {
+            if !self.batch.is_empty() && body + s.bytes > limit {
                 break;
             }
             let s = st.queue.pop_front().expect("front exists");
@@ -192,13 +170,11 @@ impl Writer {
         } else {
             Some(Instant::now())
         };
-        self.last_taken = self.batch.last().map_or(self.last_taken, |s| s.ticket);
-        Ok(Next::Batch)
+        Ok(true)
     }
 
     /// Switches to the next file: sync the current one, take a free file (or make one).
-    fn rollover(&mut self) -> Result<()> {
-        let inner = self.inner.clone();
+    fn rollover(&mut self, inner: &Inner) -> Result<()> {
         let cfg = &inner.cfg;
         if self.unsynced && cfg.datasync {
             self.cur
@@ -243,8 +219,7 @@ impl Writer {
         Ok(())
     }
 
-    fn write_batch(&mut self) -> Result<()> {
-        let inner = self.inner.clone();
+    fn write_batch(&mut self, inner: &Inner) -> Result<()> {
         let cfg = &inner.cfg;
         let sync = self.batch.iter().any(|s| s.sync);
         let last_ticket = self.batch.last().map_or(0, |s| s.ticket);
@@ -255,8 +230,8 @@ impl Writer {
             durable_through: self.durable_through,
             data_end: 0,
         };
-        let stamp = self.needs_stamp.then_some(&header);
-        self.builder.begin(self.cur_id, stamp);
+        self.builder
+            .begin(self.cur_id, self.needs_stamp.then_some(&header));
         self.locs.clear();
         let mut kills = false;
         for s in &self.batch {
@@ -272,8 +247,8 @@ impl Writer {
             }
         }
         if !self.builder.is_empty() {
-            let seq = self.next_seq;
-            self.builder.finish(self.cur_id, seq, self.durable_through);
+            self.builder
+                .finish(self.cur_id, self.next_seq, self.durable_through);
             let at = if self.needs_stamp { 0 } else { self.offset };
             self.cur
                 .write_all_at(&self.builder.buf, at)
@@ -282,14 +257,11 @@ impl Writer {
             self.next_seq += 1;
             self.needs_stamp = false;
             self.unsynced = true;
-            inner.counters.batches.fetch_add(1, Ordering::Relaxed);
-            inner
-                .counters
-                .records
+            let c = &inner.counters;
+            c.batches.fetch_add(1, Ordering::Relaxed);
+            c.records
                 .fetch_add(self.locs.len() as u64, Ordering::Relaxed);
-            inner
-                .counters
-                .bytes
+            c.bytes
                 .fetch_add(self.builder.buf.len() as u64, Ordering::Relaxed);
         }
         if sync && self.unsynced && cfg.datasync {
@@ -315,9 +287,59 @@ impl Writer {
             }
         }
         inner.complete(last_ticket);
-        self.spin = sync;
         // Payloads are freed here, outside every lock.
         self.batch.clear();
         Ok(())
+    }
+}
+
+/// The writer thread.
+pub(crate) fn run(inner: &Arc<Inner>) {
+    let cfg = &inner.cfg;
+    loop {
+        {
+            let mut st = inner.state();
+            loop {
+                if st.failed.is_some() {
+                    return;
+                }
+                match due(&st, cfg, Role::Thread) {
+                    Due::Now => break,
+                    Due::At(at) => {
+                        let now = Instant::now();
+                        st.writer_waiting = true;
+                        st = inner
+                            .writer_cv
+                            .wait_timeout(st, at.saturating_duration_since(now))
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0;
+                    }
+                    Due::Nothing if st.closing && st.queue.is_empty() => {
+                        drop(st);
+                        let mut w = lock(&inner.writer);
+                        if inner.state().failed.is_none() {
+                            if let Err(e) = w.sync(inner) {
+                                inner.fail(e);
+                            }
+                        }
+                        return;
+                    }
+                    Due::Nothing => {
+                        st.writer_waiting = true;
+                        st = inner
+                            .writer_cv
+                            .wait(st)
+                            .unwrap_or_else(PoisonError::into_inner);
+                    }
+                }
+                st.writer_waiting = false;
+            }
+        }
+        let mut w = lock(&inner.writer);
+        if let Err(e) = w.step(inner, Role::Thread) {
+            drop(w);
+            inner.fail(e);
+            return;
+        }
     }
 }
