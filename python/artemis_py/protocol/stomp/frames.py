@@ -76,31 +76,36 @@ _MASKED_HEADERS = frozenset({"passcode"})
 _REPR_BODY_BYTES = 64
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@dataclass(frozen=True, slots=True, init=False, repr=False)
 class Frame:
     """One STOMP frame.
 
-    ``headers`` is a tuple of ``(name, value)`` pairs in wire order; a mapping or a list of
-    pairs is accepted and converted. ``body`` is raw bytes (any bytes-like is converted).
+    ``headers`` is a tuple of ``(name, value)`` pairs in wire order; a mapping or any iterable
+    of pairs is accepted and converted. ``body`` is raw bytes (any bytes-like is converted).
     ``repr`` masks ``passcode`` and shortens long bodies so frames can be logged safely.
     """
 
     command: str
-    headers: tuple[tuple[str, str], ...] = ()
-    body: bytes = b""
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
 
-    def __post_init__(self) -> None:
-        # The parser always passes exact tuples and bytes, so the hot path is two type checks.
-        headers: object = self.headers
+    def __init__(
+        self,
+        command: str,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+        body: bytes | bytearray | memoryview = b"",
+    ) -> None:
+        # The decoder always passes a tuple and bytes: the hot path is two type checks.
         if type(headers) is not tuple:
             if isinstance(headers, Mapping):
-                headers = tuple((str(k), str(v)) for k, v in headers.items())
+                headers = tuple(headers.items())
             else:
-                assert isinstance(headers, Iterable)
                 headers = tuple((name, value) for name, value in headers)
-            object.__setattr__(self, "headers", headers)
-        if type(self.body) is not bytes:
-            object.__setattr__(self, "body", bytes(self.body))
+        if type(body) is not bytes:
+            body = bytes(body)
+        object.__setattr__(self, "command", command)
+        object.__setattr__(self, "headers", headers)
+        object.__setattr__(self, "body", body)
 
     @overload
     def get(self, name: str) -> str | None: ...

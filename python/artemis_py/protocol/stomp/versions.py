@@ -23,15 +23,18 @@ SUPPORTED_VERSIONS: Final = ("1.0", "1.1", "1.2")
 class VersionNegotiationError(RemoteProtocolError):
     """Client and server share no version; ``error_headers`` has the ``version`` header to send."""
 
-    def __init__(self, offered: str, supported: Iterable[str]) -> None:
+    def __init__(self, accept_version: str | None, supported: Iterable[str]) -> None:
+        self.accept_version = accept_version
         self.supported = tuple(supported)
-        listed = ",".join(self.supported)
+        if accept_version is None:
+            offered = "only 1.0 (no accept-version header)"
+        else:
+            offered = show(accept_version)
         super().__init__(
-            f"no common STOMP version: client accepts {show(offered)}, "
+            f"no common STOMP version: the client accepts {offered}, "
             f"supported protocol versions are {' '.join(self.supported)}",
-            error_headers=(("version", listed),),
+            error_headers=(("version", ",".join(self.supported)),),
         )
-        self.offered = offered
 
 
 def _version_key(version: str) -> tuple[int, ...]:
@@ -60,7 +63,5 @@ def negotiate_version(
         raise ValueError(f"unsupported STOMP versions {sorted(unknown)}")
     common = set(parse_versions(accept_version)) & set(ours)
     if not common:
-        raise VersionNegotiationError(
-            "" if accept_version is None else accept_version, sorted(ours, key=_version_key)
-        )
+        raise VersionNegotiationError(accept_version, sorted(ours, key=_version_key))
     return max(common, key=_version_key)
