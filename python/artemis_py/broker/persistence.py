@@ -48,6 +48,8 @@ ACK_REF = 12
 DELIVERY_COUNT = 13
 
 ID_BLOCK_SIZE = 1 << 16
+# Id-block records live in a record-id space of their own, above every id handed out.
+_ID_BLOCK_RECORD_BASE = 1 << 63
 
 _U64 = struct.Struct("<Q")
 _REF_COUNT = struct.Struct("<QI")
@@ -109,10 +111,11 @@ class Persistence:
     def _reserve(self, start: int) -> None:
         ceiling = max(start, self._ceiling) + ID_BLOCK_SIZE
         if self.storage is not None:
-            ops = [Op.add(ceiling, ID_BLOCK_RECORD, _U64.pack(ceiling))]
+            record_id = _ID_BLOCK_RECORD_BASE | ceiling
+            ops = [Op.add(record_id, ID_BLOCK_RECORD, _U64.pack(ceiling))]
             if self._block_record is not None:
                 ops.append(Op.delete(self._block_record))
-            self._block_record = ceiling
+            self._block_record = record_id
             self._submit_bindings(ops)
         self._ceiling = ceiling
 
@@ -243,7 +246,8 @@ class Persistence:
         highest = 0
         queue_ids = set()
         for record in self.storage.bindings.loaded.records:
-            highest = max(highest, record.id)
+            if record.record_type != ID_BLOCK_RECORD:
+                highest = max(highest, record.id)
             payload = record.payload
             for update in record.updates:
                 payload = update.payload
