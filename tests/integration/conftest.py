@@ -778,22 +778,25 @@ class RawStomp:
         self.buffer += data
         return True
 
+    def _skip_heartbeats(self) -> None:
+        while self.buffer[:1] in (b"\n", b"\r"):
+            if self.buffer.startswith(b"\r\n"):
+                self.buffer = self.buffer[2:]
+            elif self.buffer.startswith(b"\r"):
+                if len(self.buffer) < 2:
+                    return
+                raise AssertionError(f"bare CR on the wire: {self.buffer[:50]!r}")
+            else:
+                self.buffer = self.buffer[1:]
+            self.heartbeats += 1
+
     def read_frame(self, timeout: float | None = None) -> RawFrame | None:
         """The next frame (heart-beat EOLs are counted and skipped); None at EOF."""
         if self.pending:
             return self.pending.pop(0)
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         while True:
-            while self.buffer[:1] in (b"\n", b"\r"):
-                if self.buffer.startswith(b"\r\n"):
-                    self.buffer = self.buffer[2:]
-                elif self.buffer.startswith(b"\r"):
-                    if len(self.buffer) < 2:
-                        break
-                    raise AssertionError(f"bare CR on the wire: {self.buffer[:50]!r}")
-                else:
-                    self.buffer = self.buffer[1:]
-                self.heartbeats += 1
+            self._skip_heartbeats()
             frame = self._parse()
             if frame is not None:
                 return frame
@@ -801,6 +804,19 @@ class RawStomp:
                 if self.buffer.strip(b"\r\n"):
                     raise AssertionError(f"EOF inside a frame: {self.buffer[:200]!r}")
                 return None
+
+    def poll(self, timeout: float = 0.05) -> bool:
+        """Read what arrives within ``timeout`` into ``pending`` (counting heart-beats);
+        False once the broker has closed the connection."""
+        with contextlib.suppress(TimeoutError):
+            self._fill(time.monotonic() + timeout)
+        while True:
+            self._skip_heartbeats()
+            frame = self._parse()
+            if frame is None:
+                break
+            self.pending.append(frame)
+        return not self.eof
 
     def _parse(self) -> RawFrame | None:
         end = self.buffer.find(b"\n\n")
