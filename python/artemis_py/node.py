@@ -44,9 +44,7 @@ class Node:
 
     def addresses(self, acceptor: str) -> list[tuple[str, int]]:
         """(host, port) pairs an acceptor listens on (useful with port 0)."""
-        return [
-            listener.socket.getsockname()[:2] for listener in self.listeners.get(acceptor, [])
-        ]
+        return [listener.socket.getsockname()[:2] for listener in self.listeners.get(acceptor, [])]
 
     def stop(self) -> None:
         """Ask the node to stop; the ``open_broker`` block then unwinds."""

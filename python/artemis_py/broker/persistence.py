@@ -213,7 +213,9 @@ class Persistence:
         ops: list[Op] = []
         for message, queues in sends:
             message.stored = True
-            ops.append(Op.add_tx(tx_id, message.message_id, MESSAGE_RECORD, encode_message(message)))
+            ops.append(
+                Op.add_tx(tx_id, message.message_id, MESSAGE_RECORD, encode_message(message))
+            )
             ops += [
                 Op.update_tx(tx_id, message.message_id, ADD_REF, _U64.pack(q.id)) for q in queues
             ]

@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
 from artemis_py.broker.filter import Filter
 from artemis_py.broker.message import Message, MessageReference
@@ -315,10 +316,10 @@ class Broker:
         tickets = self.persistence.commit(stored, ack_records)
         for ref in tx.acks:
             ref.queue.acknowledged()
-        sends = list(tx.sends)
-        return Pending(
-            tickets=tickets, on_durable=[lambda: [self._enqueue(m, qs) for m, qs in sends]]
-        )
+        pending = Pending(tickets=tickets)
+        for message, queues in tx.sends:
+            pending.on_durable.append(partial(self._enqueue, message, queues))
+        return pending
 
     # -- acknowledging ----------------------------------------------------------------
 

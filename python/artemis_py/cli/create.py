@@ -79,7 +79,7 @@ BROKER_XML = Template("""\
 """)
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "create",
         help="create a broker instance directory",

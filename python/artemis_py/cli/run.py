@@ -17,7 +17,7 @@ from artemis_py.node import open_broker
 log = logging.getLogger("artemis_py.cli")
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "run",
         help="run a node",
@@ -37,7 +37,7 @@ def instance_dir(config_path: Path | None) -> Path:
     called ``etc``; otherwise the current directory is the instance.
     """
     if config_path is not None:
-        parent = config_path.resolve().parent
+        parent = config_path.absolute().parent
         if parent.name == "etc":
             return parent.parent
     return Path.cwd()
@@ -71,7 +71,7 @@ def command(args: argparse.Namespace) -> int:
 
 async def serve(config: BrokerConfig, config_path: Path | None) -> None:
     base = instance_dir(config_path)
-    config_dir = config_path.resolve().parent if config_path else None
+    config_dir = config_path.parent.absolute() if config_path else None
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with open_broker(config, instance_dir=base, config_dir=config_dir) as node:
             async for signum in signals:

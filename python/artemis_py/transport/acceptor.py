@@ -55,7 +55,8 @@ async def serve_acceptor(
 
     async def handle(stream: trio.SocketStream) -> None:
         try:
-            peer = "%s:%d" % stream.socket.getpeername()[:2]
+            host, port = stream.socket.getpeername()[:2]
+            peer = f"{host}:{port}"
         except OSError:
             peer = "?"
         connection = StompConnection(broker, stream, acceptor, authenticator, peer)

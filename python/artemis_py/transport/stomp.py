@@ -34,7 +34,7 @@ import trio
 
 from artemis_py import __version__
 from artemis_py.broker.filter import Filter, FilterSyntaxError
-from artemis_py.broker.message import DEFAULT_PRIORITY, Message, MessageReference
+from artemis_py.broker.message import DEFAULT_PRIORITY, MessageReference
 from artemis_py.broker.post_office import split_fqqn
 from artemis_py.broker.queue import MaxConsumersReachedError, Queue
 from artemis_py.broker.server import Broker, BrokerError, Pending, Transaction, now_ms
@@ -420,10 +420,14 @@ class StompConnection:
             raise StompError(str(exc)) from exc
         self.codec.accept_connect(self.version)
         if not self.authenticator.authenticate(frame.get("login"), frame.get("passcode")):
-            raise StompError(f"Security Error: authentication failed for user {frame.get('login')!r}")
+            raise StompError(
+                f"Security Error: authentication failed for user {frame.get('login')!r}"
+            )
         self.client_id = frame.get("client-id")
         try:
-            plan = artemis_heartbeat(frame.get("heart-beat"), self.version, heartbeat_settings(self.acceptor))
+            plan = artemis_heartbeat(
+                frame.get("heart-beat"), self.version, heartbeat_settings(self.acceptor)
+            )
         except ProtocolError as exc:
             raise StompError(str(exc)) from exc
         self._send_interval = plan.send_every_ms / 1000
@@ -470,8 +474,8 @@ class StompConnection:
     def _on_send(self, frame: Frame) -> Pending | None:
         dest = self._destination(frame.get("destination"), frame.get("destination-type"))
         try:
-            priority = int(frame.get("priority", DEFAULT_PRIORITY))
-            expiration = int(frame.get("expires", 0))
+            priority = int(frame.get("priority") or DEFAULT_PRIORITY)
+            expiration = int(frame.get("expires") or 0)
         except ValueError as exc:
             raise StompError(f"invalid priority or expires header: {exc}") from exc
         properties = tuple((k, v) for k, v in frame.headers if k not in _CONTROL_HEADERS)
@@ -531,16 +535,18 @@ class StompConnection:
         if dest.queue is not None:  # fully qualified: address::queue
             queue = broker.post_office.queue(dest.queue)
             if queue is None:
-                routing = dest.routing_type or broker.address_settings(
-                    dest.address
-                ).default_queue_routing_type
+                routing = (
+                    dest.routing_type
+                    or broker.address_settings(dest.address).default_queue_routing_type
+                )
                 queue = self._auto_create_queue(dest.queue, dest.address, routing, None)
             elif queue.address != dest.address:
                 raise StompError(f"queue {dest.queue} is not bound to address {dest.address}")
             return queue, None
         address = broker.resolve_address(dest.address, dest.routing_type, for_send=False)
-        routing = dest.routing_type
-        if routing is None:
+        if dest.routing_type is not None:
+            routing = dest.routing_type
+        else:
             if len(address.routing_types) == 1:
                 routing = next(iter(address.routing_types))
             else:
@@ -555,9 +561,10 @@ class StompConnection:
                 raise StompError("a durable subscription needs a client-id on CONNECT")
             name = f"{self.client_id}.{durable_name}"
             queue = broker.post_office.queue(name)
-            if queue is not None and (queue.address != dest.address or (
-                (queue.filter.text if queue.filter else None) != selector
-            )):
+            if queue is not None and (
+                queue.address != dest.address
+                or ((queue.filter.text if queue.filter else None) != selector)
+            ):
                 # Artemis: a durable subscription re-created with another address or
                 # selector replaces the old one.
                 broker.delete_queue(queue)
@@ -608,8 +615,9 @@ class StompConnection:
         if ack_id is not None:
             sub_id = ack_id.rpartition(":")[0]
         candidates = (
-            [self.subscriptions[sub_id]] if sub_id in self.subscriptions else
-            list(self.subscriptions.values())
+            [self.subscriptions[sub_id]]
+            if sub_id in self.subscriptions
+            else list(self.subscriptions.values())
         )
         for sub in candidates:
             key = sub.find(ack_id, message_id)
