@@ -36,6 +36,7 @@ pub enum Fault {
 
 struct Rule {
     op: Option<FsOp>,
+    path: Option<PathBuf>,
     countdown: u64,
     fault: Fault,
 }
@@ -71,7 +72,7 @@ impl Shared {
         st.log.push((op, path.to_path_buf()));
         let mut hit = None;
         for (i, r) in st.rules.iter_mut().enumerate() {
-            if r.op.map_or(true, |o| o == op) {
+            if r.op.map_or(true, |o| o == op) && r.path.as_deref().map_or(true, |p| p == path) {
                 if r.countdown == 0 {
                     hit = Some(i);
                     break;
@@ -125,6 +126,18 @@ impl FaultyFileSystem {
     pub fn inject(&self, op: Option<FsOp>, nth: u64, fault: Fault) {
         self.shared.lock().rules.push(Rule {
             op,
+            path: None,
+            countdown: nth,
+            fault,
+        });
+    }
+
+    /// Like [`inject`](Self::inject), counting only operations on `path` (for renames:
+    /// the source; for directory syncs: the directory).
+    pub fn inject_at(&self, op: Option<FsOp>, path: &Path, nth: u64, fault: Fault) {
+        self.shared.lock().rules.push(Rule {
+            op,
+            path: Some(path.to_path_buf()),
             countdown: nth,
             fault,
         });

@@ -93,11 +93,17 @@ impl Model {
     }
 }
 
+/// Files named like data files (`activemq-data-<n>.amq`).
 pub fn data_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "amq"))
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            name.strip_prefix("activemq-data-")
+                .and_then(|r| r.strip_suffix(".amq"))
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
         .collect();
     v.sort();
     v
@@ -105,4 +111,101 @@ pub fn data_files(dir: &Path) -> Vec<PathBuf> {
 
 pub fn payload(id: u64, len: usize) -> Vec<u8> {
     (0..len).map(|i| (id as usize * 31 + i) as u8).collect()
+}
+
+/// A test-side reading of the on-disk layout (independent of the crate's own parser).
+#[derive(Debug, Clone, Copy)]
+pub struct Header {
+    pub id: u64,
+    pub flags: u32,
+    pub first_seq: u64,
+}
+
+pub fn header(path: &Path) -> Header {
+    let b = std::fs::read(path).unwrap();
+    Header {
+        id: u64::from_le_bytes(b[16..24].try_into().unwrap()),
+        flags: u32::from_le_bytes(b[12..16].try_into().unwrap()),
+        first_seq: u64::from_le_bytes(b[24..32].try_into().unwrap()),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchAt {
+    pub offset: u64,
+    /// End of the header and records (padding follows).
+    pub body_end: u64,
+    /// End including padding.
+    pub end: u64,
+    pub seq: u64,
+}
+
+/// The batches of a data file, walking from the header while batch headers carry the
+/// file's id (no checksum verification).
+pub fn batches(path: &Path) -> Vec<BatchAt> {
+    let b = std::fs::read(path).unwrap();
+    let id = u64::from_le_bytes(b[16..24].try_into().unwrap());
+    let mut out = Vec::new();
+    let mut off = 64usize;
+    while off + 40 <= b.len() {
+        let magic = u32::from_le_bytes(b[off..off + 4].try_into().unwrap());
+        let fid = u64::from_le_bytes(b[off + 8..off + 16].try_into().unwrap());
+        if magic != 0x4254_4A41 || fid != id {
+            break;
+        }
+        let body = u32::from_le_bytes(b[off + 4..off + 8].try_into().unwrap()) as usize;
+        let seq = u64::from_le_bytes(b[off + 16..off + 24].try_into().unwrap());
+        let body_end = off + 40 + body;
+        let end = (body_end + 7) & !7;
+        out.push(BatchAt {
+            offset: off as u64,
+            body_end: body_end as u64,
+            end: end as u64,
+            seq,
+        });
+        off = end;
+    }
+    out
+}
+
+/// Data files in use (DATA flag), normal ones, by header id.
+pub fn normal_data_files(dir: &Path) -> Vec<(Header, PathBuf)> {
+    let mut v: Vec<(Header, PathBuf)> = data_files(dir)
+        .into_iter()
+        .map(|p| (header(&p), p))
+        .filter(|(h, _)| h.flags == 1)
+        .collect();
+    v.sort_by_key(|(h, _)| h.id);
+    v
+}
+
+pub fn patch(path: &Path, offset: u64, bytes: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all_at(bytes, offset).unwrap();
+}
+
+pub fn flip_bit(path: &Path, bit: u64) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, bit / 8).unwrap();
+    b[0] ^= 1 << (bit % 8);
+    f.write_all_at(&b, bit / 8).unwrap();
+}
+
+/// Polls `f` until it holds or `timeout` passes.
+pub fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < timeout {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    f()
 }
