@@ -92,7 +92,13 @@ def _unescape(text: str, table: dict[str, str], version: str) -> str:
     return _ESCAPE_RE.sub(replace, text)
 
 
-def decode_headers(block: bytes | bytearray, rules: HeaderRules) -> list[tuple[str, str]]:
+# One header line: a non-empty name without ':' or LF, ':', the rest of the line. In 1.0 the
+# leading spaces/tabs of the value are not captured (trimmed). MULTILINE: ^/$ at each line.
+_LINE_RE: Final = re.compile(r"^([^:\n]+):(.*)$", re.MULTILINE)
+_LINE_RE_10: Final = re.compile(r"^([^:\n]+):[ \t]*(.*)$", re.MULTILINE)
+
+
+def decode_headers(block: bytes | bytearray, rules: HeaderRules) -> tuple[tuple[str, str], ...]:
     """Decode a header block: header lines joined by LF, each possibly ending in CR.
 
     The block has no final EOL and no blank line. Raises :class:`RemoteProtocolError` on
@@ -104,37 +110,48 @@ def decode_headers(block: bytes | bytearray, rules: HeaderRules) -> list[tuple[s
         raise RemoteProtocolError(
             f"frame headers are not valid UTF-8 (byte {exc.start} of the header block)"
         ) from None
-    if rules is HeaderRules.V12:
-        table: dict[str, str] | None = _UNESCAPES_12
-    elif rules is HeaderRules.V11:
-        table = _UNESCAPES_11
-    else:
-        table = None
-    trim = rules is HeaderRules.V10
-    headers: list[tuple[str, str]] = []
-    append = headers.append
-    for line in text.split("\n"):
-        if line[-1:] == "\r":
-            line = line[:-1]
-        name, colon, value = line.partition(":")
-        if not colon:
-            raise RemoteProtocolError(f"header line without ':' ({show(line)})")
-        if not name:
-            raise RemoteProtocolError(f"header line with an empty name ({show(line)})")
-        if table is not None:
-            if "\\" in line:
-                name = _unescape(name, table, rules.value)
-                value = _unescape(value, table, rules.value)
-        elif trim:
-            value = value.lstrip(" \t")
-        append((name, value))
-    return headers
+    if "\r" in text:
+        # A CR right before a LF belongs to the EOL (the block's last LF was cut off).
+        text = text.replace("\r\n", "\n")
+        if text[-1] == "\r":
+            text = text[:-1]
+    pairs = (_LINE_RE_10 if rules is HeaderRules.V10 else _LINE_RE).findall(text)
+    if len(pairs) != text.count("\n") + 1:  # some line did not match: say which
+        for line in text.split("\n"):
+            name, colon, _ = line.partition(":")
+            if not colon:
+                raise RemoteProtocolError(f"header line without ':' ({show(line)})")
+            if not name:
+                raise RemoteProtocolError(f"header line with an empty name ({show(line)})")
+        raise AssertionError("unreachable: every line matched")  # pragma: no cover
+    if "\\" in text:
+        if rules is HeaderRules.V12:
+            table: dict[str, str] = _UNESCAPES_12
+        elif rules is HeaderRules.V11:
+            table = _UNESCAPES_11
+        else:
+            return tuple(pairs)
+        version = rules.value
+        return tuple(
+            (_unescape(name, table, version), _unescape(value, table, version))
+            if "\\" in name or "\\" in value
+            else (name, value)
+            for name, value in pairs
+        )
+    return tuple(pairs)
 
 
 # --- encoding ----------------------------------------------------------------------------
 
-_ESCAPES_11: Final = str.maketrans({"\\": "\\\\", "\n": "\\n", ":": "\\c"})
-_ESCAPES_12: Final = str.maketrans({"\\": "\\\\", "\n": "\\n", ":": "\\c", "\r": "\\r"})
+
+def _escape_11(text: str) -> str:
+    # str.replace returns its input untouched when there is nothing to replace, so four of
+    # them cost less than one str.translate on the short strings headers are.
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace(":", "\\c")
+
+
+def _escape_12(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace(":", "\\c").replace("\r", "\\r")
 
 
 def encode_headers(headers: tuple[tuple[str, str], ...], rules: HeaderRules) -> list[str]:
@@ -148,9 +165,9 @@ def encode_headers(headers: tuple[tuple[str, str], ...], rules: HeaderRules) -> 
         for name, value in headers:
             if not name:
                 raise LocalProtocolError("a header name must not be empty")
-            append(name.translate(_ESCAPES_12))
+            append(_escape_12(name))
             append(":")
-            append(value.translate(_ESCAPES_12))
+            append(_escape_12(value))
             append("\n")
     elif rules is HeaderRules.V11:
         for name, value in headers:
@@ -160,9 +177,9 @@ def encode_headers(headers: tuple[tuple[str, str], ...], rules: HeaderRules) -> 
                 raise LocalProtocolError(
                     f"header {show(name)}: STOMP 1.1 cannot carry a value ending in CR"
                 )
-            append(name.translate(_ESCAPES_11))
+            append(_escape_11(name))
             append(":")
-            append(value.translate(_ESCAPES_11))
+            append(_escape_11(value))
             append("\n")
     else:
         for name, value in headers:

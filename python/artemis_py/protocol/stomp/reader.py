@@ -33,7 +33,7 @@ Any violation raises :class:`RemoteProtocolError`; the decoder itself keeps no e
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, NoReturn
 
 from artemis_py.protocol.errors import RemoteProtocolError
 from artemis_py.protocol.stomp.frames import Command, Frame, Heartbeat
@@ -50,6 +50,7 @@ _BODY: Final = 2
 
 _HEARTBEAT: Final = Heartbeat()
 _ALL_COMMANDS: Final = {member.value.encode("ascii"): member for member in Command}
+_UNESCAPED: Final = frozenset({Command.CONNECT, Command.STOMP, Command.CONNECTED})
 _VERSION_RULES: Final = {
     None: HeaderRules.V10,
     "1.0": HeaderRules.V10,
@@ -93,6 +94,9 @@ class FrameReader:
         "_headers_start",
         "_limits",
         "_line_start",
+        "_max_bytes",
+        "_max_count",
+        "_max_line",
         "_phase",
         "_scan",
     )
@@ -100,6 +104,9 @@ class FrameReader:
     def __init__(self, limits: FrameLimits, receivable: frozenset[Command]) -> None:
         self._buf = bytearray()
         self._limits = limits
+        self._max_line = limits.max_header_line_length
+        self._max_count = limits.max_header_count
+        self._max_bytes = limits.max_header_bytes
         self._commands = {raw: cmd for raw, cmd in _ALL_COMMANDS.items() if cmd in receivable}
         self._headers: tuple[tuple[str, str], ...] = ()
         self._command: Command = Command.SEND
@@ -183,65 +190,71 @@ class FrameReader:
         return True
 
     def _read_headers(self, version: str | None) -> bool:
+        # Hot loop: counters live in locals and are stored back only when data runs out.
         buf = self._buf
-        limits = self._limits
         find = buf.find
+        max_line = self._max_line
+        max_count = self._max_count
+        max_bytes = self._max_bytes
+        count = self._header_count
+        total = self._header_bytes
         line_start = self._line_start
+        scan = self._scan
         while True:
-            newline = find(b"\n", self._scan)
+            newline = find(b"\n", scan)
             if newline < 0:
-                partial = len(buf) - line_start
-                if partial > limits.max_header_line_length + 1:
-                    raise RemoteProtocolError(
-                        f"header line longer than {limits.max_header_line_length} bytes "
-                        f"({show(buf[line_start : line_start + 20])})"
-                    )
-                if self._header_bytes + partial > limits.max_header_bytes + 1:
-                    raise RemoteProtocolError(
-                        f"frame headers larger than {limits.max_header_bytes} bytes"
-                    )
+                partial = len(buf) - line_start  # + 1 below: its last byte may be a CR
+                if partial > max_line + 1:
+                    self._line_too_long(line_start)
+                if total + partial > max_bytes + 1:
+                    raise RemoteProtocolError(f"frame headers larger than {max_bytes} bytes")
                 self._line_start = line_start
                 self._scan = len(buf)
+                self._header_count = count
+                self._header_bytes = total
                 return False
             length = newline - line_start
             if length and buf[newline - 1] == _CR:
                 length -= 1
-            if length == 0:
+            if not length:
                 break
-            if length > limits.max_header_line_length:
-                raise RemoteProtocolError(
-                    f"header line longer than {limits.max_header_line_length} bytes "
-                    f"({show(buf[line_start : line_start + 20])})"
-                )
-            self._header_count += 1
-            if self._header_count > limits.max_header_count:
-                raise RemoteProtocolError(f"more than {limits.max_header_count} headers in a frame")
-            self._header_bytes += length
-            if self._header_bytes > limits.max_header_bytes:
-                raise RemoteProtocolError(
-                    f"frame headers larger than {limits.max_header_bytes} bytes"
-                )
-            line_start = self._scan = newline + 1
+            count += 1
+            total += length
+            if length > max_line or count > max_count or total > max_bytes:
+                if length > max_line:
+                    self._line_too_long(line_start)
+                if count > max_count:
+                    raise RemoteProtocolError(f"more than {max_count} headers in a frame")
+                raise RemoteProtocolError(f"frame headers larger than {max_bytes} bytes")
+            line_start = scan = newline + 1
 
         # ``line_start`` is the blank line; the block ends with the LF before it.
         self._body_start = self._scan = newline + 1
+        self._phase = _BODY
+        start = self._headers_start
+        if line_start == start:
+            self._headers = ()
+            return True
+        block = buf[start : line_start - 1]
         command = self._command
-        if line_start > self._headers_start:
-            block = buf[self._headers_start : line_start - 1]
-            if command in (Command.CONNECT, Command.STOMP, Command.CONNECTED):
-                rules = HeaderRules.V10 if _is_10_connect(command, block) else HeaderRules.RAW
-            else:
-                rules = _VERSION_RULES[version]
-            headers = tuple(decode_headers(block, rules))
+        if command in _UNESCAPED:
+            rules = HeaderRules.V10 if _is_10_connect(command, block) else HeaderRules.RAW
+        else:
+            rules = _VERSION_RULES[version]
+        headers = decode_headers(block, rules)
+        if b"content-length:" in block:  # cheap pre-check: that name never needs escaping
             for name, value in headers:
                 if name == "content-length":
                     self._content_length = self._parse_content_length(value)
                     break
-        else:
-            headers = ()
         self._headers = headers
-        self._phase = _BODY
         return True
+
+    def _line_too_long(self, line_start: int) -> NoReturn:
+        raise RemoteProtocolError(
+            f"header line longer than {self._max_line} bytes "
+            f"({show(self._buf[line_start : line_start + 20])})"
+        )
 
     def _parse_content_length(self, value: str) -> int:
         if not (value.isascii() and value.isdigit()):
@@ -286,5 +299,8 @@ class FrameReader:
         frame = Frame(self._command, self._headers, body)
         del buf[: end + 1]
         self._headers = ()
-        self._reset()
+        # _reset(), inlined: the command phase sets the line/header offsets itself.
+        self._phase = _COMMAND
+        self._scan = self._header_count = self._header_bytes = 0
+        self._content_length = None
         return frame
