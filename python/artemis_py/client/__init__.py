@@ -1,0 +1,68 @@
+"""A small Trio STOMP 1.0-1.2 client on the sans-IO codec.
+
+::
+
+    async with open_stomp_connection("localhost", 61613, login="u", passcode="p") as conn:
+        await conn.send("/queue/orders", b"hello")             # returns after the RECEIPT
+        sub = await conn.subscribe("/queue/orders", ack="client-individual")
+        async for msg in sub:
+            await conn.ack(msg)
+
+* :func:`open_stomp_connection` (TCP) and :func:`open_stomp_connection_over` (any Trio
+  stream) yield a :class:`ClientConnection`: ``send``, ``flush_receipts``, ``subscribe``,
+  ``ack``, ``nack``, ``begin``/``commit``/``abort``, ``disconnect``, ``aclose``.
+* :class:`Subscription` is a :class:`trio.abc.ReceiveChannel` of :class:`Message`.
+* Errors: :class:`ClientError`, :class:`StompServerError` (an ERROR frame),
+  :class:`ConnectionLostError` (a :class:`trio.BrokenResourceError`),
+  :class:`ConnectionClosedError` (a :class:`trio.ClosedResourceError`).
+* :func:`parse_url` and :func:`stomp_destination` read the Artemis CLI's
+  ``tcp://HOST:PORT`` URLs and ``queue://NAME`` / ``topic://NAME`` destinations.
+
+How the connection works inside (one reader task, serialized shielded writes, receipts and
+the pipelining window, sticky failures) is described in :mod:`.connection`.
+:mod:`.testing` has a scripted in-process STOMP server for tests.
+"""
+
+from artemis_py.client.connection import (
+    DEFAULT_MAX_PENDING,
+    ClientConnection,
+    Headers,
+    open_stomp_connection,
+    open_stomp_connection_over,
+)
+from artemis_py.client.destination import (
+    DEFAULT_ANYCAST_PREFIX,
+    DEFAULT_MULTICAST_PREFIX,
+    stomp_destination,
+)
+from artemis_py.client.errors import (
+    ClientError,
+    ConnectionClosedError,
+    ConnectionLostError,
+    StompServerError,
+)
+from artemis_py.client.message import Message
+from artemis_py.client.subscription import ACK_MODES, Subscription
+from artemis_py.client.url import DEFAULT_STOMP_PORT, DEFAULT_URL, BrokerUrl, parse_url
+
+__all__ = [
+    "ACK_MODES",
+    "DEFAULT_ANYCAST_PREFIX",
+    "DEFAULT_MAX_PENDING",
+    "DEFAULT_MULTICAST_PREFIX",
+    "DEFAULT_STOMP_PORT",
+    "DEFAULT_URL",
+    "BrokerUrl",
+    "ClientConnection",
+    "ClientError",
+    "ConnectionClosedError",
+    "ConnectionLostError",
+    "Headers",
+    "Message",
+    "StompServerError",
+    "Subscription",
+    "open_stomp_connection",
+    "open_stomp_connection_over",
+    "parse_url",
+    "stomp_destination",
+]

@@ -1,0 +1,106 @@
+"""Errors of the STOMP client, rooted in :class:`~artemis_py.exceptions.ArtemisError`.
+
+* :class:`StompServerError` -- the server sent an ERROR frame (refused a login, a destination,
+  a frame). STOMP servers close the connection after an ERROR, so the connection is over.
+* :class:`ConnectionLostError` -- the transport broke: the server closed the socket without
+  a DISCONNECT receipt, a read or write failed, or heart-beats stopped arriving. It is also a
+  :class:`trio.BrokenResourceError`, the Trio convention for "the peer went away".
+* :class:`ConnectionClosedError` -- *we* closed the connection (``disconnect()``/``aclose()``)
+  and then tried to use it; also a :class:`trio.ClosedResourceError`.
+
+Protocol violations by the server surface as a :class:`ClientError` whose ``__cause__`` is the
+codec's :class:`~artemis_py.protocol.RemoteProtocolError`. Failing to open the TCP connection
+raises the :class:`OSError` that Trio raised (``ConnectionRefusedError`` and friends).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import trio
+
+from artemis_py.exceptions import ArtemisError
+from artemis_py.protocol.stomp import Frame
+
+__all__ = [
+    "ClientError",
+    "ConnectionClosedError",
+    "ConnectionLostError",
+    "StompServerError",
+]
+
+_DETAIL_CHARS = 500
+
+
+class ClientError(ArtemisError):
+    """Base class of the errors the STOMP client raises on purpose."""
+
+
+class StompServerError(ClientError):
+    """The server answered with an ERROR frame.
+
+    ``message`` is the frame's ``message`` header, ``details`` its body as text (Artemis puts
+    the exception text there), ``receipt_id`` the receipt of the frame that caused it, if the
+    server named one, and ``frame`` the whole ERROR frame when there was one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        details: str = "",
+        receipt_id: str | None = None,
+        headers: Iterable[tuple[str, str]] = (),
+        frame: Frame | None = None,
+    ) -> None:
+        self.message = message
+        self.details = details
+        self.receipt_id = receipt_id
+        self.headers: tuple[tuple[str, str], ...] = tuple(headers)
+        self.frame = frame
+        text = message or "ERROR frame without a message"
+        # One line: the CLI prints str(exc), and the body often repeats the header.
+        detail = " ".join(details.split())
+        if detail and detail != message and detail not in message:
+            if len(detail) > _DETAIL_CHARS:
+                detail = detail[:_DETAIL_CHARS] + "..."
+            text = f"{text}: {detail}"
+        super().__init__(text)
+
+    @classmethod
+    def from_frame(cls, frame: Frame) -> StompServerError:
+        """The error an ERROR frame reports."""
+        return cls(
+            frame.get("message", ""),
+            details=frame.body.decode("utf-8", "replace").strip(),
+            receipt_id=frame.get("receipt-id"),
+            headers=frame.headers,
+            frame=frame,
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Keeps copy.copy() (used to raise a fresh error per caller) and pickling exact.
+        return (
+            _rebuild_server_error,
+            (self.message, self.details, self.receipt_id, self.headers, self.frame),
+        )
+
+
+def _rebuild_server_error(
+    message: str,
+    details: str,
+    receipt_id: str | None,
+    headers: tuple[tuple[str, str], ...],
+    frame: Frame | None,
+) -> StompServerError:
+    return StompServerError(
+        message, details=details, receipt_id=receipt_id, headers=headers, frame=frame
+    )
+
+
+class ConnectionLostError(ClientError, trio.BrokenResourceError):
+    """The connection to the server broke (see the module doc)."""
+
+
+class ConnectionClosedError(ClientError, trio.ClosedResourceError):
+    """The connection was closed by this side and cannot be used any more."""
