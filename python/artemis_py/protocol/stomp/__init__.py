@@ -11,7 +11,21 @@
   :mod:`artemis_py.protocol.errors`) and :class:`VersionNegotiationError`.
 
 The decoder's theory of operation is in :mod:`.reader`, the per-version header rules in
-:mod:`.headers`.
+:mod:`.headers`, the connection states in :mod:`.connection`.
+
+Choices where the specs leave room (lenient in what we accept, strict in what we send):
+
+* EOL may be CRLF in every version, not only 1.2. Every EOL between frames is a
+  :class:`Heartbeat` event, in 1.0 too (some 1.0 clients send a LF after each NUL).
+* STOMP 1.0 header values lose their leading spaces/tabs, as in Artemis's 1.0 decoder.
+* A raw ``:`` inside a header value is kept (the 1.1/1.2 grammar forbids it; senders do it).
+* Repeated headers: all are kept in order, :meth:`Frame.get` returns the first (1.2 rule,
+  applied to every version; Artemis's map keeps the last) and the first ``content-length``
+  frames the body.
+* ``content-length`` must be ASCII digits and be followed by NUL (Artemis 1.1+ would skip to
+  the next NUL); bodies on frames other than SEND/MESSAGE/ERROR are accepted when received but
+  refused when sent; commands are case-sensitive, with nothing else on their line.
+* Before version negotiation an ERROR frame is written and read with the 1.0 rules.
 """
 
 from artemis_py.protocol.errors import LocalProtocolError, ProtocolError, RemoteProtocolError

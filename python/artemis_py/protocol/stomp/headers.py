@@ -33,7 +33,15 @@ from typing import Final
 from artemis_py.protocol.errors import LocalProtocolError, RemoteProtocolError
 from artemis_py.protocol.stomp.frames import Command
 
-__all__ = ["HeaderRules", "decode_headers", "encode_headers", "rules_for", "show"]
+__all__ = [
+    "UNESCAPED_COMMANDS",
+    "VERSION_RULES",
+    "HeaderRules",
+    "decode_headers",
+    "encode_headers",
+    "rules_for",
+    "show",
+]
 
 
 class HeaderRules(enum.Enum):
@@ -47,7 +55,8 @@ class HeaderRules(enum.Enum):
 
 UNESCAPED_COMMANDS: Final = frozenset({Command.CONNECT, Command.STOMP, Command.CONNECTED})
 
-_VERSION_RULES: Final = {
+#: The rules of each version's ordinary frames; None (not negotiated yet) reads and writes as 1.0.
+VERSION_RULES: Final = {
     None: HeaderRules.V10,
     "1.0": HeaderRules.V10,
     "1.1": HeaderRules.V11,
@@ -59,7 +68,7 @@ def rules_for(command: str, version: str | None) -> HeaderRules:
     """The rules for *encoding* ``command`` once ``version`` is negotiated (None = not yet)."""
     if command in UNESCAPED_COMMANDS:
         return HeaderRules.RAW
-    return _VERSION_RULES[version]
+    return VERSION_RULES[version]
 
 
 def show(text: str | bytes | bytearray, limit: int = 40) -> str:

@@ -21,8 +21,9 @@ the start of the frame each time (no O(n²) on slow senders):
              and their total size are checked against :class:`FrameLimits` as soon as they are
              known, and an unfinished line is checked against the line and total limits while
              it grows. An empty line ends the block; only then is the whole block decoded at
-             once (one UTF-8 decode, one split) under the rules of the negotiated version
-             (:mod:`.headers`), because those rules may depend on headers of the frame itself.
+             once (one UTF-8 decode, one regex pass) under the rules of the negotiated version
+             (:mod:`.headers`), because those rules may depend on headers of the frame itself
+             (a CONNECT without ``accept-version`` is a 1.0 frame).
 ``BODY``     With ``content-length`` (the first one, if repeated): wait for that many bytes
              plus one, which must be NUL. Without it: search the first NUL. Either way the body
              is bounded by ``max_body_size``, checked on the header value or while bytes arrive.
@@ -37,7 +38,13 @@ from typing import Final, NoReturn
 
 from artemis_py.protocol.errors import RemoteProtocolError
 from artemis_py.protocol.stomp.frames import Command, Frame, Heartbeat
-from artemis_py.protocol.stomp.headers import HeaderRules, decode_headers, show
+from artemis_py.protocol.stomp.headers import (
+    UNESCAPED_COMMANDS,
+    VERSION_RULES,
+    HeaderRules,
+    decode_headers,
+    show,
+)
 from artemis_py.protocol.stomp.limits import FrameLimits
 
 __all__ = ["FrameReader"]
@@ -50,13 +57,6 @@ _BODY: Final = 2
 
 _HEARTBEAT: Final = Heartbeat()
 _ALL_COMMANDS: Final = {member.value.encode("ascii"): member for member in Command}
-_UNESCAPED: Final = frozenset({Command.CONNECT, Command.STOMP, Command.CONNECTED})
-_VERSION_RULES: Final = {
-    None: HeaderRules.V10,
-    "1.0": HeaderRules.V10,
-    "1.1": HeaderRules.V11,
-    "1.2": HeaderRules.V12,
-}
 
 
 def _is_10_connect(command: str, block: bytes | bytearray) -> bool:
@@ -237,10 +237,10 @@ class FrameReader:
             return True
         block = buf[start : line_start - 1]
         command = self._command
-        if command in _UNESCAPED:
+        if command in UNESCAPED_COMMANDS:
             rules = HeaderRules.V10 if _is_10_connect(command, block) else HeaderRules.RAW
         else:
-            rules = _VERSION_RULES[version]
+            rules = VERSION_RULES[version]
         headers = decode_headers(block, rules)
         if b"content-length:" in block:  # cheap pre-check: that name never needs escaping
             for name, value in headers:
