@@ -105,7 +105,11 @@ def heartbeat_settings(acceptor: AcceptorConfig) -> HeartbeatSettings:
 
 
 class StompError(ArtemisError):
-    """A frame the broker refuses; the text goes into the ERROR frame."""
+    """A frame the broker refuses; the text (and any extra headers) go into the ERROR frame."""
+
+    def __init__(self, message: str, error_headers: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.error_headers = error_headers
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +176,7 @@ class Subscription:
             headers.append(("expires", str(message.expiration)))
         headers.append(("timestamp", str(message.timestamp)))
         headers.extend(message.properties)
+        headers.append(("content-length", str(len(message.body))))
         self.connection.send_frame(Frame("MESSAGE", tuple(headers), message.body))
         if self.ack_mode == "auto":
             self.connection.broker.acknowledge([ref])
@@ -243,6 +248,7 @@ class StompConnection:
         self._send_interval = 0.0  # seconds between our heart-beats, 0 = none
         self._ttl = acceptor.connection_ttl / 1000 if acceptor.connection_ttl > 0 else math.inf
         self._last_received = trio.current_time()
+        self._last_sent = self._last_received
         self._cancel_scope: trio.CancelScope | None = None
 
     # -- outgoing ----------------------------------------------------------------------
@@ -265,6 +271,7 @@ class StompConnection:
                 chunk = bytes(self._outgoing)
                 self._outgoing.clear()
                 await self.stream.send_all(chunk)
+                self._last_sent = trio.current_time()
                 # The buffer drained below the high-water mark: consumers may go on.
                 self._resume_consumers()
             if self._closing:
@@ -305,7 +312,7 @@ class StompConnection:
                 try:
                     event = self.codec.next_event()
                 except ProtocolError as exc:
-                    await self._fail(str(exc), None)
+                    await self._fail(str(exc), None, exc.error_headers)
                     return
                 if event is NEED_DATA:
                     break
@@ -330,7 +337,7 @@ class StompConnection:
                 raise StompError(f"unknown command {frame.command}")
             pending = handler(frame)
         except (StompError, BrokerError, FilterSyntaxError, MaxConsumersReachedError) as exc:
-            await self._fail(str(exc), receipt)
+            await self._fail(str(exc), receipt, getattr(exc, "error_headers", ()))
             return
         if receipt is not None and frame.command not in ("CONNECT", "STOMP"):
             on_done = self._receipt_sender(receipt)
@@ -362,20 +369,30 @@ class StompConnection:
             with trio.move_on_after(5):
                 await self._drained.wait()
 
-    async def _fail(self, message: str, receipt: str | None) -> None:
+    async def _fail(
+        self,
+        message: str,
+        receipt: str | None,
+        extra_headers: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         log.info("connection %s from %s: %s", self.id, self.peer, message)
         self._closing = True
-        headers = [("message", message)]
+        body = message.encode()
+        headers = [("message", message), *extra_headers]
         if receipt is not None:
             headers.append(("receipt-id", receipt))
-        self.send_frame(Frame("ERROR", tuple(headers), message.encode()))
+        headers += [("content-type", "text/plain"), ("content-length", str(len(body)))]
+        self.send_frame(Frame("ERROR", tuple(headers), body))
         self._data_ready.set()
         with trio.move_on_after(5):
             await self._drained.wait()
 
     async def _heartbeats(self) -> None:
         while True:
-            await trio.sleep(self._send_interval or 1.0)
+            # Check at half the negotiated interval so no gap exceeds it (before CONNECT
+            # there is no interval yet: check often enough to catch it being set).
+            interval = self._send_interval
+            await trio.sleep(interval / 2 if interval else 0.1)
             now = trio.current_time()
             if now - self._last_received > self._ttl:
                 log.info(
@@ -388,7 +405,12 @@ class StompConnection:
                 if self._cancel_scope is not None:
                     self._cancel_scope.cancel()
                 return
-            if self._send_interval and self.connected and not self._outgoing:
+            if (
+                interval
+                and self.connected
+                and not self._outgoing
+                and now - self._last_sent >= interval / 2
+            ):
                 self._outgoing += self.codec.send_heartbeat()
                 self._data_ready.set()
 
@@ -417,7 +439,7 @@ class StompConnection:
         try:
             self.version = negotiate_version(frame.get("accept-version"))
         except ProtocolError as exc:
-            raise StompError(str(exc)) from exc
+            raise StompError(str(exc), exc.error_headers) from exc
         self.codec.accept_connect(self.version)
         if not self.authenticator.authenticate(frame.get("login"), frame.get("passcode")):
             raise StompError(
