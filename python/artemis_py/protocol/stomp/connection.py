@@ -313,13 +313,19 @@ class Connection:
             )
 
     def send_heartbeat(self) -> bytes:
-        """The bytes of one heart-beat (an EOL). Only once connected with STOMP 1.1+.
+        """The bytes of one heart-beat (an EOL), once connected with STOMP 1.1 or 1.2.
 
-        Raises :class:`LocalProtocolError` (without changing state) otherwise.
+        Still allowed after our DISCONNECT or ERROR: the frame grammar lets EOLs follow a
+        frame's NUL, so a heart-beat timer racing the close is harmless. Raises
+        :class:`LocalProtocolError` (without changing state) before CONNECT/CONNECTED, in 1.0
+        (no heart-beating) and after a failed :meth:`send`.
         """
-        if self._our_state is not _CONNECTED or self._version not in _HEARTBEAT_VERSIONS:
+        if self._our_state is _CONNECTING or self._our_state is _ERROR:
             raise LocalProtocolError(
-                f"heart-beats need an open STOMP 1.1+ connection "
-                f"(version={self._version}, our_state={self._our_state.name})"
+                f"heart-beats need an established connection (our_state={self._our_state.name})"
             )
+        if self._version is None:
+            raise LocalProtocolError("heart-beats before CONNECTED: the version is not negotiated")
+        if self._version not in _HEARTBEAT_VERSIONS:
+            raise LocalProtocolError(f"STOMP {self._version} has no heart-beats (1.1+ only)")
         return b"\n"
