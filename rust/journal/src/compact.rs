@@ -195,9 +195,10 @@ fn new_output(inner: &Inner) -> Result<Output> {
     let id = inner.new_file_id();
     let tmp = inner.cfg.compacting_path(id);
     let handle = inner.fs.create(&tmp).map_err(io_err("create", &tmp))?;
-    handle
-        .allocate(inner.cfg.file_size)
-        .map_err(io_err("allocate", &tmp))?;
+    if let Err(e) = handle.allocate(inner.cfg.file_size) {
+        let _ = inner.fs.remove_file(&tmp);
+        return Err(io_err("allocate", &tmp)(e));
+    }
     Ok(Output {
         id,
         tmp,

@@ -110,7 +110,9 @@ pub fn data_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 pub fn payload(id: u64, len: usize) -> Vec<u8> {
-    (0..len).map(|i| (id as usize * 31 + i) as u8).collect()
+    (0..len)
+        .map(|i| (id.wrapping_mul(31) as usize).wrapping_add(i) as u8)
+        .collect()
 }
 
 /// A test-side reading of the on-disk layout (independent of the crate's own parser).
