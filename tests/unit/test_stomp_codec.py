@@ -527,22 +527,6 @@ def test_slow_senders_cost_linear_time(where: str) -> None:
 
 # --- drip-feeding ------------------------------------------------------------------------
 
-STREAMS = {
-    "stomp.py-1.2": None,  # filled in below from the capture
-    "mixed-1.2": b"\n"
-    + connect_bytes("1.2")
-    + b"SEND\r\ndestination:/q\r\ncontent-length:4\r\n\r\n\x00\x01\x02\x03\x00\r\n"
-    + b"SUBSCRIBE\nid:0\ndestination:/q\nk:a\\cb\\\\c\\nd\\re\n\n\x00\n\n"
-    + b"SEND\nfoo:1\nfoo:2\n\nno length\x00"
-    + b"DISCONNECT\nreceipt:9\n\n\x00\n",
-    "mixed-1.0": b"CONNECT\nlogin: guest\npasscode:secret\n\n\x00"
-    + b"SEND\ndestination: /queue/a\n\nhello\x00\n"
-    + b"SEND\ncontent-length:3\n\n\x00\x00\x00\x00",
-    "mixed-1.1": connect_bytes("1.1")
-    + b"BEGIN\ntransaction:t\n\n\x00ACK\nmessage-id:1\nsubscription:0\ntransaction:t\n\n\x00"
-    + b"COMMIT\ntransaction:t\n\n\x00NACK\nmessage-id:2\nsubscription:0\n\n\x00",
-}
-
 STOMPPY_12 = (
     b"STOMP\naccept-version:1.2\nheart-beat:10000,10000\nhost:localhost\nlogin:guest\n"
     b"passcode:guest\n\n\x00"
@@ -559,19 +543,74 @@ STOMPPY_11 = (
     b"ACK\nmessage-id:msg-1\nsubscription:sub-1\n\n\x00"
     b"DISCONNECT\nreceipt:disc-1\n\n\x00"
 )
-STREAMS["stomp.py-1.2"] = STOMPPY_12
+
+STREAMS = {
+    "stomp.py-1.2": STOMPPY_12,  # see test_stomppy_capture
+    "mixed-1.2": b"\n"
+    + connect_bytes("1.2")
+    + b"SEND\r\ndestination:/q\r\ncontent-length:4\r\n\r\n\x00\x01\x02\x03\x00\r\n"
+    + b"SUBSCRIBE\nid:0\ndestination:/q\nk:a\\cb\\\\c\\nd\\re\n\n\x00\n\n"
+    + b"SEND\nfoo:1\nfoo:2\n\nno length\x00"
+    + b"DISCONNECT\nreceipt:9\n\n\x00\n",
+    "mixed-1.0": b"CONNECT\nlogin: guest\npasscode:secret\n\n\x00"
+    + b"SEND\ndestination: /queue/a\n\nhello\x00\n"
+    + b"SEND\ncontent-length:3\n\n\x00\x00\x00\x00",
+    "mixed-1.1": connect_bytes("1.1")
+    + b"BEGIN\ntransaction:t\n\n\x00ACK\nmessage-id:1\nsubscription:0\ntransaction:t\n\n\x00"
+    + b"COMMIT\ntransaction:t\n\n\x00NACK\nmessage-id:2\nsubscription:0\n\n\x00",
+}
 
 
 @pytest.mark.parametrize("name", sorted(STREAMS))
 def test_drip_feed_every_chunk_size(name: str) -> None:
     stream = STREAMS[name]
-    assert stream is not None
     whole = server_events(stream, b"")
     assert isinstance(whole[-1], ConnectionClosed)
     assert len([e for e in whole if isinstance(e, Frame)]) >= 3
     for size in range(1, len(stream) + 1):
         chunks = [stream[i : i + size] for i in range(0, len(stream), size)]
         assert server_events(*chunks, b"") == whole, f"chunk size {size}"
+
+
+SERVER_STREAM = (
+    b"CONNECTED\r\nversion:1.2\r\nheart-beat:0,0\r\n\r\n\x00\n"
+    b"MESSAGE\nsubscription:0\nmessage-id:1\ndestination:/q\ncontent-length:3\n\na\x00b\x00\n"
+    b"MESSAGE\nsubscription:0\nmessage-id:2\nk:x\\cy\\nz\n\ntext\x00"
+    b"RECEIPT\nreceipt-id:7\n\n\x00"
+    b"ERROR\nmessage:bye\ncontent-length:4\n\nbye!\x00\n"
+)
+
+
+def client_events(*chunks: bytes) -> list[object]:
+    conn = Connection(CLIENT)
+    conn.send(Frame("STOMP", (("accept-version", "1.1,1.2"), ("host", "h"))))
+    events: list[object] = []
+    for chunk in chunks:
+        conn.receive_data(chunk)
+        drain(conn, events)
+    return events
+
+
+def test_drip_feed_client_side() -> None:
+    whole = client_events(SERVER_STREAM, b"")
+    assert [type(e).__name__ for e in whole] == [
+        "Frame", "Heartbeat", "Frame", "Heartbeat", "Frame", "Frame", "Frame", "Heartbeat",
+        "ConnectionClosed",
+    ]  # fmt: skip
+    assert whole[2] == Frame(
+        "MESSAGE",
+        (
+            ("subscription", "0"),
+            ("message-id", "1"),
+            ("destination", "/q"),
+            ("content-length", "3"),
+        ),
+        b"a\x00b",
+    )
+    assert isinstance(whole[4], Frame) and whole[4].get("k") == "x:y\nz"
+    for size in range(1, len(SERVER_STREAM) + 1):
+        chunks = [SERVER_STREAM[i : i + size] for i in range(0, len(SERVER_STREAM), size)]
+        assert client_events(*chunks, b"") == whole, f"chunk size {size}"
 
 
 # --- what stomp.py 9.0 really sends ------------------------------------------------------
