@@ -131,7 +131,11 @@ class BrokerProcess:
         extra_core: str = "",
         data_dir: Path | None = None,
         users: dict[str, str] | None = None,
+        config_path: Path | None = None,
+        port: int | None = None,
     ) -> None:
+        """``config_path`` + ``port``: run an existing broker.xml (not written by us) whose
+        STOMP acceptor listens on 127.0.0.1:``port``."""
         self.dir = directory
         self.dir.mkdir(parents=True, exist_ok=True)
         self.name = name
@@ -144,9 +148,10 @@ class BrokerProcess:
         self.extra_core = extra_core
         self.data_dir = data_dir or (self.dir / "data")
         self.users = users
-        self.config_path = self.dir / "broker.xml"
+        self.external_config = config_path is not None
+        self.config_path = config_path or self.dir / "broker.xml"
         self.log_path = self.dir / "node.log"
-        self.port = 0
+        self.port = port or 0
         self.extra_ports: dict[str, int] = {}
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
@@ -192,6 +197,8 @@ class BrokerProcess:
 """
 
     def write_config(self) -> None:
+        if self.external_config:
+            return
         self.config_path.write_text(self.broker_xml())
         if self.users is not None:
             (self.dir / "artemis-users.properties").write_text(
@@ -220,7 +227,7 @@ class BrokerProcess:
         """Start the node; the first start picks free ports, restarts keep them."""
         assert not self.running, "node already running"
         for attempt in range(attempts):
-            if self.starts == 0:
+            if self.starts == 0 and not self.external_config:
                 self.port = free_port()
                 self.extra_ports = {n: free_port() for n in self.extra_acceptor_params}
             self.write_config()
@@ -232,7 +239,7 @@ class BrokerProcess:
                 break
             except PortTaken:
                 # Another test grabbed the port between our probe and the node's bind.
-                if self.starts > 0 or attempt == attempts - 1:
+                if self.starts > 0 or self.external_config or attempt == attempts - 1:
                     raise
         self.starts += 1
         return self

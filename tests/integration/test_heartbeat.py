@@ -65,13 +65,6 @@ def test_ttl_without_client_beats_is_connection_ttl(broker, raw_clients):
     assert raw.heartbeats >= 1, "the server beat every 500 ms until then"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="transport/stomp.py _heartbeats starts sleeping `_send_interval or 1.0` s when the "
-    "socket is accepted, before CONNECT sets _send_interval: the first server heart-beat comes "
-    "~1 s after CONNECTED even when 500 ms were negotiated, so a client checking heart-beats "
-    "(stomp.py allows 1.5x) may declare the broker dead",
-)
 def test_first_server_heart_beat_comes_within_the_negotiated_interval(broker, raw_clients):
     raw = raw_clients(broker)
     connected = raw.connect("1.2", heart_beat="0,500")

@@ -78,12 +78,6 @@ def test_connect_negotiates_version(broker, command, accept_version, expected):
         assert msg.get("subscription") == "s1"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="transport/stomp.py _on_connect wraps VersionNegotiationError in StompError(str(exc)) "
-    "and drops its error_headers: the ERROR frame has no 'version' header listing the "
-    "supported versions (STOMP 1.2 Protocol Negotiation requires it)",
-)
 def test_connect_with_no_common_version_is_refused(broker):
     with broker.raw() as raw:
         frame = raw.connect("2.0,3.1")
@@ -391,13 +385,6 @@ def test_undefined_escape_is_an_error(broker, raw_clients):
 # --- bodies -------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="content-length is a _CONTROL_HEADER dropped on SEND and Subscription.deliver never "
-    "adds one, so encoding a MESSAGE whose body has a NUL raises LocalProtocolError inside "
-    "the PRODUCER's pipeline task: the producer's connection dies without its RECEIPT and the "
-    "consumer never gets the message (Artemis sends content-length on MESSAGE frames)",
-)
 def test_binary_body_with_nuls_via_content_length(broker, raw_clients):
     q = unique("/queue/bin")
     body = bytes(range(256)) * 4 + b"\x00\x00end\x00"

@@ -1,0 +1,274 @@
+"""Persistence across restarts and crashes (``<persistence-enabled>true``).
+
+A RECEIPT for a ``persistent:true`` SEND is a promise that the message survives anything,
+SIGKILL included; an ACK's RECEIPT is a promise that the message is gone for good. These
+tests hold the node to both with graceful restarts (SIGTERM, exit 0) and kill -9.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import pytest
+
+from .conftest import Client, unique, wait_for
+
+PERSISTENT = {"persistent": "true"}
+
+
+@pytest.fixture
+def node(make_broker):
+    return make_broker(persistence=True)
+
+
+def drain(clients, node, destination: str, expect: int | None = None, **sub_headers) -> list:
+    """Consume everything now in ``destination`` (auto ack) and return the MESSAGE frames."""
+    c = clients(node)
+    c.subscribe(destination, **sub_headers)
+    if expect is not None:
+        c.wait_messages(expect)
+    # Until a round trip brings nothing new: the queue had all it will have at subscribe.
+    previous = -1
+    while len(c.messages) != previous:
+        previous = len(c.messages)
+        c.sync()
+    if expect is not None:
+        assert len(c.messages) == expect, [m.body for m in c.messages]
+    c.disconnect()
+    return c.messages
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["sigterm", "sigkill"])
+def test_restart_keeps_persistent_messages(node, clients, crash):
+    q = unique("/queue/keep")
+    producer = clients(node)
+    for i in range(5):
+        producer.send(q, f"p{i}", **PERSISTENT, **{"x-seq": str(i)})
+    node.restart(crash=crash)
+    msgs = drain(clients, node, q, 5)
+    assert [m.body for m in msgs] == [f"p{i}" for i in range(5)]
+    assert [m.headers.get("x-seq") for m in msgs] == [str(i) for i in range(5)]
+    assert all(m.headers.get("persistent") == "true" for m in msgs)
+    # Consumed: they are gone after another restart.
+    node.restart(crash=crash)
+    drain(clients, node, q, 0)
+
+
+def test_non_persistent_messages_are_gone_after_restart(node, clients):
+    q = unique("/queue/mixed")
+    producer = clients(node)
+    producer.send(q, "durable-1", **PERSISTENT)
+    producer.send(q, "transient")
+    producer.send(q, "durable-2", **PERSISTENT)
+    producer.send(q, "transient-explicit", persistent="false")
+    # Before the restart all four are there (checked on a queue of the same kind).
+    node.restart()
+    msgs = drain(clients, node, q, 2)
+    assert [m.body for m in msgs] == ["durable-1", "durable-2"]
+
+
+def test_acknowledged_messages_stay_acknowledged_after_a_crash(node, clients):
+    q = unique("/queue/acked")
+    producer = clients(node)
+    for i in range(6):
+        producer.send(q, f"a{i}", **PERSISTENT)
+    consumer = clients(node)
+    consumer.subscribe(q, ack="client-individual")
+    msgs = consumer.wait_messages(6)
+    for msg in msgs[::2]:
+        consumer.ack(msg)  # waits for the ACK's RECEIPT
+    node.restart(crash=True)
+    left = drain(clients, node, q, 3)
+    assert [m.body for m in left] == ["a1", "a3", "a5"]
+
+
+def test_restart_keeps_durable_subscriptions_and_their_messages(node, clients):
+    t = unique("/topic/news")
+    client_id = unique("cid")
+    durable = {"durable-subscription-name": "sub"}
+    reader = clients(node, client_id=client_id)
+    reader.subscribe(t, **durable)
+    reader.disconnect()
+    producer = clients(node)
+    producer.send(t, "before-restart", **PERSISTENT)
+    node.restart()
+    # The subscription itself survived: it collects messages sent while its owner is away.
+    producer = clients(node)
+    producer.send(t, "after-restart", **PERSISTENT)
+    back = clients(node, client_id=client_id)
+    back.subscribe(t, **durable)
+    back.wait_messages(2)
+    back.sync()
+    assert [m.body for m in back.messages] == ["before-restart", "after-restart"]
+
+
+def test_restart_keeps_addresses_and_queues(node, clients):
+    address = unique("addr")
+    # A multicast queue created through its FQQN, and an auto-created anycast queue holding
+    # a message; nobody is subscribed to either when the node stops.
+    creator = clients(node)
+    sub = creator.subscribe(f"{address}::kept", **{"subscription-type": "MULTICAST"})
+    creator.unsubscribe(sub)
+    anycast = unique("/queue/auto")
+    creator.send(anycast, "holding", **PERSISTENT)
+    node.restart(crash=True)
+    producer = clients(node)
+    producer.send(f"/topic/{address}", "routed-after-restart", **PERSISTENT)
+    msgs = drain(clients, node, f"{address}::kept", 1)
+    assert msgs[0].body == "routed-after-restart"
+    assert [m.body for m in drain(clients, node, anycast, 1)] == ["holding"]
+
+
+def test_restart_keeps_delivery_counts(node, clients):
+    q = unique("/queue/counted")
+    producer = clients(node)
+    producer.send(q, "flaky", **PERSISTENT)
+    # Two failed deliveries (max-delivery-attempts is 3) ...
+    for attempt in range(2):
+        consumer = clients(node)
+        consumer.subscribe(q, ack="client")
+        [msg] = consumer.wait_messages(1)
+        assert (msg.headers.get("redelivered") == "true") == (attempt > 0)
+        consumer.disconnect()
+    node.restart()
+    # ... so after the restart it is a redelivery, and the third failure dead-letters it.
+    consumer = clients(node)
+    consumer.subscribe(q, ack="client-individual")
+    [msg] = consumer.wait_messages(1)
+    assert msg.headers.get("redelivered") == "true"
+    consumer.nack(msg)
+    consumer.sync()
+    assert len(consumer.messages) == 1, "the third failed delivery was the last"
+    dead = drain(clients, node, "/queue/DLQ", 1)
+    assert dead[0].body == "flaky"
+
+
+def test_committed_transaction_survives_a_crash_and_open_one_does_not(node, clients):
+    q = unique("/queue/txp")
+    producer = clients(node)
+    producer.begin("done")
+    producer.send(q, "committed-1", transaction="done", **PERSISTENT)
+    producer.send(q, "committed-2", transaction="done", **PERSISTENT)
+    producer.commit("done")
+    producer.begin("open")
+    producer.send(q, "uncommitted", transaction="open", **PERSISTENT)
+    node.restart(crash=True)
+    msgs = drain(clients, node, q, 2)
+    assert [m.body for m in msgs] == ["committed-1", "committed-2"]
+
+
+# --- the crash test -----------------------------------------------------------------------------
+
+
+class Producer(threading.Thread):
+    """Sends numbered persistent messages with receipts, pipelined, until the node dies."""
+
+    def __init__(self, port: int, destination: str, window: int = 100) -> None:
+        super().__init__(daemon=True)
+        self.client = Client(port)
+        self.destination = destination
+        self.window = window
+        self.sent = 0
+        self.stopped = threading.Event()
+        self.error: BaseException | None = None
+
+    def receipted(self) -> set[int]:
+        return {int(r.rpartition("-")[2]) for r in self.client.receipts if r.startswith("n-")}
+
+    def run(self) -> None:
+        try:
+            while not self.stopped.is_set():
+                # Keep at most `window` sends awaiting their receipts (group commit).
+                while self.sent - len(self.client.receipts) >= self.window:
+                    if self.client.listener.disconnected.is_set():
+                        return
+                    time.sleep(0.001)
+                self.client.conn.send(
+                    self.destination,
+                    f"n{self.sent}",
+                    headers={"receipt": f"n-{self.sent}", "persistent": "true",
+                             "x-n": str(self.sent)},
+                )
+                self.sent += 1
+        except Exception as exc:  # the node was killed under us: expected
+            self.error = exc
+
+
+def test_sigkill_mid_stream_loses_no_receipted_message(node, clients):
+    q = unique("/queue/crash")
+    producer = Producer(node.port, q)
+    producer.start()
+    try:
+        wait_for(lambda: len(producer.receipted()) >= 1500, 30,
+                 message=lambda: f"1500 receipts, have {len(producer.receipted())}")
+        node.kill()  # mid-stream: sends are still in flight
+        receipted = producer.receipted()
+        sent = producer.sent
+    finally:
+        producer.stopped.set()
+        producer.join(10)
+        producer.client.close()
+    assert sent > len(receipted), "the kill should have caught sends in flight"
+
+    node.start()
+    msgs = drain(clients, node, q)
+    numbers = [int(m.headers["x-n"]) for m in msgs]
+    missing = sorted(receipted - set(numbers))
+    assert not missing, f"{len(missing)} receipted messages lost, e.g. {missing[:10]}"
+    fresh = [n for m, n in zip(msgs, numbers) if m.headers.get("redelivered") != "true"]
+    duplicates = sorted({n for n in fresh if fresh.count(n) > 1})
+    assert not duplicates, f"messages present twice: {duplicates[:10]}"
+    assert all(0 <= n < sent for n in numbers), "a message nobody sent"
+    assert fresh == sorted(fresh), "one producer, one queue: recovery keeps the send order"
+    assert all(m.body == f"n{n}" for m, n in zip(msgs, numbers)), "bodies intact"
+
+
+def test_sigkill_with_a_consumer_acking(node, clients):
+    """Acked-with-receipt messages never come back; every receipted one is somewhere."""
+    q = unique("/queue/crashack")
+    producer = clients(node)
+    for i in range(300):
+        producer.send(q, f"c{i}", receipt=False, **PERSISTENT, **{"x-n": str(i)})
+    producer.send(q, "c-last", **PERSISTENT, **{"x-n": "300"})  # receipt: all 301 are durable
+    consumer = clients(node)
+    consumer.subscribe(q, ack="client-individual")
+    msgs = consumer.wait_messages(5)
+    acked = set()
+    for msg in msgs[:5]:
+        consumer.ack(msg)
+        acked.add(int(msg.headers["x-n"]))
+    node.kill()
+    node.start()
+    after = drain(clients, node, q)
+    numbers = [int(m.headers["x-n"]) for m in after]
+    assert not acked & set(numbers), f"acknowledged messages came back: {acked & set(numbers)}"
+    assert set(numbers) | acked == set(range(301))
+    assert len(numbers) == len(set(numbers))
+
+
+# --- the data directory lock --------------------------------------------------------------------
+
+
+def test_second_node_on_the_same_data_directory_fails_clearly(node, make_broker):
+    second = make_broker(persistence=True, data_dir=node.data_dir, start=False)
+    second.start(wait=False)
+    wait_for(lambda: second.process.poll() is not None, 20,
+             message=lambda: f"the second node to give up; log:\n{second.log_tail()}")
+    log = second.log(since_start=True)
+    assert second.process.returncode != 0, log
+    assert "Traceback" not in log, log
+    assert re.search(re.escape(str(node.data_dir)), log), (
+        f"the error should name the locked directory {node.data_dir}:\n{log}"
+    )
+    assert "listening for STOMP" not in log, "it must not serve clients"
+    # The first node is unaffected.
+    c = Client(node.port)
+    try:
+        q = unique("/queue/first")
+        c.subscribe(q)
+        c.send(q, "fine", **PERSISTENT)
+        c.wait_messages(1)
+    finally:
+        c.close()
