@@ -99,11 +99,14 @@ def test_default_config() -> None:
     assert config.journal.directory == "data/journal"
     assert config.paging_directory == "data/paging"
     (acceptor,) = config.acceptors
-    assert acceptor.url == "tcp://0.0.0.0:61613?protocols=STOMP"
+    assert acceptor.url == (
+        "tcp://0.0.0.0:61613?protocols=STOMP;anycastPrefix=/queue/;multicastPrefix=/topic/"
+    )
     assert (acceptor.host, acceptor.port) == ("0.0.0.0", 61613)
     assert acceptor.protocols == frozenset({"STOMP"})
     assert acceptor.accepts("stomp") and not acceptor.accepts("AMQP")
-    assert acceptor.anycast_prefixes == () and acceptor.multicast_prefixes == ()
+    assert acceptor.anycast_prefixes == ("/queue/",)
+    assert acceptor.multicast_prefixes == ("/topic/",)
     assert acceptor.connection_ttl == 60000
     assert acceptor.connection_ttl_min == 1000
     assert acceptor.connection_ttl_max == 2**63 - 1

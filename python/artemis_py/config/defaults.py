@@ -56,8 +56,8 @@ STOMP_MAX_HEADER_LENGTH = 64 * KiB  # stompMaxHeaderLength: bytes in one header 
 STOMP_MAX_HEADERS_SIZE = 1 * MiB  # stompMaxHeadersSize: bytes of all header lines of one frame
 
 # The configuration used when no broker.xml is given: one node, a STOMP acceptor on all
-# interfaces, data under ./data, persistence on, security off (authentication is not
-# implemented yet). Everything else is Artemis's default.
+# interfaces with the /queue/ and /topic/ prefixes STOMP users expect, data under ./data,
+# persistence on, security off. Everything else is Artemis's default.
 DEFAULT_BROKER_XML = """\
 <?xml version="1.0" encoding="UTF-8"?>
 <configuration xmlns="urn:activemq">
@@ -70,7 +70,8 @@ DEFAULT_BROKER_XML = """\
       <paging-directory>data/paging</paging-directory>
       <large-messages-directory>data/largemessages</large-messages-directory>
       <acceptors>
-         <acceptor name="stomp">tcp://0.0.0.0:61613?protocols=STOMP</acceptor>
+         <!-- /queue/NAME is anycast and /topic/NAME multicast, as STOMP users expect. -->
+         <acceptor name="stomp">tcp://0.0.0.0:61613?protocols=STOMP;anycastPrefix=/queue/;multicastPrefix=/topic/</acceptor>
       </acceptors>
    </core>
 </configuration>
