@@ -123,7 +123,7 @@ impl PyJournal {
             .map_err(|e| journal_error(py, &e))?;
         let listener_fd = Arc::clone(&eventfd);
         journal.set_completion_listener(Box::new(move || poke(&listener_fd)));
-        let report = PyLoadReport::from_report(py, &report);
+        let report = PyLoadReport::from_report(py, report);
         let this = PyJournal {
             journal,
             eventfd,

@@ -123,7 +123,7 @@ fn op_from_py(index: usize, obj: &Bound<'_, PyAny>) -> PyResult<Op> {
         }
         other => {
             return Err(PyValueError::new_err(format!(
-                "op {index}: unknown op {other:?}"
+                "op {index}: unknown op '{other}'"
             )))
         }
     };
@@ -170,5 +170,17 @@ pub fn op_to_py<'py>(py: Python<'py>, op: &Op) -> PyResult<Bound<'py, PyTuple>> 
         Op::Prepare { tx_id, xid } => ("prepare", tx_id, b(xid)).into_pyobject(py),
         Op::Commit { tx_id } => ("commit", tx_id).into_pyobject(py),
         Op::Rollback { tx_id } => ("rollback", tx_id).into_pyobject(py),
+    }
+}
+
+/// Bytes of payload an op carries (for pacing conversions).
+pub fn payload_len(op: &Op) -> usize {
+    match op {
+        Op::Add { payload, .. }
+        | Op::Update { payload, .. }
+        | Op::AddTx { payload, .. }
+        | Op::UpdateTx { payload, .. } => payload.len(),
+        Op::Prepare { xid, .. } => xid.len(),
+        Op::Delete { .. } | Op::DeleteTx { .. } | Op::Commit { .. } | Op::Rollback { .. } => 0,
     }
 }

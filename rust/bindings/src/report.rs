@@ -102,31 +102,67 @@ impl PyLoadReport {
     }
 }
 
+/// Building Python objects needs the GIL, and a recovered journal can hold gigabytes. So the
+/// conversion offers the GIL to other threads (the Trio loop) after every ~16 KiB it copies:
+/// a thread waiting for the GIL asks for it after the switch interval (5 ms), and a
+/// release then hands it over, so the loop is never held up for longer than that.
+struct GilBreaks<'py> {
+    py: Python<'py>,
+    since_break: usize,
+}
+
+impl<'py> GilBreaks<'py> {
+    const EVERY: usize = 16 * 1024;
+
+    fn new(py: Python<'py>) -> Self {
+        GilBreaks { py, since_break: 0 }
+    }
+
+    /// Account for `bytes` copied (plus a little per object) and break when due.
+    fn charge(&mut self, bytes: usize) {
+        self.since_break += bytes + 64;
+        if self.since_break >= Self::EVERY {
+            self.since_break = 0;
+            self.py.detach(|| ());
+        }
+    }
+
+    fn bytes(&mut self, data: Vec<u8>) -> Py<PyBytes> {
+        self.charge(data.len());
+        // `data` is dropped here, so the Rust copy goes as the Python copy is made.
+        PyBytes::new(self.py, &data).unbind()
+    }
+}
+
 impl PyLoadReport {
-    pub fn from_report(py: Python<'_>, report: &journal::LoadReport) -> PyResult<Self> {
+    /// Convert, consuming the report so each payload is freed once copied.
+    pub fn from_report(py: Python<'_>, report: journal::LoadReport) -> PyResult<Self> {
+        let mut gil = GilBreaks::new(py);
         let records = report
             .records
-            .iter()
+            .into_iter()
             .map(|r| {
                 let updates = r
                     .updates
-                    .iter()
+                    .into_iter()
                     .map(|u| {
+                        let payload = gil.bytes(u.payload);
                         Py::new(
                             py,
                             PyUpdate {
                                 record_type: u.record_type,
-                                payload: PyBytes::new(py, &u.payload).unbind(),
+                                payload,
                             },
                         )
                     })
                     .collect::<PyResult<Vec<_>>>()?;
+                let payload = gil.bytes(r.payload);
                 Py::new(
                     py,
                     PyRecord {
                         id: r.id,
                         record_type: r.record_type,
-                        payload: PyBytes::new(py, &r.payload).unbind(),
+                        payload,
                         updates: PyTuple::new(py, updates)?.unbind(),
                     },
                 )
@@ -135,18 +171,21 @@ impl PyLoadReport {
         let op_class = py.import(OP_MODULE)?.getattr("Op")?;
         let prepared = report
             .prepared
-            .iter()
+            .into_iter()
             .map(|p| {
                 let ops = p
                     .ops
                     .iter()
-                    .map(|op| op_class.call1((op_to_py(py, op)?,)))
+                    .map(|op| {
+                        gil.charge(crate::ops::payload_len(op));
+                        op_class.call1((op_to_py(py, op)?,))
+                    })
                     .collect::<PyResult<Vec<_>>>()?;
                 Py::new(
                     py,
                     PyPreparedTransaction {
                         tx_id: p.tx_id,
-                        xid: PyBytes::new(py, &p.xid).unbind(),
+                        xid: gil.bytes(p.xid),
                         ops: PyTuple::new(py, ops)?.unbind(),
                     },
                 )
@@ -156,7 +195,7 @@ impl PyLoadReport {
             records: PyTuple::new(py, records)?.unbind(),
             prepared: PyTuple::new(py, prepared)?.unbind(),
             incomplete_transactions_rolled_back: report.incomplete_transactions_rolled_back,
-            torn_tail: report.torn_tail.clone(),
+            torn_tail: report.torn_tail,
         })
     }
 }
