@@ -285,8 +285,11 @@ async def open_journal(
         # A no-op unless the pump failed to start or failed itself.
         with trio.CancelScope(shield=True):
             await journal.aclose()
-    if close_error is not None:
-        # As a `finally:` that raises would: the close error, with the body's as context.
+    # A failed writer is reported once: close() raises JournalFailedError again, which adds
+    # nothing if the block already raised. Any other close error wins, as from a `finally:`.
+    if close_error is not None and not (
+        body_error is not None and isinstance(close_error, JournalFailedError)
+    ):
         close_error.__context__ = body_error
         raise close_error
     if body_error is not None:
