@@ -85,7 +85,7 @@ impl Cfg {
             return bad(format!("invalid file extension {:?}", c.file_extension));
         }
         let file_size = c.file_size.div_ceil(4096) * 4096;
-        if file_size < MIN_FILE_SIZE || file_size > MAX_FILE_SIZE {
+        if !(MIN_FILE_SIZE..=MAX_FILE_SIZE).contains(&file_size) {
             return bad(format!(
                 "file size {} must be between {MIN_FILE_SIZE} and {MAX_FILE_SIZE} bytes",
                 c.file_size

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// An open file.
+#[allow(clippy::len_without_is_empty)] // a file, not a collection
 pub trait JournalFile: Send + Sync {
     /// Reads up to `buf.len()` bytes at `offset`; returns how many were read (0 at the end).
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;

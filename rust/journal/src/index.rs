@@ -100,6 +100,9 @@ pub(crate) struct FileStats {
     pub deps: BTreeSet<FileId>,
 }
 
+/// [`Index::strip`]: the run-time index, and the payload-carrying records and transactions.
+pub(crate) type Stripped<P> = (Index<()>, HashMap<u64, Rec<P>>, HashMap<u64, Tx<P>>);
+
 #[derive(Debug)]
 pub(crate) struct Index<P> {
     pub records: HashMap<u64, Rec<P>>,
@@ -276,8 +279,9 @@ impl<P: Payload> Index<P> {
         }
     }
 
-    /// Converts to a run-time index, handing each payload to `keep` first.
-    pub(crate) fn strip(self) -> (Index<()>, HashMap<u64, Rec<P>>, HashMap<u64, Tx<P>>) {
+    /// Splits into a run-time index (locations only) and the records and transactions
+    /// with their payloads.
+    pub(crate) fn strip(self) -> Stripped<P> {
         let records = self
             .records
             .iter()

@@ -10,10 +10,12 @@
 //!   flags (DATA = in use, COMPACTED) and the file id; every use of a file gets a fresh id,
 //!   and every checksum depends on it, so bytes from an earlier use never validate. Free
 //!   files wait in a pool and are re-stamped DATA when the writer moves into them.
-//! - **Batches** (`writer`): one writer thread drains the submit queue; each batch is one
-//!   `pwrite` and (if any submit asked for sync) one `fdatasync`. A batch header carries a
-//!   global sequence number and `durable_through`, the highest sequence known fdatasynced
-//!   when it was written. Records never span files; one submit never spans batches.
+//! - **Batches** (`writer`): natural group commit. Whoever holds the writer role (the
+//!   writer thread, or a caller blocked in `wait`/`append` while the role is free) drains
+//!   the submit queue; each batch is one `pwrite` and (if any submit asked for sync) one
+//!   `fdatasync`. A batch header carries a global sequence number and `durable_through`,
+//!   the highest sequence known fdatasynced when it was written. Records never span files;
+//!   one submit never spans batches.
 //! - **Validation** (`logical`): `submit` checks ops against the state including queued ops
 //!   and applies them all or none.
 //! - **Index** (`index`): where each live record lives, per-file live counts, and which

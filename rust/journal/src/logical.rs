@@ -154,11 +154,13 @@ impl Logical {
 
     /// The open, unprepared transaction `tx_id`, created if needed.
     fn open_tx(&mut self, tx_id: u64) -> Result<&mut LTx> {
-        if !self.txs.contains_key(&tx_id) {
-            self.txs.insert(tx_id, LTx::default());
-            self.undo.push(Undo::TxCreated(tx_id));
-        }
-        let t = self.txs.get_mut(&tx_id).expect("inserted above");
+        let t = match self.txs.entry(tx_id) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                self.undo.push(Undo::TxCreated(tx_id));
+                e.insert(LTx::default())
+            }
+        };
         if t.prepared {
             return Err(tx_err(tx_id, "transaction is prepared"));
         }

@@ -389,7 +389,19 @@ pub(crate) fn recover(cfg: &Cfg, fs: &dyn FileSystem) -> Result<Recovered> {
         f.header = FileHeader::free(id);
     }
 
-    // Names follow headers.
+    // Names follow headers. A rename never replaces another file: ids are never reused,
+    // so a name can only lag behind its own file's header.
+    let names: HashSet<FileId> = found.iter().map(|(n, _)| *n).collect();
+    for (name_id, f) in &found {
+        let id = f.header.file_id;
+        if *name_id != id && names.contains(&id) {
+            return Err(corrupted(
+                &f.path,
+                0,
+                format!("holds file id {id}, but another file has that name"),
+            ));
+        }
+    }
     let mut files_out = BTreeMap::new();
     let mut pool = BTreeMap::new();
     for (name_id, f) in found {
