@@ -53,8 +53,10 @@ def wait_for(
 ) -> T:
     """Poll ``predicate`` until it returns something truthy, and return that.
 
-    Raises ``AssertionError`` (with ``message``, which may be a callable evaluated at the
-    deadline, so it can describe the state then) when ``timeout`` seconds pass first.
+    The blocking twin of ``tests/conftest.py``'s async ``wait_for`` (these tests drive
+    thread-based clients, not Trio). Fails the test with ``message`` (a callable is evaluated
+    at the deadline, so it can describe the state then) and the last value seen when
+    ``timeout`` seconds pass first; an exception raised by the predicate propagates at once.
     """
     deadline = time.monotonic() + timeout
     while True:
@@ -63,9 +65,8 @@ def wait_for(
             return value
         if time.monotonic() >= deadline:
             text = message() if callable(message) else message
-            raise AssertionError(
-                f"timed out after {timeout}s waiting for {text or getattr(predicate, '__name__', predicate)}"
-            )
+            what = text or getattr(predicate, "__name__", repr(predicate))
+            pytest.fail(f"timed out after {timeout}s waiting for {what}; last value: {value!r}")
         time.sleep(interval)
 
 
@@ -476,9 +477,7 @@ class Client:
         kwargs: dict[str, Any] = {"auto_content_length": True}
         if version != "1.0":
             kwargs["heartbeats"] = heartbeats
-        self.conn = _VERSIONS[version](
-            [("127.0.0.1", port)], reconnect_attempts_max=1, **kwargs
-        )
+        self.conn = _VERSIONS[version]([("127.0.0.1", port)], reconnect_attempts_max=1, **kwargs)
         self.listener = Collector()
         self.conn.set_listener("collector", self.listener)
         self.client_id = client_id
@@ -505,8 +504,12 @@ class Client:
         with self.listener.lock:
             return list(self.listener.receipts)
 
-    def bodies(self, destination_filter: Callable[[stomp.utils.Frame], bool] | None = None) -> list[str]:
-        return [m.body for m in self.messages if destination_filter is None or destination_filter(m)]
+    def bodies(
+        self, destination_filter: Callable[[stomp.utils.Frame], bool] | None = None
+    ) -> list[str]:
+        return [
+            m.body for m in self.messages if destination_filter is None or destination_filter(m)
+        ]
 
     def clear(self) -> None:
         with self.listener.lock:
@@ -517,8 +520,10 @@ class Client:
         wait_for(
             lambda: len(self.messages) >= count,
             timeout,
-            message=lambda: f"{count} messages, got {len(self.messages)}: "
-            f"{[m.body for m in self.messages]!r}; errors {[e.body for e in self.errors]!r}",
+            message=lambda: (
+                f"{count} messages, got {len(self.messages)}: "
+                f"{[m.body for m in self.messages]!r}; errors {[e.body for e in self.errors]!r}"
+            ),
         )
         return self.messages
 
@@ -573,13 +578,17 @@ class Client:
             self.conn.unsubscribe(sub_id, headers=headers)
         self.wait_receipt(r)
 
-    def ack(self, frame: stomp.utils.Frame, transaction: str | None = None, receipt: bool = True) -> None:
+    def ack(
+        self, frame: stomp.utils.Frame, transaction: str | None = None, receipt: bool = True
+    ) -> None:
         r = self.next_receipt() if receipt else None
         self._ack_or_nack("ack", frame, transaction, r)
         if r is not None:
             self.wait_receipt(r)
 
-    def nack(self, frame: stomp.utils.Frame, transaction: str | None = None, receipt: bool = True) -> None:
+    def nack(
+        self, frame: stomp.utils.Frame, transaction: str | None = None, receipt: bool = True
+    ) -> None:
         r = self.next_receipt() if receipt else None
         self._ack_or_nack("nack", frame, transaction, r)
         if r is not None:
@@ -666,9 +675,7 @@ def clients() -> Iterator[Callable[..., Client]]:
 
 
 def escape_header(text: str) -> str:
-    return (
-        text.replace("\\", "\\\\").replace("\r", "\\r").replace("\n", "\\n").replace(":", "\\c")
-    )
+    return text.replace("\\", "\\\\").replace("\r", "\\r").replace("\n", "\\n").replace(":", "\\c")
 
 
 _UNESCAPES = {"\\\\": "\\", "\\r": "\r", "\\n": "\n", "\\c": ":"}
@@ -707,8 +714,11 @@ class RawFrame:
 
 
 def encode_frame(
-    command: str, headers: list[tuple[str, str]] | dict[str, str] = (), body: bytes = b"",
-    *, escape: bool = True,
+    command: str,
+    headers: list[tuple[str, str]] | dict[str, str] = (),
+    body: bytes = b"",
+    *,
+    escape: bool = True,
 ) -> bytes:
     items = headers.items() if isinstance(headers, dict) else headers
     lines = [command]
@@ -745,8 +755,12 @@ class RawStomp:
         self.sock.sendall(data)
 
     def send(
-        self, command: str, headers: list[tuple[str, str]] | dict[str, str] = (), body: bytes = b"",
-        *, escape: bool | None = None,
+        self,
+        command: str,
+        headers: list[tuple[str, str]] | dict[str, str] = (),
+        body: bytes = b"",
+        *,
+        escape: bool | None = None,
     ) -> None:
         if escape is None:
             escape = self.version != "1.0" and command not in ("CONNECT", "STOMP")
@@ -877,7 +891,9 @@ class RawStomp:
                 return frames
             frames.append(frame)
 
-    def receipt(self, command: str, headers: list[tuple[str, str]] | dict[str, str] = (), body: bytes = b"") -> RawFrame:
+    def receipt(
+        self, command: str, headers: list[tuple[str, str]] | dict[str, str] = (), body: bytes = b""
+    ) -> RawFrame:
         """Send a frame with a receipt header and return the RECEIPT (or the ERROR)."""
         r = unique("raw")
         items = list(headers.items() if isinstance(headers, dict) else headers)
@@ -887,7 +903,9 @@ class RawStomp:
             frame = self.read_frame()
             if frame is None:
                 self.pending.extend(stash)
-                raise AssertionError(f"connection closed before the receipt for {command}: {stash!r}")
+                raise AssertionError(
+                    f"connection closed before the receipt for {command}: {stash!r}"
+                )
             if frame.command == "ERROR" or (
                 frame.command == "RECEIPT" and frame.get("receipt-id") == r
             ):

@@ -280,3 +280,22 @@ def test_auto_ack_is_not_limited_by_the_window(broker, clients):
     consumer = clients(broker)
     consumer.subscribe(q, ack="auto", **{"consumer-window-size": "0"})
     consumer.wait_messages(20)
+
+
+def test_a_consumer_that_stops_reading_does_not_stall_others(broker, clients, raw_clients):
+    slow_q, fast_q = unique("/queue/slow"), unique("/queue/fast")
+    slow = raw_clients(broker)
+    slow.connect("1.2")
+    assert slow.receipt("SUBSCRIBE", {"destination": slow_q, "id": "s"}).command == "RECEIPT"
+    # The slow consumer now stops reading its socket; ~8 MiB go its way.
+    producer = clients(broker)
+    chunk = "s" * 65536
+    for i in range(128):
+        producer.send(slow_q, f"{i}:{chunk}", receipt=(i % 16 == 15))
+    fast = clients(broker)
+    fast.subscribe(fast_q)
+    producer.send(fast_q, "unaffected")
+    assert fast.wait_messages(1)[0].body == "unaffected"
+    # When it reads again it gets everything, in order.
+    got = [int(slow.read_until("MESSAGE").body.split(b":", 1)[0]) for _ in range(128)]
+    assert got == list(range(128))

@@ -36,8 +36,12 @@ GOOD_HEAD = """<?xml version="1.0" encoding="UTF-8"?>
     [
         ("    <persistence-enabled>maybe</persistence-enabled>\n", 4, "persistence-enabled"),
         ("    <journal-file-size>ten megs</journal-file-size>\n", 4, "journal-file-size"),
-        ("    <acceptors>\n      <acceptor name=\"a\">tcp://127.0.0.1:99999</acceptor>\n"
-         "    </acceptors>\n", 5, "acceptor"),
+        (
+            '    <acceptors>\n      <acceptor name="a">tcp://127.0.0.1:99999</acceptor>\n'
+            "    </acceptors>\n",
+            5,
+            "acceptor",
+        ),
         ("    <name>unclosed\n", 5, "malformed"),
     ],
     ids=["bad-bool", "bad-size", "bad-port", "malformed-xml"],
@@ -92,7 +96,7 @@ def test_run_on_a_port_in_use_fails_clearly(tmp_path):
         path.write_text(
             GOOD_HEAD
             + "    <security-enabled>false</security-enabled>\n"
-            + f"    <acceptors><acceptor name=\"stomp\">tcp://127.0.0.1:{port}?protocols=STOMP"
+            + f'    <acceptors><acceptor name="stomp">tcp://127.0.0.1:{port}?protocols=STOMP'
             + "</acceptor></acceptors>\n  </core>\n</configuration>\n"
         )
         result = artemis_py("run", str(path), cwd=tmp_path)
@@ -137,12 +141,21 @@ def test_create_with_a_user_turns_security_on(tmp_path):
     instance = tmp_path / "secure"
     port = free_port()
     created = artemis_py(
-        "create", str(instance), "--host", "127.0.0.1", "--port", str(port),
-        "--user", "admin", "--password", "s3cret",
+        "create",
+        str(instance),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--user",
+        "admin",
+        "--password",
+        "s3cret",
     )
     assert created.returncode == 0, created.stderr
-    node = BrokerProcess(tmp_path, name="secure", config_path=instance / "etc" / "broker.xml",
-                         port=port)
+    node = BrokerProcess(
+        tmp_path, name="secure", config_path=instance / "etc" / "broker.xml", port=port
+    )
     node.start()
     try:
         c = Client(port, login="admin", passcode="s3cret")
@@ -181,8 +194,15 @@ def test_version(tmp_path):
 
 def test_module_entry_point_runs_without_the_console_script(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-c", "import sys; from artemis_py.cli import main; sys.exit(main())",
-         "--help"],
-        env=node_command()[1], capture_output=True, text=True, timeout=30,
+        [
+            sys.executable,
+            "-c",
+            "import sys; from artemis_py.cli import main; sys.exit(main())",
+            "--help",
+        ],
+        env=node_command()[1],
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert result.returncode == 0 and "run" in result.stdout

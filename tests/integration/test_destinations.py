@@ -132,7 +132,14 @@ def test_queue_selectors_pick_matching_messages(broker, clients):
     big_blue = clients(broker)
     big_blue.subscribe(q, selector="color = 'blue' AND size IN ('L', 'XL')")
     producer = clients(broker)
-    sent = [("red", "S"), ("blue", "L"), ("blue", "S"), ("red", "XL"), ("blue", "XL"), ("green", "L")]
+    sent = [
+        ("red", "S"),
+        ("blue", "L"),
+        ("blue", "S"),
+        ("red", "XL"),
+        ("blue", "XL"),
+        ("green", "L"),
+    ]
     for color, size in sent:
         producer.send(q, f"{color}-{size}", color=color, size=size)
     assert received(red) == ["red-S", "red-XL"]
@@ -273,8 +280,15 @@ def test_unsubscribe_with_durable_name_deletes_the_subscription(broker, clients)
 def test_durable_subscription_needs_a_client_id(broker, raw_clients):
     raw = raw_clients(broker)
     raw.connect("1.2")
-    raw.send("SUBSCRIBE", {"destination": unique("/topic/d"), "id": "s",
-                           "durable-subscription-name": "x", "receipt": "r"})
+    raw.send(
+        "SUBSCRIBE",
+        {
+            "destination": unique("/topic/d"),
+            "id": "s",
+            "durable-subscription-name": "x",
+            "receipt": "r",
+        },
+    )
     frames = raw.wait_closed()
     assert [f.command for f in frames] == ["ERROR"], frames
     assert frames[0].get("receipt-id") == "r"
@@ -318,4 +332,3 @@ def test_non_durable_subscription_is_gone_after_it_ends(broker, clients, how):
     producer.send(t, "after")
     reader.wait_messages(1)
     assert received(reader) == ["after"]
-

@@ -188,8 +188,11 @@ class Producer(threading.Thread):
                 self.client.conn.send(
                     self.destination,
                     f"n{self.sent}",
-                    headers={"receipt": f"n-{self.sent}", "persistent": "true",
-                             "x-n": str(self.sent)},
+                    headers={
+                        "receipt": f"n-{self.sent}",
+                        "persistent": "true",
+                        "x-n": str(self.sent),
+                    },
                 )
                 self.sent += 1
         except Exception as exc:  # the node was killed under us: expected
@@ -201,8 +204,11 @@ def test_sigkill_mid_stream_loses_no_receipted_message(node, clients):
     producer = Producer(node.port, q)
     producer.start()
     try:
-        wait_for(lambda: len(producer.receipted()) >= 1500, 30,
-                 message=lambda: f"1500 receipts, have {len(producer.receipted())}")
+        wait_for(
+            lambda: len(producer.receipted()) >= 1500,
+            30,
+            message=lambda: f"1500 receipts, have {len(producer.receipted())}",
+        )
         node.kill()  # mid-stream: sends are still in flight
         receipted = producer.receipted()
         sent = producer.sent
@@ -217,12 +223,14 @@ def test_sigkill_mid_stream_loses_no_receipted_message(node, clients):
     numbers = [int(m.headers["x-n"]) for m in msgs]
     missing = sorted(receipted - set(numbers))
     assert not missing, f"{len(missing)} receipted messages lost, e.g. {missing[:10]}"
-    fresh = [n for m, n in zip(msgs, numbers) if m.headers.get("redelivered") != "true"]
+    fresh = [
+        n for m, n in zip(msgs, numbers, strict=True) if m.headers.get("redelivered") != "true"
+    ]
     duplicates = sorted({n for n in fresh if fresh.count(n) > 1})
     assert not duplicates, f"messages present twice: {duplicates[:10]}"
     assert all(0 <= n < sent for n in numbers), "a message nobody sent"
     assert fresh == sorted(fresh), "one producer, one queue: recovery keeps the send order"
-    assert all(m.body == f"n{n}" for m, n in zip(msgs, numbers)), "bodies intact"
+    assert all(m.body == f"n{n}" for m, n in zip(msgs, numbers, strict=True)), "bodies intact"
 
 
 def test_sigkill_with_a_consumer_acking(node, clients):
@@ -254,8 +262,11 @@ def test_sigkill_with_a_consumer_acking(node, clients):
 def test_second_node_on_the_same_data_directory_fails_clearly(node, make_broker):
     second = make_broker(persistence=True, data_dir=node.data_dir, start=False)
     second.start(wait=False)
-    wait_for(lambda: second.process.poll() is not None, 20,
-             message=lambda: f"the second node to give up; log:\n{second.log_tail()}")
+    wait_for(
+        lambda: second.process.poll() is not None,
+        20,
+        message=lambda: f"the second node to give up; log:\n{second.log_tail()}",
+    )
     log = second.log(since_start=True)
     assert second.process.returncode != 0, log
     assert "Traceback" not in log, log
@@ -272,3 +283,47 @@ def test_second_node_on_the_same_data_directory_fails_clearly(node, make_broker)
         c.wait_messages(1)
     finally:
         c.close()
+
+
+def test_multicast_message_acked_by_one_subscription_stays_for_the_other(node, clients):
+    t = unique("/topic/two")
+    durable = {"durable-subscription-name": "s"}
+    ids = [unique("a"), unique("b")]
+    for client_id in ids:
+        c = clients(node, client_id=client_id)
+        c.subscribe(t, **durable)
+        c.disconnect()
+    producer = clients(node)
+    producer.send(t, "shared", **PERSISTENT)
+    first = clients(node, client_id=ids[0])
+    first.subscribe(t, ack="client-individual", **durable)
+    [msg] = first.wait_messages(1)
+    first.ack(msg)
+    node.restart(crash=True)
+    for client_id, expect in zip(ids, (0, 1), strict=True):
+        c = clients(node, client_id=client_id)
+        c.subscribe(t, **durable)
+        if expect:
+            c.wait_messages(1)
+        c.sync()
+        assert [m.body for m in c.messages] == ["shared"] * expect, client_id
+
+
+def test_deleted_durable_subscription_stays_deleted_after_restart(node, clients):
+    t = unique("/topic/del")
+    client_id = unique("cid")
+    durable = {"durable-subscription-name": "s"}
+    c = clients(node, client_id=client_id)
+    sub = c.subscribe(t, **durable)
+    c.unsubscribe(sub)
+    producer = clients(node)
+    producer.send(t, "kept-for-a-while", **PERSISTENT)
+    c.subscribe(t, **durable)
+    c.wait_messages(1)
+    c.unsubscribe(c.messages[0].headers["subscription"], **durable)  # deletes the queue
+    producer.send(t, "nobody-wants-this", **PERSISTENT)
+    node.restart(crash=True)
+    back = clients(node, client_id=client_id)
+    back.subscribe(t, **durable)
+    back.sync()
+    assert back.messages == []

@@ -14,7 +14,9 @@ from .conftest import BrokerProcess, RawStomp, unique, wait_for
 VERSIONS = ["1.0", "1.1", "1.2"]
 
 
-def assert_error_then_closed(raw: RawStomp, *, contains: str | None = None, receipt: str | None = None):
+def assert_error_then_closed(
+    raw: RawStomp, *, contains: str | None = None, receipt: str | None = None
+):
     """The broker answers with one ERROR frame and then closes the connection."""
     frames = raw.wait_closed()
     errors = [f for f in frames if f.command == "ERROR"]
@@ -112,6 +114,34 @@ def test_stomp_py_connects_in_every_version(broker, clients):
         assert msg.body == f"hi {version}"
 
 
+@pytest.fixture
+def secure(make_broker):
+    return make_broker(security=True, users={"alice": "wonderland", "bob": "builder"})
+
+
+@pytest.mark.parametrize(
+    "credentials",
+    [{"login": "alice", "passcode": "nope"}, {"login": "mallory", "passcode": "x"}, {}],
+    ids=["wrong-password", "unknown-user", "no-login"],
+)
+def test_authentication_failure_is_an_error(secure, raw_clients, credentials):
+    raw = raw_clients(secure)
+    frame = raw.connect("1.2", **credentials)
+    assert frame.command == "ERROR", frame
+    assert raw.wait_closed() == []
+    # A good login on the same node works.
+    ok = raw_clients(secure)
+    assert ok.connect("1.2", login="bob", passcode="builder").command == "CONNECTED"
+
+
+def test_authenticated_client_can_send_and_receive(secure, clients):
+    c = clients(secure, login="alice", passcode="wonderland")
+    q = unique("/queue/secure")
+    c.subscribe(q)
+    c.send(q, "hi")
+    assert c.wait_messages(1)[0].body == "hi"
+
+
 # --- SEND / SUBSCRIBE / MESSAGE / UNSUBSCRIBE ---------------------------------------------------
 
 
@@ -124,8 +154,13 @@ def test_send_and_message_headers(broker, raw_clients, version):
     assert sub.command == "RECEIPT"
     sent = raw.receipt(
         "SEND",
-        [("destination", q), ("x-color", "red"), ("x-count", "3"), ("persistent", "true"),
-         ("priority", "7")],
+        [
+            ("destination", q),
+            ("x-color", "red"),
+            ("x-count", "3"),
+            ("persistent", "true"),
+            ("priority", "7"),
+        ],
         b"body",
     )
     assert sent.command == "RECEIPT"
@@ -217,7 +252,10 @@ def test_ack_in_every_version(broker, raw_clients, version):
     q = unique("/queue/ack")
     raw = raw_clients(broker)
     raw.connect(version)
-    assert raw.receipt("SUBSCRIBE", {"destination": q, "id": "s", "ack": "client-individual"}).command == "RECEIPT"
+    assert (
+        raw.receipt("SUBSCRIBE", {"destination": q, "id": "s", "ack": "client-individual"}).command
+        == "RECEIPT"
+    )
     for body in (b"a", b"b"):
         assert raw.receipt("SEND", {"destination": q}, body).command == "RECEIPT"
     first = raw.read_until("MESSAGE")
@@ -248,7 +286,10 @@ def test_nack_in_1_1_and_1_2_redelivers(broker, raw_clients, version):
     q = unique("/queue/nack")
     raw = raw_clients(broker)
     raw.connect(version)
-    assert raw.receipt("SUBSCRIBE", {"destination": q, "id": "s", "ack": "client-individual"}).command == "RECEIPT"
+    assert (
+        raw.receipt("SUBSCRIBE", {"destination": q, "id": "s", "ack": "client-individual"}).command
+        == "RECEIPT"
+    )
     assert raw.receipt("SEND", {"destination": q}, b"n").command == "RECEIPT"
     first = raw.read_until("MESSAGE")
     if version == "1.2":
@@ -278,10 +319,15 @@ def test_begin_commit_abort_frames(broker, raw_clients):
     raw = raw_clients(broker)
     raw.connect("1.2")
     assert raw.receipt("BEGIN", {"transaction": "t1"}).command == "RECEIPT"
-    assert raw.receipt("SEND", {"destination": q, "transaction": "t1"}, b"in-tx").command == "RECEIPT"
+    assert (
+        raw.receipt("SEND", {"destination": q, "transaction": "t1"}, b"in-tx").command == "RECEIPT"
+    )
     assert raw.receipt("COMMIT", {"transaction": "t1"}).command == "RECEIPT"
     assert raw.receipt("BEGIN", {"transaction": "t2"}).command == "RECEIPT"
-    assert raw.receipt("SEND", {"destination": q, "transaction": "t2"}, b"aborted").command == "RECEIPT"
+    assert (
+        raw.receipt("SEND", {"destination": q, "transaction": "t2"}, b"aborted").command
+        == "RECEIPT"
+    )
     assert raw.receipt("ABORT", {"transaction": "t2"}).command == "RECEIPT"
     assert raw.receipt("SUBSCRIBE", {"destination": q, "id": "s"}).command == "RECEIPT"
     assert raw.read_until("MESSAGE").body == b"in-tx"
@@ -295,7 +341,10 @@ def test_begin_commit_abort_frames(broker, raw_clients):
         ([("ABORT", {"transaction": "never-begun"})], "abort of an unknown transaction"),
         ([("BEGIN", {})], "begin without a transaction header"),
         ([("BEGIN", {"transaction": "t"}), ("BEGIN", {"transaction": "t"})], "begin twice"),
-        ([("SEND", {"destination": "/queue/x", "transaction": "never-begun"})], "send in unknown tx"),
+        (
+            [("SEND", {"destination": "/queue/x", "transaction": "never-begun"})],
+            "send in unknown tx",
+        ),
     ],
 )
 def test_transaction_misuse_is_an_error(broker, raw_clients, frames, why):
@@ -393,9 +442,7 @@ def test_binary_body_with_nuls_via_content_length(broker, raw_clients):
     assert consumer.receipt("SUBSCRIBE", {"destination": q, "id": "s"}).command == "RECEIPT"
     producer = raw_clients(broker)
     producer.connect("1.2")
-    reply = producer.receipt(
-        "SEND", [("destination", q), ("content-length", str(len(body)))], body
-    )
+    reply = producer.receipt("SEND", [("destination", q), ("content-length", str(len(body)))], body)
     assert reply.command == "RECEIPT", reply
     msg = consumer.read_until("MESSAGE")
     assert msg.body == body
@@ -477,14 +524,18 @@ def test_send_to_a_missing_fqqn_queue_is_an_error(broker, raw_clients):
 def test_bad_selector_is_an_error(broker, raw_clients):
     raw = raw_clients(broker)
     raw.connect("1.2")
-    raw.send("SUBSCRIBE", {"destination": "/queue/sel", "id": "s", "selector": "color = = 'red'",
-                           "receipt": "r-sel"})
+    raw.send(
+        "SUBSCRIBE",
+        {"destination": "/queue/sel", "id": "s", "selector": "color = = 'red'", "receipt": "r-sel"},
+    )
     assert_error_then_closed(raw, receipt="r-sel")
 
 
 # --- frame limits -------------------------------------------------------------------------------
 
-LIMITS = ";stompMaxBodySize=1024;stompMaxHeaders=10;stompMaxHeaderLength=256;stompMaxHeadersSize=1024"
+LIMITS = (
+    ";stompMaxBodySize=1024;stompMaxHeaders=10;stompMaxHeaderLength=256;stompMaxHeadersSize=1024"
+)
 
 
 @pytest.fixture
@@ -510,7 +561,9 @@ def _headers(n: int, value_len: int = 10) -> list[tuple[str, str]]:
         ("total", (b"", _headers(3, 200)), (b"", _headers(6, 200))),
     ],
 )
-def test_frame_over_a_limit_is_an_error_and_others_keep_working(limited, raw_clients, name, ok, too_big):
+def test_frame_over_a_limit_is_an_error_and_others_keep_working(
+    limited, raw_clients, name, ok, too_big
+):
     q = unique("/queue/lim")
     bystander = raw_clients(limited)
     bystander.connect("1.2")
@@ -526,8 +579,11 @@ def test_frame_over_a_limit_is_an_error_and_others_keep_working(limited, raw_cli
     assert bystander.read_until("MESSAGE").body == body
 
     body, headers = too_big
-    raw.send("SEND", [("destination", q), *headers, ("content-length", str(len(body))),
-                      ("receipt", "r-big")], body)
+    raw.send(
+        "SEND",
+        [("destination", q), *headers, ("content-length", str(len(body))), ("receipt", "r-big")],
+        body,
+    )
     assert_error_then_closed(raw)
 
     # Other connections on the same acceptor and on another acceptor are undisturbed.
