@@ -1,0 +1,73 @@
+"""The native extension on its own: blocking calls release the GIL, the eventfd signals."""
+
+from __future__ import annotations
+
+import os
+import select
+from pathlib import Path
+
+import pytest
+import trio
+
+from artemis_py import _native
+from artemis_py.exceptions import JournalClosedError
+from artemis_py.storage import Op
+
+
+def readable(fd: int) -> bool:
+    return bool(select.select([fd], [], [], 0)[0])
+
+
+async def test_blocking_calls_release_the_gil(tmp_path: Path) -> None:
+    # A lone non-sync write waits up to buffer_timeout (10 s here) for company. A thread
+    # blocked in wait() on it must not hold the GIL: if it did, the loop would stall until
+    # the timeout wrote the record, and fail_after(5) would fire as soon as it resumed.
+    journal, report = await trio.to_thread.run_sync(
+        lambda: _native.Journal.open(str(tmp_path), buffer_timeout_ns=10_000_000_000)
+    )
+    assert report.records == ()
+    try:
+        lazy = journal.submit([Op.add(1, 1, b"lazy")], False)
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(trio.to_thread.run_sync, journal.wait, lazy)
+                # Not waiting for a condition: a window in which the thread enters wait().
+                await trio.sleep(0.2)
+                assert journal.progress() == (0, False)  # the thread is still waiting
+                await trio.to_thread.run_sync(journal.append, [Op.add(2, 1, b"sync")], True)
+        assert journal.progress()[0] >= lazy + 1
+    finally:
+        await trio.to_thread.run_sync(journal.close)
+
+
+async def test_eventfd_becomes_readable_when_a_batch_completes(tmp_path: Path) -> None:
+    journal, _ = await trio.to_thread.run_sync(_native.Journal.open, str(tmp_path))
+    try:
+        fd = journal.fileno()
+        assert not readable(fd)
+        ticket = journal.submit([Op.add(1, 1, b"x")], True)
+        with trio.fail_after(5):
+            await trio.lowlevel.wait_readable(fd)
+        assert os.eventfd_read(fd) >= 1
+        assert not readable(fd)  # reading resets it
+        completed, failed = journal.progress()
+        assert completed >= ticket and not failed
+        journal.error()  # raises only if the writer failed
+        stats = journal.stats()
+        assert (stats.records_written, stats.live_records) == (1, 1)
+    finally:
+        await trio.to_thread.run_sync(journal.close)
+    await trio.to_thread.run_sync(journal.close)  # idempotent
+    with pytest.raises(JournalClosedError):
+        journal.submit([Op.add(2, 1, b"y")], True)
+
+
+async def test_node_manager_close_releases_the_lock(tmp_path: Path) -> None:
+    first = await trio.to_thread.run_sync(_native.NodeManager.open, str(tmp_path))
+    assert first.locked and first.directory == tmp_path
+    first.close()
+    first.close()  # idempotent
+    assert not first.locked
+    second = await trio.to_thread.run_sync(_native.NodeManager.open, str(tmp_path))
+    assert second.node_id == first.node_id
+    second.close()
