@@ -5,6 +5,7 @@ Blocking methods release the GIL; call them through ``trio.to_thread.run_sync`` 
 ``fileno`` never do I/O and are meant for the event loop.
 """
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import final
@@ -91,7 +92,7 @@ class Journal:
 
     @staticmethod
     def open(
-        directory: str,
+        directory: str | os.PathLike[str],
         *,
         file_prefix: str | None = None,
         file_extension: str | None = None,
@@ -130,7 +131,7 @@ class NodeManager:
     """The lock on ``server.lock`` in a journal directory, and the node ID it holds."""
 
     @staticmethod
-    def open(directory: str) -> NodeManager:
+    def open(directory: str | os.PathLike[str]) -> NodeManager:
         """Lock (creating the directory and the node ID if needed). Blocks; GIL released."""
     @property
     def node_id(self) -> str: ...
