@@ -133,7 +133,7 @@ fn raw_single(dir: &Path, secs: f64) -> f64 {
     n as f64 / el
 }
 
-fn journal(dir: &Path, threads: usize, secs: f64) -> (f64, journal::JournalStats) {
+fn journal(dir: &Path, threads: usize, secs: f64, ack: bool) -> (f64, journal::JournalStats) {
     let jdir: PathBuf = dir.join(format!("journal-{threads}"));
     let _ = std::fs::remove_dir_all(&jdir);
     let fs = journal::FaultyFileSystem::std();
@@ -155,13 +155,13 @@ fn journal(dir: &Path, threads: usize, secs: f64) -> (f64, journal::JournalStats
                 let mut n = 0u64;
                 let mut id = t << 40;
                 while start.elapsed().as_secs_f64() < secs {
-                    // Delete what we added two rounds ago, like a broker acking.
+                    // With `ack`, delete what we added two rounds ago, like a broker acking.
                     let mut ops = vec![Op::Add {
                         id,
                         record_type: 1,
                         payload: vec![7u8; RECORD],
                     }];
-                    if n >= 2 && n % 2 == 0 {
+                    if ack && n >= 2 && n % 2 == 0 {
                         ops.push(Op::Delete { id: id - 2 });
                         ops.push(Op::Delete { id: id - 1 });
                     }
@@ -203,6 +203,8 @@ fn main() {
     } else {
         vec![1, 64]
     };
+    // BENCH_ACK=1: also delete older records, like a broker acknowledging messages.
+    let ack = std::env::var_os("BENCH_ACK").is_some();
     std::fs::create_dir_all(&dir).unwrap();
     for &t in &threads {
         let base = if t == 1 {
@@ -211,7 +213,7 @@ fn main() {
             raw(&dir, t, secs)
         };
         std::thread::sleep(Duration::from_millis(200));
-        let (ours, stats) = journal(&dir, t, secs);
+        let (ours, stats) = journal(&dir, t, secs, ack);
         println!(
             "threads {t:3}: raw {base:9.0}/s  journal {ours:9.0}/s  ratio {:.3}  (records/sync {:.1})",
             ours / base,
