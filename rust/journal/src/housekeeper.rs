@@ -8,12 +8,14 @@
 //!   or deleted once the pool holds `pool_files`. Before the first retirement it syncs the
 //!   current file, so the deletes that made the file dead are durable before it is: the
 //!   journal never makes an op's effect durable before the op itself.
-//! - Compaction: when at least `compact_min_files` files precede the current one and their
-//!   live bytes are below `compact_percentage` % of their size, a compaction is started.
+//! - Compaction: when at least `compact_min_files` files precede the current one, their
+//!   live bytes are below `compact_percentage` % of their size, and compacting them would
+//!   leave fewer files, a compaction is started.
 
 use std::sync::{Arc, PoisonError};
 
 use crate::files::{self, io_err};
+use crate::format::{BATCH_HEADER_LEN, FILE_HEADER_LEN};
 use crate::journal::{Inner, State};
 use crate::Result;
 
@@ -84,7 +86,8 @@ fn work(inner: &Arc<Inner>) -> Result<()> {
     Ok(())
 }
 
-fn should_compact(st: &State, cfg: &crate::config::Cfg) -> bool {
+/// Whether an automatic compaction is due.
+pub(crate) fn should_compact(st: &State, cfg: &crate::config::Cfg) -> bool {
     if cfg.compact_min_files == 0 || st.compacting || st.closing {
         return false;
     }
@@ -93,6 +96,10 @@ fn should_compact(st: &State, cfg: &crate::config::Cfg) -> bool {
         n += 1;
         live += st.index.files.get(&f.id).map_or(0, |s| s.live_bytes);
     }
+    // Only if it frees files: with few inputs the output could be as many files as the
+    // input, and the same compaction would run again and again.
+    let usable = cfg.file_size - (FILE_HEADER_LEN + BATCH_HEADER_LEN) as u64;
     n >= cfg.compact_min_files as u64
         && live * 100 < n * cfg.file_size * u64::from(cfg.compact_percentage)
+        && live.div_ceil(usable) < n
 }

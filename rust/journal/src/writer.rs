@@ -282,7 +282,8 @@ impl WriterCore {
                     }
                 }
             }
-            if kills && st.reclaimable().is_some() {
+            if kills && (st.reclaimable().is_some() || crate::housekeeper::should_compact(&st, cfg))
+            {
                 inner.poke_housekeeper(&mut st);
             }
         }

@@ -433,3 +433,30 @@ fn automatic_compaction() {
     let (_, rep) = Journal::open(cfg(dir.path())).unwrap();
     assert_eq!(rep.records, model.list());
 }
+
+#[test]
+fn automatic_compaction_only_when_it_frees_files() {
+    // One sparse file before the current one: compacting it would produce one file again,
+    // and then again: no automatic compaction.
+    let dir = tempfile::tempdir().unwrap();
+    let (j, _) = Journal::open(JournalConfig {
+        compact_min_files: 1,
+        compact_percentage: 50,
+        ..cfg(dir.path())
+    })
+    .unwrap();
+    j.append(vec![add(0, b"keep")], false).unwrap();
+    for i in 1..40u64 {
+        j.append(vec![add(i, &payload(i, 2_000))], false).unwrap();
+    }
+    j.append((1..40).map(del).collect(), true).unwrap();
+    assert!(j.stats().data_files >= 2);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(j.stats().compactions, 0, "{:?}", j.stats());
+    // On demand it still runs.
+    let r = j.compact().unwrap();
+    assert_eq!(r.files_after, 1);
+    drop(j);
+    let (_, rep) = Journal::open(cfg(dir.path())).unwrap();
+    assert_eq!(rep.records.len(), 1);
+}
