@@ -119,6 +119,14 @@ class Destination:
     routing_type: RoutingType | None
 
 
+def _carriable_in_10(header: tuple[str, str]) -> bool:
+    """STOMP 1.0 has no header escaping: a property with a line break (or a name with a
+    colon) that a 1.1/1.2 producer sent cannot be written to a 1.0 consumer, so it is left
+    out of that consumer's MESSAGE rather than breaking the frame."""
+    name, value = header
+    return not any(c in name for c in ":\r\n") and "\n" not in value and "\r" not in value
+
+
 class Subscription:
     """A SUBSCRIBE: a consumer on one queue with an ack mode and a byte window."""
 
@@ -175,7 +183,10 @@ class Subscription:
         if message.expiration:
             headers.append(("expires", str(message.expiration)))
         headers.append(("timestamp", str(message.timestamp)))
-        headers.extend(message.properties)
+        if self.connection.version == "1.0":
+            headers.extend(p for p in message.properties if _carriable_in_10(p))
+        else:
+            headers.extend(message.properties)
         headers.append(("content-length", str(len(message.body))))
         self.connection.send_frame(Frame("MESSAGE", tuple(headers), message.body))
         if self.ack_mode == "auto":
