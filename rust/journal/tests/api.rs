@@ -454,8 +454,11 @@ fn reclaimed_files_are_reused() {
             j.stats()
         );
         for p in data_files(dir.path()) {
-            inodes.insert(std::fs::metadata(&p).unwrap().ino());
-            names.insert(p);
+            // A file may be renamed under us (retired into the pool) between list and stat.
+            if let Ok(m) = std::fs::metadata(&p) {
+                inodes.insert(m.ino());
+                names.insert(p);
+            }
         }
     }
     // Every use of a file gets a new id (and name), but the same few files are recycled.

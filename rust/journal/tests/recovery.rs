@@ -210,6 +210,19 @@ fn corruption_in_earlier_files() {
     assert!(rep.torn_tail.is_none());
 }
 
+/// Waits until background I/O (pre-allocation, reclaim) has stopped.
+fn settle(fs: &FaultyFileSystem) {
+    let mut last = fs.op_count();
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let now = fs.op_count();
+        if now == last {
+            return;
+        }
+        last = now;
+    }
+}
+
 #[test]
 fn torn_first_batch_of_a_new_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -229,14 +242,27 @@ fn torn_first_batch_of_a_new_file() {
                 last.is_some_and(|b| b.last().is_some_and(|b| b.end + 4_100 > FILE_SIZE))
             };
             if will_roll && files >= 2 {
-                // The writer moves into the free file with the lowest id.
-                let next = data_files(dir.path())
-                    .into_iter()
-                    .map(|p| (header(&p), p))
-                    .filter(|(h, _)| h.flags == 0)
-                    .min_by_key(|(h, _)| h.id)
-                    .unwrap()
-                    .1;
+                // The writer moves into the free file with the lowest id, once the
+                // housekeeper has one ready (and re-stamps it first if its id is not above
+                // the current file's: then try again at the next file switch).
+                let free = || {
+                    data_files(dir.path())
+                        .into_iter()
+                        .filter_map(|p| Some((try_header(&p)?, p)))
+                        .filter(|(h, _)| h.flags == 0)
+                        .min_by_key(|(h, _)| h.id)
+                };
+                assert!(wait_for(std::time::Duration::from_secs(10), || free().is_some()));
+                settle(&fs);
+                let (h, next) = free().unwrap();
+                let current = normal_data_files(dir.path()).last().unwrap().0.id;
+                if h.id < current {
+                    model.apply(&op);
+                    j.append(vec![op], true).unwrap();
+                    acked = model.clone();
+                    i += 1;
+                    continue;
+                }
                 fs.inject_at(
                     Some(FsOp::Write),
                     &next,

@@ -124,12 +124,20 @@ pub struct Header {
 }
 
 pub fn header(path: &Path) -> Header {
-    let b = std::fs::read(path).unwrap();
-    Header {
+    try_header(path).unwrap()
+}
+
+/// `None` if the file vanished (renamed by the journal) or is too short.
+pub fn try_header(path: &Path) -> Option<Header> {
+    let b = std::fs::read(path).ok()?;
+    if b.len() < 64 {
+        return None;
+    }
+    Some(Header {
         id: u64::from_le_bytes(b[16..24].try_into().unwrap()),
         flags: u32::from_le_bytes(b[12..16].try_into().unwrap()),
         first_seq: u64::from_le_bytes(b[24..32].try_into().unwrap()),
-    }
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
