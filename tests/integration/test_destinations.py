@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import BrokerProcess, unique
+from .conftest import DEFAULT_ADDRESS_SETTINGS, BrokerProcess, unique
+
+LOCKED_SETTINGS = """
+      <address-setting match="locked.#">
+        <auto-create-addresses>false</auto-create-addresses>
+        <auto-create-queues>false</auto-create-queues>
+      </address-setting>
+"""
 
 ADDRESSES = """
       <address name="DLQ">
@@ -21,6 +28,12 @@ ADDRESSES = """
           <queue name="jobs"><filter string="urgent = 'yes'"/></queue>
         </anycast>
       </address>
+      <address name="locked.existing">
+        <anycast><queue name="locked.existing"/></anycast>
+      </address>
+      <address name="solo">
+        <anycast><queue name="solo" max-consumers="1"/></anycast>
+      </address>
       <address name="fanout">
         <multicast>
           <queue name="fanout-a"/>
@@ -33,7 +46,12 @@ ADDRESSES = """
 @pytest.fixture(scope="module")
 def shared_node(tmp_path_factory):
     """This module's shared node also has the configured addresses above."""
-    node = BrokerProcess(tmp_path_factory.mktemp("dest"), name="dest", addresses=ADDRESSES)
+    node = BrokerProcess(
+        tmp_path_factory.mktemp("dest"),
+        name="dest",
+        addresses=ADDRESSES,
+        address_settings=DEFAULT_ADDRESS_SETTINGS + LOCKED_SETTINGS,
+    )
     node.start()
     yield node
     node.close()
@@ -228,6 +246,57 @@ def test_fqqn_subscribe_to_a_queue_on_another_address_is_an_error(broker, raw_cl
     raw.send("SUBSCRIBE", {"destination": "orders::jobs", "id": "s", "receipt": "r"})
     frames = raw.wait_closed()
     assert [f.command for f in frames] == ["ERROR"], frames
+
+
+# --- auto-create off, max-consumers ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "headers"),
+    [
+        ("SEND", {"destination": "/queue/locked.nope"}),
+        ("SEND", {"destination": "/topic/locked.nope"}),
+        ("SUBSCRIBE", {"destination": "/queue/locked.nope", "id": "s"}),
+        ("SUBSCRIBE", {"destination": "locked.existing::other", "id": "s"}),
+    ],
+    ids=["send-anycast", "send-multicast", "subscribe", "subscribe-fqqn"],
+)
+def test_unknown_destination_with_auto_create_off_is_an_error(
+    broker, raw_clients, command, headers
+):
+    raw = raw_clients(broker)
+    raw.connect("1.2")
+    raw.send(command, {**headers, "receipt": "r-locked"})
+    frames = raw.wait_closed()
+    assert [f.command for f in frames] == ["ERROR"], frames
+    assert frames[0].get("receipt-id") == "r-locked"
+
+
+def test_existing_destination_works_with_auto_create_off(broker, clients):
+    c = clients(broker)
+    c.subscribe("/queue/locked.existing")
+    tag = unique("l")
+    c.send("/queue/locked.existing", tag)
+    c.wait_messages(1)
+    assert received(c) == [tag]
+
+
+def test_max_consumers_refuses_the_extra_consumer(broker, clients, raw_clients):
+    first = clients(broker)
+    first.subscribe("/queue/solo")
+    extra = raw_clients(broker)
+    extra.connect("1.2")
+    extra.send("SUBSCRIBE", {"destination": "/queue/solo", "id": "s", "receipt": "r-solo"})
+    frames = extra.wait_closed()
+    assert [f.command for f in frames] == ["ERROR"], frames
+    tag = unique("solo")
+    first.send("/queue/solo", tag)
+    first.wait_messages(1)
+    assert received(first) == [tag]
+    # Once the first consumer leaves, another may take its place.
+    first.disconnect()
+    replacement = clients(broker)
+    replacement.subscribe("/queue/solo")
 
 
 # --- durable and non-durable subscriptions -----------------------------------------------------

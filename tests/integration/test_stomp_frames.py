@@ -481,6 +481,7 @@ def test_unknown_command_is_an_error_and_closes(broker, raw_clients):
         (b"SEND\ndestination /queue/x\n\nbody\x00", "header line without a colon"),
         (b"SEND\ndestination:/queue/x\ncontent-length:abc\n\nbody\x00", "bad content-length"),
         (b"SEND\ndestination:/queue/x\ncontent-length:2\n\nbody\x00", "content-length too short"),
+        (b"SEND\ndestination:/queue/x\nx-bad:\xff\xfe\n\nbody\x00", "header not UTF-8"),
         (b"SEND\ndestination:/queue/x\n\n\xff\xfe\x00", None),  # binary body is fine: control
     ],
 )
