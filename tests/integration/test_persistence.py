@@ -63,6 +63,31 @@ def test_restart_keeps_persistent_messages(node, clients, crash):
     drain(clients, node, q, 0)
 
 
+def test_restart_keeps_bodies_and_headers_byte_for_byte(node, raw_clients):
+    q = unique("/queue/bytes")
+    body = bytes(range(256)) + b"\x00tail\x00"
+    weird = "colon:newline\nbackslash\\cr\rüñí"
+    raw = raw_clients(node)
+    raw.connect("1.2")
+    headers = [
+        ("destination", q),
+        ("persistent", "true"),
+        ("x-weird", weird),
+        ("priority", "6"),
+        ("content-length", str(len(body))),
+    ]
+    assert raw.receipt("SEND", headers, body).command == "RECEIPT"
+    node.restart(crash=True)
+    raw = raw_clients(node)
+    raw.connect("1.2")
+    assert raw.receipt("SUBSCRIBE", {"destination": q, "id": "s"}).command == "RECEIPT"
+    msg = raw.read_until("MESSAGE")
+    assert msg.body == body
+    assert msg.get("x-weird") == weird
+    assert msg.get("priority") == "6"
+    assert msg.get("persistent") == "true"
+
+
 def test_non_persistent_messages_are_gone_after_restart(node, clients):
     q = unique("/queue/mixed")
     producer = clients(node)
@@ -109,6 +134,24 @@ def test_restart_keeps_durable_subscriptions_and_their_messages(node, clients):
     back.wait_messages(2)
     back.sync()
     assert [m.body for m in back.messages] == ["before-restart", "after-restart"]
+
+
+def test_durable_subscription_keeps_its_selector_after_restart(node, clients):
+    t = unique("/topic/picky")
+    client_id = unique("cid")
+    durable = {"durable-subscription-name": "s", "selector": "kind = 'wanted'"}
+    c = clients(node, client_id=client_id)
+    c.subscribe(t, **durable)
+    c.disconnect()
+    node.restart(crash=True)
+    producer = clients(node)
+    producer.send(t, "unwanted", kind="other", **PERSISTENT)
+    producer.send(t, "wanted", kind="wanted", **PERSISTENT)
+    back = clients(node, client_id=client_id)
+    back.subscribe(t, **durable)
+    back.wait_messages(1)
+    back.sync()
+    assert [m.body for m in back.messages] == ["wanted"]
 
 
 def test_restart_keeps_addresses_and_queues(node, clients):
@@ -332,6 +375,65 @@ def test_sigkill_with_a_consumer_acking(node, clients):
     assert not acked & set(numbers), f"acknowledged messages came back: {acked & set(numbers)}"
     assert set(numbers) | acked == set(range(301))
     assert len(numbers) == len(set(numbers))
+
+
+class TxProducer(threading.Thread):
+    """Commits transactions of 5 numbered persistent messages, one after another."""
+
+    def __init__(self, port: int, destination: str) -> None:
+        super().__init__(daemon=True)
+        self.client = Client(port)
+        self.destination = destination
+        self.committed: list[int] = []  # transactions whose COMMIT got its RECEIPT
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        tx = 0
+        try:
+            while not self.stopped.is_set():
+                name = f"tx{tx}"
+                self.client.conn.begin(name)
+                for i in range(5):
+                    self.client.conn.send(
+                        self.destination,
+                        f"{tx}.{i}",
+                        headers={"transaction": name, "persistent": "true", "x-tx": str(tx)},
+                    )
+                receipt = f"commit-{tx}"
+                self.client.conn.commit(name, headers={"receipt": receipt})
+                listener = self.client.listener
+                while receipt not in self.client.receipts:
+                    if listener.disconnected.wait(0.001):
+                        return  # the node was killed under us: expected
+                self.committed.append(tx)
+                tx += 1
+        except Exception:  # the node was killed under us: expected
+            pass
+
+
+def test_sigkill_mid_stream_keeps_transactions_atomic(node, clients):
+    q = unique("/queue/txcrash")
+    producer = TxProducer(node.port, q)
+    producer.start()
+    try:
+        wait_for(lambda: len(producer.committed) >= 60, 30, message="60 committed transactions")
+        node.kill()
+        committed = set(producer.committed)
+    finally:
+        producer.stopped.set()
+        producer.join(15)
+        producer.client.close()
+    node.start()
+    msgs = drain(clients, node, q)
+    by_tx: dict[int, list[str]] = {}
+    for m in msgs:
+        by_tx.setdefault(int(m.headers["x-tx"]), []).append(m.body)
+    missing = sorted(committed - set(by_tx))
+    assert not missing, f"committed transactions lost: {missing[:10]}"
+    partial = {tx: bodies for tx, bodies in by_tx.items() if len(bodies) != 5}
+    assert not partial, f"transactions recovered in part: {dict(list(partial.items())[:3])}"
+    for tx, bodies in by_tx.items():
+        assert bodies == [f"{tx}.{i}" for i in range(5)], (tx, bodies)
 
 
 # --- the data directory lock --------------------------------------------------------------------
