@@ -81,12 +81,6 @@ def test_run_with_a_missing_config_file(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="node.open_broker starts acceptors inside a trio nursery, so the acceptor's OSError "
-    "('cannot listen on 127.0.0.1:PORT: Address already in use') reaches cli/run.py wrapped in "
-    "an ExceptionGroup, which `except OSError` does not catch: a traceback is printed",
-)
 def test_run_on_a_port_in_use_fails_clearly(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

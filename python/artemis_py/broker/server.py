@@ -31,7 +31,7 @@ from artemis_py.broker.persistence import Persistence, Ticket
 from artemis_py.broker.post_office import Address, PostOffice
 from artemis_py.broker.queue import Queue
 from artemis_py.config import AddressSettings, BrokerConfig, RoutingType
-from artemis_py.exceptions import ArtemisError
+from artemis_py.exceptions import ArtemisError, StorageError
 
 log = logging.getLogger("artemis_py.broker")
 
@@ -313,7 +313,15 @@ class Broker:
         for ref in tx.acks:
             ref.message.ref_count -= 1
             ack_records.append(self._ack_record(ref))
-        tickets = self.persistence.commit(stored, ack_records)
+        try:
+            tickets = self.persistence.commit(stored, ack_records)
+        except StorageError:
+            # The journal refused the transaction (nothing was queued): undo the counts.
+            for message, queues in tx.sends:
+                message.ref_count -= len(queues)
+            for ref in tx.acks:
+                ref.message.ref_count += 1
+            raise
         for ref in tx.acks:
             ref.queue.acknowledged()
         pending = Pending(tickets=tickets)

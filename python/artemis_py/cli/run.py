@@ -58,15 +58,23 @@ def command(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"artemis-py: {exc}", file=sys.stderr)
         return 2
+    failures: list[BaseException] = []
     try:
         trio.run(serve, config, args.config)
-    except ArtemisError as exc:
-        print(f"artemis-py: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"artemis-py: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    except* (ArtemisError, OSError) as group:
+        # Startup problems (port in use, data directory locked, unreadable journal) reach
+        # us from inside the node's nursery: report each on one line, no traceback.
+        failures.extend(leaves(group))
+    for failure in failures:
+        print(f"artemis-py: {failure}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    found: list[BaseException] = []
+    for exc in group.exceptions:
+        found.extend(leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return found
 
 
 async def serve(config: BrokerConfig, config_path: Path | None) -> None:

@@ -39,7 +39,7 @@ from artemis_py.broker.post_office import split_fqqn
 from artemis_py.broker.queue import MaxConsumersReachedError, Queue
 from artemis_py.broker.server import Broker, BrokerError, Pending, Transaction, now_ms
 from artemis_py.config import AcceptorConfig, RoutingType
-from artemis_py.exceptions import ArtemisError
+from artemis_py.exceptions import ArtemisError, StorageError
 from artemis_py.protocol.stomp import (
     NEED_DATA,
     ConnectionClosed,
@@ -347,7 +347,15 @@ class StompConnection:
             if handler is None:
                 raise StompError(f"unknown command {frame.command}")
             pending = handler(frame)
-        except (StompError, BrokerError, FilterSyntaxError, MaxConsumersReachedError) as exc:
+        except (
+            StompError,
+            BrokerError,
+            FilterSyntaxError,
+            MaxConsumersReachedError,
+            StorageError,
+        ) as exc:
+            # StorageError: e.g. a persistent message too large for a journal file, or a
+            # journal that failed; refused with an ERROR frame, the connection closes.
             await self._fail(str(exc), receipt, getattr(exc, "error_headers", ()))
             return
         if receipt is not None and frame.command not in ("CONNECT", "STOMP"):
@@ -698,7 +706,12 @@ class StompConnection:
         name = frame.get("transaction") or ""
         tx = self._transaction(name)
         del self.transactions[name]
-        pending = self.broker.commit(tx)
+        try:
+            pending = self.broker.commit(tx)
+        except StorageError:
+            if tx.acks:
+                self.broker.cancel(tx.acks)
+            raise
         for sub in self.subscriptions.values():
             sub.queue.deliver()
         return pending
