@@ -223,14 +223,6 @@ def test_graceful_stop_returns_deliveries_with_their_delivery_count(node, client
     assert again.headers.get("redelivered") == "true"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="large messages are not implemented, and a persistent SEND whose record does not fit "
-    "a journal file (journal-file-size, 1MiB here) raises RecordTooLargeError out of "
-    "Persistence.store_message through StompConnection._handle (which catches only "
-    "StompError/BrokerError/...): the connection is dropped with a logged traceback and no "
-    "ERROR frame, instead of the documented ERROR-with-receipt-id refusal",
-)
 def test_persistent_message_larger_than_a_journal_file_is_refused_cleanly(node, raw_clients):
     q = unique("/queue/huge")
     raw = raw_clients(node)
