@@ -10,6 +10,8 @@ Sources: Artemis ``ActiveMQDefaultConfiguration``, ``ArtemisConstants``, ``Trans
 
 from __future__ import annotations
 
+from artemis_py.protocol.stomp.limits import FrameLimits
+
 __all__ = [
     "DEFAULT_BROKER_XML",
     "GiB",
@@ -47,13 +49,14 @@ CONNECTION_TTL_MIN = 1_000  # ms; connectionTtlMin
 CONNECTION_TTL_MAX = 2**63 - 1  # ms; connectionTtlMax: Artemis's Long.MAX_VALUE, i.e. no maximum
 HEART_BEAT_TO_CONNECTION_TTL_MODIFIER = 2.0
 STOMP_CONSUMER_WINDOW_SIZE = 10 * KiB  # for client/client-individual acks (-1 for auto acks)
-# STOMP frame limits are artemis-py's own URL parameters (Artemis has none). They feed the STOMP
-# codec's FrameLimits (artemis_py/protocol/stomp/limits.py), whose defaults these repeat:
-# ActiveMQ Classic's limits, with the header line raised to 64 KiB for bearer-token passcodes.
-STOMP_MAX_BODY_SIZE = 100 * MiB  # stompMaxBodySize: bytes in one frame body
-STOMP_MAX_HEADERS = 1000  # stompMaxHeaders: header lines in one frame
-STOMP_MAX_HEADER_LENGTH = 64 * KiB  # stompMaxHeaderLength: bytes in one header line
-STOMP_MAX_HEADERS_SIZE = 1 * MiB  # stompMaxHeadersSize: bytes of all header lines of one frame
+# STOMP frame limits are artemis-py's own URL parameters (Artemis has none). Their defaults
+# are the STOMP codec's FrameLimits defaults (artemis_py/protocol/stomp/limits.py explains
+# them), taken from there so the two can never disagree.
+_CODEC_LIMITS = FrameLimits()
+STOMP_MAX_BODY_SIZE = _CODEC_LIMITS.max_body_size  # stompMaxBodySize
+STOMP_MAX_HEADERS = _CODEC_LIMITS.max_header_count  # stompMaxHeaders
+STOMP_MAX_HEADER_LENGTH = _CODEC_LIMITS.max_header_line_length  # stompMaxHeaderLength
+STOMP_MAX_HEADERS_SIZE = _CODEC_LIMITS.max_header_bytes  # stompMaxHeadersSize
 
 # The configuration used when no broker.xml is given: one node, a STOMP acceptor on all
 # interfaces with the /queue/ and /topic/ prefixes STOMP users expect, data under ./data,
