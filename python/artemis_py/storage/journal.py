@@ -36,6 +36,7 @@ from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 
+import outcome
 import trio
 
 from artemis_py import _native
@@ -43,13 +44,10 @@ from artemis_py.exceptions import JournalClosedError, JournalFailedError
 from artemis_py.storage.ops import Op
 from artemis_py.storage.settings import JournalSettings
 
-
-class _Waiter:
-    __slots__ = ("error", "event")
-
-    def __init__(self) -> None:
-        self.event = trio.Event()
-        self.error: BaseException | None = None
+def _not_cancellable(_: object) -> trio.lowlevel.Abort:
+    # A waiter learns the outcome of its write whatever happens to its caller: a cancelled
+    # client gets "outcome unknown" from its own code, never a false "not written".
+    return trio.lowlevel.Abort.FAILED
 
 
 class Journal:
@@ -65,8 +63,8 @@ class Journal:
         self._native = native
         self.loaded = loaded
         self.settings = settings
-        # (ticket, sequence, waiter): the sequence keeps equal tickets from comparing waiters.
-        self._waiters: list[tuple[int, int, _Waiter]] = []
+        # (ticket, sequence, task): the sequence keeps equal tickets from comparing tasks.
+        self._waiters: list[tuple[int, int, trio.lowlevel.Task]] = []
         self._sequence = itertools.count()
         self._last_ticket = 0
         self._pump_scope: trio.CancelScope | None = None
@@ -109,12 +107,11 @@ class Journal:
             raise JournalClosedError(
                 f"journal {self.directory} is closed; the outcome of ticket {ticket} is unknown"
             )
-        waiter = _Waiter()
-        heapq.heappush(self._waiters, (ticket, next(self._sequence), waiter))
-        with trio.CancelScope(shield=True):
-            await waiter.event.wait()
-        if waiter.error is not None:
-            raise waiter.error
+        # Park the task itself (no Event, no shielded scope: this is the hot path of every
+        # synced append); the pump reschedules it with the outcome.
+        task = trio.lowlevel.current_task()
+        heapq.heappush(self._waiters, (ticket, next(self._sequence), task))
+        await trio.lowlevel.wait_task_rescheduled(_not_cancellable)
 
     async def append(self, ops: Sequence[Op], sync: bool | None = None) -> None:
         """Append ``ops`` as one batch (atomically: all land in one file and one write).
@@ -213,18 +210,16 @@ class Journal:
         completed, failed = self._native.progress()
         waiters = self._waiters
         while waiters and waiters[0][0] <= completed:
-            heapq.heappop(waiters)[2].event.set()
+            trio.lowlevel.reschedule(heapq.heappop(waiters)[2], outcome.Value(None))
         if failed:
             while waiters:
-                waiter = heapq.heappop(waiters)[2]
-                waiter.error = self._failure()
-                waiter.event.set()
+                task = heapq.heappop(waiters)[2]
+                trio.lowlevel.reschedule(task, outcome.Error(self._failure()))
 
     def _settle_all(self, error: BaseException) -> None:
         while self._waiters:
-            waiter = heapq.heappop(self._waiters)[2]
-            waiter.error = error
-            waiter.event.set()
+            task = heapq.heappop(self._waiters)[2]
+            trio.lowlevel.reschedule(task, outcome.Error(error))
 
     def _failure(self) -> JournalFailedError:
         """A fresh JournalFailedError (cause chained) for each task that raises it."""
