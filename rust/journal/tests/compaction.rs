@@ -17,7 +17,8 @@ use rand::{Rng, SeedableRng};
 /// The journal's semantics, transactions included.
 #[derive(Default, Clone, Debug)]
 struct TxModel {
-    records: BTreeMap<u64, RecordInfo>,
+    /// Committed records: the plain-record semantics shared with the other tests.
+    base: Model,
     /// Open transactions: ops so far and the xid once prepared.
     txs: BTreeMap<u64, (Vec<Op>, Option<Vec<u8>>)>,
     next_id: u64,
@@ -25,33 +26,19 @@ struct TxModel {
 }
 
 impl TxModel {
+    fn records(&self) -> &BTreeMap<u64, RecordInfo> {
+        &self.base.records
+    }
+
     fn apply(&mut self, op: &Op) {
         match op {
-            Op::Add {
-                id,
-                record_type,
-                payload,
-            } => {
-                self.records.insert(
-                    *id,
-                    RecordInfo {
-                        id: *id,
-                        record_type: *record_type,
-                        payload: payload.clone(),
-                        updates: vec![],
-                    },
-                );
-            }
-            Op::Update {
-                id,
-                record_type,
-                payload,
-            } => self.records.get_mut(id).unwrap().updates.push(Update {
-                record_type: *record_type,
-                payload: payload.clone(),
-            }),
+            Op::Add { .. } | Op::Update { .. } => self.base.apply(op),
             Op::Delete { id } => {
-                self.records.remove(id).unwrap();
+                assert!(
+                    self.records().contains_key(id),
+                    "delete of a dead record {id}"
+                );
+                self.base.apply(op);
             }
             Op::AddTx { tx_id, .. } | Op::UpdateTx { tx_id, .. } | Op::DeleteTx { tx_id, .. } => {
                 self.txs.entry(*tx_id).or_default().0.push(op.clone())
@@ -76,7 +63,7 @@ impl TxModel {
                             payload,
                             ..
                         } => {
-                            if let Some(r) = self.records.get_mut(&id) {
+                            if let Some(r) = self.base.records.get_mut(&id) {
                                 r.updates.push(Update {
                                     record_type,
                                     payload,
@@ -84,7 +71,7 @@ impl TxModel {
                             }
                         }
                         Op::DeleteTx { id, .. } => {
-                            self.records.remove(&id);
+                            self.base.records.remove(&id);
                         }
                         _ => unreachable!(),
                     }
@@ -126,7 +113,7 @@ impl TxModel {
 
     /// One random op that the journal must accept in this state.
     fn random_op(&mut self, rng: &mut StdRng) -> Op {
-        let live: Vec<u64> = self.records.keys().copied().collect();
+        let live: Vec<u64> = self.records().keys().copied().collect();
         let open: Vec<u64> = self
             .txs
             .iter()
@@ -167,7 +154,7 @@ impl TxModel {
                             })
                         }))
                         .filter(|&id| {
-                            self.records.contains_key(&id) || self.reserved_by(id) == Some(tx_id)
+                            self.records().contains_key(&id) || self.reserved_by(id) == Some(tx_id)
                         })
                         .collect();
                     match rng.gen_range(0..3) {
@@ -252,7 +239,7 @@ fn check(dir: &Path, model: &mut TxModel) -> Journal {
     let rolled_back = model.reopened();
     assert_eq!(
         rep.records,
-        model.records.values().cloned().collect::<Vec<_>>()
+        model.records().values().cloned().collect::<Vec<_>>()
     );
     assert_eq!(rep.prepared, model.prepared());
     assert_eq!(rep.incomplete_transactions_rolled_back, rolled_back);
@@ -279,7 +266,7 @@ fn randomized_compaction_keeps_the_live_set() {
                     );
                     assert_eq!(
                         after.live_records,
-                        model.records.len(),
+                        model.records().len(),
                         "seed {seed} step {step}"
                     );
                     compactions += 1;
@@ -301,7 +288,7 @@ fn randomized_compaction_keeps_the_live_set() {
         // Dead data does not pile up: compaction got the files down to about the live size.
         let s = j.stats();
         let live_bytes: usize = model
-            .records
+            .records()
             .values()
             .map(|r| {
                 r.payload.len()
@@ -354,7 +341,7 @@ fn compaction_runs_while_appends_continue() {
             compactions >= 5 && moved > 0,
             "{compactions} compactions, {moved} moved"
         );
-        assert_eq!(j.stats().live_records, model.records.len());
+        assert_eq!(j.stats().live_records, model.records().len());
         drop(j);
         check(dir.path(), &mut model);
     }
