@@ -1,0 +1,108 @@
+"""Sans-IO codec of the cluster link between artemis-py nodes (h11-style; no I/O, no clock).
+
+A cluster connection (Artemis's ClusterConnection) dials other nodes; the dialling end is
+the :class:`ClientConnection` (it sends messages, receives bindings and topology), the
+accepting end the :class:`ServerConnection`. Both authenticate with a challenge-response over
+the cluster user and password (:mod:`.auth`), then exchange frames (:mod:`.frames`; byte
+layout in :mod:`.wire`; states and rules in :mod:`.connection`).
+
+* Connections: ``receive_data(bytes)``, ``next_event()``, ``send(frame)``,
+  ``data_to_send() -> bytes``, ``state``; the client's ``start()`` queues preamble + Hello.
+* Events: the frames, :class:`Established`, :class:`ConnectionClosed`; :data:`NEED_DATA`.
+* Errors: :class:`LocalProtocolError`, :class:`RemoteProtocolError` (from
+  :mod:`artemis_py.protocol.errors`) and its subclass :class:`HandshakeError`.
+"""
+
+from artemis_py.protocol.cluster.auth import CREDENTIALS_REJECTED, proof, transcript
+from artemis_py.protocol.cluster.connection import (
+    HANDSHAKE_MAX_FRAME_SIZE,
+    PROTOCOL_VERSION,
+    SUPPORTED_VERSIONS,
+    ClientConnection,
+    Connection,
+    ConnectionState,
+    HandshakeError,
+    Role,
+    ServerConnection,
+)
+from artemis_py.protocol.cluster.frames import (
+    NEED_DATA,
+    Auth,
+    BindingInfo,
+    Bindings,
+    Challenge,
+    Confirm,
+    ConnectionClosed,
+    Consumers,
+    Error,
+    Established,
+    Event,
+    Frame,
+    FrameType,
+    Hello,
+    Leaving,
+    Member,
+    Message,
+    Ping,
+    Purpose,
+    Reject,
+    RoutingType,
+    Sentinel,
+    Status,
+    Topology,
+    Welcome,
+)
+from artemis_py.protocol.cluster.wire import (
+    DEFAULT_MAX_FRAME_SIZE,
+    MAGIC,
+    decode_frame,
+    encode_frame,
+)
+from artemis_py.protocol.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
+
+__all__ = [
+    "CREDENTIALS_REJECTED",
+    "DEFAULT_MAX_FRAME_SIZE",
+    "HANDSHAKE_MAX_FRAME_SIZE",
+    "MAGIC",
+    "NEED_DATA",
+    "PROTOCOL_VERSION",
+    "SUPPORTED_VERSIONS",
+    "Auth",
+    "BindingInfo",
+    "Bindings",
+    "Challenge",
+    "ClientConnection",
+    "Confirm",
+    "Connection",
+    "ConnectionClosed",
+    "ConnectionState",
+    "Consumers",
+    "Error",
+    "Established",
+    "Event",
+    "Frame",
+    "FrameType",
+    "HandshakeError",
+    "Hello",
+    "Leaving",
+    "LocalProtocolError",
+    "Member",
+    "Message",
+    "Ping",
+    "ProtocolError",
+    "Purpose",
+    "Reject",
+    "RemoteProtocolError",
+    "Role",
+    "RoutingType",
+    "Sentinel",
+    "ServerConnection",
+    "Status",
+    "Topology",
+    "Welcome",
+    "decode_frame",
+    "encode_frame",
+    "proof",
+    "transcript",
+]

@@ -1,0 +1,777 @@
+"""The sans-IO cluster-link connection: one end's parse buffer, handshake and state.
+
+Usage (the Trio shell owns the socket; drain ``data_to_send()`` after *every* call, including
+one that raised, because the server's Reject is queued before the error is raised)::
+
+    conn = ClientConnection(node_id=..., instance_id=..., cluster_name=..., connector=(h, p),
+                            user=..., password=..., max_hops=1)
+    conn.start()                                     # queues MAGIC + Hello
+    await stream.send_all(conn.data_to_send())
+    conn.receive_data(await stream.receive_some())   # b"" at end of stream
+    while (event := conn.next_event()) is not NEED_DATA:
+        ...                                          # Established, Bindings, Confirm, ...
+    await stream.send_all(conn.data_to_send())       # e.g. the Auth answering a Challenge
+
+Theory of operation
+-------------------
+*Handshake.* The connection answers handshake frames itself and never returns them as
+events: the server checks the preamble as bytes arrive, answers Hello with Challenge (or
+Reject), verifies Auth and answers Welcome (or Reject); the client answers Challenge with
+Auth and verifies Welcome. Each side then returns one :class:`Established`. A server-side
+refusal queues a :class:`Reject` and raises :class:`HandshakeError` (a
+:class:`RemoteProtocolError`) carrying the reason plus what only the local log should see
+(e.g. which of user and password was wrong; the Reject itself does not say). A client that
+receives Reject gets it as an event. Before ``Established`` only handshake frames and Error
+may arrive, and frames are limited to 64 KiB, so an unauthenticated peer cannot make us
+buffer ``max_frame_size`` bytes.
+
+*Roles.* Message is client-to-server only; Confirm, Bindings, Consumers and Status are
+server-to-client only; Ping, Topology, Leaving and Error go either way. A violation is a
+:class:`LocalProtocolError` in :meth:`Connection.send` and a :class:`RemoteProtocolError` in
+:meth:`Connection.next_event`, detected from the 5-byte frame header, before the body arrives.
+
+*Sequence numbers.* Message seqs strictly increase on one connection, and Confirm, being
+cumulative, never goes backwards and never confirms a seq that was not sent. These are checked
+both ways: a Confirm beyond what was sent would make the client forget unsent messages.
+
+*States* (:class:`ConnectionState`, one for the connection): IDLE (client before
+:meth:`ClientConnection.start`) -> HANDSHAKING -> ESTABLISHED -> CLOSED when a Reject or Error
+was sent or received or the peer closed the stream. Any protocol error -> ERROR for good:
+``next_event`` raises again and buffered input is dropped; after a *remote* error we may still
+send one Error frame to tell the peer why. After we sent Error or Reject, ``next_event`` still
+decodes what the peer had in flight, until its end of stream.
+
+*Buffering.* Input is one ``bytearray`` plus a read offset; a frame is decoded in place
+through a memoryview once all of it is there (the 4-byte length says when), and the consumed
+prefix is deleted only once it is large and at least half of the buffer, so each byte is
+moved at most a bounded number of times and ``next_event`` costs O(frame). Output is a list
+of byte strings joined by :meth:`Connection.data_to_send` (a Message payload is copied once).
+"""
+
+from __future__ import annotations
+
+import enum
+import hmac
+import os
+import struct
+from collections.abc import Callable, Iterable
+from typing import Final, Literal
+
+from artemis_py.protocol.cluster.auth import CREDENTIALS_REJECTED, proof, transcript
+from artemis_py.protocol.cluster.frames import (
+    NEED_DATA,
+    Auth,
+    Challenge,
+    Confirm,
+    ConnectionClosed,
+    Error,
+    Established,
+    Event,
+    Frame,
+    FrameType,
+    Hello,
+    Message,
+    Purpose,
+    Reject,
+    Sentinel,
+    Welcome,
+)
+from artemis_py.protocol.cluster.wire import (
+    DEFAULT_MAX_FRAME_SIZE,
+    HEADER_SIZE,
+    MAGIC,
+    FrameFormatError,
+    decode_body,
+    encode_parts,
+)
+from artemis_py.protocol.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
+
+__all__ = [
+    "HANDSHAKE_MAX_FRAME_SIZE",
+    "PROTOCOL_VERSION",
+    "SUPPORTED_VERSIONS",
+    "ClientConnection",
+    "Connection",
+    "ConnectionState",
+    "HandshakeError",
+    "Role",
+    "ServerConnection",
+]
+
+#: The cluster protocol version this code speaks.
+PROTOCOL_VERSION: Final = 1
+SUPPORTED_VERSIONS: Final = (PROTOCOL_VERSION,)
+#: Frame size limit until the peer has authenticated (a Hello is well under 1 KiB).
+HANDSHAKE_MAX_FRAME_SIZE: Final = 64 * 1024
+#: Compact the input buffer once this many consumed bytes precede the read offset.
+_COMPACT_AT: Final = 64 * 1024
+_NONCE_BYTES: Final = 32
+_U32: Final = struct.Struct(">I")
+_T = FrameType
+
+
+class Role(enum.Enum):
+    """Our end of the link: CLIENT dials out (sends messages, receives bindings/topology)."""
+
+    CLIENT = "client"
+    SERVER = "server"
+
+
+class ConnectionState(enum.Enum):
+    """The connection's state (see the module doc for the transitions)."""
+
+    IDLE = "IDLE"
+    HANDSHAKING = "HANDSHAKING"
+    ESTABLISHED = "ESTABLISHED"
+    CLOSED = "CLOSED"
+    ERROR = "ERROR"
+
+
+_IDLE: Final = ConnectionState.IDLE
+_HANDSHAKING: Final = ConnectionState.HANDSHAKING
+_ESTABLISHED: Final = ConnectionState.ESTABLISHED
+_CLOSED: Final = ConnectionState.CLOSED
+_ERROR: Final = ConnectionState.ERROR
+
+
+class HandshakeError(RemoteProtocolError):
+    """The handshake failed: incompatible versions or cluster names, wrong credentials, or a
+    server that could not prove the cluster password. A configuration problem to report
+    clearly, unlike a garbled frame."""
+
+
+_EITHER: Final = frozenset({_T.ERROR, _T.PING, _T.TOPOLOGY, _T.LEAVING})
+#: Frames each role may send at all (the handshake ones included).
+_FROM: Final = {
+    Role.CLIENT: _EITHER | {_T.HELLO, _T.AUTH, _T.MESSAGE},
+    Role.SERVER: _EITHER
+    | {_T.CHALLENGE, _T.WELCOME, _T.REJECT, _T.CONFIRM, _T.BINDINGS, _T.CONSUMERS, _T.STATUS},
+}
+_HANDSHAKE_FRAMES: Final = frozenset({_T.HELLO, _T.CHALLENGE, _T.AUTH, _T.WELCOME, _T.REJECT})
+#: Frames each role may pass to send() once established.
+_SENDABLE: Final = {role: frames - _HANDSHAKE_FRAMES for role, frames in _FROM.items()}
+_NOTHING: Final[frozenset[int]] = frozenset()
+_CONNECTION_CLOSED: Final = ConnectionClosed()
+
+
+def _show(data: bytes | bytearray) -> str:
+    return repr(bytes(data[:16]))
+
+
+class Connection:
+    """What both ends share: framing, the receive/send state machine, the output buffer.
+
+    Not instantiated directly: use :class:`ClientConnection` or :class:`ServerConnection`.
+    """
+
+    __slots__ = (
+        "_buf",
+        "_closed_by",
+        "_eof",
+        "_established",
+        "_expect",
+        "_failure",
+        "_frames_received",
+        "_last_confirm",
+        "_last_seq",
+        "_out",
+        "_peer_closed",
+        "_pos",
+        "_state",
+        "_version",
+        "_waiting_for",
+        "_we_closed",
+        "max_frame_size",
+        "role",
+    )
+
+    def __init__(self, role: Role, max_frame_size: int) -> None:
+        if max_frame_size < 1:
+            raise ValueError(f"max_frame_size must be positive, got {max_frame_size}")
+        self.role = role
+        self.max_frame_size = max_frame_size
+        self._buf = bytearray()
+        self._pos = 0  # read offset into _buf
+        self._out: list[bytes] = []
+        self._state = _IDLE
+        self._eof = False
+        self._peer_closed = False  # a Reject/Error was received
+        self._we_closed = False  # a Reject/Error was sent
+        self._closed_by = ""  # name of the frame that closed the peer's side
+        self._failure: ProtocolError | None = None
+        self._expect: frozenset[int] = _NOTHING  # frame types the peer may send now
+        self._waiting_for = "nothing"  # for error messages: what _expect means
+        self._frames_received = 0
+        self._established: Established | None = None
+        self._version: int | None = None
+        self._last_seq: int | None = None  # highest Message seq sent (client) / received
+        self._last_confirm: int | None = None  # highest Confirm seq received / sent
+
+    # --- state ---------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ConnectionState:
+        """The connection's state (see the module doc)."""
+        return self._state
+
+    @property
+    def established(self) -> Established | None:
+        """The :class:`Established` event, once the handshake completed."""
+        return self._established
+
+    @property
+    def version(self) -> int | None:
+        """The negotiated cluster protocol version (None until the Challenge)."""
+        return self._version
+
+    def __repr__(self) -> str:
+        return f"<cluster.{type(self).__name__} state={self._state.name} version={self._version}>"
+
+    # --- receiving -----------------------------------------------------------------------
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        """Feed bytes from the peer; ``b""`` means the peer closed its side."""
+        if self._state is _ERROR:
+            return  # nothing more will be decoded; don't let the buffer grow
+        if not data:
+            self._eof = True
+            return
+        if self._eof:
+            raise LocalProtocolError("receive_data() after the end of the stream (b'')")
+        self._buf += data
+
+    def next_event(self) -> Event | Sentinel:
+        """The next event, or :data:`NEED_DATA`. Raises :class:`RemoteProtocolError` (for
+        good: the connection is then in ERROR). May queue handshake replies: drain
+        :meth:`data_to_send` afterwards, whatever it returned or raised."""
+        if self._failure is not None:
+            raise type(self._failure)(f"connection already failed: {self._failure.message}")
+        try:
+            while True:
+                frame = self._read_frame()
+                if frame is None:
+                    if not self._eof:
+                        return NEED_DATA
+                    unread = len(self._buf) - self._pos
+                    if unread:
+                        raise RemoteProtocolError(
+                            f"peer closed the connection mid-frame ({unread} bytes unread)"
+                        )
+                    self._state = _CLOSED
+                    return _CONNECTION_CLOSED
+                self._frames_received += 1
+                event = self._received(frame)
+                if event is not None:
+                    return event
+        except ProtocolError as exc:  # LocalProtocolError: our own handshake reply was bad
+            self._fail(exc)
+            raise
+
+    def _fail(self, exc: ProtocolError) -> None:
+        self._state = _ERROR
+        self._failure = exc
+        # A new buffer rather than clearing: a memoryview kept alive by the traceback would
+        # forbid resizing the old one.
+        self._buf = bytearray()
+        self._pos = 0
+
+    def _limit(self) -> int:
+        if self._state is _ESTABLISHED:
+            return self.max_frame_size
+        return min(self.max_frame_size, HANDSHAKE_MAX_FRAME_SIZE)
+
+    def _preamble(self) -> bool:
+        """Server side: whether the preamble is complete (overridden there)."""
+        return True
+
+    def _read_frame(self) -> Frame | None:
+        if not self._preamble():
+            return None
+        buf = self._buf
+        pos = self._pos
+        available = len(buf) - pos
+        if available < 4:
+            return None
+        (length,) = _U32.unpack_from(buf, pos)
+        if length == 0 or length > self._limit():
+            if length == 0:
+                raise self._framing_error("frame with length 0 (no frame type)")
+            raise self._framing_error(
+                f"frame of {length} bytes exceeds the maximum frame size of {self._limit()} "
+                f"bytes" + ("" if self._state is _ESTABLISHED else " before authentication")
+            )
+        if available < HEADER_SIZE:
+            return None
+        frame_type = buf[pos + 4]
+        if frame_type not in self._expect:
+            raise self._unexpected(frame_type)
+        end = pos + 4 + length
+        if len(buf) < end:
+            return None
+        with memoryview(buf) as view, view[pos + HEADER_SIZE : end] as body:
+            try:
+                frame = decode_body(frame_type, body)
+            except FrameFormatError as exc:
+                raise RemoteProtocolError(str(exc)) from None
+        if end == len(buf):
+            buf.clear()
+            end = 0
+        elif end >= _COMPACT_AT and end * 2 >= len(buf):
+            del buf[:end]
+            end = 0
+        self._pos = end
+        return frame
+
+    def _framing_error(self, problem: str) -> RemoteProtocolError:
+        if self._frames_received == 0 and self.role is Role.CLIENT:
+            # The server's very first bytes do not even frame: not one of our nodes.
+            return RemoteProtocolError(
+                f"peer does not speak the artemis-py cluster protocol ({problem}; received "
+                f"{_show(self._buf[self._pos :])})"
+            )
+        return RemoteProtocolError(problem)
+
+    def _unexpected(self, frame_type: int) -> RemoteProtocolError:
+        try:
+            name = FrameType(frame_type).name
+        except ValueError:
+            return self._framing_error(f"unknown frame type {frame_type}")
+        peer = Role.SERVER if self.role is Role.CLIENT else Role.CLIENT
+        if frame_type not in _FROM[peer]:
+            return RemoteProtocolError(f"a cluster {peer.value} may not send {name} frames")
+        if self._peer_closed:
+            return RemoteProtocolError(f"{name} frame after the peer's {self._closed_by}")
+        if self._state is _ESTABLISHED:
+            return RemoteProtocolError(f"{name} frame after the handshake completed")
+        return RemoteProtocolError(
+            f"{name} frame before the handshake completed (expected {self._waiting_for})"
+        )
+
+    def _received(self, frame: Frame) -> Event | None:
+        """Act on a decoded frame of an expected type; the event to return, if any."""
+        kind = type(frame)
+        if kind is Message:
+            assert isinstance(frame, Message)
+            if self._last_seq is not None and frame.seq <= self._last_seq:
+                raise RemoteProtocolError(
+                    f"Message seq {frame.seq} does not follow the previous seq {self._last_seq}"
+                )
+            self._last_seq = frame.seq
+            return frame
+        if kind is Confirm:
+            assert isinstance(frame, Confirm)
+            if self._last_seq is None or frame.seq > self._last_seq:
+                raise RemoteProtocolError(
+                    f"Confirm of seq {frame.seq}, but the last seq sent is {self._last_seq}"
+                )
+            if self._last_confirm is not None and frame.seq < self._last_confirm:
+                raise RemoteProtocolError(
+                    f"Confirm of seq {frame.seq} after a Confirm of seq {self._last_confirm}"
+                )
+            self._last_confirm = frame.seq
+            return frame
+        if kind is Error or kind is Reject:
+            assert isinstance(frame, (Error, Reject))
+            self._peer_closed = True
+            self._closed_by = kind.__name__
+            self._expect = _NOTHING
+            if self._state is not _ERROR:
+                self._state = _CLOSED
+            return frame
+        if frame.TYPE in _HANDSHAKE_FRAMES:
+            return self._handshake(frame)
+        return frame  # type: ignore[return-value]  # every other frame is an Event
+
+    def _handshake(self, frame: Frame) -> Established | None:
+        raise NotImplementedError
+
+    def _become_established(self, event: Established) -> Established:
+        self._established = event
+        self._state = _ESTABLISHED
+        self._expect = _FROM[Role.SERVER if self.role is Role.CLIENT else Role.CLIENT] - (
+            _HANDSHAKE_FRAMES
+        )
+        self._waiting_for = "nothing"
+        return event
+
+    # --- sending -------------------------------------------------------------------------
+
+    def send(self, frame: Frame) -> None:
+        """Queue ``frame`` for :meth:`data_to_send`. Raises :class:`LocalProtocolError` (and
+        then the connection is in ERROR, unless it was already CLOSED or in ERROR)."""
+        state = self._state
+        frame_type = getattr(frame, "TYPE", None)
+        if state is _IDLE:
+            raise LocalProtocolError("cannot send before start()")
+        if state is _ERROR or state is _CLOSED:
+            if (
+                frame_type is _T.ERROR
+                and isinstance(self._failure, RemoteProtocolError)
+                and not self._we_closed
+            ):
+                self._queue(frame)  # tell the peer what it did wrong, once
+                self._we_closed = True
+                return
+            reason = self._failure.message if self._failure is not None else "closed"
+            raise LocalProtocolError(f"cannot send on a {state.name} connection ({reason})")
+        try:
+            self._check_send(frame, frame_type)
+            self._queue(frame)
+        except LocalProtocolError as exc:
+            self._fail(exc)
+            raise
+        if frame_type is _T.ERROR:
+            self._we_closed = True
+            self._state = _CLOSED
+        elif frame_type is _T.MESSAGE:
+            assert isinstance(frame, Message)
+            self._last_seq = frame.seq
+        elif frame_type is _T.CONFIRM:
+            assert isinstance(frame, Confirm)
+            self._last_confirm = frame.seq
+
+    def _check_send(self, frame: Frame, frame_type: FrameType | None) -> None:
+        if frame_type is None:
+            raise LocalProtocolError(f"not a cluster frame: {frame!r}")
+        name = frame_type.name
+        if frame_type not in _SENDABLE[self.role]:
+            if frame_type in _HANDSHAKE_FRAMES:
+                raise LocalProtocolError(f"{name} frames are sent by the connection itself")
+            raise LocalProtocolError(f"a cluster {self.role.value} may not send {name} frames")
+        if self._state is not _ESTABLISHED and frame_type is not _T.ERROR:
+            raise LocalProtocolError(f"cannot send {name} before the handshake completed")
+        if frame_type is _T.MESSAGE:
+            assert isinstance(frame, Message)
+            last = self._last_seq
+            if last is not None and type(frame.seq) is int and frame.seq <= last:
+                raise LocalProtocolError(
+                    f"Message seq {frame.seq} does not follow the previous seq {last}"
+                )
+        elif frame_type is _T.CONFIRM:
+            assert isinstance(frame, Confirm)
+            seq = frame.seq
+            if type(seq) is int:
+                if self._last_seq is None or seq > self._last_seq:
+                    raise LocalProtocolError(
+                        f"cannot confirm seq {seq}: the last Message received is {self._last_seq}"
+                    )
+                if self._last_confirm is not None and seq < self._last_confirm:
+                    raise LocalProtocolError(
+                        f"Confirm of seq {seq} after a Confirm of seq {self._last_confirm}"
+                    )
+
+    def _queue(self, frame: Frame) -> None:
+        """Encode ``frame`` into the output buffer (LocalProtocolError if it is invalid)."""
+        try:
+            parts = encode_parts(frame)
+        except FrameFormatError as exc:
+            raise LocalProtocolError(str(exc)) from None
+        length = sum(map(len, parts)) - 4
+        if length > self.max_frame_size:
+            raise LocalProtocolError(
+                f"{type(frame).__name__} frame of {length} bytes exceeds the maximum frame "
+                f"size of {self.max_frame_size} bytes"
+            )
+        self._out += parts
+
+    def data_to_send(self) -> bytes:
+        """Everything queued for the peer since the last call (``b""`` if nothing)."""
+        out = self._out
+        if not out:
+            return b""
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        return data
+
+
+def _nonce(source: Callable[[int], bytes]) -> str:
+    raw = source(_NONCE_BYTES)
+    if len(raw) != _NONCE_BYTES:
+        raise LocalProtocolError(f"the nonce source returned {len(raw)} bytes, not 32")
+    return bytes(raw).hex()
+
+
+def _versions(versions: Iterable[int]) -> tuple[int, ...]:
+    result = tuple(versions)
+    if not result:
+        raise ValueError("at least one protocol version is needed")
+    return result
+
+
+class ClientConnection(Connection):
+    """The dialling end of a cluster link (see the module doc)."""
+
+    __slots__ = (
+        "_challenge",
+        "_hello",
+        "_nonce_source",
+        "_password",
+        "connector",
+        "cluster_name",
+        "instance_id",
+        "max_hops",
+        "node_id",
+        "purpose",
+        "user",
+        "versions",
+    )
+
+    def __init__(
+        self,
+        *,
+        node_id: str,
+        instance_id: str,
+        cluster_name: str,
+        connector: tuple[str, int],
+        user: str,
+        password: str,
+        max_hops: int,
+        purpose: Purpose = "link",
+        versions: Iterable[int] = SUPPORTED_VERSIONS,
+        nonce_source: Callable[[int], bytes] = os.urandom,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    ) -> None:
+        super().__init__(Role.CLIENT, max_frame_size)
+        self.node_id = node_id
+        self.instance_id = instance_id
+        self.cluster_name = cluster_name
+        self.connector = connector
+        self.user = user
+        self._password = password.encode("utf-8")
+        self.max_hops = max_hops
+        self.purpose: Purpose = purpose
+        self.versions = _versions(versions)
+        self._nonce_source = nonce_source
+        self._hello: Hello | None = None
+        self._challenge: Challenge | None = None
+        self._waiting_for = "nothing (start() was not called)"
+
+    def start(self) -> None:
+        """Queue the preamble and the Hello (drain :meth:`data_to_send`)."""
+        if self._state is not _IDLE:
+            raise LocalProtocolError("start() was already called")
+        host, port = self.connector
+        hello = Hello(
+            versions=self.versions,
+            purpose=self.purpose,
+            cluster_name=self.cluster_name,
+            node_id=self.node_id,
+            instance_id=self.instance_id,
+            connector_host=host,
+            connector_port=port,
+            user=self.user,
+            client_nonce=_nonce(self._nonce_source),
+            max_hops=self.max_hops,
+        )
+        try:
+            self._queue(hello)
+        except LocalProtocolError as exc:
+            self._fail(exc)
+            raise
+        self._out.insert(0, MAGIC)
+        self._hello = hello
+        self._state = _HANDSHAKING
+        self._expect = frozenset({_T.CHALLENGE, _T.REJECT, _T.ERROR})
+        self._waiting_for = "Challenge"
+
+    def _transcript(self, role: Literal["client", "server"]) -> bytes:
+        hello, challenge = self._hello, self._challenge
+        assert hello is not None and challenge is not None
+        return transcript(
+            role,
+            version=challenge.version,
+            cluster_name=self.cluster_name,
+            client_node_id=self.node_id,
+            client_instance_id=self.instance_id,
+            server_node_id=challenge.node_id,
+            server_instance_id=challenge.instance_id,
+            user=self.user,
+            client_nonce=hello.client_nonce,
+            server_nonce=challenge.server_nonce,
+        )
+
+    def _handshake(self, frame: Frame) -> Established | None:
+        if isinstance(frame, Challenge):
+            if frame.version not in self.versions:
+                raise HandshakeError(
+                    f"server chose cluster protocol version {frame.version}, which we did not "
+                    f"offer ({','.join(map(str, self.versions))})"
+                )
+            if frame.cluster_name != self.cluster_name:
+                raise HandshakeError(
+                    f"server node {frame.node_id!r} is in cluster {frame.cluster_name!r}, "
+                    f"this node in {self.cluster_name!r}"
+                )
+            self._challenge = frame
+            self._version = frame.version
+            self._queue(Auth(proof(self._password, self._transcript("client"))))
+            self._expect = frozenset({_T.WELCOME, _T.REJECT, _T.ERROR})
+            self._waiting_for = "Welcome"
+            return None
+        assert isinstance(frame, Welcome)
+        challenge = self._challenge
+        assert challenge is not None
+        expected = proof(self._password, self._transcript("server"))
+        if not hmac.compare_digest(frame.proof.encode("ascii"), expected.encode("ascii")):
+            raise HandshakeError(
+                f"peer {challenge.node_id!r} (instance {challenge.instance_id!r}) could not "
+                "prove the cluster password: check cluster-password on both nodes"
+            )
+        return self._become_established(
+            Established(
+                peer_node_id=challenge.node_id,
+                peer_instance_id=challenge.instance_id,
+                peer_cluster_name=challenge.cluster_name,
+                peer_connector=None,
+                peer_max_hops=None,
+                purpose=self.purpose,
+                version=challenge.version,
+            )
+        )
+
+
+class ServerConnection(Connection):
+    """The accepting end of a cluster link (see the module doc)."""
+
+    __slots__ = (
+        "_challenge",
+        "_hello",
+        "_magic_pending",
+        "_nonce_source",
+        "_password",
+        "_user_ok",
+        "cluster_name",
+        "instance_id",
+        "node_id",
+        "user",
+        "versions",
+    )
+
+    def __init__(
+        self,
+        *,
+        node_id: str,
+        instance_id: str,
+        cluster_name: str,
+        user: str,
+        password: str,
+        versions: Iterable[int] = SUPPORTED_VERSIONS,
+        nonce_source: Callable[[int], bytes] = os.urandom,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    ) -> None:
+        super().__init__(Role.SERVER, max_frame_size)
+        self.node_id = node_id
+        self.instance_id = instance_id
+        self.cluster_name = cluster_name
+        self.user = user
+        self._password = password.encode("utf-8")
+        self.versions = _versions(versions)
+        self._nonce_source = nonce_source
+        self._magic_pending = True
+        self._hello: Hello | None = None
+        self._challenge: Challenge | None = None
+        self._user_ok = False
+        self._state = _HANDSHAKING
+        self._expect = frozenset({_T.HELLO, _T.ERROR})
+        self._waiting_for = "Hello"
+
+    def _preamble(self) -> bool:
+        if not self._magic_pending:
+            return True
+        buf = self._buf
+        have = min(len(buf), len(MAGIC))
+        if buf[:have] != MAGIC[:have]:
+            raise RemoteProtocolError(
+                "peer does not speak the artemis-py cluster protocol (received "
+                f"{_show(buf)}; a STOMP, AMQP or Artemis core client on the cluster acceptor?)"
+            )
+        if have < len(MAGIC):
+            return False
+        self._pos = len(MAGIC)
+        self._magic_pending = False
+        return True
+
+    def _reject(self, reason: str, detail: str = "") -> HandshakeError:
+        """Queue Reject(``reason``); the error to raise adds the peer and the local-only
+        ``detail``."""
+        self._queue(Reject(reason))
+        self._we_closed = True
+        hello = self._hello
+        assert hello is not None
+        who = f"{hello.node_id!r} ({hello.connector_host}:{hello.connector_port})"
+        return HandshakeError(f"rejected cluster peer {who}: {reason}{detail}")
+
+    def _transcript(self, role: Literal["client", "server"]) -> bytes:
+        hello, challenge = self._hello, self._challenge
+        assert hello is not None and challenge is not None
+        return transcript(
+            role,
+            version=challenge.version,
+            cluster_name=challenge.cluster_name,
+            client_node_id=hello.node_id,
+            client_instance_id=hello.instance_id,
+            server_node_id=self.node_id,
+            server_instance_id=self.instance_id,
+            user=hello.user,
+            client_nonce=hello.client_nonce,
+            server_nonce=challenge.server_nonce,
+        )
+
+    def _handshake(self, frame: Frame) -> Established | None:
+        if isinstance(frame, Hello):
+            self._on_hello(frame)
+            return None
+        assert isinstance(frame, Auth)
+        hello = self._hello
+        challenge = self._challenge
+        assert hello is not None and challenge is not None
+        expected = proof(self._password, self._transcript("client"))
+        proof_ok = hmac.compare_digest(frame.proof.encode("ascii"), expected.encode("ascii"))
+        if not (proof_ok and self._user_ok):
+            detail = (
+                f" (the peer's cluster-user {hello.user!r} is not {self.user!r})"
+                if not self._user_ok
+                else " (the peer's proof does not match this node's cluster-password)"
+            )
+            raise self._reject(CREDENTIALS_REJECTED, detail)
+        self._queue(Welcome(proof(self._password, self._transcript("server"))))
+        return self._become_established(
+            Established(
+                peer_node_id=hello.node_id,
+                peer_instance_id=hello.instance_id,
+                peer_cluster_name=hello.cluster_name,
+                peer_connector=(hello.connector_host, hello.connector_port),
+                peer_max_hops=hello.max_hops,
+                purpose=hello.purpose,
+                version=challenge.version,
+            )
+        )
+
+    def _on_hello(self, hello: Hello) -> None:
+        self._hello = hello
+        common = set(hello.versions) & set(self.versions)
+        if not common:
+            raise self._reject(
+                f"unsupported cluster protocol version(s) {','.join(map(str, hello.versions))}; "
+                f"this node speaks {','.join(map(str, self.versions))}"
+            )
+        if hello.cluster_name != self.cluster_name:
+            raise self._reject(
+                f"cluster name mismatch: this node is in cluster {self.cluster_name!r}, "
+                f"the peer in {hello.cluster_name!r}"
+            )
+        # A wrong user is only reported after Auth, with the same reason as a wrong password,
+        # so a prober cannot tell which of the two it got right.
+        self._user_ok = hmac.compare_digest(hello.user.encode("utf-8"), self.user.encode("utf-8"))
+        version = max(common)
+        self._version = version
+        self._challenge = Challenge(
+            version=version,
+            cluster_name=self.cluster_name,
+            node_id=self.node_id,
+            instance_id=self.instance_id,
+            server_nonce=_nonce(self._nonce_source),
+        )
+        self._queue(self._challenge)
+        self._expect = frozenset({_T.AUTH, _T.ERROR})
+        self._waiting_for = "Auth"

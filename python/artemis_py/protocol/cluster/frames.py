@@ -1,0 +1,349 @@
+"""Cluster-link frames and the other events a cluster ``Connection`` yields.
+
+Every frame is a frozen dataclass with slots whose class attribute ``TYPE`` is its
+:class:`FrameType` (the byte on the wire). Control frames travel as JSON objects whose keys
+are the field names; :class:`Message` and :class:`Confirm`, the per-message hot path, have a
+binary layout (see :mod:`.wire`).
+
+Who sends what (enforced by the connection, both when sending and when receiving):
+
+* handshake: :class:`Hello` and :class:`Auth` (client), :class:`Challenge`,
+  :class:`Welcome` and :class:`Reject` (server) -- produced and consumed by the connection
+  itself, never passed to ``send()``;
+* client only: :class:`Message`;
+* server only: :class:`Confirm`, :class:`Bindings`, :class:`Consumers`, :class:`Status`;
+* either side: :class:`Ping`, :class:`Topology`, :class:`Leaving`, :class:`Error`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final, Literal, TypeAlias
+
+__all__ = [
+    "NEED_DATA",
+    "Auth",
+    "BindingInfo",
+    "Bindings",
+    "Challenge",
+    "Confirm",
+    "ConnectionClosed",
+    "Consumers",
+    "Error",
+    "Established",
+    "Event",
+    "Frame",
+    "FrameType",
+    "Hello",
+    "Leaving",
+    "Member",
+    "Message",
+    "Ping",
+    "Purpose",
+    "Reject",
+    "RoutingType",
+    "Sentinel",
+    "Status",
+    "Topology",
+    "Welcome",
+]
+
+Purpose: TypeAlias = Literal["link", "status"]
+"""Why a client connects: ``"link"`` (a cluster connection carrying messages and bindings) or
+``"status"`` (the ``cluster status`` command: authenticate, read :class:`Status`, leave)."""
+
+RoutingType: TypeAlias = Literal["ANYCAST", "MULTICAST"]
+
+_REPR_BYTES = 32
+
+
+class FrameType(enum.IntEnum):
+    """The frame-type byte. Control frames are small numbers, the binary hot path 0x20+."""
+
+    HELLO = 1
+    CHALLENGE = 2
+    AUTH = 3
+    WELCOME = 4
+    REJECT = 5
+    ERROR = 6
+    PING = 7
+    TOPOLOGY = 8
+    BINDINGS = 9
+    CONSUMERS = 10
+    STATUS = 11
+    LEAVING = 12
+    MESSAGE = 0x20
+    CONFIRM = 0x21
+
+
+# --- handshake ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """C->S, right after the preamble: who the client is and what it wants.
+
+    ``instance_id`` is random per process, so a node can tell "I dialled myself" (same
+    instance) from "another node has my node ID" (same node ID, other instance: a copied data
+    directory). ``connector_host``/``connector_port`` is where the client node itself accepts
+    cluster connections (what the server announces in its topology). ``client_nonce`` is the
+    hex of 32 random bytes; it makes the client's proof fresh.
+    """
+
+    TYPE: ClassVar[FrameType] = FrameType.HELLO
+    versions: tuple[int, ...]
+    purpose: Purpose
+    cluster_name: str
+    node_id: str
+    instance_id: str
+    connector_host: str
+    connector_port: int
+    user: str
+    client_nonce: str
+    max_hops: int
+
+
+@dataclass(frozen=True, slots=True)
+class Challenge:
+    """S->C: the chosen version, the server's identity and its nonce (hex of 32 bytes)."""
+
+    TYPE: ClassVar[FrameType] = FrameType.CHALLENGE
+    version: int
+    cluster_name: str
+    node_id: str
+    instance_id: str
+    server_nonce: str
+
+
+@dataclass(frozen=True, slots=True)
+class Auth:
+    """C->S: HMAC-SHA256 of the client transcript keyed with the cluster password (hex)."""
+
+    TYPE: ClassVar[FrameType] = FrameType.AUTH
+    proof: str
+
+
+@dataclass(frozen=True, slots=True)
+class Welcome:
+    """S->C: the server's proof (its transcript): it knows the password too (mutual auth)."""
+
+    TYPE: ClassVar[FrameType] = FrameType.WELCOME
+    proof: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """S->C during the handshake: why the server refuses; it closes the connection next."""
+
+    TYPE: ClassVar[FrameType] = FrameType.REJECT
+    reason: str
+
+
+# --- either direction ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Error:
+    """Either side, any time: a fatal problem; the sender closes the connection next."""
+
+    TYPE: ClassVar[FrameType] = FrameType.ERROR
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    """Either side: keeps an idle link proven alive (any frame received resets the timer)."""
+
+    TYPE: ClassVar[FrameType] = FrameType.PING
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One node as a topology sender knows it (Artemis's TopologyMember, without backups)."""
+
+    node_id: str
+    instance_id: str
+    host: str
+    port: int
+    up: bool
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """Either side: the members the sender knows (full list, not a delta)."""
+
+    TYPE: ClassVar[FrameType] = FrameType.TOPOLOGY
+    members: tuple[Member, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Leaving:
+    """Either side: ``node_id`` shuts down gracefully (not a failure: no reconnect storm)."""
+
+    TYPE: ClassVar[FrameType] = FrameType.LEAVING
+    node_id: str
+
+
+# --- server to client ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BindingInfo:
+    """A queue binding the sender routes to (becomes a RemoteQueueBinding on the receiver).
+
+    ``name`` is unique on the sender and is what :attr:`Message.targets` names. ``distance``
+    is in hops as seen by the sender (0 = its own queue), so the receiver can stop at
+    ``max-hops``. ``consumers`` has one entry per consumer: its filter text, or None.
+    """
+
+    name: str
+    queue_name: str
+    address: str
+    routing_type: RoutingType
+    filter: str | None
+    distance: int
+    origin_node_id: str
+    consumers: tuple[str | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Bindings:
+    """S->C: binding changes; ``snapshot`` = replace all the client knows from this server."""
+
+    TYPE: ClassVar[FrameType] = FrameType.BINDINGS
+    snapshot: bool
+    added: tuple[BindingInfo, ...]
+    removed: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Consumers:
+    """S->C: the full consumer list (filters or None) of binding ``name`` now."""
+
+    TYPE: ClassVar[FrameType] = FrameType.CONSUMERS
+    name: str
+    consumers: tuple[str | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """S->C: free-form JSON object for the ``cluster status`` command."""
+
+    TYPE: ClassVar[FrameType] = FrameType.STATUS
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Confirm:
+    """S->C, binary: every Message up to and including ``seq`` is durable here (cumulative)."""
+
+    TYPE: ClassVar[FrameType] = FrameType.CONFIRM
+    seq: int
+
+
+# --- client to server ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Message:
+    """C->S, binary: one message to route to ``targets`` (binding names on the receiver).
+
+    ``seq`` (u64) numbers the messages of one connection, strictly increasing; the server's
+    :class:`Confirm` refers to it. ``dup_id`` lets the receiver drop a message it already has
+    (re-sent after a reconnect). ``message_id`` is the sender's id, for logs only. ``payload``
+    is the broker's own message encoding, opaque here.
+    """
+
+    TYPE: ClassVar[FrameType] = FrameType.MESSAGE
+    seq: int
+    dup_id: bytes
+    targets: tuple[str, ...]
+    message_id: int
+    payload: bytes
+
+    def __repr__(self) -> str:
+        payload = self.payload
+        if len(payload) > _REPR_BYTES:
+            shown = f"{payload[:_REPR_BYTES]!r}... ({len(payload)} bytes)"
+        else:
+            shown = repr(payload)
+        return (
+            f"Message(seq={self.seq}, dup_id={self.dup_id!r}, targets={self.targets!r}, "
+            f"message_id={self.message_id}, payload={shown})"
+        )
+
+
+Frame: TypeAlias = (
+    Hello
+    | Challenge
+    | Auth
+    | Welcome
+    | Reject
+    | Error
+    | Ping
+    | Topology
+    | Leaving
+    | Bindings
+    | Consumers
+    | Status
+    | Confirm
+    | Message
+)
+
+
+# --- other events -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Established:
+    """The handshake is complete and both sides proved the cluster password.
+
+    Emitted once per side: by the client after verifying :class:`Welcome`, by the server after
+    verifying :class:`Auth`. ``peer_connector`` and ``peer_max_hops`` come from the client's
+    :class:`Hello`, so they are only known on the server side (None on the client).
+    """
+
+    peer_node_id: str
+    peer_instance_id: str
+    peer_cluster_name: str
+    peer_connector: tuple[str, int] | None
+    peer_max_hops: int | None
+    purpose: Purpose
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionClosed:
+    """The peer closed its side cleanly, between frames (``receive_data(b"")``)."""
+
+
+class Sentinel(enum.Enum):
+    """Non-event answer of ``next_event``."""
+
+    NEED_DATA = "NEED_DATA"
+    """Nothing complete is buffered: drain ``data_to_send()``, then feed more bytes."""
+
+    def __repr__(self) -> str:
+        return self.value
+
+
+NEED_DATA: Final = Sentinel.NEED_DATA
+
+Event: TypeAlias = (
+    Established
+    | ConnectionClosed
+    | Reject
+    | Error
+    | Ping
+    | Topology
+    | Leaving
+    | Bindings
+    | Consumers
+    | Status
+    | Confirm
+    | Message
+)
+"""What ``next_event`` returns besides :data:`NEED_DATA` (handshake frames are answered by
+the connection itself and never returned)."""

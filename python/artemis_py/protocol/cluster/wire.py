@@ -1,0 +1,452 @@
+"""Byte layout of cluster-link frames: stateless encoding and decoding of single frames.
+
+Wire format
+-----------
+The client opens with the 8-byte preamble :data:`MAGIC` (so a server can tell a stray STOMP
+or Artemis core client from a cluster peer before parsing anything). Then, both ways::
+
+    u32 length (big-endian; counts the type byte and the body)  |  u8 frame type  |  body
+
+Control frames have a UTF-8 JSON object as body, keys = field names (compact separators, no
+NaN/Infinity). Unknown keys are ignored so a later version may add optional fields; missing
+keys and wrong types are errors. The two hot-path frames are binary, big-endian:
+
+``MESSAGE``  ``u64 seq, u64 message_id, u16 n, dup_id[n], u16 count, count x (u16 m,
+             utf-8 target[m]), payload`` -- the payload is the rest of the frame, so it needs
+             no length of its own and is appended to the output without re-packing.
+``CONFIRM``  ``u64 seq`` (exactly 8 bytes).
+
+Decoding never trusts a length: each one is checked against the bytes the frame actually
+has, and every failure (bad UTF-8, bad JSON, deep nesting, wrong field types, lone
+surrogates) becomes one internal :class:`FrameFormatError`, which the connection turns into a
+:class:`~artemis_py.protocol.errors.RemoteProtocolError` (decoding) or a
+:class:`~artemis_py.protocol.errors.LocalProtocolError` (encoding: the same validators check
+what we are about to send, so we never emit a frame the peer would refuse).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from collections.abc import Callable
+from typing import Any, Final, NoReturn, cast
+
+from artemis_py.protocol.cluster.frames import (
+    Auth,
+    BindingInfo,
+    Bindings,
+    Challenge,
+    Confirm,
+    Consumers,
+    Error,
+    Frame,
+    FrameType,
+    Hello,
+    Leaving,
+    Member,
+    Message,
+    Ping,
+    Reject,
+    Status,
+    Topology,
+    Welcome,
+)
+from artemis_py.protocol.errors import LocalProtocolError, RemoteProtocolError
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_SIZE",
+    "HEADER_SIZE",
+    "MAGIC",
+    "FrameFormatError",
+    "decode_body",
+    "decode_frame",
+    "encode_frame",
+    "encode_parts",
+]
+
+MAGIC: Final = b"ARTPYCL\x00"
+#: Largest ``length`` accepted by default (type byte + body): 128 MiB.
+DEFAULT_MAX_FRAME_SIZE: Final = 128 * 1024 * 1024
+#: The u32 length and the type byte.
+HEADER_SIZE: Final = 5
+
+_U64_MAX: Final = 2**64 - 1
+_U16_MAX: Final = 0xFFFF
+_I32_MAX: Final = 2**31 - 1
+_HEAD: Final = struct.Struct(">IB")
+_MESSAGE_HEAD: Final = struct.Struct(">QQH")  # seq, message_id, len(dup_id)
+_U16: Final = struct.Struct(">H")
+_U64: Final = struct.Struct(">Q")
+_CONFIRM_FRAME: Final = struct.Struct(">IBQ")
+_HEX64: Final = re.compile(r"[0-9a-f]{64}")
+
+
+class FrameFormatError(Exception):
+    """A frame body that does not follow the layout (internal; never escapes the package)."""
+
+
+def _fail(message: str) -> NoReturn:
+    raise FrameFormatError(message)
+
+
+# --- field readers: JSON value -> field value, or FrameFormatError ------------------------
+# Each takes (value, where) where ``where`` names the field for the error message. They accept
+# tuples as well as lists so they can also validate the dicts built from outgoing frames.
+
+_Reader = Callable[[Any, str], Any]
+
+
+def _unicode_ok(text: str) -> bool:
+    """Whether ``text`` can be encoded as UTF-8 (JSON ``\\ud800`` escapes can smuggle lone
+    surrogates in; such a name would fail later, e.g. as a Message target)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _text(value: Any, where: str) -> str:
+    if type(value) is not str:
+        _fail(f"{where} must be a string")
+    if not _unicode_ok(value):
+        _fail(f"{where} is not valid Unicode")
+    return value
+
+
+def _opt_text(value: Any, where: str) -> str | None:
+    return None if value is None else _text(value, where)
+
+
+def _integer(low: int, high: int) -> _Reader:
+    def read(value: Any, where: str) -> int:
+        if type(value) is not int:  # excludes bool, which JSON keeps apart
+            _fail(f"{where} must be an integer")
+        if not low <= value <= high:
+            _fail(f"{where} must be in {low}..{high}, got {value}")
+        return cast(int, value)
+
+    return read
+
+
+_count = _integer(0, _I32_MAX)
+_port = _integer(0, 65535)
+_version = _integer(1, _U16_MAX)
+
+
+def _boolean(value: Any, where: str) -> bool:
+    if type(value) is not bool:
+        _fail(f"{where} must be true or false")
+    return cast(bool, value)
+
+
+def _hex64(value: Any, where: str) -> str:
+    if type(value) is not str or _HEX64.fullmatch(value) is None:
+        _fail(f"{where} must be 64 lowercase hex digits")
+    return cast(str, value)
+
+
+def _choice(*options: str) -> _Reader:
+    def read(value: Any, where: str) -> str:
+        if value not in options or type(value) is not str:
+            _fail(f"{where} must be one of {', '.join(options)}")
+        return cast(str, value)
+
+    return read
+
+
+def _array(item: _Reader, *, non_empty: bool = False) -> _Reader:
+    def read(value: Any, where: str) -> tuple[Any, ...]:
+        if type(value) is not list and type(value) is not tuple:
+            _fail(f"{where} must be an array")
+        if non_empty and not value:
+            _fail(f"{where} must not be empty")
+        return tuple(item(element, f"{where}[{index}]") for index, element in enumerate(value))
+
+    return read
+
+
+def _json_ok(value: Any, where: str) -> None:
+    """Check that a free-form JSON value holds only encodable strings (keys included)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is str:
+            if not _unicode_ok(item):
+                _fail(f"{where} holds a string that is not valid Unicode")
+        elif type(item) is dict:
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif type(item) is list or type(item) is tuple:
+            stack.extend(item)
+
+
+def _json_object(value: Any, where: str) -> dict[str, Any]:
+    if type(value) is not dict:
+        _fail(f"{where} must be a JSON object")
+    _json_ok(value, where)
+    return cast(dict[str, Any], value)
+
+
+# --- record schemas -----------------------------------------------------------------------
+
+_Schema = tuple[tuple[str, _Reader], ...]
+
+
+def _record(cls: type, schema: _Schema) -> _Reader:
+    def read(value: Any, where: str) -> Any:
+        if type(value) is not dict:
+            _fail(f"{where} must be a JSON object")
+        return _build(cls, schema, value, where)
+
+    return read
+
+
+def _build(cls: type, schema: _Schema, obj: dict[str, Any], where: str) -> Any:
+    values = {}
+    for name, reader in schema:
+        try:
+            value = obj[name]
+        except KeyError:
+            _fail(f"{where} lacks the field {name!r}")
+        values[name] = reader(value, f"{where}.{name}")
+    return cls(**values)
+
+
+_consumers = _array(_opt_text)
+_MEMBER: Final[_Schema] = (
+    ("node_id", _text),
+    ("instance_id", _text),
+    ("host", _text),
+    ("port", _port),
+    ("up", _boolean),
+    ("version", _count),
+)
+_BINDING: Final[_Schema] = (
+    ("name", _text),
+    ("queue_name", _text),
+    ("address", _text),
+    ("routing_type", _choice("ANYCAST", "MULTICAST")),
+    ("filter", _opt_text),
+    ("distance", _count),
+    ("origin_node_id", _text),
+    ("consumers", _consumers),
+)
+
+#: Frame class -> the schema of its JSON body, in field order.
+_JSON_FRAMES: Final[dict[type, _Schema]] = {
+    Hello: (
+        ("versions", _array(_version, non_empty=True)),
+        ("purpose", _choice("link", "status")),
+        ("cluster_name", _text),
+        ("node_id", _text),
+        ("instance_id", _text),
+        ("connector_host", _text),
+        ("connector_port", _port),
+        ("user", _text),
+        ("client_nonce", _hex64),
+        ("max_hops", _count),
+    ),
+    Challenge: (
+        ("version", _version),
+        ("cluster_name", _text),
+        ("node_id", _text),
+        ("instance_id", _text),
+        ("server_nonce", _hex64),
+    ),
+    Auth: (("proof", _hex64),),
+    Welcome: (("proof", _hex64),),
+    Reject: (("reason", _text),),
+    Error: (("reason", _text),),
+    Ping: (),
+    Topology: (("members", _array(_record(Member, _MEMBER))),),
+    Bindings: (
+        ("snapshot", _boolean),
+        ("added", _array(_record(BindingInfo, _BINDING))),
+        ("removed", _array(_text)),
+    ),
+    Consumers: (("name", _text), ("consumers", _consumers)),
+    Status: (("data", _json_object),),
+    Leaving: (("node_id", _text),),
+}
+_JSON_BY_TYPE: Final[dict[int, type]] = {cls.TYPE: cls for cls in _JSON_FRAMES}  # type: ignore[attr-defined]
+
+
+def _plain(value: Any) -> Any:
+    """A frame field as a JSON-ready value (nested records become dicts)."""
+    if type(value) is Member:
+        return {name: getattr(value, name) for name, _ in _MEMBER}
+    if type(value) is BindingInfo:
+        return {name: getattr(value, name) for name, _ in _BINDING}
+    if type(value) is tuple or type(value) is list:
+        return [_plain(item) for item in value]
+    return value
+
+
+def _reject_constant(name: str) -> NoReturn:
+    _fail(f"{name} is not valid JSON")
+
+
+# --- encoding -----------------------------------------------------------------------------
+
+
+def encode_parts(frame: Frame) -> list[bytes]:
+    """The wire bytes of ``frame`` as a list of pieces to concatenate (a Message's payload
+    is its own piece, so it is copied once, into the output). Checks every field the way the
+    receiver will; raises :class:`FrameFormatError`. The size limit is the caller's."""
+    cls = type(frame)
+    if cls is Message:
+        return _encode_message(cast(Message, frame))
+    if cls is Confirm:
+        seq = cast(Confirm, frame).seq
+        if type(seq) is not int or not 0 <= seq <= _U64_MAX:
+            _fail(f"Confirm.seq must be a u64 integer, got {seq!r}")
+        return [_CONFIRM_FRAME.pack(9, FrameType.CONFIRM, seq)]
+    schema = _JSON_FRAMES.get(cls)
+    if schema is None:
+        _fail(f"not a cluster frame: {frame!r}")
+    obj = {name: _plain(getattr(frame, name)) for name, _ in schema}
+    _build(cls, schema, obj, cls.__name__)  # validate exactly as the receiver will
+    try:
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        body = text.encode("utf-8")
+    except (TypeError, ValueError, RecursionError) as exc:  # Status.data not JSON-able
+        _fail(f"{cls.__name__} cannot be encoded as JSON: {exc}")
+    return [_HEAD.pack(1 + len(body), frame.TYPE) + body]
+
+
+def _encode_message(message: Message) -> list[bytes]:
+    seq, message_id = message.seq, message.message_id
+    dup_id, targets, payload = message.dup_id, message.targets, message.payload
+    if type(seq) is not int or not 0 <= seq <= _U64_MAX:
+        _fail(f"Message.seq must be a u64 integer, got {seq!r}")
+    if type(message_id) is not int or not 0 <= message_id <= _U64_MAX:
+        _fail(f"Message.message_id must be a u64 integer, got {message_id!r}")
+    if not isinstance(dup_id, bytes) or len(dup_id) > _U16_MAX:
+        _fail(f"Message.dup_id must be bytes of at most {_U16_MAX} bytes")
+    if not isinstance(payload, bytes):
+        _fail("Message.payload must be bytes")
+    if type(targets) is not tuple or not targets or len(targets) > _U16_MAX:
+        _fail(f"Message.targets must be a tuple of 1..{_U16_MAX} binding names")
+    head = bytearray(HEADER_SIZE)  # the frame header is packed in last, once sizes are known
+    head += _MESSAGE_HEAD.pack(seq, message_id, len(dup_id))
+    head += dup_id
+    head += _U16.pack(len(targets))
+    for target in targets:
+        if type(target) is not str:
+            _fail(f"Message target {target!r} is not a string")
+        try:
+            raw = target.encode("utf-8")
+        except UnicodeEncodeError:
+            _fail(f"Message target {target!r} is not valid Unicode")
+        if len(raw) > _U16_MAX:
+            _fail(f"Message target longer than {_U16_MAX} bytes")
+        head += _U16.pack(len(raw))
+        head += raw
+    length = len(head) - 4 + len(payload)
+    if length > 0xFFFFFFFF:
+        _fail("Message larger than 4 GiB")
+    _HEAD.pack_into(head, 0, length, FrameType.MESSAGE)
+    return [bytes(head), payload] if payload else [bytes(head)]
+
+
+def encode_frame(frame: Frame, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> bytes:
+    """The wire bytes of one frame (no preamble). Raises :class:`LocalProtocolError` for an
+    invalid frame or one whose length exceeds ``max_frame_size``."""
+    try:
+        parts = encode_parts(frame)
+    except FrameFormatError as exc:
+        raise LocalProtocolError(str(exc)) from None
+    data = b"".join(parts)
+    if len(data) - 4 > max_frame_size:
+        raise LocalProtocolError(
+            f"{type(frame).__name__} frame of {len(data) - 4} bytes exceeds the maximum frame "
+            f"size of {max_frame_size} bytes"
+        )
+    return data
+
+
+# --- decoding -----------------------------------------------------------------------------
+
+
+def decode_body(frame_type: int, body: memoryview) -> Frame:
+    """Decode one frame body (``body`` is a byte-format memoryview, exactly the body). Never
+    keeps a reference to ``body``. Raises :class:`FrameFormatError` only."""
+    if frame_type == FrameType.MESSAGE:
+        return _decode_message(body)
+    if frame_type == FrameType.CONFIRM:
+        if len(body) != 8:
+            _fail(f"malformed CONFIRM frame: body of {len(body)} bytes, expected 8")
+        return Confirm(_U64.unpack_from(body)[0])
+    cls = _JSON_BY_TYPE.get(frame_type)
+    if cls is None:
+        _fail(f"unknown frame type {frame_type}")
+    name = FrameType(frame_type).name
+    try:
+        obj = json.loads(str(body, "utf-8"), parse_constant=_reject_constant)
+    except FrameFormatError as exc:
+        _fail(f"malformed {name} frame: {exc}")
+    except RecursionError:
+        _fail(f"malformed {name} frame: JSON nested too deeply")
+    except ValueError as exc:  # UnicodeDecodeError, JSONDecodeError, int digit limit
+        _fail(f"malformed {name} frame: {exc}")
+    if type(obj) is not dict:
+        _fail(f"malformed {name} frame: the body must be a JSON object")
+    try:
+        return cast(Frame, _build(cls, _JSON_FRAMES[cls], obj, cls.__name__))
+    except FrameFormatError as exc:
+        _fail(f"malformed {name} frame: {exc}")
+
+
+def _decode_message(body: memoryview) -> Message:
+    size = len(body)
+    if size < _MESSAGE_HEAD.size + 2:
+        _fail(f"malformed MESSAGE frame: {size} bytes is too short")
+    seq, message_id, dup_length = _MESSAGE_HEAD.unpack_from(body)
+    pos = _MESSAGE_HEAD.size + dup_length
+    if pos + 2 > size:
+        _fail(f"malformed MESSAGE frame: dup_id length {dup_length} overruns the frame")
+    dup_id = body[_MESSAGE_HEAD.size : pos].tobytes()
+    (count,) = _U16.unpack_from(body, pos)
+    pos += 2
+    if count == 0:
+        _fail("malformed MESSAGE frame: no targets")
+    if count * 2 > size - pos:
+        _fail(f"malformed MESSAGE frame: {count} targets cannot fit in the frame")
+    targets = []
+    for _ in range(count):
+        if pos + 2 > size:
+            _fail("malformed MESSAGE frame: target list overruns the frame")
+        (length,) = _U16.unpack_from(body, pos)
+        pos += 2
+        end = pos + length
+        if end > size:
+            _fail(f"malformed MESSAGE frame: target length {length} overruns the frame")
+        try:
+            targets.append(str(body[pos:end], "utf-8"))
+        except UnicodeDecodeError:
+            _fail("malformed MESSAGE frame: a target is not valid UTF-8")
+        pos = end
+    payload = body[pos:].tobytes()
+    return Message(seq, dup_id, tuple(targets), message_id, payload)
+
+
+def decode_frame(data: bytes | bytearray | memoryview) -> Frame:
+    """Decode exactly one complete wire frame (the inverse of :func:`encode_frame`, for tools
+    and tests; connections decode incrementally). Raises :class:`RemoteProtocolError`."""
+    with memoryview(data) as view, view.cast("B") as raw:
+        if len(raw) < HEADER_SIZE:
+            raise RemoteProtocolError(f"a frame needs at least {HEADER_SIZE} bytes")
+        length, frame_type = _HEAD.unpack_from(raw)
+        if length != len(raw) - 4:
+            raise RemoteProtocolError(
+                f"frame length field says {length} bytes, but {len(raw) - 4} follow it"
+            )
+        with raw[HEADER_SIZE:] as body:
+            try:
+                return decode_body(frame_type, body)
+            except FrameFormatError as exc:
+                raise RemoteProtocolError(str(exc)) from None
