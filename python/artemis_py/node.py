@@ -24,7 +24,9 @@ import trio
 
 from artemis_py.broker.persistence import Persistence
 from artemis_py.broker.server import Broker
-from artemis_py.config import BrokerConfig, default_config
+from artemis_py.cluster.cluster_connection import ClusterConnection
+from artemis_py.config import BrokerConfig, MessageLoadBalancing, default_config
+from artemis_py.config.defaults import CLUSTER_PASSWORD
 from artemis_py.storage import JournalSettings, open_storage
 from artemis_py.transport.acceptor import serve_acceptor
 from artemis_py.transport.security import Authenticator
@@ -40,7 +42,9 @@ class Node:
         self.config = broker.config
         self.node_id = broker.node_id
         self.listeners: dict[str, list[trio.SocketListener]] = {}
+        self.cluster_connections: list[ClusterConnection] = []
         self._nursery = nursery
+        self._left: trio.Event | None = None
 
     def addresses(self, acceptor: str) -> list[tuple[str, int]]:
         """(host, port) pairs an acceptor listens on (useful with port 0)."""
@@ -48,7 +52,51 @@ class Node:
 
     def stop(self) -> None:
         """Ask the node to stop; the ``open_broker`` block then unwinds."""
+        self._nursery.start_soon(self._stop)
+
+    async def _stop(self) -> None:
+        await self.leave_cluster()
         self._nursery.cancel_scope.cancel()
+
+    async def leave_cluster(self) -> None:
+        """Tell the other nodes this one is leaving (once; a second caller waits)."""
+        if self._left is not None:
+            await self._left.wait()
+            return
+        self._left = trio.Event()
+        try:
+            with trio.move_on_after(2):
+                for connection in self.cluster_connections:
+                    await connection.leave()
+        finally:
+            self._left.set()
+
+
+def cluster_connections(broker: Broker) -> list[ClusterConnection]:
+    """The node's cluster connections, unless the cluster password is still the default."""
+    config = broker.config
+    if not config.cluster_connections:
+        return []
+    if config.cluster_password == CLUSTER_PASSWORD:
+        log.error(
+            "this node will not form a cluster: cluster-password is still the default "
+            "(%r), which would let anyone who knows it join the cluster. Set the same "
+            "secret on every node, e.g. <cluster-password>${ARTEMIS_CLUSTER_PASSWORD}"
+            "</cluster-password> in broker.xml and ARTEMIS_CLUSTER_PASSWORD in the "
+            "environment. The node runs on its own meanwhile.",
+            CLUSTER_PASSWORD,
+        )
+        return []
+    connections = [ClusterConnection(broker, cc, config) for cc in config.cluster_connections]
+
+    def load_balancing(address: str) -> MessageLoadBalancing | None:
+        for connection in connections:
+            if connection.matches(address):
+                return connection.config.message_load_balancing
+        return None
+
+    broker.post_office.load_balancing = load_balancing
+    return connections
 
 
 def journal_settings(config: BrokerConfig) -> JournalSettings:
@@ -99,8 +147,18 @@ async def open_broker(
         authenticator = Authenticator.from_directory(config.security_enabled, config_dir)
         async with trio.open_nursery() as nursery:
             node = Node(broker, nursery)
+            node.cluster_connections = cluster_connections(broker)
+            for connection in node.cluster_connections:
+                await nursery.start(connection.run)
+            # Links from other nodes are served by the first cluster connection (one cluster
+            # per node for now).
+            serve_links = (
+                node.cluster_connections[0].serve_incoming if node.cluster_connections else None
+            )
             for acceptor in config.acceptors:
-                listeners = await nursery.start(serve_acceptor, broker, acceptor, authenticator)
+                listeners = await nursery.start(
+                    serve_acceptor, broker, acceptor, authenticator, serve_links
+                )
                 node.listeners[acceptor.name] = listeners
             log.info(
                 "node %s (%s) started: %s",
@@ -111,5 +169,7 @@ async def open_broker(
             try:
                 yield node
             finally:
+                with trio.CancelScope(shield=True):
+                    await node.leave_cluster()
                 nursery.cancel_scope.cancel()
         log.info("node %s stopped", broker.node_id)

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from artemis_py.broker.queue import Queue
 
 DEFAULT_PRIORITY = 4
+# A message bound for other nodes carries, per store-and-forward queue, the names of the
+# bindings it goes to over there (Artemis's _AMQ_ROUTE_TO). Internal: never forwarded as is.
+ROUTE_TO_PREFIX = "_AMQ_ROUTE_TO."
 _ENCODING_VERSION = 1
 
 # version, flags, routing type, priority, timestamp, expiration, address length
@@ -96,13 +99,23 @@ class Message:
             return special(self)
         return self.property(name)
 
+    def set_properties(self, updates: dict[str, str]) -> None:
+        """Add or replace properties (before the message is stored)."""
+        kept = tuple((k, v) for k, v in self.properties if k not in updates)
+        self.properties = kept + tuple(updates.items())
+        self._property_map = None
+
+    def user_properties(self) -> tuple[tuple[str, str], ...]:
+        """The properties without the internal routing ones."""
+        return tuple((k, v) for k, v in self.properties if not k.startswith(ROUTE_TO_PREFIX))
+
     def with_address(self, message_id: int, address: str) -> Message:
         """A copy under a new id and address (dead-lettering, expiry)."""
         return Message(
             message_id,
             address,
             body=self.body,
-            properties=self.properties,
+            properties=self.user_properties(),
             routing_type=None,
             durable=self.durable,
             priority=self.priority,

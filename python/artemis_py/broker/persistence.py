@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from artemis_py.broker.duplicate_cache import DUPLICATE_ID_RECORD, DuplicateIDCache
 from artemis_py.broker.message import Message, decode_message, encode_message
 from artemis_py.broker.post_office import Address
 from artemis_py.config import RoutingType
@@ -71,6 +72,8 @@ class RecoveredState:
     queues: list[QueueSpec] = field(default_factory=list)
     # queue id -> [(message, delivery count)] in id order
     messages_by_queue: dict[int, list[tuple[Message, int]]] = field(default_factory=dict)
+    # (record id, duplicate id) of the duplicate-id cache
+    duplicate_ids: list[tuple[int, bytes]] = field(default_factory=list)
 
 
 def _encode_fields(*values: str) -> bytes:
@@ -223,6 +226,33 @@ class Persistence:
         ops.append(Op.commit(tx_id))
         return self._submit_messages(ops)
 
+    def store_forwarded(
+        self,
+        message: Message,
+        queues: list[Queue],
+        duplicates: DuplicateIDCache,
+        dup_id: bytes,
+    ) -> list[Ticket]:
+        """Store a message a cluster bridge forwarded, with its duplicate id, atomically."""
+        durable_queues = [q for q in queues if q.durable] if message.durable else []
+        if self.storage is None or not durable_queues:
+            duplicates.add(dup_id, 0, None)
+            return []
+        tx_id = self.next_id()
+        message.stored = True
+        ops = [Op.add_tx(tx_id, message.message_id, MESSAGE_RECORD, encode_message(message))]
+        ops += [
+            Op.update_tx(tx_id, message.message_id, ADD_REF, _U64.pack(q.id))
+            for q in durable_queues
+        ]
+        ops += duplicates.add(dup_id, self.next_id(), tx_id)
+        ops.append(Op.commit(tx_id))
+        return self._submit_messages(ops)
+
+    def remove_records(self, ops: list[Op]) -> None:
+        """Deletes found during recovery (not waited for)."""
+        self._submit_messages(ops)
+
     def update_delivery_counts(self, counts: list[tuple[int, int, int]]) -> None:
         """Record delivery counts of cancelled deliveries (not synced, as Artemis)."""
         ops = [
@@ -286,6 +316,9 @@ class Persistence:
         orphans: list[Op] = []
         for record in self.storage.messages.loaded.records:
             highest = max(highest, record.id)
+            if record.record_type == DUPLICATE_ID_RECORD:
+                state.duplicate_ids.append((record.id, bytes(record.payload)))
+                continue
             if record.record_type != MESSAGE_RECORD:
                 continue
             message = decode_message(record.id, record.payload)

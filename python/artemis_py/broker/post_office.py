@@ -12,6 +12,11 @@ queue of one routing type and optionally with a filter.
 * A message with no routing type goes to both: one anycast queue and every multicast queue.
 * A message sent to a fully qualified queue name (``address::queue``) goes to that queue only.
 
+In a cluster the post office also holds the *remote bindings* learned from other nodes, and
+an address with remote bindings is routed by the cluster connection's load-balancing policy
+(:mod:`artemis_py.cluster.load_balancing`). Listeners hear of every local queue and consumer
+change, which is how other nodes learn this node's bindings.
+
 The post office only decides; the broker persists the references and then adds them to
 the queues (so a consumer never sees a durable message before it is on disk).
 """
@@ -20,9 +25,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 from artemis_py.broker.queue import Queue
-from artemis_py.config import RoutingType
+from artemis_py.cluster.load_balancing import RoundRobin
+from artemis_py.cluster.load_balancing import route as balance
+from artemis_py.config import MessageLoadBalancing, RoutingType
+
+if TYPE_CHECKING:
+    from artemis_py.cluster.remote_binding import RemoteQueueBinding
 
 FQQN_SEPARATOR = "::"
 
@@ -45,12 +56,29 @@ class Address:
     next_anycast: int = 0
 
 
+class BindingListener(Protocol):
+    """Told of local queues and their consumers coming and going."""
+
+    def queue_added(self, queue: Queue) -> None: ...
+
+    def queue_removed(self, queue: Queue) -> None: ...
+
+    def consumers_changed(self, queue: Queue) -> None: ...
+
+
 class PostOffice:
     """Every address and queue of the node, and the routing decision."""
 
     def __init__(self) -> None:
         self.addresses: dict[str, Address] = {}
         self.queues: dict[str, Queue] = {}
+        # address name -> bindings of queues on other nodes, in the order they were learned
+        self.remote: dict[str, list[RemoteQueueBinding]] = {}
+        self._remote_by_name: dict[str, RemoteQueueBinding] = {}
+        self.listeners: list[BindingListener] = []
+        # The load-balancing policy of the cluster connection an address belongs to.
+        self.load_balancing: Callable[[str], MessageLoadBalancing | None] = lambda _: None
+        self._round_robin = RoundRobin()
 
     # -- addresses ---------------------------------------------------------------------
 
@@ -72,12 +100,42 @@ class PostOffice:
         address = self.addresses[queue.address]
         self.queues[queue.name] = queue
         address.queues.append(queue)
+        queue.on_consumers_changed = self._consumers_changed
+        for listener in self.listeners:
+            listener.queue_added(queue)
 
     def remove_queue(self, queue: Queue) -> None:
-        self.queues.pop(queue.name, None)
+        if self.queues.get(queue.name) is not queue:
+            return
+        del self.queues[queue.name]
         address = self.addresses.get(queue.address)
         if address is not None and queue in address.queues:
             address.queues.remove(queue)
+        queue.on_consumers_changed = None
+        for listener in self.listeners:
+            listener.queue_removed(queue)
+
+    def _consumers_changed(self, queue: Queue) -> None:
+        for listener in self.listeners:
+            listener.consumers_changed(queue)
+
+    # -- remote bindings ---------------------------------------------------------------
+
+    def remote_binding(self, name: str) -> RemoteQueueBinding | None:
+        return self._remote_by_name.get(name)
+
+    def add_remote_binding(self, binding: RemoteQueueBinding) -> None:
+        self.remote.setdefault(binding.address, []).append(binding)
+        self._remote_by_name[binding.name] = binding
+
+    def remove_remote_binding(self, binding: RemoteQueueBinding) -> None:
+        if self._remote_by_name.get(binding.name) is binding:
+            del self._remote_by_name[binding.name]
+        bindings = self.remote.get(binding.address)
+        if bindings is not None and binding in bindings:
+            bindings.remove(binding)
+            if not bindings:
+                del self.remote[binding.address]
 
     # -- routing -----------------------------------------------------------------------
 
@@ -86,8 +144,21 @@ class PostOffice:
         address: Address,
         routing_type: RoutingType | None,
         lookup: Callable[[str], object],
-    ) -> list[Queue]:
-        """The queues a message sent to ``address`` goes to (see the module docstring)."""
+    ) -> tuple[list[Queue], list[RemoteQueueBinding]]:
+        """The local queues and remote bindings a message sent to ``address`` goes to."""
+        remote = self.remote.get(address.name)
+        if remote:
+            policy = self.load_balancing(address.name)
+            if policy is not None:
+                return balance(
+                    address.name,
+                    routing_type,
+                    address.queues,
+                    remote,
+                    lookup,
+                    policy,
+                    self._round_robin,
+                )
         targets: list[Queue] = []
         if routing_type is not RoutingType.MULTICAST:
             anycast = [
@@ -105,4 +176,4 @@ class PostOffice:
                 for q in address.queues
                 if q.routing_type is RoutingType.MULTICAST and q.accepts(lookup)
             )
-        return targets
+        return targets, []

@@ -85,6 +85,8 @@ class Queue:
         self._redeliver = False
         self._on_expired = on_expired
         self._clock_ms = clock_ms
+        # Told when consumers come and go (the post office passes it on to the cluster).
+        self.on_consumers_changed: Callable[[Queue], None] | None = None
 
     # -- state -------------------------------------------------------------------------
 
@@ -100,6 +102,10 @@ class Queue:
     def accepts(self, lookup: Callable[[str], object]) -> bool:
         """Whether the queue's filter lets a message in."""
         return self.filter is None or self.filter.matches(lookup)
+
+    def has_matching_consumer(self, lookup: Callable[[str], object]) -> bool:
+        """Whether some consumer's selector (or lack of one) takes the message."""
+        return any(c.selector is None or c.selector.matches(lookup) for c in self.consumers)
 
     # -- messages ----------------------------------------------------------------------
 
@@ -140,6 +146,8 @@ class Queue:
                 f"queue {self.name} already has its maximum of {self.max_consumers} consumer(s)"
             )
         self.consumers.append(consumer)
+        if self.on_consumers_changed is not None:
+            self.on_consumers_changed(self)
         self.deliver()
 
     def remove_consumer(self, consumer: Consumer) -> None:
@@ -152,6 +160,8 @@ class Queue:
             self._next_consumer -= 1
         if self._next_consumer >= len(self.consumers):
             self._next_consumer = 0
+        if self.on_consumers_changed is not None:
+            self.on_consumers_changed(self)
 
     # -- delivery ----------------------------------------------------------------------
 

@@ -19,14 +19,16 @@ durable when their pending completes.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
+from artemis_py.broker.duplicate_cache import DuplicateIDCache
 from artemis_py.broker.filter import Filter
-from artemis_py.broker.message import Message, MessageReference
+from artemis_py.broker.message import ROUTE_TO_PREFIX, Message, MessageReference
 from artemis_py.broker.persistence import Persistence, Ticket
 from artemis_py.broker.post_office import Address, PostOffice
 from artemis_py.broker.queue import Queue
@@ -72,6 +74,7 @@ class Broker:
         self.persistence = persistence
         self.post_office = PostOffice()
         self.node_id = persistence.node_id
+        self.duplicates = DuplicateIDCache(config.id_cache_size, persist=config.persist_id_cache)
         self._settings_cache: dict[str, AddressSettings] = {}
 
     # -- recovery ----------------------------------------------------------------------
@@ -90,6 +93,9 @@ class Broker:
                 continue
             queue.add_many(MessageReference(m, queue, dc) for m, dc in refs)
             restored += len(refs)
+        evicted = self.duplicates.recover(state.duplicate_ids)
+        if evicted:
+            self.persistence.remove_records(evicted)
         self._deploy_configured_addresses()
         log.info(
             "recovered %d address(es), %d queue(s), %d message reference(s)",
@@ -271,8 +277,24 @@ class Broker:
                 raise BrokerError(f"queue {message.address}::{queue_name} does not exist")
             return [queue]
         address = self.resolve_address(message.address, message.routing_type, for_send=True)
-        queues = self.post_office.route(address, message.routing_type, message.filter_value)
-        if not queues and message.routing_type is not RoutingType.MULTICAST:
+        queues, remote = self.post_office.route(address, message.routing_type, message.filter_value)
+        if remote:
+            # One copy per neighbour, into its store-and-forward queue, naming the bindings
+            # over there that it is for.
+            by_neighbour: dict[str, tuple[Queue, list[str]]] = {}
+            for binding in remote:
+                sf_queue = binding.route.sf_queue
+                by_neighbour.setdefault(sf_queue.name, (sf_queue, []))[1].append(
+                    binding.name_on_neighbour
+                )
+            message.set_properties(
+                {
+                    ROUTE_TO_PREFIX + name: json.dumps(names)
+                    for name, (_, names) in by_neighbour.items()
+                }
+            )
+            queues += [sf_queue for sf_queue, _ in by_neighbour.values()]
+        elif not queues and message.routing_type is not RoutingType.MULTICAST:
             settings = self.address_settings(address.name)
             if (
                 RoutingType.ANYCAST in address.routing_types
@@ -292,6 +314,45 @@ class Broker:
         pending = Pending()
         if durable_queues:
             pending.tickets += self.persistence.store_message(message, durable_queues)
+        message.ref_count += len(queues)
+        pending.on_durable.append(lambda: self._enqueue(message, queues))
+        return pending
+
+    def receive_forwarded(self, message: Message, targets: Sequence[str], dup_id: bytes) -> Pending:
+        """A message another node's bridge forwarded to the bindings ``targets`` here.
+
+        A duplicate id seen before means the sender is resending after a broken link: the
+        message is already here, so it is confirmed and dropped. Otherwise it is stored
+        together with its duplicate id and reaches its queues when durable. Targets that
+        are gone (a queue deleted meanwhile) are replaced by routing on the address.
+        """
+        if dup_id in self.duplicates:
+            log.debug("duplicate %r from a cluster bridge ignored", dup_id)
+            return Pending()
+        queues: list[Queue] = []
+        resend: dict[str, tuple[Queue, list[str]]] = {}
+        for name in targets:
+            queue = self.post_office.queue(name)
+            if queue is not None:
+                queues.append(queue)
+                continue
+            binding = self.post_office.remote_binding(name)
+            if binding is not None:  # a chain: on to the next hop
+                sf_queue = binding.route.sf_queue
+                resend.setdefault(sf_queue.name, (sf_queue, []))[1].append(
+                    binding.name_on_neighbour
+                )
+        if resend:
+            message.set_properties(
+                {ROUTE_TO_PREFIX + name: json.dumps(names) for name, (_, names) in resend.items()}
+            )
+            queues += [sf_queue for sf_queue, _ in resend.values()]
+        if not queues:
+            queues = self.route(message)
+        pending = Pending()
+        pending.tickets += self.persistence.store_forwarded(
+            message, queues, self.duplicates, dup_id
+        )
         message.ref_count += len(queues)
         pending.on_durable.append(lambda: self._enqueue(message, queues))
         return pending

@@ -1,35 +1,59 @@
 """Acceptors: TCP listeners that hand each connection to its protocol.
 
-An acceptor whose ``protocols`` parameter includes STOMP (or has no ``protocols``, meaning
-all) serves STOMP. Other protocols (CORE, AMQP, MQTT, OPENWIRE) are not spoken yet; an
-acceptor that lists only those is not started and the log says so.
+An acceptor whose ``protocols`` parameter includes STOMP serves STOMP clients; one that
+includes CORE serves cluster links from other nodes (in Artemis the core protocol carries
+cluster connections; artemis-py's cluster links use a protocol of their own on the same
+acceptors). An acceptor without a ``protocols`` parameter serves both and tells them apart
+by the first bytes. Other protocols (AMQP, MQTT, OPENWIRE) are not spoken yet; an acceptor
+that lists only those is not started and the log says so.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 import trio
 
 from artemis_py.broker.server import Broker
 from artemis_py.config import AcceptorConfig
+from artemis_py.protocol.cluster import MAGIC
 from artemis_py.transport.security import Authenticator
 from artemis_py.transport.stomp import StompConnection
 
 log = logging.getLogger("artemis_py.transport")
+
+# Serves one cluster link: (stream, peer "host:port", bytes already read).
+ClusterHandler = Callable[[trio.SocketStream, str, bytes], Awaitable[None]]
+SNIFF_TIMEOUT = 10.0
+
+
+async def _sniff(stream: trio.SocketStream) -> tuple[bool, bytes]:
+    """Read until the first bytes tell a cluster link (MAGIC) from a STOMP client."""
+    data = b""
+    with trio.move_on_after(SNIFF_TIMEOUT):
+        while len(data) < len(MAGIC) and MAGIC.startswith(data):
+            chunk = await stream.receive_some(4096)
+            if not chunk:
+                break
+            data += chunk
+    return data.startswith(MAGIC), data
 
 
 async def serve_acceptor(
     broker: Broker,
     acceptor: AcceptorConfig,
     authenticator: Authenticator,
+    cluster: ClusterHandler | None = None,
     *,
     task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Listen on the acceptor's host and port and serve connections until cancelled."""
-    if not acceptor.accepts("STOMP"):
+    stomp = acceptor.accepts("STOMP")
+    core = acceptor.accepts("CORE")
+    if not (stomp or core):
         log.info(
-            "acceptor %s (%s) not started: only STOMP is implemented so far",
+            "acceptor %s (%s) not started: only STOMP and cluster links are implemented so far",
             acceptor.name,
             ",".join(sorted(acceptor.protocols or ())),
         )
@@ -51,7 +75,8 @@ async def serve_acceptor(
     task_status.started(listeners)
     for listener in listeners:
         host_port = listener.socket.getsockname()[:2]
-        log.info("acceptor %s listening for STOMP on %s:%d", acceptor.name, *host_port)
+        what = " and ".join(n for n, on in (("STOMP", stomp), ("cluster links", core)) if on)
+        log.info("acceptor %s listening for %s on %s:%d", acceptor.name, what, *host_port)
 
     async def handle(stream: trio.SocketStream) -> None:
         try:
@@ -59,7 +84,27 @@ async def serve_acceptor(
             peer = f"{host}:{port}"
         except OSError:
             peer = "?"
-        connection = StompConnection(broker, stream, acceptor, authenticator, peer)
+        initial = b""
+        if core:
+            is_cluster = True
+            if stomp:
+                is_cluster, initial = await _sniff(stream)
+            if is_cluster:
+                if cluster is None:
+                    log.warning(
+                        "acceptor %s: cluster link from %s closed: this node has no running "
+                        "cluster connection",
+                        acceptor.name,
+                        peer,
+                    )
+                    await trio.aclose_forcefully(stream)
+                    return
+                try:
+                    await cluster(stream, peer, initial)
+                except* Exception:
+                    log.exception("cluster link from %s failed", peer)
+                return
+        connection = StompConnection(broker, stream, acceptor, authenticator, peer, initial)
         try:
             await connection.run()
         except* Exception:

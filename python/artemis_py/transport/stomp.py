@@ -234,6 +234,7 @@ class StompConnection:
         acceptor: AcceptorConfig,
         authenticator: Authenticator,
         peer: str = "?",
+        initial: bytes = b"",
     ) -> None:
         self.broker = broker
         self.stream = stream
@@ -261,6 +262,7 @@ class StompConnection:
         self._last_received = trio.current_time()
         self._last_sent = self._last_received
         self._cancel_scope: trio.CancelScope | None = None
+        self._initial = initial  # bytes read while telling protocols apart
 
     # -- outgoing ----------------------------------------------------------------------
 
@@ -316,7 +318,11 @@ class StompConnection:
 
     async def _reader(self) -> None:
         while not self._closing:
-            data = await self.stream.receive_some(READ_SIZE)
+            data: bytes | bytearray
+            if self._initial:
+                data, self._initial = self._initial, b""
+            else:
+                data = await self.stream.receive_some(READ_SIZE)
             self._last_received = trio.current_time()
             self.codec.receive_data(data)
             while not self._closing:

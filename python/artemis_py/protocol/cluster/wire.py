@@ -133,6 +133,8 @@ def _integer(low: int, high: int) -> _Reader:
 
 
 _count = _integer(0, _I32_MAX)
+# A member's version is its start time in microseconds (then +1 when it leaves).
+_member_version = _integer(0, 2**63 - 1)
 _port = _integer(0, 65535)
 _version = _integer(1, _U16_MAX)
 
@@ -223,7 +225,7 @@ _MEMBER: Final[_Schema] = (
     ("host", _text),
     ("port", _port),
     ("up", _boolean),
-    ("version", _count),
+    ("version", _member_version),
 )
 _BINDING: Final[_Schema] = (
     ("name", _text),

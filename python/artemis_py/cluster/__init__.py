@@ -1,0 +1,1 @@
+"""Cluster connections, bridges, topology, remote bindings and load balancing."""

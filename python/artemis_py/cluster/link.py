@@ -1,0 +1,229 @@
+"""Cluster links: the Trio I/O shell around the sans-IO cluster protocol.
+
+A link is one TCP connection between two nodes, opened by the node whose cluster connection
+dials out (the *outgoing* side). Over it flow, in opposite directions:
+
+* outgoing → incoming: messages from the outgoing side's bridge, and its announcements;
+* incoming → outgoing: confirmations, the incoming side's topology, and its bindings (its
+  queues and their consumers, and the remote bindings it knows within the dialler's
+  ``max-hops``), which tell the dialler where messages may go.
+
+A symmetric cluster therefore has two links per pair of nodes, one each way.
+
+Both sides send a ping every ``check-period`` and give up on a link that has been silent
+for ``connection-ttl``, which catches half-open connections.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import trio
+
+from artemis_py.protocol import cluster as wire
+from artemis_py.protocol.errors import ProtocolError
+
+if TYPE_CHECKING:
+    from artemis_py.cluster.bridge import Bridge
+
+log = logging.getLogger("artemis_py.cluster")
+
+READ_SIZE = 64 * 1024
+HIGH_WATER = 1024 * 1024  # outgoing bytes buffered before the bridge stops sending
+
+
+class LinkError(Exception):
+    """The link failed (the message says why, for the log)."""
+
+
+class LinkRefused(LinkError):
+    """The peer refused the link (wrong credentials, cluster name, version)."""
+
+
+class Link:
+    """One established cluster connection; subclasses handle the events of their side."""
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        codec: wire.Connection,
+        peer: str,
+        *,
+        ping_interval: float,
+        ttl: float,
+    ) -> None:
+        self.stream = stream
+        self.codec = codec
+        self.peer = peer  # "host:port", for the log
+        self.ping_interval = ping_interval
+        self.ttl = ttl
+        self.established: wire.Established | None = None
+        self.closing = False
+        self._outgoing = bytearray()
+        self._data_ready = trio.Event()
+        self._last_received = trio.current_time()
+        self._cancel_scope: trio.CancelScope | None = None
+        self.on_writable: Callable[[], None] | None = None
+        self._serving = False  # the writer task runs (after the handshake)
+
+    @property
+    def peer_node_id(self) -> str:
+        assert self.established is not None
+        return self.established.peer_node_id
+
+    # -- sending -------------------------------------------------------------------------
+
+    @property
+    def writable(self) -> bool:
+        return not self.closing and len(self._outgoing) < HIGH_WATER
+
+    def send(self, frame: object) -> None:
+        if self.closing:
+            return
+        self.codec.send(frame)  # type: ignore[arg-type]
+        self._take_codec_output()
+
+    def _take_codec_output(self) -> None:
+        data = self.codec.data_to_send()
+        if data:
+            self._outgoing += data
+            self._data_ready.set()
+
+    async def _writer(self) -> None:
+        while True:
+            await self._data_ready.wait()
+            self._data_ready = trio.Event()
+            while self._outgoing:
+                chunk = bytes(self._outgoing)
+                self._outgoing.clear()
+                await self.stream.send_all(chunk)
+                if self.on_writable is not None:
+                    self.on_writable()
+
+    # -- receiving -----------------------------------------------------------------------
+
+    async def _events(self) -> wire.Event:
+        """The next event from the peer (reads as needed); raises LinkError on failure."""
+        while True:
+            try:
+                event = self.codec.next_event()
+            except ProtocolError as exc:
+                raise LinkError(str(exc)) from exc
+            finally:
+                self._take_codec_output()
+            if event is not wire.NEED_DATA:
+                return event
+            if not self._serving:
+                await self._flush_now()  # handshake replies, before waiting for the peer
+            try:
+                data = await self.stream.receive_some(READ_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                raise LinkError(f"connection lost: {exc}") from exc
+            self._last_received = trio.current_time()
+            try:
+                self.codec.receive_data(data)
+            except ProtocolError as exc:
+                raise LinkError(str(exc)) from exc
+
+    async def handshake(self) -> wire.Established:
+        """Complete the handshake; raises LinkRefused or LinkError."""
+        await self._flush_now()
+        while True:
+            event = await self._events()
+            await self._flush_now()
+            if isinstance(event, wire.Established):
+                self.established = event
+                return event
+            if isinstance(event, (wire.Reject, wire.Error)):
+                raise LinkRefused(event.reason)
+            if isinstance(event, wire.ConnectionClosed):
+                raise LinkError("the peer closed the connection during the handshake")
+
+    async def _flush_now(self) -> None:
+        self._take_codec_output()
+        if self._outgoing:
+            chunk = bytes(self._outgoing)
+            self._outgoing.clear()
+            try:
+                await self.stream.send_all(chunk)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                raise LinkError(f"connection lost: {exc}") from exc
+
+    # -- running -------------------------------------------------------------------------
+
+    async def serve(self, handle: Callable[[object], Awaitable[None] | None]) -> str:
+        """Run the link until it fails or is closed; returns why it ended."""
+        reason = "closed"
+        self._serving = True
+        try:
+            async with trio.open_nursery() as nursery:
+                self._cancel_scope = nursery.cancel_scope
+                nursery.start_soon(self._writer)
+                nursery.start_soon(self._heartbeats)
+                while not self.closing:
+                    event = await self._events()
+                    if isinstance(event, wire.ConnectionClosed):
+                        reason = "the peer closed the connection"
+                        break
+                    if isinstance(event, wire.Error):
+                        reason = f"the peer reported an error: {event.reason}"
+                        break
+                    if isinstance(event, wire.Ping):
+                        continue
+                    result = handle(event)
+                    if result is not None:
+                        await result
+                nursery.cancel_scope.cancel()
+        except* LinkError as group:
+            reason = str(group.exceptions[0])
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
+            reason = f"connection lost: {group.exceptions[0]}"
+        finally:
+            self.closing = True
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(self.stream)
+        if self._ttl_expired:
+            reason = f"no data for {self.ttl:.1f} s (connection-ttl)"
+        return reason
+
+    _ttl_expired = False
+
+    async def _heartbeats(self) -> None:
+        while True:
+            await trio.sleep(self.ping_interval)
+            if trio.current_time() - self._last_received > self.ttl:
+                self._ttl_expired = True
+                self.closing = True
+                if self._cancel_scope is not None:
+                    self._cancel_scope.cancel()
+                return
+            if not self._outgoing:
+                self.send(wire.Ping())
+
+    def close(self) -> None:
+        self.closing = True
+        if self._cancel_scope is not None:
+            self._cancel_scope.cancel()
+
+    async def goodbye(self, frame: object) -> None:
+        """Send a last frame (Leaving, Error) and close, without waiting long."""
+        if self.closing:
+            return
+        self.send(frame)
+        with trio.move_on_after(1):
+            await self._flush_now()
+        self.close()
+
+
+class OutgoingLink(Link):
+    """The side that dialled: sends its bridge's messages, learns bindings and topology."""
+
+    bridge: Bridge | None = None
+
+
+class IncomingLink(Link):
+    """The side that accepted: stores forwarded messages, publishes bindings and topology."""
+
+    peer_max_hops = 0

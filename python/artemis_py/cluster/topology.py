@@ -1,0 +1,88 @@
+"""The cluster's members as this node knows them, and who announced what.
+
+Every node announces itself (node id, a per-process instance id, the connector other nodes
+reach it by, and a version: its start time) over each link it opens. A node passes every
+announcement it accepts on to all its other links, so a node that knows one member learns
+them all (clusters §3.2). A newer version replaces an older one; a graceful shutdown is
+announced as the same member going down with a higher version.
+
+Two members with one node id but different connectors are a copied data directory (clusters
+§1 warns the cluster then "will not form properly"); this module names both connectors.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+
+log = logging.getLogger("artemis_py.cluster")
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    node_id: str
+    instance_id: str
+    host: str
+    port: int
+    up: bool
+    version: int
+
+    @property
+    def connector(self) -> str:
+        return f"tcp://{self.host}:{self.port}"
+
+    def leaving(self) -> Member:
+        return replace(self, up=False, version=self.version + 1)
+
+
+class DuplicateNodeIdError(Exception):
+    """Two running nodes share a node id."""
+
+
+class Topology:
+    """Members by node id (this node included)."""
+
+    def __init__(self, local: Member) -> None:
+        self.local = local
+        self.members: dict[str, Member] = {local.node_id: local}
+        self._reported: set[tuple[str, str]] = set()
+
+    def update(self, member: Member) -> bool:
+        """Apply an announcement; True when it changed what this node knows.
+
+        Raises :class:`DuplicateNodeIdError` (once per pair of connectors) when the member
+        claims this node's id, or another member's id, from a different connector.
+        """
+        known = self.members.get(member.node_id)
+        if member.node_id == self.local.node_id:
+            if member.instance_id != self.local.instance_id and member.up:
+                self._duplicate(self.local, member)
+            return False
+        if known is not None:
+            if (
+                member.up
+                and known.up
+                and member.instance_id != known.instance_id
+                and (member.host, member.port) != (known.host, known.port)
+            ):
+                self._duplicate(known, member)
+            if member.version <= known.version:
+                return False
+        self.members[member.node_id] = member
+        return True
+
+    def _duplicate(self, first: Member, second: Member) -> None:
+        key = tuple(sorted((first.connector, second.connector)))
+        if key in self._reported:
+            return
+        self._reported.add(key)  # type: ignore[arg-type]
+        raise DuplicateNodeIdError(
+            f"two nodes have the same node ID {first.node_id}: {first.connector} and "
+            f"{second.connector}. Each node needs its own data directory (the node ID lives "
+            f"in server.lock in the journal directory): a copied data directory makes nodes "
+            f"indistinguishable and the cluster cannot form. Stop one of them, delete its "
+            f"server.lock (or give it a fresh data directory) and start it again."
+        )
+
+    def others(self) -> list[Member]:
+        return [m for m in self.members.values() if m.node_id != self.local.node_id]
