@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from artemis_py import __version__
-from artemis_py.cli import create, run
+from artemis_py.cli import cluster, create, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     run.add_parser(commands)
     create.add_parser(commands)
+    cluster.add_parser(commands)
     try:
         from artemis_py.cli import clients
     except ImportError:  # pragma: no cover - the client commands are optional

@@ -104,7 +104,7 @@ class Link:
 
     # -- receiving -----------------------------------------------------------------------
 
-    async def _events(self) -> wire.Event:
+    async def next_event(self) -> wire.Event:
         """The next event from the peer (reads as needed); raises LinkError on failure."""
         while True:
             try:
@@ -131,7 +131,12 @@ class Link:
         """Complete the handshake; raises LinkRefused or LinkError."""
         await self._flush_now()
         while True:
-            event = await self._events()
+            try:
+                event = await self.next_event()
+            except LinkError:
+                with trio.move_on_after(1):  # a Reject the codec queued tells the peer why
+                    await self._flush_now()
+                raise
             await self._flush_now()
             if isinstance(event, wire.Established):
                 self.established = event
@@ -163,7 +168,7 @@ class Link:
                 nursery.start_soon(self._writer)
                 nursery.start_soon(self._heartbeats)
                 while not self.closing:
-                    event = await self._events()
+                    event = await self.next_event()
                     if isinstance(event, wire.ConnectionClosed):
                         reason = "the peer closed the connection"
                         break

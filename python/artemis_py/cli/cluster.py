@@ -1,0 +1,126 @@
+"""``artemis-py cluster status``: the cluster as one node sees it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from artemis_py.cluster.link import LinkError
+from artemis_py.cluster.status import fetch_status
+from artemis_py.config import load_config
+from artemis_py.config.defaults import CLUSTER_USER
+from artemis_py.config.urls import parse_transport_url
+from artemis_py.exceptions import ConfigError
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "cluster", help="inspect a cluster", description="Inspect a running cluster."
+    )
+    sub = parser.add_subparsers(dest="cluster_command", metavar="COMMAND", required=True)
+    status = sub.add_parser(
+        "status",
+        help="members, bridges and remote bindings as one node sees them",
+        description="Print the cluster as one node sees it: members with node IDs and "
+        "connectors, bridges and their store-and-forward depth, and remote bindings with "
+        "consumer counts. Reads the cluster name and credentials from broker.xml, or takes "
+        "them as options.",
+    )
+    status.add_argument("config", nargs="?", type=Path, help="the node's broker.xml")
+    status.add_argument("--url", help="the node's cluster acceptor, tcp://HOST:PORT")
+    status.add_argument("--cluster", help="cluster-connection name")
+    status.add_argument("--user", help=f"cluster user (default {CLUSTER_USER})")
+    status.add_argument("--password", help="cluster password")
+    status.add_argument("--json", action="store_true", help="print the raw JSON")
+    status.set_defaults(func=status_command)
+
+
+def status_command(args: argparse.Namespace) -> int:
+    url, cluster, user, password = args.url, args.cluster, args.user, args.password
+    if args.config is not None:
+        try:
+            config = load_config(args.config)
+        except ConfigError as exc:
+            print(f"artemis-py: {exc}", file=sys.stderr)
+            return 2
+        if not config.cluster_connections:
+            print(f"artemis-py: {args.config} has no cluster connection", file=sys.stderr)
+            return 2
+        cc = config.cluster_connections[0]
+        connector = next(c for c in config.connectors if c.name == cc.connector_name)
+        url = url or f"tcp://{connector.host}:{connector.port}"
+        cluster = cluster or cc.name
+        user = user or config.cluster_user
+        password = password if password is not None else config.cluster_password
+    if url is None or cluster is None or password is None:
+        print(
+            "artemis-py: give the node's broker.xml, or --url, --cluster and --password",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        parsed = parse_transport_url(url)
+        host, port = parsed.hosts[0], parsed.port
+        data = trio.run(
+            lambda: fetch_status(
+                host, port, cluster=cluster, user=user or CLUSTER_USER, password=password
+            )
+        )
+    except (LinkError, ValueError) as exc:
+        print(f"artemis-py: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        print(render(data))
+    return 0
+
+
+def _short(node_id: str) -> str:
+    return node_id[:8]
+
+
+def render(data: dict[str, Any]) -> str:
+    lines = [
+        f"node {data['node_id']} at {data['connector']}: cluster {data['cluster']}, "
+        f"{data['message_load_balancing']}, max-hops {data['max_hops']}",
+        "",
+        f"members ({len(data['members'])}):",
+    ]
+    for m in data["members"]:
+        if m["self"]:
+            state = "this node"
+        else:
+            state = ("up" if m["up"] else "left") + (
+                f", bridge {'connected' if m['bridge'] else 'down'}, "
+                f"incoming link {'yes' if m['incoming'] else 'no'}"
+            )
+        lines.append(f"  {m['node_id']}  {m['connector']}  {state}")
+    lines += ["", "bridges (store-and-forward queues):"]
+    for b in data["bridges"]:
+        lines.append(
+            f"  -> {_short(b['node_id'])}  {'connected' if b['connected'] else 'DISCONNECTED'}"
+            f"  waiting {b['depth']}  in flight {b['in_flight']}  forwarded {b['forwarded']}"
+        )
+    if not data["bridges"]:
+        lines.append("  none")
+    bindings = sorted(data["remote_bindings"], key=lambda b: (b["address"], b["name"]))
+    lines += ["", f"remote bindings ({len(bindings)}):"]
+    for b in bindings:
+        where = f"on {_short(b['origin'])}"
+        if b["via"] != b["origin"]:
+            where += f" via {_short(b['via'])}"
+        filt = f"  filter {b['filter']!r}" if b["filter"] else ""
+        lines.append(
+            f"  {b['address']}  {b['routing_type']} queue {b['queue']} {where}"
+            f" (distance {b['distance']})  consumers {b['consumers']}{filt}"
+            + ("" if b["connected"] else "  [disconnected]")
+        )
+    for connector, why in data.get("given_up", {}).items():
+        lines.append(f"\ngave up on {connector}: {why}")
+    return "\n".join(lines)
