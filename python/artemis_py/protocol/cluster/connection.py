@@ -435,7 +435,7 @@ class Connection:
             raise LocalProtocolError(f"not a cluster frame: {frame!r}")
         name = frame_type.name
         if frame_type not in _SENDABLE[self.role]:
-            if frame_type in _HANDSHAKE_FRAMES:
+            if frame_type in _FROM[self.role]:
                 raise LocalProtocolError(f"{name} frames are sent by the connection itself")
             raise LocalProtocolError(f"a cluster {self.role.value} may not send {name} frames")
         if self._state is not _ESTABLISHED and frame_type is not _T.ERROR:

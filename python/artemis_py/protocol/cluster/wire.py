@@ -331,8 +331,8 @@ def _encode_message(message: Message) -> list[bytes]:
         _fail(f"Message.dup_id must be bytes of at most {_U16_MAX} bytes")
     if not isinstance(payload, bytes):
         _fail("Message.payload must be bytes")
-    if type(targets) is not tuple or not targets or len(targets) > _U16_MAX:
-        _fail(f"Message.targets must be a tuple of 1..{_U16_MAX} binding names")
+    if not isinstance(targets, tuple | list) or len(targets) > _U16_MAX:
+        _fail(f"Message.targets must be a tuple of at most {_U16_MAX} binding names")
     head = bytearray(HEADER_SIZE)  # the frame header is packed in last, once sizes are known
     head += _MESSAGE_HEAD.pack(seq, message_id, len(dup_id))
     head += dup_id
@@ -414,8 +414,6 @@ def _decode_message(body: memoryview) -> Message:
     dup_id = body[_MESSAGE_HEAD.size : pos].tobytes()
     (count,) = _U16.unpack_from(body, pos)
     pos += 2
-    if count == 0:
-        _fail("malformed MESSAGE frame: no targets")
     if count * 2 > size - pos:
         _fail(f"malformed MESSAGE frame: {count} targets cannot fit in the frame")
     targets = []
