@@ -51,6 +51,10 @@ class DuplicateIDCache:
                 ops.append(Op.delete(old_record))
         return ops
 
+    def discard(self, dup_id: bytes) -> None:
+        """Forget an id whose message could not be stored after all."""
+        self._ids.pop(dup_id, None)
+
     def recover(self, records: list[tuple[int, bytes]]) -> list[Op]:
         """Load journaled ids (record id, dup id); the deletes for any beyond the size."""
         for record_id, dup_id in sorted(records):

@@ -247,7 +247,12 @@ class Persistence:
         ]
         ops += duplicates.add(dup_id, self.next_id(), tx_id)
         ops.append(Op.commit(tx_id))
-        return self._submit_messages(ops)
+        try:
+            return self._submit_messages(ops)
+        except BaseException:
+            duplicates.discard(dup_id)
+            message.stored = False
+            raise
 
     def remove_records(self, ops: list[Op]) -> None:
         """Deletes found during recovery (not waited for)."""

@@ -52,6 +52,7 @@ log = logging.getLogger("artemis_py.cluster")
 INTERNAL_PREFIX = "$.artemis.internal."
 SF_PREFIX = INTERNAL_PREFIX + "sf."
 PIPELINE_DEPTH = 1024
+CONFIRM_BATCH = 256
 
 
 def sf_queue_name(cluster: str, node_id: str) -> str:
@@ -625,7 +626,7 @@ class ClusterConnection:
         self, link: IncomingLink, pipeline: trio.MemoryReceiveChannel[tuple[Pending, int]]
     ) -> None:
         """Complete forwarded messages in order; confirm each run once it is durable."""
-        last = 0
+        unconfirmed = 0
         async for pending, seq in pipeline:
             try:
                 await self.broker.persistence.wait(pending.tickets)
@@ -634,9 +635,11 @@ class ClusterConnection:
                 link.close()
                 raise
             pending.complete()
-            last = seq
-            if pipeline.statistics().current_buffer_used == 0:
-                link.send(wire.Confirm(seq=last))
+            unconfirmed += 1
+            # Confirm when caught up, and now and then during a long burst.
+            if unconfirmed >= CONFIRM_BATCH or pipeline.statistics().current_buffer_used == 0:
+                link.send(wire.Confirm(seq=seq))
+                unconfirmed = 0
 
     # -- status ------------------------------------------------------------------------
 
