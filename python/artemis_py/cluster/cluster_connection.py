@@ -567,9 +567,12 @@ class ClusterConnection:
             return
         if established.peer_node_id == self.node_id:
             if established.peer_instance_id != self.instance_id:
+                host, port = established.peer_connector or ("?", 0)
                 why = (
-                    f"node at {peer} has this node's node ID {self.node_id}: "
-                    "a copied data directory?"
+                    f"the node at tcp://{host}:{port} (connecting from {peer}) has the same "
+                    f"node ID {self.node_id} as this node at {self.local.connector}. Each "
+                    "node needs its own data directory: a copied one makes nodes "
+                    "indistinguishable. Give one of them a fresh data directory."
                 )
                 log.error("cluster %s: %s", self.name, why)
                 await link.goodbye(wire.Error(reason=why))
