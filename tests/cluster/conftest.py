@@ -44,6 +44,7 @@ from integration.conftest import (  # the same module object pytest loaded for t
 )
 
 __all__ = [
+    "DEFAULT_ADDRESSES",
     "Client",
     "ClusterNode",
     "binding",

@@ -18,6 +18,7 @@ import pytest
 from integration.conftest import node_command
 
 from .conftest import (
+    DEFAULT_ADDRESSES,
     Client,
     Cluster,
     binding,
@@ -42,8 +43,6 @@ PLAIN_QUEUE = f"""
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    from integration.conftest import DEFAULT_ADDRESSES
-
     nodes = make_cluster(
         tmp_path_factory.mktemp("symmetric"),
         3,
