@@ -4,6 +4,7 @@ use-duplicate-detection)."""
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from typing import Any
 
@@ -130,3 +131,111 @@ def test_target_killed_while_forwarding_no_loss_no_duplicates(cluster: Any, clie
     assert set(counts) == {f"m-{i}" for i in range(total)}
     # STRICT spread them over both nodes (node 1 got fewer: it was down for a while).
     assert all(c.messages for c in consumers), [len(c.messages) for c in consumers]
+
+
+def test_repeated_crashes_under_a_steady_stream(cluster: Any, clients: Any) -> None:
+    """Kill the target several times while a producer streams to the other node: the
+    producer's own connection must not suffer, and every receipted message arrives once."""
+    q = "steady"
+    queue_xml = (
+        DEFAULT_ADDRESSES
+        + f"""
+      <address name="{q}"><anycast><queue name="{q}"/></anycast></address>"""
+    )
+    nodes = cluster(2, policy="STRICT", addresses=queue_xml)
+    ids = [node_id(n) for n in nodes]
+    wait_binding(nodes[0], q, on=nodes[1], consumers=0)
+
+    producer = clients(nodes[0])
+    stop = threading.Event()
+    receipts: dict[str, str] = {}  # receipt id -> body
+    failures: list[BaseException] = []
+
+    def produce() -> None:
+        try:
+            i = 0
+            while not stop.is_set():
+                batch = send_pipelined(
+                    producer, f"/queue/{q}", [f"m-{j}" for j in range(i, i + 20)]
+                )
+                receipts.update(zip(batch, (f"m-{j}" for j in range(i, i + 20)), strict=True))
+                i += 20
+                wait_for(lambda b=batch[-1]: b in producer.receipts, 20, message="a batch receipt")
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            failures.append(exc)
+
+    def forwarded() -> int:
+        b = bridge(status(nodes[0]), ids[1])
+        return b["forwarded"] if b and b["connected"] else -1
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    try:
+        for _ in range(4):
+            floor = max(forwarded(), 0)
+            wait_for(
+                lambda f=floor: forwarded() > f + 50 or failures,
+                20,
+                message="messages to flow to node 1",
+            )
+            if failures:
+                break
+            nodes[1].kill()
+            sent = len(receipts)
+            wait_for(lambda s=sent: len(receipts) > s + 100 or failures, 20, message="sends")
+            nodes[1].start()
+    finally:
+        stop.set()
+        thread.join(30)
+    assert not failures, f"the producer failed: {failures[0]!r}"
+    assert not producer.errors, [e.body for e in producer.errors]
+    wait_for(
+        lambda: set(receipts) <= set(producer.receipts),
+        30,
+        message=lambda: f"{len(set(receipts) - set(producer.receipts))} receipts missing",
+    )
+
+    wait_for(
+        lambda: (
+            (b := bridge(status(nodes[0]), ids[1]))
+            and b["connected"]
+            and b["depth"] == 0
+            and b["in_flight"] == 0
+        ),
+        30,
+        message=lambda: f"node 0's bridge to drain: {status(nodes[0])['bridges']}",
+    )
+    consumers = [clients(n) for n in nodes]
+    for c in consumers:
+        c.subscribe(f"/queue/{q}")
+    total = len(receipts)
+    wait_for(
+        lambda: sum(len(c.messages) for c in consumers) >= total,
+        30,
+        message=lambda: f"{total} messages, got {[len(c.messages) for c in consumers]}",
+    )
+    for c in consumers:
+        c.sync()
+    counts = Counter(m.body for c in consumers for m in c.messages)
+    duplicates = {body: n for body, n in counts.items() if n > 1}
+    assert not duplicates, f"{len(duplicates)} duplicated: {sorted(duplicates)[:20]}"
+    assert set(counts) == set(receipts.values())
+
+
+def test_restart_after_a_crash_is_not_a_duplicate_node_id(cluster: Any) -> None:
+    """A node that crashed and comes back has the same node ID and connector but a new
+    instance: the others still remember the old instance. That is not a copied data
+    directory, and must not be reported as one."""
+    nodes = cluster(2)
+    ids = [node_id(n) for n in nodes]
+    nodes[1].kill()
+    nodes[1].start()
+    wait_for(
+        lambda: (b := bridge(status(nodes[0]), ids[1])) and b["connected"],
+        15,
+        message="node 0 to reconnect to node 1",
+    )
+    nodes.wait_formed()
+    for n in nodes:
+        bad = [line for line in n.log().splitlines() if "same node ID" in line]
+        assert not bad, bad
