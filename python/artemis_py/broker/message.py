@@ -109,6 +109,20 @@ class Message:
         """The properties without the internal routing ones."""
         return tuple((k, v) for k, v in self.properties if not k.startswith(ROUTE_TO_PREFIX))
 
+    def copy(self, message_id: int) -> Message:
+        """The same message under a new id (redistribution moves a copy)."""
+        return Message(
+            message_id,
+            self.address,
+            body=self.body,
+            properties=self.user_properties(),
+            routing_type=self.routing_type,
+            durable=self.durable,
+            priority=self.priority,
+            timestamp=self.timestamp,
+            expiration=self.expiration,
+        )
+
     def with_address(self, message_id: int, address: str) -> Message:
         """A copy under a new id and address (dead-lettering, expiry)."""
         return Message(

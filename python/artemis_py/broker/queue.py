@@ -87,6 +87,8 @@ class Queue:
         self._clock_ms = clock_ms
         # Told when consumers come and go (the post office passes it on to the cluster).
         self.on_consumers_changed: Callable[[Queue], None] | None = None
+        # Told when a message arrives that no consumer took (redistribution watches this).
+        self.on_undelivered: Callable[[Queue], None] | None = None
 
     # -- state -------------------------------------------------------------------------
 
@@ -113,6 +115,8 @@ class Queue:
         self.messages.append(ref)
         self.messages_added += 1
         self.deliver()
+        if self.messages and self.on_undelivered is not None:
+            self.on_undelivered(self)
 
     def add_many(self, refs: Iterable[MessageReference]) -> None:
         """Add references in order (recovery), delivering once at the end."""
@@ -137,6 +141,11 @@ class Queue:
         refs = list(self.messages)
         self.messages.clear()
         return refs
+
+    def remove(self, refs: list[MessageReference]) -> None:
+        """Take some ready references out (they move elsewhere: redistribution)."""
+        taken = {id(r) for r in refs}
+        self.messages = deque(r for r in self.messages if id(r) not in taken)
 
     # -- consumers ---------------------------------------------------------------------
 

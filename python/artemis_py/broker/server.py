@@ -357,6 +357,33 @@ class Broker:
         pending.on_durable.append(lambda: self._enqueue(message, queues))
         return pending
 
+    def redistribute(self, moves: list[tuple[MessageReference, Queue, list[str]]]) -> Pending:
+        """Move ready references to other nodes, all or nothing.
+
+        Each move is (reference, the store-and-forward queue of a neighbour, the names of
+        the bindings over there). A copy of the message under a new id goes into the
+        store-and-forward queue and the original reference is acknowledged, in one journal
+        transaction: after a crash the message is in exactly one of the two places.
+        """
+        sends: list[tuple[Message, list[Queue]]] = []
+        by_queue: dict[int, tuple[Queue, list[MessageReference]]] = {}
+        for ref, sf_queue, names in moves:
+            copy = ref.message.copy(self.persistence.next_id())
+            copy.set_properties({ROUTE_TO_PREFIX + sf_queue.name: json.dumps(names)})
+            sends.append((copy, [sf_queue]))
+            by_queue.setdefault(id(ref.queue), (ref.queue, []))[1].append(ref)
+        tx = Transaction(sends=sends, acks=[ref for ref, _, _ in moves])
+        for queue, refs in by_queue.values():
+            queue.remove(refs)
+            queue.delivering += len(refs)  # acknowledged by the commit below
+        try:
+            return self.commit(tx)
+        except StorageError:
+            for queue, refs in by_queue.values():
+                queue.delivering -= len(refs)
+                queue.cancel(refs)
+            raise
+
     def _enqueue(self, message: Message, queues: Iterable[Queue]) -> None:
         for queue in queues:
             queue.add(MessageReference(message, queue))

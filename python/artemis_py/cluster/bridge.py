@@ -30,18 +30,7 @@ def duplicate_id(node_id: str, message_id: int) -> bytes:
 
 def wire_payload(message: Message) -> bytes:
     """The message as the neighbour stores it: without this node's routing properties."""
-    outgoing = Message(
-        message.message_id,
-        message.address,
-        body=message.body,
-        properties=message.user_properties(),
-        routing_type=message.routing_type,
-        durable=message.durable,
-        priority=message.priority,
-        timestamp=message.timestamp,
-        expiration=message.expiration,
-    )
-    return encode_message(outgoing)
+    return encode_message(message.copy(message.message_id))
 
 
 class Bridge:

@@ -35,6 +35,7 @@ from artemis_py.broker.filter import Filter, FilterSyntaxError
 from artemis_py.broker.message import decode_message
 from artemis_py.cluster.bridge import Bridge
 from artemis_py.cluster.link import IncomingLink, Link, LinkError, LinkRefused, OutgoingLink
+from artemis_py.cluster.redistributor import Redistributor
 from artemis_py.cluster.remote_binding import NeighbourRoute, RemoteQueueBinding
 from artemis_py.cluster.retry import RetryPolicy
 from artemis_py.cluster.topology import DuplicateNodeIdError, Member, Topology
@@ -112,6 +113,7 @@ class ClusterConnection:
         self.given_up: dict[str, str] = {}  # connector -> why the dialler stopped
         self._dialling: set[tuple[str, int]] = set()
         self._nursery: trio.Nursery | None = None
+        self.redistributor: Redistributor | None = None
         self._stopping = False
 
     # -- running -----------------------------------------------------------------------
@@ -138,6 +140,12 @@ class ClusterConnection:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                self.redistributor = Redistributor(
+                    self.broker,
+                    self.config.message_load_balancing,
+                    self.broker.post_office.remote,
+                    nursery,
+                )
                 for host, port in self.static_connectors:
                     if (host, port) != (self.local.host, self.local.port):
                         nursery.start_soon(self._dial, host, port, True)
@@ -409,6 +417,7 @@ class ClusterConnection:
             binding.consumers = consumers
             binding.consumer_texts = tuple(info.consumers)
             self._publish_consumers(binding)
+            self._redistribute_for(binding)
             return
         name = f"{info.queue_name}@{info.origin_node_id}"
         existing = self.broker.post_office.remote_binding(name)
@@ -433,6 +442,7 @@ class ClusterConnection:
         self.bindings[key] = binding
         self.broker.post_office.add_remote_binding(binding)
         log.debug("cluster %s: learned %r", self.name, binding)
+        self._redistribute_for(binding)
         for link in list(self.incoming):
             if self._shares(binding, link):
                 link.send(
@@ -459,6 +469,11 @@ class ClusterConnection:
             return
         binding.consumer_texts = tuple(frame.consumers)
         self._publish_consumers(binding)
+        self._redistribute_for(binding)
+
+    def _redistribute_for(self, binding: RemoteQueueBinding) -> None:
+        if self.redistributor is not None and binding.consumers:
+            self.redistributor.remote_consumers_changed(binding)
 
     def _publish_consumers(self, binding: RemoteQueueBinding) -> None:
         for link in list(self.incoming):
@@ -524,6 +539,8 @@ class ClusterConnection:
     def queue_removed(self, queue: Queue) -> None:
         if is_internal(queue.name):
             return
+        if self.redistributor is not None:
+            self.redistributor.forget(queue)
         frame = wire.Bindings(snapshot=False, added=(), removed=(queue.name,))
         for link in list(self.incoming):
             link.send(frame)
@@ -531,6 +548,8 @@ class ClusterConnection:
     def consumers_changed(self, queue: Queue) -> None:
         if is_internal(queue.name):
             return
+        if self.redistributor is not None:
+            self.redistributor.consumers_changed(queue)
         frame = wire.Consumers(name=queue.name, consumers=_selectors(queue))
         for link in list(self.incoming):
             link.send(frame)

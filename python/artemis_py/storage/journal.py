@@ -44,6 +44,7 @@ from artemis_py.exceptions import JournalClosedError, JournalFailedError
 from artemis_py.storage.ops import Op
 from artemis_py.storage.settings import JournalSettings
 
+
 def _not_cancellable(_: object) -> trio.lowlevel.Abort:
     # A waiter learns the outcome of its write whatever happens to its caller: a cancelled
     # client gets "outcome unknown" from its own code, never a false "not written".
