@@ -384,3 +384,46 @@ def use_shared(nodes: Cluster) -> None:
             node.start()
     for node in nodes:
         _used_by_this_test.append((node, node.log_path.stat().st_size))
+
+
+# ---------------------------------------------------------------------------------------------
+# the shared symmetric cluster
+
+# node 1's queue "filtered" only takes red messages; nodes 0 and 2 have it without a filter.
+FILTERED = "filtered"
+FILTERED_QUEUE = f"""
+      <address name="{FILTERED}">
+        <anycast><queue name="{FILTERED}"><filter string="color = 'red'"/></queue></anycast>
+      </address>"""
+PLAIN_QUEUE = f"""
+      <address name="{FILTERED}"><anycast><queue name="{FILTERED}"/></anycast></address>"""
+
+
+@pytest.fixture(scope="session")
+def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A symmetric three-node ON_DEMAND cluster shared by the tests that ask for ``nodes``;
+    they use queue and topic names of their own (:func:`unique`) so that nothing leaks."""
+    nodes = make_cluster(
+        tmp_path_factory.mktemp("symmetric"),
+        3,
+        policy="ON_DEMAND",
+        node_options={
+            i: {"addresses": DEFAULT_ADDRESSES + (FILTERED_QUEUE if i == 1 else PLAIN_QUEUE)}
+            for i in range(3)
+        },
+    )
+    try:
+        nodes.start()
+        nodes.wait_formed()
+        yield nodes
+    finally:
+        errors = nodes.close()
+        assert not errors, "\n".join(errors)
+
+
+@pytest.fixture
+def nodes(shared_cluster: Cluster) -> Cluster:
+    """The shared cluster, running and formed (a node a test stopped is started again)."""
+    use_shared(shared_cluster)
+    shared_cluster.wait_formed()
+    return shared_cluster

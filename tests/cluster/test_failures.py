@@ -153,14 +153,24 @@ def test_repeated_crashes_under_a_steady_stream(cluster: Any, clients: Any) -> N
 
     def produce() -> None:
         try:
-            i = 0
+            i, size = 0, 50
             while not stop.is_set():
-                batch = send_pipelined(
-                    producer, f"/queue/{q}", [f"m-{j}" for j in range(i, i + 20)]
+                bodies = [f"m-{j}" for j in range(i, i + size)]
+                batch = send_pipelined(producer, f"/queue/{q}", bodies)
+                receipts.update(zip(batch, bodies, strict=True))
+                i += size
+                wait_for(
+                    lambda b=batch[-1]: (
+                        b in producer.receipts or producer.listener.disconnected.is_set()
+                    ),
+                    20,
+                    message="a batch receipt",
                 )
-                receipts.update(zip(batch, (f"m-{j}" for j in range(i, i + 20)), strict=True))
-                i += 20
-                wait_for(lambda b=batch[-1]: b in producer.receipts, 20, message="a batch receipt")
+                if producer.listener.disconnected.is_set():
+                    raise AssertionError(
+                        f"node 0 closed the producer's connection; errors: "
+                        f"{[e.body for e in producer.errors]}"
+                    )
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             failures.append(exc)
 
@@ -171,7 +181,7 @@ def test_repeated_crashes_under_a_steady_stream(cluster: Any, clients: Any) -> N
     thread = threading.Thread(target=produce, daemon=True)
     thread.start()
     try:
-        for _ in range(4):
+        for _ in range(5):
             floor = max(forwarded(), 0)
             wait_for(
                 lambda f=floor: forwarded() > f + 50 or failures,
@@ -184,6 +194,8 @@ def test_repeated_crashes_under_a_steady_stream(cluster: Any, clients: Any) -> N
             sent = len(receipts)
             wait_for(lambda s=sent: len(receipts) > s + 100 or failures, 20, message="sends")
             nodes[1].start()
+            if failures:
+                break
     finally:
         stop.set()
         thread.join(30)

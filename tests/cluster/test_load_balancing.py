@@ -10,62 +10,21 @@ from __future__ import annotations
 
 import subprocess
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from integration.conftest import node_command
 
 from .conftest import (
-    DEFAULT_ADDRESSES,
+    FILTERED,
     Client,
     Cluster,
     binding,
     bridge,
-    make_cluster,
     status,
     unique,
-    use_shared,
     wait_binding,
     wait_for,
 )
-
-# node 1's queue "filtered" only takes red messages; nodes 0 and 2 have it without a filter.
-FILTERED = "filtered"
-FILTERED_QUEUE = f"""
-      <address name="{FILTERED}">
-        <anycast><queue name="{FILTERED}"><filter string="color = 'red'"/></queue></anycast>
-      </address>"""
-PLAIN_QUEUE = f"""
-      <address name="{FILTERED}"><anycast><queue name="{FILTERED}"/></anycast></address>"""
-
-
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    nodes = make_cluster(
-        tmp_path_factory.mktemp("symmetric"),
-        3,
-        policy="ON_DEMAND",
-        node_options={
-            i: {"addresses": DEFAULT_ADDRESSES + (FILTERED_QUEUE if i == 1 else PLAIN_QUEUE)}
-            for i in range(3)
-        },
-    )
-    try:
-        nodes.start()
-        nodes.wait_formed()
-        yield nodes
-    finally:
-        errors = nodes.close()
-        assert not errors, "\n".join(errors)
-
-
-@pytest.fixture
-def nodes(shared: Cluster) -> Cluster:
-    use_shared(shared)
-    shared.wait_formed()
-    return shared
 
 
 def create_everywhere(nodes: Cluster, clients: Any, queue: str) -> None:
