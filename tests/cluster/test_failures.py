@@ -251,3 +251,89 @@ def test_restart_after_a_crash_is_not_a_duplicate_node_id(cluster: Any) -> None:
     for n in nodes:
         bad = [line for line in n.log().splitlines() if "same node ID" in line]
         assert not bad, bad
+
+
+def test_backlog_survives_a_restart_of_the_sending_node(cluster: Any, clients: Any) -> None:
+    nodes = cluster(2)
+    ids = [node_id(n) for n in nodes]
+    q = unique("durable-backlog")
+    c = clients(nodes[1])
+    c.subscribe(f"/queue/{q}")
+    wait_binding(nodes[0], q, on=nodes[1], consumers=1)
+    c.close()
+    nodes[1].stop()
+    producer = clients(nodes[0])
+    for i in range(5):
+        producer.send(f"/queue/{q}", f"m-{i}", persistent="true")
+    b = bridge(status(nodes[0]), ids[1])
+    assert b is not None and b["depth"] == 5, b
+    producer.close()
+
+    nodes[0].restart(crash=True)  # SIGKILL: the backlog is only in node 0's journal
+    assert "5 message(s) wait for node" in nodes[0].log(since_start=True)
+    b = bridge(status(nodes[0]), ids[1])
+    assert b is not None and b["depth"] == 5 and not b["connected"], b
+
+    nodes[1].start()
+    wait_for(
+        lambda: (b := bridge(status(nodes[0]), ids[1])) and b["connected"] and b["depth"] == 0,
+        15,
+        message=lambda: f"the backlog to drain: {status(nodes[0])['bridges']}",
+    )
+    again = clients(nodes[1])
+    again.subscribe(f"/queue/{q}")
+    again.wait_messages(5)
+    again.sync()
+    assert [m.body for m in again.messages] == [f"m-{i}" for i in range(5)]
+
+
+def test_sending_node_killed_while_forwarding_no_duplicates(cluster: Any, clients: Any) -> None:
+    """Kill the node that forwards: what it had in flight is resent after its restart, and
+    the receiver's duplicate-id cache drops what it already stored."""
+    q = "outbound"
+    queue_xml = (
+        DEFAULT_ADDRESSES
+        + f"""
+      <address name="{q}"><anycast><queue name="{q}"/></anycast></address>"""
+    )
+    nodes = cluster(2, policy="STRICT", addresses=queue_xml)
+    ids = [node_id(n) for n in nodes]
+    wait_binding(nodes[0], q, on=nodes[1], consumers=0)
+
+    producer = clients(nodes[0])
+    receipts: dict[str, str] = {}
+    for start in range(0, 600, 100):
+        bodies = [f"m-{i}" for i in range(start, start + 100)]
+        receipts.update(zip(send_pipelined(producer, f"/queue/{q}", bodies), bodies, strict=True))
+        wait_for(lambda r=list(receipts)[-1]: r in producer.receipts, 20, message="receipts")
+    bodies = [f"m-{i}" for i in range(600, 800)]
+    receipts.update(zip(send_pipelined(producer, f"/queue/{q}", bodies), bodies, strict=True))
+    nodes[0].kill()  # with the last batch in progress, some of it on its way to node 1
+    confirmed = {body for r, body in receipts.items() if r in producer.receipts}
+    producer.close()
+
+    nodes[0].start()
+    wait_for(
+        lambda: (
+            (b := bridge(status(nodes[0]), ids[1]))
+            and b["connected"]
+            and b["depth"] == 0
+            and b["in_flight"] == 0
+        ),
+        30,
+        message=lambda: f"node 0's bridge to drain: {status(nodes[0])['bridges']}",
+    )
+    consumers = [clients(n) for n in nodes]
+    for c in consumers:
+        c.subscribe(f"/queue/{q}")
+    wait_for(
+        lambda: sum(len(c.messages) for c in consumers) >= len(confirmed),
+        30,
+        message=lambda: f"{len(confirmed)} messages, got {[len(c.messages) for c in consumers]}",
+    )
+    for c in consumers:
+        c.sync()
+    counts = Counter(m.body for c in consumers for m in c.messages)
+    duplicates = {body: n for body, n in counts.items() if n > 1}
+    assert not duplicates, f"{len(duplicates)} duplicated: {sorted(duplicates)[:20]}"
+    assert confirmed <= set(counts), sorted(confirmed - set(counts))[:20]
