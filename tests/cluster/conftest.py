@@ -86,6 +86,7 @@ class ClusterNode(BrokerProcess):
         user: str = CLUSTER_USER,
         password: str | None = CLUSTER_PASSWORD,
         cluster_extra: str = "",
+        cluster_protocols: str = "CORE",
         **options: Any,
     ) -> None:
         options.setdefault("persistence", True)
@@ -100,6 +101,7 @@ class ClusterNode(BrokerProcess):
         self.user = user
         self.password = password  # None: no <cluster-password> element (Artemis's default)
         self.cluster_extra = cluster_extra
+        self.cluster_protocols = cluster_protocols
         self.peers: list[ClusterNode] = []  # every node of the cluster, self included
         self.static: list[int] = []  # indexes of the nodes in <static-connectors>
 
@@ -152,8 +154,8 @@ class ClusterNode(BrokerProcess):
     def broker_xml(self) -> str:
         xml = super().broker_xml()
         acceptor = (
-            f'<acceptor name="cluster">tcp://127.0.0.1:{self.cluster_port}?protocols=CORE'
-            "</acceptor>\n    </acceptors>"
+            f'<acceptor name="cluster">tcp://127.0.0.1:{self.cluster_port}'
+            f"?protocols={self.cluster_protocols}</acceptor>\n    </acceptors>"
         )
         assert xml.count("</acceptors>") == 1
         xml = xml.replace("</acceptors>", acceptor)
@@ -161,7 +163,7 @@ class ClusterNode(BrokerProcess):
 
     def wait_ready(self, timeout: float = 20) -> None:
         super().wait_ready(timeout)
-        needle = f"listening for cluster links on 127.0.0.1:{self.cluster_port}"
+        needle = f"cluster links on 127.0.0.1:{self.cluster_port}"
         wait_for(
             lambda: needle in self.log(since_start=True),
             timeout,
