@@ -4,7 +4,9 @@ use-duplicate-detection)."""
 
 from __future__ import annotations
 
+import signal
 import threading
+import time
 from collections import Counter
 from typing import Any
 
@@ -337,3 +339,36 @@ def test_sending_node_killed_while_forwarding_no_duplicates(cluster: Any, client
     duplicates = {body: n for body, n in counts.items() if n > 1}
     assert not duplicates, f"{len(duplicates)} duplicated: {sorted(duplicates)[:20]}"
     assert confirmed <= set(counts), sorted(confirmed - set(counts))[:20]
+
+
+def test_frozen_node_is_detected_by_connection_ttl(cluster: Any, clients: Any) -> None:
+    """SIGSTOP: the TCP connection stays open but nothing comes through. After
+    connection-ttl (3 s here) node 0 gives up on the link; after SIGCONT the cluster re-forms
+    and messages routed meanwhile arrive."""
+    nodes = cluster(2)
+    ids = [node_id(n) for n in nodes]
+    q = unique("frozen")
+    c = clients(nodes[1])
+    c.subscribe(f"/queue/{q}")
+    wait_binding(nodes[0], q, on=nodes[1], consumers=1)
+    assert nodes[1].process is not None
+    frozen_at = time.monotonic()
+    nodes[1].process.send_signal(signal.SIGSTOP)
+    try:
+        producer = clients(nodes[0])
+        producer.send(f"/queue/{q}", "m-0", persistent="true")
+        wait_for(
+            lambda: (b := bridge(status(nodes[0]), ids[1])) is not None and not b["connected"],
+            15,
+            message="node 0 to give up on the frozen node",
+        )
+        took = time.monotonic() - frozen_at
+        assert 2.5 < took < 10, took
+        assert "connection-ttl" in nodes[0].log()
+    finally:
+        nodes[1].process.send_signal(signal.SIGCONT)
+    nodes.wait_formed()
+    producer.send(f"/queue/{q}", "m-1", persistent="true")
+    c.wait_messages(2, timeout=15)
+    c.sync()
+    assert sorted(m.body for m in c.messages) == ["m-0", "m-1"]
