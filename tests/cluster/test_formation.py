@@ -249,3 +249,39 @@ def test_copied_data_directory_duplicate_node_id(cluster: Any) -> None:
         ),
     )
     assert "data directory" in line, line
+
+
+def test_restarted_node_rejoins_the_full_mesh(cluster: Any) -> None:
+    """Node 2 lists only node 0; after a graceful stop, and after a crash, it comes back and
+    every node is linked with every other again."""
+    nodes = cluster(3)
+    nodes[2].stop()
+    wait_formed(nodes[:2])
+    nodes[2].start()
+    wait_formed(nodes)
+    nodes[2].kill()
+    nodes[2].start()
+    wait_formed(nodes)
+
+
+def test_gives_up_after_initial_connect_attempts_until_announced(cluster: Any) -> None:
+    nodes = cluster(
+        2,
+        start=False,
+        node_options={
+            0: {"cluster_extra": "<initial-connect-attempts>2</initial-connect-attempts>"}
+        },
+    )
+    nodes[0].start()
+    connector = nodes[1].connector
+    wait_for(
+        lambda: connector in status(nodes[0])["given_up"],
+        10,
+        message=lambda: f"node 0 to give up on {connector}: {status(nodes[0])}",
+    )
+    assert "gave up" in status(nodes[0])["given_up"][connector]
+    assert f"to {connector}" in nodes[0].log()
+    # Node 1 (which lists node 0) announces itself: node 0 dials it after all.
+    nodes[1].start()
+    wait_formed(nodes)
+    assert connector not in status(nodes[0])["given_up"]

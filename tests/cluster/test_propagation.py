@@ -180,3 +180,17 @@ def test_client_ack_of_a_forwarded_message_and_redelivery(nodes: Cluster, client
     again = clients(nodes[1])
     again.subscribe(f"/queue/{q}")
     assert drain([again], 1) == [[1]]
+
+
+def test_local_consumer_selector_is_considered_too(nodes: Cluster, clients: Any) -> None:
+    """ON_DEMAND: node 0's own consumer only takes red; blue goes to node 1's consumer."""
+    q = unique("local-sel")
+    local = clients(nodes[0])
+    local.subscribe(f"/queue/{q}", selector="color = 'red'")
+    remote = clients(nodes[1])
+    remote.subscribe(f"/queue/{q}", selector="color = 'blue'")
+    wait_binding(nodes[0], q, on=nodes[1], consumers=1)
+    producer = clients(nodes[0])
+    for i in range(6):
+        producer.send(f"/queue/{q}", f"m-{i}", persistent="true", color="red" if i % 2 else "blue")
+    assert drain([local, remote], 6) == [[1, 3, 5], [0, 2, 4]]
