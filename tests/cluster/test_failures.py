@@ -372,3 +372,32 @@ def test_frozen_node_is_detected_by_connection_ttl(cluster: Any, clients: Any) -
     c.wait_messages(2, timeout=15)
     c.sync()
     assert sorted(m.body for m in c.messages) == ["m-0", "m-1"]
+
+
+def test_messages_after_a_restart_of_the_sender_are_not_taken_for_duplicates(
+    cluster: Any, clients: Any
+) -> None:
+    """Forwarded messages carry a duplicate id made from the sender's node id and message
+    id; the sender's message ids after a restart (graceful or not) must not repeat earlier
+    ones, or the receiver's duplicate-id cache would drop new messages."""
+    nodes = cluster(2)
+    q = unique("ids")
+    c = clients(nodes[1])
+    c.subscribe(f"/queue/{q}")
+    wait_binding(nodes[0], q, on=nodes[1], consumers=1)
+    sent = 0
+    for how in ("first", "stop", "crash"):
+        if how == "stop":
+            nodes[0].restart()
+        elif how == "crash":
+            nodes[0].restart(crash=True)
+        nodes.wait_formed()
+        wait_binding(nodes[0], q, on=nodes[1], consumers=1)
+        producer = clients(nodes[0])
+        for _ in range(5):
+            producer.send(f"/queue/{q}", f"m-{sent}", persistent="true")
+            sent += 1
+        producer.close()
+        c.wait_messages(sent, timeout=15)
+    c.sync()
+    assert [m.body for m in c.messages] == [f"m-{i}" for i in range(sent)]

@@ -121,10 +121,13 @@ def test_selectors_decide_where_messages_move(cluster: Any, clients: Any) -> Non
 def test_strict_does_not_redistribute(cluster: Any, clients: Any) -> None:
     nodes = cluster(2, policy="STRICT", address_settings=settings(0))
     q = unique("strict")
+    creator = clients(nodes[0])
+    creator.unsubscribe(creator.subscribe(f"/queue/{q}"))  # the queue, kept without consumers
     producer = clients(nodes[0])
     producer.send(f"{q}::{q}", "stays", persistent="true", **{"destination-type": "ANYCAST"})
     remote = clients(nodes[1])
     remote.subscribe(f"/queue/{q}")
+    wait_binding(nodes[0], q, on=nodes[1], consumers=1)
     time.sleep(1)
     remote.sync()
     assert bodies(remote) == []

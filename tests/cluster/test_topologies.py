@@ -193,3 +193,23 @@ def test_chain_end_without_static_connectors_dials_nobody(cluster: Any) -> None:
     assert not any(m["bridge"] for m in c["members"]), c["members"]
     a = status(nodes[0])
     assert not any(m["incoming"] for m in a["members"] if m["node_id"] == ids[2]), a["members"]
+
+
+def test_symmetric_max_hops_2_delivers_each_message_once(cluster: Any, clients: Any) -> None:
+    """With max-hops 2 in a full mesh every queue is known by two paths; the direct one
+    wins and no message is delivered twice."""
+    nodes = cluster(3, max_hops=2)
+    q = unique("mesh2")
+    consumers = [clients(n) for n in nodes]
+    for c in consumers:
+        c.subscribe(f"/queue/{q}")
+    for n in nodes[1:]:
+        wait_binding(nodes[0], q, on=n, consumers=1)
+    for b in binding(status(nodes[0]), q):
+        assert b["distance"] == 1, b
+    producer = clients(nodes[0])
+    for i in range(9):
+        producer.send(f"/queue/{q}", f"m-{i}", persistent="true")
+    got = drain(consumers, 9)
+    assert sorted(sum(got, [])) == list(range(9)), got
+    assert [len(g) for g in got] == [3, 3, 3], got
