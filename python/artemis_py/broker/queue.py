@@ -87,7 +87,7 @@ class Queue:
         self._clock_ms = clock_ms
         # Told when consumers come and go (the post office passes it on to the cluster).
         self.on_consumers_changed: Callable[[Queue], None] | None = None
-        # Told when a message arrives that no consumer took (redistribution watches this).
+        # Told when messages arrive or come back and no consumer took them (redistribution).
         self.on_undelivered: Callable[[Queue], None] | None = None
 
     # -- state -------------------------------------------------------------------------
@@ -130,6 +130,8 @@ class Queue:
         self.delivering -= len(refs)
         self.messages.extendleft(reversed(refs))
         self.deliver()
+        if self.messages and self.on_undelivered is not None:
+            self.on_undelivered(self)
 
     def acknowledged(self, count: int = 1) -> None:
         """Delivered references were acknowledged (the broker has persisted that)."""

@@ -146,6 +146,9 @@ class ClusterConnection:
                     self.broker.post_office.remote,
                     nursery,
                 )
+                for queue in self.broker.post_office.queues.values():
+                    if not is_internal(queue.name):
+                        self.redistributor.watch(queue)
                 for host, port in self.static_connectors:
                     if (host, port) != (self.local.host, self.local.port):
                         nursery.start_soon(self._dial, host, port, True)
@@ -532,6 +535,8 @@ class ClusterConnection:
     def queue_added(self, queue: Queue) -> None:
         if is_internal(queue.name):
             return
+        if self.redistributor is not None:
+            self.redistributor.watch(queue)
         frame = wire.Bindings(snapshot=False, added=(self._local_info(queue),), removed=())
         for link in list(self.incoming):
             link.send(frame)

@@ -76,6 +76,11 @@ class Redistributor:
             return
         self.check(queue)
 
+    def watch(self, queue: Queue) -> None:
+        """Hear of messages that arrive in ``queue`` or come back to it undelivered."""
+        if self.enabled:
+            queue.on_undelivered = self.check
+
     def check(self, queue: Queue) -> None:
         """Something changed that may let ``queue``'s messages move."""
         if not self.enabled or queue.temporary or not queue.messages:
@@ -85,7 +90,7 @@ class Redistributor:
             return
         if queue.name in self._active:
             self._schedule_pass(queue)
-        elif queue.name not in self._waiting and self._movable(queue):
+        elif queue.name not in self._waiting and self._candidates(queue):
             self.nursery.start_soon(self._activate_after, queue, delay / 1000)
 
     def remote_consumers_changed(self, binding: RemoteQueueBinding) -> None:
@@ -103,9 +108,7 @@ class Redistributor:
         scope = self._waiting.pop(queue.name, None)
         if scope is not None:
             scope.cancel()
-        if queue.name in self._active:
-            self._active.discard(queue.name)
-            queue.on_undelivered = None
+        self._active.discard(queue.name)
 
     async def _activate_after(self, queue: Queue, delay: float) -> None:
         with trio.CancelScope() as scope:
@@ -118,7 +121,6 @@ class Redistributor:
         if scope.cancelled_caught or self.broker.post_office.queue(queue.name) is not queue:
             return
         self._active.add(queue.name)
-        queue.on_undelivered = self.check
         self._run_pass(queue)
 
     def _schedule_pass(self, queue: Queue) -> None:
@@ -144,12 +146,6 @@ class Redistributor:
 
     def _local_takes_everything(self, queue: Queue) -> bool:
         return any(c.selector is None for c in queue.consumers)
-
-    def _movable(self, queue: Queue) -> bool:
-        candidates = self._candidates(queue)
-        return bool(candidates) and any(
-            self._target(queue, ref, candidates, advance=False) for ref in queue.messages
-        )
 
     def _target(
         self,
