@@ -6,8 +6,9 @@
 Each scenario is one ``artemis-py perf`` run per target; the targets run one at a time
 (each stopped before the next starts, so ports never collide). The table at the end gives
 each target's received msg/s and latency and the ratio artemis-py / peer, measured minutes
-apart on the same machine. The node's own CPU use (from /proc) is printed beside the load
-generator's, so a reader can tell which of the two was the limit.
+apart on the same machine. The nodes' CPU use in the window (``perf --monitor-pid`` on the
+processes listening on the STOMP ports) is printed beside the load generator's, so a reader
+can tell which of the two was the limit.
 
 Targets:
 
@@ -46,8 +47,21 @@ CACHE = Path(
     os.environ.get("BENCH_CACHE")
     or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "artemis-py-bench"
 )
-SINGLE = ["tcp://127.0.0.1:61613"]
-CLUSTER = ["tcp://127.0.0.1:61613", "tcp://127.0.0.1:61713", "tcp://127.0.0.1:61813"]
+# Every port moves by --port-shift (BENCH_PORT_SHIFT for the peer scripts) when the usual
+# ones are taken on a shared machine; set in main().
+SHIFT = 0
+STOMP_PORTS = (61613, 61713, 61813)
+CORE_PORTS = (61616, 61716, 61816)
+
+
+def single_urls() -> list[str]:
+    return [f"tcp://127.0.0.1:{STOMP_PORTS[0] + SHIFT}"]
+
+
+def cluster_urls() -> list[str]:
+    return [f"tcp://127.0.0.1:{port + SHIFT}" for port in STOMP_PORTS]
+
+
 CLUSTER_CONFIGS = [ROOT / "etc" / "cluster" / "symmetric" / f"node{i}.xml" for i in (1, 2, 3)]
 TARGETS = ("artemis-py", "artemis", "activemq")
 
@@ -57,8 +71,11 @@ class Scenario:
     number: int
     title: str
     cluster: bool
-    args: tuple[str, ...]
+    options: str  # artemis-py perf options; {node1} and {nodes} are filled in per target
     metric: str  # the rate the ratio compares
+
+    def args(self, urls: list[str]) -> list[str]:
+        return [a.format(node1=urls[0], nodes=",".join(urls)) for a in self.options.split()]
 
 
 SCENARIOS = [
@@ -66,59 +83,38 @@ SCENARIOS = [
         1,
         "1 node, persistent, 1 producer awaiting each receipt",
         False,
-        ("--producers", "1", "--consumers", "1", "--persistent", "--max-pending", "1"),
+        "--url {node1} --producers 1 --consumers 1 --persistent --max-pending 1",
         "receipted",
     ),
     Scenario(
         2,
         "1 node, persistent, 16 producers, window of 8 receipts each",
         False,
-        ("--producers", "16", "--consumers", "4", "--persistent", "--max-pending", "8"),
+        "--url {node1} --producers 16 --consumers 4 --persistent --max-pending 8",
         "received",
     ),
     Scenario(
         3,
         "1 node, non-persistent, pipelined (no receipts)",
         False,
-        ("--producers", "4", "--consumers", "4", "--no-persistent", "--no-receipts"),
+        "--url {node1} --producers 4 --consumers 4 --no-persistent --no-receipts",
         "received",
     ),
     Scenario(
         4,
         "3-node cluster, ON_DEMAND, producers on node 1, consumers on all",
         True,
-        (
-            "--producer-url",
-            CLUSTER[0],
-            "--consumer-url",
-            ",".join(CLUSTER),
-            "--producers",
-            "4",
-            "--consumers",
-            "3",
-            "--persistent",
-            "--max-pending",
-            "8",
-        ),
+        "--producer-url {node1} --consumer-url {nodes} --producers 4 --consumers 3 "
+        "--persistent --max-pending 8",
         "received",
-    ),  # fmt: skip
+    ),
     Scenario(
         5,
         "3-node cluster, producers and consumers on every node",
         True,
-        (
-            "--url",
-            ",".join(CLUSTER),
-            "--producers",
-            "6",
-            "--consumers",
-            "6",
-            "--persistent",
-            "--max-pending",
-            "8",
-        ),
+        "--url {nodes} --producers 6 --consumers 6 --persistent --max-pending 8",
         "received",
-    ),  # fmt: skip
+    ),
 ]
 
 
@@ -166,16 +162,6 @@ def listening_pids(ports: list[int]) -> list[int]:
     return sorted(pids)
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    total = 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick  # utime + stime
-    return total
-
-
 # -- targets -----------------------------------------------------------------------------------
 
 
@@ -189,17 +175,27 @@ def artemis_py_command() -> list[str]:
 @contextlib.contextmanager
 def artemis_py_nodes(cluster: bool, workdir: Path) -> Iterator[list[str]]:
     """Start one artemis-py node (etc/broker.xml) or the three cluster nodes."""
-    env = dict(os.environ, STOMP_PORT="61613", CORE_PORT="61616")
+    env = dict(os.environ, STOMP_PORT=str(61613 + SHIFT), CORE_PORT=str(61616 + SHIFT))
+    env.pop("ARTEMIS_DATA", None)
     processes: list[subprocess.Popen[bytes]] = []
     if cluster:
         env.setdefault("ARTEMIS_CLUSTER_PASSWORD", "bench-cluster-secret")
-        configs, cwd, urls = CLUSTER_CONFIGS, workdir / "cluster", CLUSTER
+        cwd, urls = workdir / "cluster", cluster_urls()
+        cwd.mkdir(parents=True)
+        configs = []
+        for path in CLUSTER_CONFIGS:  # copied, with the ports moved by --port-shift
+            text = path.read_text()
+            for port in (*STOMP_PORTS, *CORE_PORTS):
+                text = text.replace(f":{port}<", f":{port + SHIFT}<").replace(
+                    f":{port}?", f":{port + SHIFT}?"
+                )
+            configs.append(cwd / path.name)
+            configs[-1].write_text(text)
     else:
         cwd = workdir / "single"
         (cwd / "etc").mkdir(parents=True)
         shutil.copy(ROOT / "etc" / "broker.xml", cwd / "etc" / "broker.xml")
-        configs, urls = [cwd / "etc" / "broker.xml"], SINGLE
-    cwd.mkdir(parents=True, exist_ok=True)
+        configs, urls = [cwd / "etc" / "broker.xml"], single_urls()
     check_free(urls)
     try:
         for i, config in enumerate(configs):
@@ -231,14 +227,15 @@ def artemis_py_nodes(cluster: bool, workdir: Path) -> Iterator[list[str]]:
 
 @contextlib.contextmanager
 def peer(script: str, layout: str | None) -> Iterator[list[str]]:
-    urls = CLUSTER if layout == "cluster" else SINGLE
+    urls = cluster_urls() if layout == "cluster" else single_urls()
     extra = [layout] if layout else []
     check_free(urls)
-    subprocess.run([str(PEERS / script), "start", *extra], check=True)
+    env = dict(os.environ, BENCH_PORT_SHIFT=str(SHIFT))
     try:
+        subprocess.run([str(PEERS / script), "start", *extra], check=True, env=env)
         yield urls
     finally:
-        subprocess.run([str(PEERS / script), "stop", *extra], check=False)
+        subprocess.run([str(PEERS / script), "stop", *extra], check=False, env=env)
 
 
 def target_nodes(
@@ -271,14 +268,12 @@ def run_perf(
     stem = f"s{scenario.number}-{target}"
     json_path = args.results / f"{stem}.json"
     command = [
-        *artemis_py_command(), "perf", *scenario.args,
+        *artemis_py_command(), "perf", *scenario.args(urls),
         "--destination", f"queue://bench{scenario.number}",
         "--duration", str(args.duration), "--warmup", str(args.warmup),
         "--processes", str(args.processes), "--drain-timeout", "5",
         "--quiet", "--json", str(json_path),
     ]  # fmt: skip
-    if not scenario.cluster:
-        command += ["--url", urls[0]]
     if args.plots:
         command += [
             "--plot",
@@ -287,23 +282,14 @@ def run_perf(
             f"{target}: {scenario.title}",
         ]
     pids = listening_pids(ports_of(urls))
-    node_cpu = cpu_seconds(pids)
-    started = time.monotonic()
+    if pids:
+        command += ["--monitor-pid", ",".join(map(str, pids))]
     result = subprocess.run(command, capture_output=True, text=True)
-    elapsed = time.monotonic() - started
-    node_cpu = cpu_seconds(pids) - node_cpu
     print(result.stdout, end="", flush=True)
     if result.returncode not in (0, 1) or not json_path.exists():
         raise RuntimeError(f"artemis-py perf failed ({result.returncode}):\n{result.stderr}")
     report = json.loads(json_path.read_text())
-    # The nodes' CPU over the whole perf run (start-up, warm-up and drain included).
-    report["node_cpu"] = {"pids": pids, "cores": node_cpu / elapsed, "seconds": elapsed}
-    json_path.write_text(json.dumps(report, indent=2) + "\n")
-    print(
-        f"  node CPU: {node_cpu / elapsed:.2f} cores over the {elapsed:.1f} s run "
-        f"(pids {pids}); load average {os.getloadavg()[0]:.2f}\n",
-        flush=True,
-    )
+    print(f"  load average {os.getloadavg()[0]:.2f}\n", flush=True)
     return report
 
 
@@ -349,16 +335,49 @@ def table(results: dict[tuple[int, str], dict[str, Any] | None], scenarios: list
     return "\n".join(lines)
 
 
+def cpu_table(
+    results: dict[tuple[int, str], dict[str, Any] | None],
+    scenarios: list[Scenario],
+    targets: list[str],
+) -> str:
+    """Cores used in the window: the load generator (all its processes) / the node(s)."""
+    head = ["scenario", *[f"{t}: generator / node cores" for t in targets]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in scenarios:
+        row = [str(s.number)]
+        for t in targets:
+            report = results.get((s.number, t))
+            if report is None:
+                row.append("–")
+                continue
+            node = report.get("monitored", {}).get("cores")
+            gen = report["generator"]
+            row.append(
+                f"{gen['cores_used']:.2f} (max {gen['busiest_process_cores']:.2f}/process) / "
+                + ("?" if node is None else f"{node:.2f}")
+            )
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--targets", default=",".join(TARGETS), help="comma-separated")
     parser.add_argument("--scenarios", default="1,2,3,4,5", help="comma-separated numbers")
     parser.add_argument("--duration", type=float, default=8.0, help="measured seconds per run")
-    parser.add_argument("--warmup", type=float, default=2.0)
+    parser.add_argument("--warmup", type=float, default=4.0, help="seconds (JVMs: JIT)")
     parser.add_argument("--processes", type=int, default=2, help="load-generator processes")
     parser.add_argument("--results", type=Path, default=None, help="directory for JSON reports")
     parser.add_argument("--plots", type=Path, default=None, help="directory for PNG plots")
+    parser.add_argument(
+        "--port-shift",
+        type=int,
+        default=int(os.environ.get("BENCH_PORT_SHIFT", "0")),
+        help="add this to every port (STOMP 61613+N, ...) if the usual ones are taken",
+    )
     args = parser.parse_args()
+    global SHIFT
+    SHIFT = args.port_shift
     targets = [t for t in args.targets.split(",") if t]
     unknown = set(targets) - set(TARGETS)
     if unknown:
@@ -399,6 +418,8 @@ def main() -> int:
     load_after = os.getloadavg()
     print()
     print(table(results, scenarios, targets))
+    print()
+    print(cpu_table(results, scenarios, targets))
     print()
     for note in notes:
         print(f"- {note}")

@@ -15,9 +15,12 @@ set -euo pipefail
 cd "$(dirname "$0")"
 . ./common.sh
 
+SHIFT=${BENCH_PORT_SHIFT:-0} # added to both ports when the usual ones are taken
 BASE="$BENCH_CACHE/activemq"
+((SHIFT == 0)) || BASE="$BASE-shift$SHIFT"
 HOME_DIR=/usr/share/activemq
-PORT=61613
+PORT=$((61613 + SHIFT))
+OPENWIRE_PORT=$((61616 + SHIFT))
 PIDFILE="$BASE/activemq.pid"
 
 install() {
@@ -30,7 +33,8 @@ install() {
     cp /etc/activemq/instances-available/main/log4j2.properties "$BASE/conf/"
     # The package's broker plus a STOMP connector (stomp+nio: Classic's recommended transport
     # for many connections; the same frame limits as artemis-py's defaults).
-    sed -E 's#(<transportConnector name="openwire"[^>]*/>)#\1\n            <transportConnector name="stomp" uri="stomp+nio://127.0.0.1:'"$PORT"'?transport.closeAsync=false\&amp;wireFormat.maxFrameSize=104857600"/>#' \
+    sed -E -e 's#tcp://127.0.0.1:61616#tcp://127.0.0.1:'"$OPENWIRE_PORT"'#' \
+        -e 's#(<transportConnector name="openwire"[^>]*/>)#\1\n            <transportConnector name="stomp" uri="stomp+nio://127.0.0.1:'"$PORT"'?transport.closeAsync=false\&amp;wireFormat.maxFrameSize=104857600"/>#' \
         /etc/activemq/instances-available/main/activemq.xml >"$BASE/conf/activemq.xml"
     grep -q 'name="stomp"' "$BASE/conf/activemq.xml" || die "could not add the STOMP connector"
 }

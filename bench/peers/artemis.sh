@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Apache ActiveMQ Artemis as a benchmark peer: install | start | stop | status  [single|cluster]
 #
+#   (BENCH_PORT_SHIFT=N adds N to every port.)
 #   install   download the latest binary distribution from Maven Central (once; cached) and
 #             create the instances: one node (STOMP 61613) and a three-node symmetric cluster
 #             (STOMP 61613/61713/61813, CORE 61616/61716/61816; port offsets 0/100/200,
@@ -24,10 +25,15 @@ CLUSTER_PASSWORD="${ARTEMIS_BENCH_CLUSTER_PASSWORD:-bench-cluster-secret}"
 MAVEN_GROUPS=(org/apache/artemis org/apache/activemq)
 MAVEN="${MAVEN_REPO:-https://repo1.maven.org/maven2}"
 
+# BENCH_PORT_SHIFT moves every port (STOMP 61613+shift, ...) when the usual ones are taken;
+# each shift gets instances of its own.
+SHIFT=${BENCH_PORT_SHIFT:-0}
+SUFFIX=""
+((SHIFT == 0)) || SUFFIX="-shift$SHIFT"
 layout=${2:-single}
 case $layout in
-    single) NODES=(single); OFFSETS=(0) ;;
-    cluster) NODES=(node1 node2 node3); OFFSETS=(0 100 200) ;;
+    single) NODES=(single); OFFSETS=($((SHIFT))) ;;
+    cluster) NODES=(node1 node2 node3); OFFSETS=($((SHIFT)) $((SHIFT + 100)) $((SHIFT + 200))) ;;
     *) die "unknown layout '$layout' (single or cluster)" ;;
 esac
 
@@ -62,7 +68,7 @@ download() {
     log "installed $(home_dir)"
 }
 
-instance_dir() { echo "$ROOT/instances/$1"; }
+instance_dir() { echo "$ROOT/instances/$1$SUFFIX"; }
 
 create_instance() { # NAME OFFSET [cluster]
     local name=$1 offset=$2 dir

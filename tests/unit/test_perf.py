@@ -251,6 +251,7 @@ def test_json_report(tmp_path: Path) -> None:
     assert "2,000.0 msg/s" in text
     assert "generator: 2 process(es), 1.20 cores" in text
     assert "CPU-bound" in text  # the busiest process used 0.95 of a core
+    assert loaded["monitored"] == {"pids": [], "cores": None}
 
 
 def test_incomplete_run_is_flagged() -> None:
@@ -279,3 +280,20 @@ def test_plot_without_matplotlib_is_a_clear_error(
     args = parse("--plot", "out.png")
     assert args.func(args) == 2
     assert "--plot needs matplotlib" in capsys.readouterr().err
+
+
+def test_monitored_processes() -> None:
+    import os
+
+    from artemis_py.perf.runner import process_cpu_seconds
+
+    o = options("--monitor-pid", "12,13", "--monitor-pid", "14")
+    assert o.monitor_pids == (12, 13, 14)
+    with pytest.raises(SystemExit):
+        parse("--monitor-pid", "abc")
+    if not Path("/proc/self/stat").exists():
+        pytest.skip("needs Linux /proc")
+    before = process_cpu_seconds((os.getpid(),))
+    sum(i * i for i in range(3_000_000))  # burn some CPU
+    assert process_cpu_seconds((os.getpid(),)) > before
+    assert process_cpu_seconds((2**22 + 12345,)) == 0.0  # no such process

@@ -65,6 +65,7 @@ class PerfOptions:
     user: str | None = None
     password: str | None = None
     stomp_version: str = "1.2"
+    monitor_pids: tuple[int, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -146,6 +147,16 @@ def _number(kind: Callable[[str], Any], minimum: float, *, strict: bool = False)
 
     convert.__name__ = kind.__name__
     return convert
+
+
+def _pids(text: str) -> list[int]:
+    try:
+        pids = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of process ids: {text!r}") from None
+    if any(pid <= 0 for pid in pids):
+        raise argparse.ArgumentTypeError(f"not a list of process ids: {text!r}")
+    return pids
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -256,6 +267,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "run ends short (default 10)",
     )
     timing.add_argument(
+        "--monitor-pid",
+        type=_pids,
+        action="append",
+        default=None,
+        metavar="PID[,PID...]",
+        help="also report the CPU use of these processes (the nodes under test; Linux /proc), "
+        "every second and over the window, beside the generator's own",
+    )
+    timing.add_argument(
         "--processes",
         type=_number(int, 1),
         default=1,
@@ -300,4 +320,5 @@ def options_from_args(args: argparse.Namespace) -> PerfOptions:
         drain_timeout=args.drain_timeout,
         user=args.user,
         password=args.password,
+        monitor_pids=tuple(pid for group in args.monitor_pid or () for pid in group),
     )

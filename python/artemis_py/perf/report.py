@@ -94,6 +94,10 @@ def build_report(data: RunData) -> dict[str, Any]:
             "runner_cpu_seconds": round(data.runner_cpu_seconds, 3),
             "wall_seconds": round(data.wall_seconds, 3),
         },
+        "monitored": {
+            "pids": list(options.monitor_pids),
+            "cores": None if data.monitored_cores is None else round(data.monitored_cores, 3),
+        },
         "timeline": data.timeline,
     }
 
@@ -146,6 +150,12 @@ def format_summary(report: dict[str, Any]) -> str:
         f"window (busiest process {gen['busiest_process_cores']:.2f}) of "
         f"{report['machine']['cpus']} CPUs"
     )
+    monitored = report.get("monitored") or {}
+    if monitored.get("cores") is not None:
+        lines.append(
+            f"  monitored processes {monitored['pids']}: {monitored['cores']:.2f} cores in "
+            "the window"
+        )
     if gen["busiest_process_cores"] > BUSY_CORE:
         lines.append(
             "  warning: a generator process was CPU-bound; the figures may measure the "

@@ -12,11 +12,13 @@ nothing arrives for ``drain_timeout``), stops them, and collects each worker's r
 from __future__ import annotations
 
 import multiprocessing
+import os
 import queue
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final, TextIO
 
 from artemis_py.perf.options import PerfOptions
@@ -46,12 +48,29 @@ class RunData:
     runner_cpu_seconds: float = 0.0
     drained: bool = True
     wall_seconds: float = 0.0
+    monitored_cores: float | None = None
+    """CPU of ``options.monitor_pids`` in the window, in cores (None: nothing monitored)."""
+
+
+def process_cpu_seconds(pids: tuple[int, ...]) -> float:
+    """utime + stime of ``pids`` (threads included) from Linux /proc; 0 for a gone process."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # the command name may contain spaces
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
 
 
 class _Counters:
-    def __init__(self, array: Any, workers: int) -> None:
+    def __init__(self, array: Any, workers: int, pids: tuple[int, ...] = ()) -> None:
         self.array = array
         self.workers = workers
+        self.pids = pids
 
     def total(self, slot: int) -> float:
         a = self.array
@@ -68,15 +87,20 @@ class _Counters:
             "received": self.total(SLOTS.RECEIVED),
             "errors": self.total(SLOTS.ERRORS),
             "cpu": self.total(SLOTS.CPU),
+            "node_cpu": process_cpu_seconds(self.pids) if self.pids else 0.0,
         }
 
 
-def _progress_line(t: float, phase: str, rates: dict[str, float], errors: float) -> str:
+def _progress_line(
+    t: float, phase: str, rates: dict[str, float], errors: float, monitoring: bool
+) -> str:
     text = (
         f"{t:6.1f}s {phase:<7} sent {rates['sent']:>9,.0f}/s  "
         f"receipted {rates['receipted']:>9,.0f}/s  received {rates['received']:>9,.0f}/s  "
         f"generator CPU {rates['cpu']:.2f} cores"
     )
+    if monitoring:
+        text += f"  node CPU {rates['node_cpu']:.2f} cores"
     return text + (f"  errors {errors:,.0f}" if errors else "")
 
 
@@ -98,7 +122,7 @@ def run(
         stop_consumers=ctx.Event(),
         results=ctx.Queue(),
     )
-    view = _Counters(counters, len(assignments))
+    view = _Counters(counters, len(assignments), options.monitor_pids)
     processes = [
         ctx.Process(
             target=worker_main,
@@ -142,9 +166,13 @@ def run(
         control.go.set()
         window_start = start + options.warmup
         window_end = window_start + options.duration
+        marks: dict[str, dict[str, float]] = {}
         data.timeline = _sample(
-            view, options, start, window_start, window_end, out, interval, clock
+            view, options, start, window_start, window_end, out, interval, clock, marks
         )
+        if options.monitor_pids and "start" in marks and "end" in marks:
+            used = marks["end"]["node_cpu"] - marks["start"]["node_cpu"]
+            data.monitored_cores = used / options.duration
         data.drained = _drain(
             view, options, start, out, interval, clock, data.timeline, check_alive
         )
@@ -187,13 +215,17 @@ def _sample(
     out: TextIO | None,
     interval: float,
     clock: Callable[[], float],
+    marks: dict[str, dict[str, float]],
 ) -> list[dict[str, float]]:
-    """Sample the counters every ``interval`` s from ``start`` to ``window_end``."""
+    """Sample the counters every ``interval`` s from ``start`` to ``window_end``; the
+    snapshots taken at the window's start and end go into ``marks``."""
     timeline: list[dict[str, float]] = []
     _sleep_until(start, clock)
     previous = view.snapshot()
     previous_t = start
     tick = start
+    if window_start <= start:
+        marks["start"] = previous
     while tick < window_end:
         tick = min(tick + interval, window_end)
         if window_start > previous_t and tick > window_start:
@@ -202,6 +234,9 @@ def _sample(
         previous, previous_t = _record(
             view, timeline, previous, previous_t, tick, start, window_start, out
         )
+        if tick == window_start:
+            marks["start"] = previous
+    marks["end"] = previous
     return timeline
 
 
@@ -220,12 +255,14 @@ def _record(
     dt = max(now - previous_t, 1e-9)
     rates = {key: (current[key] - previous[key]) / dt for key in ("sent", "receipted", "received")}
     rates["cpu"] = (current["cpu"] - previous["cpu"]) / dt
+    rates["node_cpu"] = (current["node_cpu"] - previous["node_cpu"]) / dt
     if phase is None:
         phase = "warmup" if now <= window_start else "measure"
     entry = {"t": round(now - start, 3), "phase": phase, **rates, "errors": current["errors"]}
     timeline.append(entry)  # type: ignore[arg-type]
     if out is not None:
-        print(_progress_line(now - start, phase, rates, current["errors"]), file=out, flush=True)
+        line = _progress_line(now - start, phase, rates, current["errors"], bool(view.pids))
+        print(line, file=out, flush=True)
     return current, now
 
 
