@@ -360,6 +360,53 @@ def cpu_table(
     return "\n".join(lines)
 
 
+def summary_plot(
+    results: dict[tuple[int, str], dict[str, Any] | None],
+    scenarios: list[Scenario],
+    targets: list[str],
+    path: Path,
+) -> None:
+    """One small PNG: msg/s per scenario and target (left), p50/p99 latency (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2), dpi=80)
+    width = 0.8 / len(targets)
+    x = range(len(scenarios))
+    for i, t in enumerate(targets):
+        rates, p50, p99 = [], [], []
+        for s in scenarios:
+            report = results.get((s.number, t))
+            rates.append(report["rates"][s.metric] if report else 0)
+            lat = report["latency_us"] if report else None
+            key = "send_to_receipt"
+            if lat and not lat[key]["count"]:
+                key = "end_to_end"
+            p50.append((lat[key]["p50"] or 0) / 1000 if lat else 0)
+            p99.append((lat[key]["p99"] or 0) / 1000 if lat else 0)
+        offsets = [j - 0.4 + width * (i + 0.5) for j in x]
+        left.bar(offsets, rates, width, label=t)
+        right.bar(offsets, p99, width, label=f"{t} p99", alpha=0.45)
+        right.bar(offsets, p50, width, label=f"{t} p50", color=f"C{i}")
+    labels = [str(s.number) for s in scenarios]
+    left.set_xticks(list(x), labels)
+    left.set_xlabel("scenario")
+    left.set_ylabel("msg/s")
+    left.legend(fontsize=7)
+    left.set_title("throughput (scenario 1: receipted, others: received)", fontsize=9)
+    right.set_xticks(list(x), labels)
+    right.set_xlabel("scenario")
+    right.set_yscale("log")
+    right.set_ylabel("ms")
+    right.legend(fontsize=6, ncol=2)
+    right.set_title("latency p50 (solid) / p99 (light)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--targets", default=",".join(TARGETS), help="comma-separated")
@@ -421,6 +468,8 @@ def main() -> int:
     print()
     print(cpu_table(results, scenarios, targets))
     print()
+    if args.plots:
+        summary_plot(results, scenarios, targets, args.plots / "summary.png")
     for note in notes:
         print(f"- {note}")
     print(

@@ -200,6 +200,7 @@ def _result(worker: int, *, sent: int, received: int, cpu: float, latency: int) 
         "window_received": received,
         "errors": 0,
         "error_texts": [],
+        "warning_texts": [],
         "node_sent": {"tcp://a:1": sent + 10},
         "node_received": {"tcp://b:2": received + 10},
         "cpu_seconds_window": cpu,
@@ -252,6 +253,7 @@ def test_json_report(tmp_path: Path) -> None:
     assert "generator: 2 process(es), 1.20 cores" in text
     assert "CPU-bound" in text  # the busiest process used 0.95 of a core
     assert loaded["monitored"] == {"pids": [], "cores": None}
+    assert loaded["warnings"] == []
 
 
 def test_incomplete_run_is_flagged() -> None:
@@ -297,3 +299,14 @@ def test_monitored_processes() -> None:
     sum(i * i for i in range(3_000_000))  # burn some CPU
     assert process_cpu_seconds((os.getpid(),)) > before
     assert process_cpu_seconds((2**22 + 12345,)) == 0.0  # no such process
+
+
+def test_disconnect_warnings_are_reported_but_are_not_errors() -> None:
+    data = _data()
+    data.results[1]["warning_texts"] = ["producer 3 (tcp://a:1): ConnectionLostError: closed"]
+    report = build_report(data)
+    assert report["errors"]["count"] == 0
+    assert report["warnings"] == ["producer 3 (tcp://a:1): ConnectionLostError: closed"]
+    assert "warnings: 1 (DISCONNECT failed after every receipt had arrived" in format_summary(
+        report
+    )

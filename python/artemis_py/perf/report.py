@@ -85,6 +85,7 @@ def build_report(data: RunData) -> dict[str, Any]:
             "count": total("errors"),
             "messages": [text for r in results for text in r["error_texts"]],
         },
+        "warnings": [text for r in results for text in r.get("warning_texts", ())],
         "generator": {
             "processes": len(results),
             "cpu_seconds_window": round(sum(cpu), 3),
@@ -145,6 +146,13 @@ def format_summary(report: dict[str, Any]) -> str:
     errors = report["errors"]
     lines.append(f"  errors: {errors['count']}")
     lines.extend(f"    {text}" for text in errors["messages"])
+    warnings = report.get("warnings") or []
+    if warnings:
+        lines.append(
+            f"  warnings: {len(warnings)} (DISCONNECT failed after every receipt had arrived; "
+            "nothing lost)"
+        )
+        lines.extend(f"    {text}" for text in warnings[:5])
     lines.append(
         f"  generator: {gen['processes']} process(es), {gen['cores_used']:.2f} cores in the "
         f"window (busiest process {gen['busiest_process_cores']:.2f}) of "
