@@ -399,8 +399,9 @@ def summary_plot(
     right.set_xticks(list(x), labels)
     right.set_xlabel("scenario")
     right.set_yscale("log")
+    right.set_ylim(top=right.get_ylim()[1] * 30)  # room for the legend above the bars
     right.set_ylabel("ms")
-    right.legend(fontsize=6, ncol=2)
+    right.legend(fontsize=6, ncol=3, loc="upper center")
     right.set_title("latency p50 (solid) / p99 (light)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
