@@ -121,9 +121,11 @@ status() {
 start() {
     install
     local i dir
+    local -a skip=() # per node: log lines written before this start (the log is appended)
     for i in "${!NODES[@]}"; do
-        port_open "$(stomp_port "$i")" && continue
         dir=$(instance_dir "${NODES[$i]}")
+        skip[i]=$(cat "$dir/log/artemis.log" 2>/dev/null | wc -l)
+        port_open "$(stomp_port "$i")" && { skip[i]=0; continue; }
         "$dir/bin/artemis-service" start >/dev/null 2>&1 || true
     done
     for i in "${!NODES[@]}"; do
@@ -136,7 +138,7 @@ start() {
         local deadline=$((SECONDS + 90)) log
         for i in "${!NODES[@]}"; do
             log="$(instance_dir "${NODES[$i]}")/log/artemis.log"
-            until [[ $(grep -c AMQ221027 "$log" 2>/dev/null || true) -ge $((${#NODES[@]} - 1)) ]]; do
+            until [[ $(tail -n +$((skip[i] + 1)) "$log" 2>/dev/null | grep -c AMQ221027) -ge $((${#NODES[@]} - 1)) ]]; do
                 ((SECONDS < deadline)) || die "${NODES[$i]}: cluster bridges not connected; see $log"
                 sleep 0.5
             done
