@@ -26,6 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         clients.add_parsers(commands)
+        from artemis_py.cli import perf
+
+        perf.add_parser(commands)
     return parser
 
 

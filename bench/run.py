@@ -1,0 +1,489 @@
+"""Messaging benchmark: artemis-py against Apache Artemis and ActiveMQ Classic, same run.
+
+    bench/run                      # everything, about 5-8 minutes
+    bench/run --targets artemis-py,artemis --scenarios 1,3 --duration 5
+
+Each scenario is one ``artemis-py perf`` run per target; the targets run one at a time
+(each stopped before the next starts, so ports never collide). The table at the end gives
+each target's received msg/s and latency and the ratio artemis-py / peer, measured minutes
+apart on the same machine. The nodes' CPU use in the window (``perf --monitor-pid`` on the
+processes listening on the STOMP ports) is printed beside the load generator's, so a reader
+can tell which of the two was the limit.
+
+Targets:
+
+* ``artemis-py``: a fresh instance directory in a temp dir with ``etc/broker.xml`` (STOMP
+  61613) for scenarios 1-3; for 4-5 the three nodes of ``etc/cluster/symmetric/node1..3.xml``
+  (STOMP 61613/61713/61813, data under data/node1..3 of a temp working directory,
+  ``ARTEMIS_CLUSTER_PASSWORD`` set), when those files exist.
+* ``artemis``: Apache Artemis via ``bench/peers/artemis.sh`` (one node; three-node cluster).
+* ``activemq``: ActiveMQ Classic via ``bench/peers/activemq.sh`` (one node only).
+
+Peers are installed on first use (network, minutes), cached under ~/.cache/artemis-py-bench.
+Every run's JSON report (and PNG plot with ``--plots DIR``) is kept under ``--results``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+PEERS = ROOT / "bench" / "peers"
+CACHE = Path(
+    os.environ.get("BENCH_CACHE")
+    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "artemis-py-bench"
+)
+# Every port moves by --port-shift (BENCH_PORT_SHIFT for the peer scripts) when the usual
+# ones are taken on a shared machine; set in main().
+SHIFT = 0
+STOMP_PORTS = (61613, 61713, 61813)
+CORE_PORTS = (61616, 61716, 61816)
+
+
+def single_urls() -> list[str]:
+    return [f"tcp://127.0.0.1:{STOMP_PORTS[0] + SHIFT}"]
+
+
+def cluster_urls() -> list[str]:
+    return [f"tcp://127.0.0.1:{port + SHIFT}" for port in STOMP_PORTS]
+
+
+CLUSTER_CONFIGS = [ROOT / "etc" / "cluster" / "symmetric" / f"node{i}.xml" for i in (1, 2, 3)]
+TARGETS = ("artemis-py", "artemis", "activemq")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    number: int
+    title: str
+    cluster: bool
+    options: str  # artemis-py perf options; {node1} and {nodes} are filled in per target
+    metric: str  # the rate the ratio compares
+
+    def args(self, urls: list[str]) -> list[str]:
+        return [a.format(node1=urls[0], nodes=",".join(urls)) for a in self.options.split()]
+
+
+SCENARIOS = [
+    Scenario(
+        1,
+        "1 node, persistent, 1 producer awaiting each receipt",
+        False,
+        "--url {node1} --producers 1 --consumers 1 --persistent --max-pending 1",
+        "receipted",
+    ),
+    Scenario(
+        2,
+        "1 node, persistent, 16 producers, window of 8 receipts each",
+        False,
+        "--url {node1} --producers 16 --consumers 4 --persistent --max-pending 8",
+        "received",
+    ),
+    Scenario(
+        3,
+        "1 node, non-persistent, pipelined (no receipts)",
+        False,
+        "--url {node1} --producers 4 --consumers 4 --no-persistent --no-receipts",
+        "received",
+    ),
+    Scenario(
+        4,
+        "3-node cluster, ON_DEMAND, producers on node 1, consumers on all",
+        True,
+        "--producer-url {node1} --consumer-url {nodes} --producers 4 --consumers 3 "
+        "--persistent --max-pending 8",
+        "received",
+    ),
+    Scenario(
+        5,
+        "3-node cluster, producers and consumers on every node",
+        True,
+        "--url {nodes} --producers 6 --consumers 6 --persistent --max-pending 8",
+        "received",
+    ),
+]
+
+
+def log(text: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def wait_ports(ports: list[int], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not all(port_open(p) for p in ports):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: STOMP ports {ports} not open after {timeout:g} s")
+        time.sleep(0.2)
+
+
+def ports_of(urls: list[str]) -> list[int]:
+    return [int(u.rsplit(":", 1)[1]) for u in urls]
+
+
+def check_free(urls: list[str]) -> None:
+    busy = [p for p in ports_of(urls) if port_open(p)]
+    if busy:
+        raise RuntimeError(f"ports {busy} are in use by something else; stop it first")
+
+
+def listening_pids(ports: list[int]) -> list[int]:
+    """PIDs listening on ``ports`` (from ``ss``), to read the nodes' CPU time."""
+    try:
+        text = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    pids: set[int] = set()
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 6 or not any(fields[3].endswith(f":{p}") for p in ports):
+            continue
+        for part in fields[5].split("pid=")[1:]:
+            pids.add(int(part.split(",")[0]))
+    return sorted(pids)
+
+
+# -- targets -----------------------------------------------------------------------------------
+
+
+def artemis_py_command() -> list[str]:
+    script = shutil.which("artemis-py")
+    if script:
+        return [script]
+    return [sys.executable, "-c", "import sys; from artemis_py.cli import main; sys.exit(main())"]
+
+
+@contextlib.contextmanager
+def artemis_py_nodes(cluster: bool, workdir: Path) -> Iterator[list[str]]:
+    """Start one artemis-py node (etc/broker.xml) or the three cluster nodes."""
+    env = dict(os.environ, STOMP_PORT=str(61613 + SHIFT), CORE_PORT=str(61616 + SHIFT))
+    env.pop("ARTEMIS_DATA", None)
+    processes: list[subprocess.Popen[bytes]] = []
+    if cluster:
+        env.setdefault("ARTEMIS_CLUSTER_PASSWORD", "bench-cluster-secret")
+        cwd, urls = workdir / "cluster", cluster_urls()
+        cwd.mkdir(parents=True)
+        configs = []
+        for path in CLUSTER_CONFIGS:  # copied, with the ports moved by --port-shift
+            text = path.read_text()
+            for port in (*STOMP_PORTS, *CORE_PORTS):
+                text = text.replace(f":{port}<", f":{port + SHIFT}<").replace(
+                    f":{port}?", f":{port + SHIFT}?"
+                )
+            configs.append(cwd / path.name)
+            configs[-1].write_text(text)
+    else:
+        cwd = workdir / "single"
+        (cwd / "etc").mkdir(parents=True)
+        shutil.copy(ROOT / "etc" / "broker.xml", cwd / "etc" / "broker.xml")
+        configs, urls = [cwd / "etc" / "broker.xml"], single_urls()
+    check_free(urls)
+    try:
+        for i, config in enumerate(configs):
+            logfile = open(cwd / f"node{i + 1}.log", "ab")  # noqa: SIM115 - closed with the node
+            processes.append(
+                subprocess.Popen(
+                    [*artemis_py_command(), "run", str(config)],
+                    cwd=cwd,
+                    env=env,
+                    stdout=logfile,
+                    stderr=logfile,
+                    stdin=subprocess.DEVNULL,
+                )  # fmt: skip
+            )
+        wait_ports(ports_of(urls), 60, "artemis-py")
+        if cluster:
+            time.sleep(3)  # let the cluster connections form
+        yield urls
+    finally:
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@contextlib.contextmanager
+def peer(script: str, layout: str | None) -> Iterator[list[str]]:
+    urls = cluster_urls() if layout == "cluster" else single_urls()
+    extra = [layout] if layout else []
+    check_free(urls)
+    env = dict(os.environ, BENCH_PORT_SHIFT=str(SHIFT))
+    try:
+        subprocess.run([str(PEERS / script), "start", *extra], check=True, env=env)
+        yield urls
+    finally:
+        subprocess.run([str(PEERS / script), "stop", *extra], check=False, env=env)
+
+
+def target_nodes(
+    target: str, cluster: bool, workdir: Path
+) -> contextlib.AbstractContextManager[list[str]]:
+    if target == "artemis-py":
+        return artemis_py_nodes(cluster, workdir)
+    if target == "artemis":
+        return peer("artemis.sh", "cluster" if cluster else "single")
+    return peer("activemq.sh", None)
+
+
+def available(target: str, scenario: Scenario) -> str | None:
+    """None if ``target`` can run ``scenario``, else why not."""
+    if not scenario.cluster:
+        return None
+    if target == "activemq":
+        return "not run (ActiveMQ Classic has no symmetric cluster in this benchmark)"
+    if target == "artemis-py" and not all(p.exists() for p in CLUSTER_CONFIGS):
+        return "not available (no etc/cluster/symmetric/node1..3.xml: clustering not merged yet)"
+    return None
+
+
+# -- running -----------------------------------------------------------------------------------
+
+
+def run_perf(
+    target: str, scenario: Scenario, urls: list[str], args: argparse.Namespace
+) -> dict[str, Any]:
+    stem = f"s{scenario.number}-{target}"
+    json_path = args.results / f"{stem}.json"
+    command = [
+        *artemis_py_command(), "perf", *scenario.args(urls),
+        "--destination", f"queue://bench{scenario.number}",
+        "--duration", str(args.duration), "--warmup", str(args.warmup),
+        "--processes", str(args.processes), "--drain-timeout", "5",
+        "--quiet", "--json", str(json_path),
+    ]  # fmt: skip
+    if args.plots:
+        command += [
+            "--plot",
+            str(args.plots / f"{stem}.png"),
+            "--title",
+            f"{target}: {scenario.title}",
+        ]
+    pids = listening_pids(ports_of(urls))
+    if pids:
+        command += ["--monitor-pid", ",".join(map(str, pids))]
+    result = subprocess.run(command, capture_output=True, text=True)
+    print(result.stdout, end="", flush=True)
+    if result.returncode not in (0, 1) or not json_path.exists():
+        raise RuntimeError(f"artemis-py perf failed ({result.returncode}):\n{result.stderr}")
+    report = json.loads(json_path.read_text())
+    print(f"  load average {os.getloadavg()[0]:.2f}\n", flush=True)
+    return report
+
+
+def fmt_rate(report: dict[str, Any] | None, scenario: Scenario) -> str:
+    if report is None:
+        return "–"
+    rate = report["rates"][scenario.metric]
+    flag = "" if report["totals"]["complete"] and not report["errors"]["count"] else " (!)"
+    return f"{rate:,.0f}{flag}"
+
+
+def fmt_latency(report: dict[str, Any] | None) -> str:
+    if report is None:
+        return "–"
+    lat = report["latency_us"]
+    key = "send_to_receipt" if lat["send_to_receipt"]["count"] else "end_to_end"
+    s = lat[key]
+    if not s["count"]:
+        return "–"
+    return f"{s['p50'] / 1000:.2f} / {s['p99'] / 1000:.1f}"
+
+
+def table(results: dict[tuple[int, str], dict[str, Any] | None], scenarios: list[Scenario],
+          targets: list[str]) -> str:  # fmt: skip
+    peers = [t for t in targets if t != "artemis-py"]
+    head = ["scenario", "metric"]
+    head += [f"{t} msg/s" for t in targets]
+    head += [f"artemis-py / {p}" for p in peers if "artemis-py" in targets]
+    head += [f"{t} p50 / p99 ms" for t in targets]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in scenarios:
+        row = [f"{s.number}. {s.title}", s.metric]
+        row += [fmt_rate(results.get((s.number, t)), s) for t in targets]
+        ours = results.get((s.number, "artemis-py"))
+        for p in peers if "artemis-py" in targets else []:
+            theirs = results.get((s.number, p))
+            if ours and theirs and theirs["rates"][s.metric]:
+                row.append(f"**{ours['rates'][s.metric] / theirs['rates'][s.metric]:.2f}**")
+            else:
+                row.append("–")
+        row += [fmt_latency(results.get((s.number, t))) for t in targets]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def cpu_table(
+    results: dict[tuple[int, str], dict[str, Any] | None],
+    scenarios: list[Scenario],
+    targets: list[str],
+) -> str:
+    """Cores used in the window: the load generator (all its processes) / the node(s)."""
+    head = ["scenario", *[f"{t}: generator / node cores" for t in targets]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in scenarios:
+        row = [str(s.number)]
+        for t in targets:
+            report = results.get((s.number, t))
+            if report is None:
+                row.append("–")
+                continue
+            node = report.get("monitored", {}).get("cores")
+            gen = report["generator"]
+            row.append(
+                f"{gen['cores_used']:.2f} (max {gen['busiest_process_cores']:.2f}/process) / "
+                + ("?" if node is None else f"{node:.2f}")
+            )
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def summary_plot(
+    results: dict[tuple[int, str], dict[str, Any] | None],
+    scenarios: list[Scenario],
+    targets: list[str],
+    path: Path,
+) -> None:
+    """One small PNG: msg/s per scenario and target (left), p50/p99 latency (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2), dpi=80)
+    width = 0.8 / len(targets)
+    x = range(len(scenarios))
+    for i, t in enumerate(targets):
+        rates, p50, p99 = [], [], []
+        for s in scenarios:
+            report = results.get((s.number, t))
+            rates.append(report["rates"][s.metric] if report else 0)
+            lat = report["latency_us"] if report else None
+            key = "send_to_receipt"
+            if lat and not lat[key]["count"]:
+                key = "end_to_end"
+            p50.append((lat[key]["p50"] or 0) / 1000 if lat else 0)
+            p99.append((lat[key]["p99"] or 0) / 1000 if lat else 0)
+        offsets = [j - 0.4 + width * (i + 0.5) for j in x]
+        left.bar(offsets, rates, width, label=t)
+        right.bar(offsets, p99, width, label=f"{t} p99", alpha=0.45)
+        right.bar(offsets, p50, width, label=f"{t} p50", color=f"C{i}")
+    labels = [str(s.number) for s in scenarios]
+    left.set_xticks(list(x), labels)
+    left.set_xlabel("scenario")
+    left.set_ylabel("msg/s")
+    left.legend(fontsize=7)
+    left.set_title("throughput (scenario 1: receipted, others: received)", fontsize=9)
+    right.set_xticks(list(x), labels)
+    right.set_xlabel("scenario")
+    right.set_yscale("log")
+    right.set_ylim(top=right.get_ylim()[1] * 30)  # room for the legend above the bars
+    right.set_ylabel("ms")
+    right.legend(fontsize=6, ncol=3, loc="upper center")
+    right.set_title("latency p50 (solid) / p99 (light)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--targets", default=",".join(TARGETS), help="comma-separated")
+    parser.add_argument("--scenarios", default="1,2,3,4,5", help="comma-separated numbers")
+    parser.add_argument("--duration", type=float, default=8.0, help="measured seconds per run")
+    parser.add_argument("--warmup", type=float, default=4.0, help="seconds (JVMs: JIT)")
+    parser.add_argument("--processes", type=int, default=2, help="load-generator processes")
+    parser.add_argument("--results", type=Path, default=None, help="directory for JSON reports")
+    parser.add_argument("--plots", type=Path, default=None, help="directory for PNG plots")
+    parser.add_argument(
+        "--port-shift",
+        type=int,
+        default=int(os.environ.get("BENCH_PORT_SHIFT", "0")),
+        help="add this to every port (STOMP 61613+N, ...) if the usual ones are taken",
+    )
+    args = parser.parse_args()
+    global SHIFT
+    SHIFT = args.port_shift
+    targets = [t for t in args.targets.split(",") if t]
+    unknown = set(targets) - set(TARGETS)
+    if unknown:
+        parser.error(f"unknown targets {sorted(unknown)}; choose from {TARGETS}")
+    wanted = {int(n) for n in args.scenarios.split(",") if n}
+    scenarios = [s for s in SCENARIOS if s.number in wanted]
+    if args.results is None:
+        args.results = CACHE / "results" / time.strftime("%Y%m%d-%H%M%S")
+    args.results.mkdir(parents=True, exist_ok=True)
+    if args.plots:
+        args.plots.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
+    load_before = os.getloadavg()
+    results: dict[tuple[int, str], dict[str, Any] | None] = {}
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="artemis-py-bench-") as tmp:
+        for target in targets:
+            for cluster in (False, True):
+                group = [s for s in scenarios if s.cluster == cluster]
+                runnable = []
+                for s in group:
+                    why = available(target, s)
+                    if why:
+                        notes.append(f"scenario {s.number}, {target}: {why}")
+                        log(notes[-1])
+                        results[(s.number, target)] = None
+                    else:
+                        runnable.append(s)
+                if not runnable:
+                    continue
+                layout = "3-node cluster" if cluster else "1 node"
+                log(f"starting {target} ({layout})")
+                with target_nodes(target, cluster, Path(tmp) / target) as urls:
+                    for s in runnable:
+                        log(f"scenario {s.number} on {target}: {s.title}")
+                        results[(s.number, target)] = run_perf(target, s, urls, args)
+                log(f"stopped {target} ({layout})")
+    load_after = os.getloadavg()
+    print()
+    print(table(results, scenarios, targets))
+    print()
+    print(cpu_table(results, scenarios, targets))
+    print()
+    if args.plots:
+        summary_plot(results, scenarios, targets, args.plots / "summary.png")
+    for note in notes:
+        print(f"- {note}")
+    print(
+        f"- {os.cpu_count()} CPUs; load average {load_before[0]:.2f} before, "
+        f"{load_after[0]:.2f} after; {time.monotonic() - began:.0f} s in all; "
+        f"{args.duration:g} s measured after {args.warmup:g} s warm-up, "
+        f"{args.processes} generator processes; reports in {args.results}"
+    )
+    print("- msg/s: receipted (scenario 1) or received messages per second in the window; "
+          "p50 / p99: send-to-receipt latency, or end-to-end without receipts; "
+          "(!) = errors or lost messages")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,324 @@
+"""What a load test does: :class:`PerfOptions`, and the ``artemis-py perf`` options that make it.
+
+Option names follow ``artemis perf client|producer|consumer`` where they apply (``--url``,
+``--destination`` ``queue://NAME``/``topic://NAME``, ``--producers``, ``--consumers``,
+``--message-size``, ``--persistent``, ``--rate``, ``--duration``, ``--warmup``,
+``--tx-size``, ``--max-pending``). STOMP-specific: ``--ack-mode`` and ``--receipts``.
+
+Receipts (persistent or not) come in three modes:
+
+* ``--max-pending 1`` (default): each SEND waits for its RECEIPT (latency-bound);
+* ``--max-pending N``: each producer keeps up to N SENDs unreceipted (N sender tasks on one
+  connection, each timing its own SEND-to-RECEIPT);
+* ``--no-receipts``: pipelined; only the final DISCONNECT is confirmed.
+
+With ``--tx-size N`` producers send N messages per transaction and wait for the COMMIT's
+receipt; consumers in a ``client`` ack mode acknowledge in transactions of N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final
+
+from artemis_py.client import (
+    ACK_MODES,
+    DEFAULT_ANYCAST_PREFIX,
+    DEFAULT_MULTICAST_PREFIX,
+    DEFAULT_URL,
+    BrokerUrl,
+    parse_url,
+    stomp_destination,
+)
+
+__all__ = ["DEFAULT_DESTINATION", "PerfOptions", "add_arguments", "options_from_args"]
+
+DEFAULT_DESTINATION: Final = "queue://TEST"
+DEFAULT_MESSAGE_SIZE: Final = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class PerfOptions:
+    """One load test. ``producer_urls``/``consumer_urls`` get actors round-robin."""
+
+    producer_urls: tuple[BrokerUrl, ...] = (parse_url(DEFAULT_URL),)
+    consumer_urls: tuple[BrokerUrl, ...] = (parse_url(DEFAULT_URL),)
+    destination: str = DEFAULT_DESTINATION
+    stomp_destination: str = "/queue/TEST"
+    topic: bool = False
+    producers: int = 1
+    consumers: int = 1
+    message_size: int = DEFAULT_MESSAGE_SIZE
+    persistent: bool = True
+    receipts: bool = True
+    max_pending: int = 1
+    rate: float | None = None
+    duration: float = 10.0
+    warmup: float = 2.0
+    tx_size: int = 0
+    ack_mode: str = "auto"
+    processes: int = 1
+    drain_timeout: float = 10.0
+    user: str | None = None
+    password: str | None = None
+    stomp_version: str = "1.2"
+    monitor_pids: tuple[int, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.producers < 0 or self.consumers < 0:
+            problems.append("--producers and --consumers must not be negative")
+        if self.producers == 0 and self.consumers == 0:
+            problems.append("nothing to do: no producers and no consumers")
+        if self.producers and not self.producer_urls:
+            problems.append("no URL for the producers")
+        if self.consumers and not self.consumer_urls:
+            problems.append("no URL for the consumers")
+        if self.max_pending < 1:
+            problems.append("--max-pending must be at least 1")
+        if self.rate is not None and not (self.rate > 0 and math.isfinite(self.rate)):
+            problems.append("--rate must be a positive number of messages per second")
+        if not self.duration > 0:
+            problems.append("--duration must be positive")
+        if self.warmup < 0:
+            problems.append("--warmup must not be negative")
+        if self.processes < 1:
+            problems.append("--processes must be at least 1")
+        if self.ack_mode not in ACK_MODES:
+            problems.append(f"--ack-mode must be one of {', '.join(ACK_MODES)}")
+        if self.tx_size < 0:
+            problems.append("--tx-size must not be negative")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @property
+    def pipelined(self) -> bool:
+        return not self.receipts and self.tx_size == 0
+
+    @property
+    def expected_copies(self) -> int:
+        """How many deliveries each sent message should produce (0: nobody consumes)."""
+        if not self.consumers:
+            return 0
+        return self.consumers if self.topic else 1
+
+    def receipt_mode(self) -> str:
+        if self.tx_size:
+            return f"transactions of {self.tx_size} (COMMIT receipt)"
+        if not self.receipts:
+            return "none (pipelined)"
+        if self.max_pending == 1:
+            return "every message, awaited"
+        return f"every message, window of {self.max_pending}"
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["producer_urls"] = [str(u) for u in self.producer_urls]
+        data["consumer_urls"] = [str(u) for u in self.consumer_urls]
+        data.pop("password")
+        data.pop("extra")
+        return data
+
+
+# -- argument types ------------------------------------------------------------------------
+
+
+def _urls(text: str) -> list[BrokerUrl]:
+    try:
+        return [parse_url(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _number(kind: Callable[[str], Any], minimum: float, *, strict: bool = False) -> Any:
+    def convert(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not math.isfinite(value) or value < minimum or (strict and value == minimum):
+            relation = "greater than" if strict else "at least"
+            raise argparse.ArgumentTypeError(f"must be {relation} {minimum:g}, got {text}")
+        return value
+
+    convert.__name__ = kind.__name__
+    return convert
+
+
+def _pids(text: str) -> list[int]:
+    try:
+        pids = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of process ids: {text!r}") from None
+    if any(pid <= 0 for pid in pids):
+        raise argparse.ArgumentTypeError(f"not a list of process ids: {text!r}")
+    return pids
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The load-test options (the CLI adds ``--json``, ``--plot`` and output options)."""
+    where = parser.add_argument_group("where")
+    where.add_argument(
+        "--url",
+        type=_urls,
+        action="append",
+        default=None,
+        metavar="URL[,URL...]",
+        help=f"STOMP acceptor(s), tcp://HOST:PORT; repeat or separate with commas to spread "
+        f"producers and consumers round-robin over several nodes (default {DEFAULT_URL})",
+    )
+    where.add_argument(
+        "--producer-url",
+        type=_urls,
+        action="append",
+        default=None,
+        metavar="URL[,URL...]",
+        help="node(s) for the producers only (default: --url)",
+    )
+    where.add_argument(
+        "--consumer-url",
+        type=_urls,
+        action="append",
+        default=None,
+        metavar="URL[,URL...]",
+        help="node(s) for the consumers only (default: --url)",
+    )
+    where.add_argument("--user", default=None, help="login")
+    where.add_argument("--password", default=None, help="passcode")
+    where.add_argument(
+        "--destination",
+        default=DEFAULT_DESTINATION,
+        help=f"queue://NAME or topic://NAME (default {DEFAULT_DESTINATION})",
+    )
+    where.add_argument("--anycast-prefix", default=DEFAULT_ANYCAST_PREFIX, metavar="PREFIX")
+    where.add_argument("--multicast-prefix", default=DEFAULT_MULTICAST_PREFIX, metavar="PREFIX")
+
+    load = parser.add_argument_group("load")
+    load.add_argument("--producers", type=_number(int, 0), default=1, metavar="N")
+    load.add_argument("--consumers", type=_number(int, 0), default=1, metavar="N")
+    load.add_argument(
+        "--message-size",
+        type=_number(int, 0),
+        default=DEFAULT_MESSAGE_SIZE,
+        metavar="BYTES",
+        help=f"body size (default {DEFAULT_MESSAGE_SIZE})",
+    )
+    load.add_argument(
+        "--persistent",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="persistent:true (default) or false",
+    )
+    load.add_argument(
+        "--receipts",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="ask for a RECEIPT per SEND (default); --no-receipts pipelines",
+    )
+    load.add_argument(
+        "--max-pending",
+        type=_number(int, 1),
+        default=1,
+        metavar="N",
+        help="unreceipted SENDs per producer (default 1: await each receipt)",
+    )
+    load.add_argument(
+        "--rate",
+        type=_number(float, 0, strict=True),
+        default=None,
+        metavar="MSG/S",
+        help="target send rate over all producers (default: as fast as possible); "
+        "latencies are then measured from each message's scheduled time",
+    )
+    load.add_argument(
+        "--tx-size",
+        type=_number(int, 0),
+        default=0,
+        metavar="N",
+        help="messages per transaction for producers and client-ack consumers (default 0: none)",
+    )
+    load.add_argument("--ack-mode", choices=ACK_MODES, default="auto")
+
+    timing = parser.add_argument_group("timing")
+    timing.add_argument(
+        "--duration",
+        type=_number(float, 0, strict=True),
+        default=10.0,
+        metavar="SECONDS",
+        help="measured seconds (default 10)",
+    )
+    timing.add_argument(
+        "--warmup",
+        type=_number(float, 0),
+        default=2.0,
+        metavar="SECONDS",
+        help="seconds of load before the measurement (default 2)",
+    )
+    timing.add_argument(
+        "--drain-timeout",
+        type=_number(float, 0),
+        default=10.0,
+        metavar="SECONDS",
+        help="after sending ends, how long consumers may go without a message before the "
+        "run ends short (default 10)",
+    )
+    timing.add_argument(
+        "--monitor-pid",
+        type=_pids,
+        action="append",
+        default=None,
+        metavar="PID[,PID...]",
+        help="also report the CPU use of these processes (the nodes under test; Linux /proc), "
+        "every second and over the window, beside the generator's own",
+    )
+    timing.add_argument(
+        "--processes",
+        type=_number(int, 1),
+        default=1,
+        metavar="N",
+        help="load-generating processes; producers and consumers are spread over them (default 1)",
+    )
+
+
+def _flatten(groups: Sequence[list[BrokerUrl]] | None) -> tuple[BrokerUrl, ...]:
+    return tuple(url for group in groups or () for url in group)
+
+
+def options_from_args(args: argparse.Namespace) -> PerfOptions:
+    """Build and validate :class:`PerfOptions`; raises ValueError with a readable message."""
+    urls = _flatten(args.url) or (parse_url(DEFAULT_URL),)
+    destination = stomp_destination(
+        args.destination,
+        anycast_prefix=args.anycast_prefix,
+        multicast_prefix=args.multicast_prefix,
+    )
+    topic = args.destination.lower().startswith("topic://") or destination.startswith(
+        args.multicast_prefix
+    )
+    return PerfOptions(
+        producer_urls=_flatten(args.producer_url) or urls,
+        consumer_urls=_flatten(args.consumer_url) or urls,
+        destination=args.destination,
+        stomp_destination=destination,
+        topic=topic,
+        producers=args.producers,
+        consumers=args.consumers,
+        message_size=args.message_size,
+        persistent=args.persistent,
+        receipts=args.receipts,
+        max_pending=args.max_pending,
+        rate=args.rate,
+        duration=args.duration,
+        warmup=args.warmup,
+        tx_size=args.tx_size,
+        ack_mode=args.ack_mode,
+        processes=args.processes,
+        drain_timeout=args.drain_timeout,
+        user=args.user,
+        password=args.password,
+        monitor_pids=tuple(pid for group in args.monitor_pid or () for pid in group),
+    )

@@ -1,0 +1,51 @@
+"""``artemis-py perf`` against a real node: two worker processes, counts that add up."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from .conftest import BrokerProcess, node_command, unique
+
+
+@pytest.fixture
+def node(tmp_path):
+    node = BrokerProcess(tmp_path / "node", persistence=True).start()
+    yield node
+    node.close()
+
+
+def test_perf_two_processes_counts_add_up(node, tmp_path):
+    report_path = tmp_path / "perf.json"
+    command, env = node_command()
+    queue = unique("perf")
+    result = subprocess.run(
+        [
+            *command, "perf", "--url", f"tcp://127.0.0.1:{node.port}",
+            "--destination", f"queue://{queue}", "--producers", "2", "--consumers", "2",
+            "--processes", "2", "--max-pending", "4", "--message-size", "256",
+            "--duration", "2", "--warmup", "0.5", "--json", str(report_path),
+        ],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert "measure" in result.stderr  # the per-second progress lines
+    report = json.loads(report_path.read_text())
+    totals = report["totals"]
+    assert totals["sent"] > 0
+    assert totals["sent"] == totals["receipted"] == totals["received"]
+    assert totals["complete"] and totals["drained"]
+    assert report["errors"] == {"count": 0, "messages": []}
+    assert report["generator"]["processes"] == 2
+    assert len(report["generator"]["per_process_cores"]) == 2
+    node_counts = report["nodes"][f"tcp://127.0.0.1:{node.port}"]
+    assert node_counts == {"sent": totals["sent"], "received": totals["sent"]}
+    window = report["window"]
+    assert 0 < window["sent"] < totals["sent"]  # the warm-up is not in the window
+    assert report["rates"]["sent"] == pytest.approx(window["sent"] / 2)
+    assert report["latency_us"]["send_to_receipt"]["count"] == window["sent"]
+    assert report["latency_us"]["end_to_end"]["count"] == window["sent"]
+    assert f"sent {totals['sent']:,}, received {totals['sent']:,}" in result.stdout
