@@ -71,6 +71,18 @@ def send_pipelined(producer: Client, destination: str, bodies: list[str]) -> lis
     return receipts
 
 
+def wait_receipt(producer: Client, receipt: str, timeout: float = 20) -> None:
+    """Wait for a RECEIPT; fail at once, saying so, if the broker drops the connection."""
+    wait_for(
+        lambda: receipt in producer.receipts or producer.listener.disconnected.is_set(),
+        timeout,
+        message=f"RECEIPT {receipt}",
+    )
+    assert receipt in producer.receipts, (
+        f"node 0 closed the producer's connection; errors: {[e.body for e in producer.errors]}"
+    )
+
+
 def test_target_killed_while_forwarding_no_loss_no_duplicates(cluster: Any, clients: Any) -> None:
     q = "stream"
     queue_xml = (
@@ -94,11 +106,7 @@ def test_target_killed_while_forwarding_no_loss_no_duplicates(cluster: Any, clie
         elif start == 1200:
             nodes[1].start()
         else:
-            wait_for(
-                lambda r=receipts[-1]: r in producer.receipts,
-                20,
-                message="the batch's last receipt",
-            )
+            wait_receipt(producer, receipts[-1])
     wait_for(
         lambda: set(receipts) <= set(producer.receipts),
         30,

@@ -8,11 +8,12 @@ test waits (with the status API) until node 0 knows the consumers it relies on b
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections import Counter
 from typing import Any
 
-from integration.conftest import node_command
+from integration.conftest import free_port, node_command
 
 from .conftest import (
     FILTERED,
@@ -295,6 +296,32 @@ def test_cli_cluster_status(nodes: Cluster, clients: Any) -> None:
     )
     assert bad.returncode == 1, (bad.stdout, bad.stderr)
     assert "credentials" in bad.stderr, bad.stderr
+
+    # --json prints what the status API returns.
+    raw = subprocess.run(
+        [*command, "cluster", "status", "--json", str(nodes[2].config_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+        check=True,
+    )
+    data = json.loads(raw.stdout)
+    assert data["node_id"] == ids[2]
+    assert {m["node_id"] for m in data["members"]} == set(ids)
+
+    # Nobody there: a one-line error, exit status 1.
+    nobody = subprocess.run(
+        [*command, "cluster", "status", "--url", f"tcp://127.0.0.1:{free_port()}"]
+        + ["--cluster", "test", "--password", "x"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+        check=False,
+    )
+    assert nobody.returncode == 1, (nobody.stdout, nobody.stderr)
+    assert "cannot connect" in nobody.stderr and "Traceback" not in nobody.stderr, nobody.stderr
 
 
 def test_status_bridges_count_forwarded_messages(nodes: Cluster, clients: Any) -> None:
