@@ -10,6 +10,8 @@ import time
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from .conftest import (
     DEFAULT_ADDRESSES,
     Client,
@@ -409,3 +411,63 @@ def test_messages_after_a_restart_of_the_sender_are_not_taken_for_duplicates(
         c.wait_messages(sent, timeout=15)
     c.sync()
     assert [m.body for m in c.messages] == [f"m-{i}" for i in range(sent)]
+
+
+@pytest.mark.parametrize("which", ["sender", "target"])
+def test_graceful_stop_in_the_middle_of_a_stream(cluster: Any, clients: Any, which: str) -> None:
+    """SIGTERM either end of a busy bridge: the node exits 0, and after its restart every
+    receipted message is there exactly once."""
+    q = "busy"
+    queue_xml = (
+        DEFAULT_ADDRESSES
+        + f"""
+      <address name="{q}"><anycast><queue name="{q}"/></anycast></address>"""
+    )
+    nodes = cluster(2, policy="STRICT", addresses=queue_xml)
+    ids = [node_id(n) for n in nodes]
+    wait_binding(nodes[0], q, on=nodes[1], consumers=0)
+    victim = nodes[0] if which == "sender" else nodes[1]
+
+    producer = clients(nodes[0])
+    receipts: dict[str, str] = {}
+    for start in range(0, 400, 100):
+        bodies = [f"m-{i}" for i in range(start, start + 100)]
+        receipts.update(zip(send_pipelined(producer, f"/queue/{q}", bodies), bodies, strict=True))
+        wait_receipt(producer, list(receipts)[-1])
+    bodies = [f"m-{i}" for i in range(400, 700)]
+    receipts.update(zip(send_pipelined(producer, f"/queue/{q}", bodies), bodies, strict=True))
+    victim.stop()  # must exit 0
+    if which == "target":
+        wait_for(
+            lambda: set(receipts) <= set(producer.receipts),
+            20,
+            message=lambda: f"{len(set(receipts) - set(producer.receipts))} receipts missing",
+        )
+    confirmed = {body for r, body in receipts.items() if r in producer.receipts}
+    producer.close()
+    victim.start()
+
+    wait_for(
+        lambda: (
+            (b := bridge(status(nodes[0]), ids[1]))
+            and b["connected"]
+            and b["depth"] == 0
+            and b["in_flight"] == 0
+        ),
+        30,
+        message=lambda: f"node 0's bridge to drain: {status(nodes[0])['bridges']}",
+    )
+    consumers = [clients(n) for n in nodes]
+    for c in consumers:
+        c.subscribe(f"/queue/{q}")
+    wait_for(
+        lambda: sum(len(c.messages) for c in consumers) >= len(confirmed),
+        30,
+        message=lambda: f"{len(confirmed)} messages, got {[len(c.messages) for c in consumers]}",
+    )
+    for c in consumers:
+        c.sync()
+    counts = Counter(m.body for c in consumers for m in c.messages)
+    duplicates = {body: n for body, n in counts.items() if n > 1}
+    assert not duplicates, f"{len(duplicates)} duplicated: {sorted(duplicates)[:20]}"
+    assert confirmed <= set(counts), sorted(confirmed - set(counts))[:20]
