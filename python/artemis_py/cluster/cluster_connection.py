@@ -218,7 +218,7 @@ class ClusterConnection:
                         "cluster %s: cannot reach %s (%s); retrying",
                         self.name,
                         connector,
-                        exc or "timed out",
+                        str(exc) or "timed out",
                     )
                     continue
                 established = link.established
@@ -380,7 +380,11 @@ class ClusterConnection:
                     route.connected = False
 
     def _maybe_dial(self, member: Member) -> None:
+        # Learned members are dialled unless the connection is explicit: direct connections
+        # only, or no static connectors at all (the end of a chain only answers).
         if self.config.allow_direct_connections_only or self._stopping:
+            return
+        if not self.static_connectors and self.config.discovery_group_name is None:
             return
         if member.node_id in self.outgoing or (member.host, member.port) in self._dialling:
             return
@@ -581,7 +585,7 @@ class ClusterConnection:
                 "cluster %s: link from %s refused: %s",
                 self.name,
                 peer,
-                exc or "handshake timed out",
+                str(exc) or "no handshake within call-timeout",
             )
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)

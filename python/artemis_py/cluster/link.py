@@ -67,6 +67,8 @@ class Link:
         self._cancel_scope: trio.CancelScope | None = None
         self.on_writable: Callable[[], None] | None = None
         self._serving = False  # the writer task runs (after the handshake)
+        self._sending = False  # the writer task is in send_all
+        self._drained = trio.Event()  # set when the writer has sent everything
 
     @property
     def peer_node_id(self) -> str:
@@ -82,7 +84,14 @@ class Link:
     def send(self, frame: object) -> None:
         if self.closing:
             return
-        self.codec.send(frame)  # type: ignore[arg-type]
+        try:
+            self.codec.send(frame)  # type: ignore[arg-type]
+        except ProtocolError as exc:
+            # The peer already closed or broke the link (its EOF may be read but not yet
+            # handled): stop sending; the reader ends the link.
+            log.debug("link to %s: not sending %s: %s", self.peer, type(frame).__name__, exc)
+            self.close()
+            return
         self._take_codec_output()
 
     def _take_codec_output(self) -> None:
@@ -98,9 +107,14 @@ class Link:
             while self._outgoing:
                 chunk = bytes(self._outgoing)
                 self._outgoing.clear()
-                await self.stream.send_all(chunk)
+                self._sending = True
+                try:
+                    await self.stream.send_all(chunk)
+                finally:
+                    self._sending = False
                 if self.on_writable is not None:
                     self.on_writable()
+            self._drained.set()
 
     # -- receiving -----------------------------------------------------------------------
 
@@ -218,7 +232,12 @@ class Link:
             return
         self.send(frame)
         with trio.move_on_after(1):
-            await self._flush_now()
+            if self._serving:  # the writer task owns the stream: let it drain
+                self._drained = trio.Event()
+                if self._outgoing or self._sending:
+                    await self._drained.wait()
+            else:
+                await self._flush_now()
         self.close()
 
 

@@ -55,7 +55,13 @@ class Topology:
         """
         known = self.members.get(member.node_id)
         if member.node_id == self.local.node_id:
-            if member.instance_id != self.local.instance_id and member.up:
+            # An earlier run of this node (same connector) that others still remember is
+            # not a duplicate; another connector claiming this node's id is.
+            if (
+                member.instance_id != self.local.instance_id
+                and member.up
+                and (member.host, member.port) != (self.local.host, self.local.port)
+            ):
                 self._duplicate(self.local, member)
             return False
         if known is not None:
