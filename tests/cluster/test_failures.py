@@ -85,12 +85,6 @@ def wait_receipt(producer: Client, receipt: str, timeout: float = 20) -> None:
     )
 
 
-@pytest.mark.xfail(
-    reason="BUG (race, about 1 run in 5): Link.send raises LocalProtocolError on a link whose "
-    "codec already saw the peer's EOF; it propagates through the store-and-forward queue "
-    "into the producer's STOMP connection, which node 0 closes. Not strict: it is a race.",
-    strict=False,
-)
 def test_target_killed_while_forwarding_no_loss_no_duplicates(cluster: Any, clients: Any) -> None:
     q = "stream"
     queue_xml = (
@@ -151,12 +145,6 @@ def test_target_killed_while_forwarding_no_loss_no_duplicates(cluster: Any, clie
     assert all(c.messages for c in consumers), [len(c.messages) for c in consumers]
 
 
-@pytest.mark.xfail(
-    reason="BUG (race, about 1 run in 3): Link.send raises LocalProtocolError on a link whose "
-    "codec already saw the peer's EOF; it propagates through the store-and-forward queue "
-    "into the producer's STOMP connection, which node 0 closes. Not strict: it is a race.",
-    strict=False,
-)
 def test_repeated_crashes_under_a_steady_stream(cluster: Any, clients: Any) -> None:
     """Kill the target several times while a producer streams to the other node: the
     producer's own connection must not suffer, and every receipted message arrives once."""
@@ -258,11 +246,6 @@ def test_repeated_crashes_under_a_steady_stream(cluster: Any, clients: Any) -> N
     assert set(counts) == set(receipts.values())
 
 
-@pytest.mark.xfail(
-    reason="BUG: topology.py Topology.update reports a node's own earlier instance (same "
-    "connector, killed) as a duplicate node ID with a copied data directory",
-    strict=True,
-)
 def test_restart_after_a_crash_is_not_a_duplicate_node_id(cluster: Any) -> None:
     """A node that crashed and comes back has the same node ID and connector but a new
     instance: the others still remember the old instance. That is not a copied data
@@ -433,25 +416,8 @@ def test_messages_after_a_restart_of_the_sender_are_not_taken_for_duplicates(
 @pytest.mark.parametrize(
     "which",
     [
-        pytest.param(
-            "sender",
-            marks=pytest.mark.xfail(
-                reason="BUG (race, about 2 runs in 5): Link.goodbye's _flush_now and the link's "
-                "_writer task call send_all on the same stream: trio.BusyResourceError out of "
-                "ClusterConnection.leave, and the stopping node exits 1 instead of 0.",
-                strict=False,
-            ),
-        ),
-        pytest.param(
-            "target",
-            marks=pytest.mark.xfail(
-                reason="BUG (races, about 1 run in 3): (a) the same LocalProtocolError as in "
-                "test_repeated_crashes_under_a_steady_stream closes the producer's connection "
-                "on node 0; (b) Link.goodbye's _flush_now and the link's _writer task call "
-                "send_all concurrently: trio.BusyResourceError, the stopping node exits 1.",
-                strict=False,
-            ),
-        ),
+        "sender",
+        "target",
     ],
 )
 def test_graceful_stop_in_the_middle_of_a_stream(cluster: Any, clients: Any, which: str) -> None:

@@ -204,11 +204,6 @@ def test_strangers_on_the_cluster_port(cluster: Any, clients: Any) -> None:
     assert [m.body for m in consumer.messages] == [f"m-{i}" for i in range(sent)]
 
 
-@pytest.mark.xfail(
-    reason="BUG: cluster_connection.py serve_incoming logs `exc or 'handshake timed out'`; "
-    "a TooSlowError is truthy with an empty str, so the reason is blank",
-    strict=True,
-)
 def test_stalled_handshake_is_logged_with_its_reason(cluster: Any) -> None:
     """The log line for a peer dropped in the middle of the handshake says why."""
     nodes = cluster(1, static={})

@@ -6,8 +6,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import pytest
-
 from .conftest import (
     DEFAULT_ADDRESSES,
     Client,
@@ -175,11 +173,6 @@ def test_chain_max_hops_1_stops_at_the_neighbour(cluster: Any, clients: Any) -> 
     assert consumer.messages == []
 
 
-@pytest.mark.xfail(
-    reason="BUG: a cluster connection without <static-connectors> dials every member it "
-    "learns of (cluster_connection.py _maybe_dial only checks allow_direct_connections_only)",
-    strict=True,
-)
 def test_chain_end_without_static_connectors_dials_nobody(cluster: Any) -> None:
     """C, the end of the chain, has no <static-connectors> (as etc/cluster/chain/node3.xml:
     "The end of the chain dials nobody"; ClusterConnectionConfig: "both empty: this node only
