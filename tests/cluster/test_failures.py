@@ -473,3 +473,34 @@ def test_graceful_stop_in_the_middle_of_a_stream(cluster: Any, clients: Any, whi
     duplicates = {body: n for body, n in counts.items() if n > 1}
     assert not duplicates, f"{len(duplicates)} duplicated: {sorted(duplicates)[:20]}"
     assert confirmed <= set(counts), sorted(confirmed - set(counts))[:20]
+
+
+def test_durable_subscription_on_a_stopped_node_gets_its_copies(cluster: Any, clients: Any) -> None:
+    """Multicast: a durable subscription that lives only on node 1 still gets a copy of what
+    is published on node 0 while node 1 is down; the copies wait in the store-and-forward
+    queue and arrive once it is back."""
+    nodes = cluster(2)
+    ids = [node_id(n) for n in nodes]
+    topic, client_id, name = unique("news"), unique("cid"), unique("sub")
+    sub = clients(nodes[1], client_id=client_id)
+    sub.subscribe(f"/topic/{topic}", **{"durable-subscription-name": name})
+    here = clients(nodes[0])
+    here.subscribe(f"/topic/{topic}")
+    wait_binding(nodes[0], f"{client_id}.{name}", on=nodes[1], consumers=1)
+    sub.close()
+    nodes[1].stop()
+    producer = clients(nodes[0])
+    for i in range(3):
+        producer.send(f"/topic/{topic}", f"m-{i}", persistent="true")
+    here.wait_messages(3)
+    b = bridge(status(nodes[0]), ids[1])
+    assert b is not None and b["depth"] == 3 and not b["connected"], b
+
+    nodes[1].start()
+    again = clients(nodes[1], client_id=client_id)
+    again.subscribe(f"/topic/{topic}", **{"durable-subscription-name": name})
+    again.wait_messages(3, timeout=15)
+    again.sync()
+    assert [m.body for m in again.messages] == ["m-0", "m-1", "m-2"]
+    here.sync()
+    assert len(here.messages) == 3
