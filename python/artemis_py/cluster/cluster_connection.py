@@ -585,7 +585,7 @@ class ClusterConnection:
                 "cluster %s: link from %s refused: %s",
                 self.name,
                 peer,
-                str(exc) or "no handshake within call-timeout",
+                str(exc) or "handshake timed out (call-timeout)",
             )
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
