@@ -126,9 +126,6 @@ pub(crate) struct Inner {
     pub housekeeper_cv: Condvar,
     /// Highest completed ticket (all below are complete too).
     pub completed: AtomicU64,
-    /// Highest ticket handed out by `submit` (the writer polls it instead of sleeping
-    /// for a moment after a synced batch; see `writer`).
-    pub submitted: AtomicU64,
     pub done: Mutex<Done>,
     pub done_cv: Condvar,
     pub next_file_id: AtomicU64,
@@ -299,7 +296,6 @@ impl Journal {
             writer_cv: Condvar::new(),
             housekeeper_cv: Condvar::new(),
             completed: AtomicU64::new(0),
-            submitted: AtomicU64::new(0),
             done: Mutex::new(Done::default()),
             done_cv: Condvar::new(),
             next_file_id: AtomicU64::new(next_file_id),
@@ -386,7 +382,6 @@ impl Journal {
         if sync {
             st.queue_syncs += 1;
         }
-        inner.submitted.store(ticket, Ordering::Release);
         // Wake the writer only when that changes what it waits for.
         let wake = if sync {
             !will_wait

@@ -13,8 +13,6 @@
 //!   `append` whose ticket needs a sync batch takes the role itself when it is free and
 //!   writes the next batch (with everyone else's queued submits): a lone synchronous writer
 //!   then pays no thread hand-off on top of `pwrite` + `fdatasync`.
-//! - After a synced batch of a single submit, the writer thread polls briefly for the next
-//!   submit before sleeping (see [`run`]): a lone appender then needs no thread wake-up.
 //! - Tickets complete in order, after their batch is durable (sync) or written (non-sync);
 //!   waiters are woken with one `notify_all` per batch.
 //! - Every batch header carries `durable_through`, the highest batch sequence known to be
@@ -29,7 +27,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::files::{self, io_err, DataFile, FreeFile};
 use crate::format::{
@@ -56,8 +54,6 @@ pub(crate) struct WriterCore {
     builder: BatchBuilder,
     batch: Vec<Submit>,
     locs: Vec<Loc>,
-    /// The last batch written was synced and held a single submit (a lone sync appender).
-    pub(crate) lone_sync: bool,
 }
 
 /// Who is asking to write.
@@ -114,7 +110,6 @@ impl WriterCore {
             builder: BatchBuilder::default(),
             batch: Vec::new(),
             locs: Vec::new(),
-            lone_sync: false,
         }
     }
 
@@ -292,7 +287,6 @@ impl WriterCore {
                 inner.poke_housekeeper(&mut st);
             }
         }
-        self.lone_sync = sync && self.batch.len() == 1;
         inner.complete(last_ticket);
         // Payloads are freed here, outside every lock.
         self.batch.clear();
@@ -300,46 +294,9 @@ impl WriterCore {
     }
 }
 
-/// How long the writer thread polls for the next submit after a lone synced batch before
-/// it sleeps on its condvar. A Trio appender's next submit comes 30-50 us after its batch
-/// completed (eventfd wake-up, pump, task switch, submit); waking a sleeping writer thread
-/// costs a futex wake plus, on a VM, an IPI to a halted vCPU.
-const POLL_BUDGET: Duration = Duration::from_micros(100);
-
-/// Polls `inner.submitted` until it moves past `seen` or `budget` runs out; true if it
-/// moved.
-fn poll_for_submit(inner: &Inner, seen: u64, budget: Duration) -> bool {
-    let start = Instant::now();
-    loop {
-        for _ in 0..32 {
-            if inner.submitted.load(Ordering::Acquire) != seen {
-                return true;
-            }
-            std::hint::spin_loop();
-        }
-        // Two cores shared with other work: let anything runnable here go first.
-        std::thread::yield_now();
-        if start.elapsed() >= budget {
-            return false;
-        }
-    }
-}
-
 /// The writer thread.
-///
-/// After a synced batch that held a single submit (a lone synchronous appender, the case
-/// where every batch pays a full thread hand-off) it polls `submitted` for up to
-/// [`POLL_BUDGET`] before sleeping, so the next submit needs no wake-up. It polls only while
-/// the appender keeps coming back within the budget (else it would burn the budget per
-/// batch for nothing), and never after larger batches: under load the queue is rarely
-/// empty, and on two cores a polling writer takes CPU from the event loop that feeds it.
 pub(crate) fn run(inner: &Arc<Inner>) {
     let cfg = &inner.cfg;
-    let mut poll = false;
-    // When the last lone synced batch completed, until the next submit shows up.
-    let mut lone_done: Option<Instant> = None;
-    // Whether the last lone appender came back within the budget.
-    let mut quick = true;
     loop {
         {
             let mut st = inner.state();
@@ -348,12 +305,7 @@ pub(crate) fn run(inner: &Arc<Inner>) {
                     return;
                 }
                 match due(&st, cfg, Role::Thread) {
-                    Due::Now => {
-                        if let Some(done) = lone_done.take() {
-                            quick = done.elapsed() <= POLL_BUDGET;
-                        }
-                        break;
-                    }
+                    Due::Now => break,
                     Due::At(at) => {
                         let now = Instant::now();
                         st.writer_waiting = true;
@@ -373,15 +325,6 @@ pub(crate) fn run(inner: &Arc<Inner>) {
                         }
                         return;
                     }
-                    Due::Nothing if poll => {
-                        poll = false;
-                        let seen = st.last_ticket;
-                        drop(st);
-                        quick = poll_for_submit(inner, seen, POLL_BUDGET);
-                        lone_done = None;
-                        st = inner.state();
-                        continue;
-                    }
                     Due::Nothing => {
                         st.writer_waiting = true;
                         st = inner
@@ -394,13 +337,10 @@ pub(crate) fn run(inner: &Arc<Inner>) {
             }
         }
         let mut w = lock(&inner.writer);
-        w.lone_sync = false;
         if let Err(e) = w.step(inner, Role::Thread) {
             drop(w);
             inner.fail(e);
             return;
         }
-        lone_done = w.lone_sync.then(Instant::now);
-        poll = w.lone_sync && quick;
     }
 }

@@ -506,9 +506,9 @@ fn pool_limit_deletes_reclaimed_files() {
 }
 
 /// A lone appender served by the writer thread (as through the Python facade: `submit`,
-/// then wait for the completion listener, never `wait`), coming back at once (the writer
-/// polls for it) and after pauses longer than the poll (the writer stops polling and
-/// sleeps): every ticket completes, one synced batch each, and all of it is recovered.
+/// then wait for the completion listener, never `wait`), coming back at once and after
+/// pauses (each submit wakes the sleeping writer): every ticket completes, one synced batch
+/// each, and all of it is recovered.
 #[test]
 fn lone_appender_via_the_writer_thread() {
     let dir = tempfile::tempdir().unwrap();
