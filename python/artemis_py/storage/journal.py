@@ -143,12 +143,16 @@ class Journal:
     async def add(
         self, id: int, record_type: int, payload: bytes, *, sync: bool | None = None
     ) -> None:
-        await self.append([Op.add(id, record_type, payload)], self._sync_plain if sync is None else sync)
+        await self.append(
+            [Op.add(id, record_type, payload)], self._sync_plain if sync is None else sync
+        )
 
     async def update(
         self, id: int, record_type: int, payload: bytes, *, sync: bool | None = None
     ) -> None:
-        await self.append([Op.update(id, record_type, payload)], self._sync_plain if sync is None else sync)
+        await self.append(
+            [Op.update(id, record_type, payload)], self._sync_plain if sync is None else sync
+        )
 
     async def delete(self, id: int, *, sync: bool | None = None) -> None:
         await self.append([Op.delete(id)], self._sync_plain if sync is None else sync)
