@@ -6,9 +6,9 @@ Blocking methods release the GIL; call them through ``trio.to_thread.run_sync`` 
 """
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import final
+from typing import final, overload
 
 from artemis_py.storage.ops import Op
 
@@ -35,6 +35,18 @@ class Record:
     def updates(self) -> tuple[Update, ...]: ...
 
 @final
+class Records(Sequence[Record]):
+    """The live records of a load, sorted by id. Kept native: each ``Record`` is made when it
+    is looked at (two lookups give distinct objects); a slice gives a tuple."""
+
+    def __len__(self) -> int: ...
+    @overload
+    def __getitem__(self, index: int) -> Record: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Record, ...]: ...
+    def __iter__(self) -> Iterator[Record]: ...
+
+@final
 class PreparedTransaction:
     """Prepared (two-phase commit) but not yet committed or rolled back."""
 
@@ -50,9 +62,9 @@ class LoadReport:
     """What opening a journal recovered."""
 
     @property
-    def records(self) -> tuple[Record, ...]: ...  # sorted by id
+    def records(self) -> Records: ...  # sorted by id
     @property
-    def prepared(self) -> tuple[PreparedTransaction, ...]: ...
+    def prepared(self) -> tuple[PreparedTransaction, ...]: ...  # made on first access
     @property
     def incomplete_transactions_rolled_back(self) -> int: ...
     @property

@@ -28,7 +28,7 @@ def state(journal: Journal) -> dict[int, tuple[int, bytes, list[tuple[int, bytes
 
 async def test_add_update_delete_survive_reopen(tmp_path: Path) -> None:
     async with open_journal(tmp_path) as journal:
-        assert journal.loaded.records == ()
+        assert len(journal.loaded.records) == 0
         assert journal.loaded.torn_tail is None
         await journal.add(1, 10, b"one")
         await journal.add(2, 10, b"two")
@@ -45,7 +45,7 @@ async def test_add_update_delete_survive_reopen(tmp_path: Path) -> None:
         await journal.delete(1)
         await journal.delete(3)
     async with open_journal(tmp_path) as journal:
-        assert journal.loaded.records == ()
+        assert len(journal.loaded.records) == 0
 
 
 async def test_committed_transaction_is_applied_and_rolled_back_one_is_not(
@@ -72,7 +72,7 @@ async def test_prepared_transaction_is_reported_and_can_be_committed_after_reope
         await journal.add_tx(7, 1, 10, b"prepared-add")
         await journal.prepare(7, b"xid-7")
     async with open_journal(tmp_path) as journal:
-        assert journal.loaded.records == ()  # not visible until committed
+        assert len(journal.loaded.records) == 0  # not visible until committed
         (prepared,) = journal.loaded.prepared
         assert prepared.tx_id == 7
         assert prepared.xid == b"xid-7"

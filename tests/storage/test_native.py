@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import select
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ async def test_blocking_calls_release_the_gil(tmp_path: Path) -> None:
     journal, report = await trio.to_thread.run_sync(
         lambda: _native.Journal.open(str(tmp_path), buffer_timeout_ns=10_000_000_000)
     )
-    assert report.records == ()
+    assert len(report.records) == 0
     try:
         lazy = journal.submit([Op.add(1, 1, b"lazy")], False)
         with trio.fail_after(5):
@@ -71,3 +72,35 @@ async def test_node_manager_close_releases_the_lock(tmp_path: Path) -> None:
     second = await trio.to_thread.run_sync(_native.NodeManager.open, str(tmp_path))
     assert second.node_id == first.node_id
     second.close()
+
+
+def test_load_report_records_are_a_native_sequence(tmp_path: Path) -> None:
+    journal, _ = _native.Journal.open(str(tmp_path))
+    journal.append([Op.add(i, 7, bytes([i]) * i) for i in range(1, 6)], True)
+    journal.append([Op.update(3, 8, b"u1"), Op.update(3, 9, b"u2"), Op.delete(4)], True)
+    journal.close()
+    journal, report = _native.Journal.open(str(tmp_path))
+    try:
+        records = report.records
+        assert isinstance(records, Sequence)
+        assert len(records) == 4 and bool(records)
+        assert [r.id for r in records] == [1, 2, 3, 5]
+        assert [r.id for r in reversed(records)] == [5, 3, 2, 1]
+        assert (records[0].id, records[-1].id, records[-4].id) == (1, 5, 1)
+        third = records[2]
+        assert (third.record_type, third.payload) == (7, b"\x03\x03\x03")
+        assert [(u.record_type, u.payload) for u in third.updates] == [(8, b"u1"), (9, b"u2")]
+        assert records[4 - 1].payload == b"\x05" * 5
+        assert [r.id for r in records[1:]] == [2, 3, 5]
+        assert [r.id for r in records[::-2]] == [5, 2]
+        assert records[10:] == ()
+        for bad in (4, -5):
+            with pytest.raises(IndexError):
+                records[bad]
+        with pytest.raises(TypeError):
+            records["1"]  # type: ignore[call-overload]
+        assert report.prepared == () and report.prepared is report.prepared
+        del report, records  # the packed records are freed; the Records made survive
+        assert third.updates[1].payload == b"u2"
+    finally:
+        journal.close()

@@ -19,12 +19,15 @@ Use :func:`open_storage` in the broker, :func:`open_journal` / :func:`open_node_
 their own in tools and tests.
 """
 
+import collections.abc
+
 from artemis_py._native import (
     CompactionReport,
     JournalStats,
     LoadReport,
     PreparedTransaction,
     Record,
+    Records,
     Update,
 )
 from artemis_py.storage.broker_storage import Storage, open_storage
@@ -32,6 +35,9 @@ from artemis_py.storage.journal import Journal, open_journal
 from artemis_py.storage.node_manager import NodeManager, open_node_manager
 from artemis_py.storage.ops import Op
 from artemis_py.storage.settings import JournalSettings
+
+# A native sequence (len, indexing, slicing, iteration), so it passes isinstance checks too.
+collections.abc.Sequence.register(Records)
 
 __all__ = [
     "CompactionReport",
@@ -43,6 +49,7 @@ __all__ = [
     "Op",
     "PreparedTransaction",
     "Record",
+    "Records",
     "Storage",
     "Update",
     "open_journal",

@@ -27,9 +27,7 @@ Theory of operation
 
 from __future__ import annotations
 
-import contextlib
 import heapq
-import itertools
 import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -64,12 +62,15 @@ class Journal:
         self._native = native
         self.loaded = loaded
         self.settings = settings
-        # (ticket, sequence, task): the sequence keeps equal tickets from comparing tasks.
+        # (ticket, id(task), task): a task waits for one ticket at a time, so the id keeps
+        # equal tickets from comparing tasks.
         self._waiters: list[tuple[int, int, trio.lowlevel.Task]] = []
-        self._sequence = itertools.count()
         self._last_ticket = 0
         self._pump_scope: trio.CancelScope | None = None
+        # True while the pump runs: only then can a parked waiter be woken.
+        self._pumping = False
         self._closed = False
+        self._sync_plain = settings.sync_non_transactional
 
     @property
     def directory(self) -> Path:
@@ -104,14 +105,23 @@ class Journal:
         if failed:
             await trio.lowlevel.cancel_shielded_checkpoint()
             raise self._failure()
-        if self._pump_scope is None or self._pump_scope.cancel_called:
+        await self._park(ticket)
+
+    async def _park(self, ticket: int) -> None:
+        """Sleep until the pump reports ``ticket``'s outcome.
+
+        Needs no look at ``progress()`` first: the pump cannot run between the caller's
+        submit (or its own check) and this park, and every completion or failure after that
+        pokes the eventfd, so the pump's next dispatch sees this waiter.
+        """
+        if not self._pumping:
             raise JournalClosedError(
                 f"journal {self.directory} is closed; the outcome of ticket {ticket} is unknown"
             )
         # Park the task itself (no Event, no shielded scope: this is the hot path of every
         # synced append); the pump reschedules it with the outcome.
         task = trio.lowlevel.current_task()
-        heapq.heappush(self._waiters, (ticket, next(self._sequence), task))
+        heapq.heappush(self._waiters, (ticket, id(task), task))
         await trio.lowlevel.wait_task_rescheduled(_not_cancellable)
 
     async def append(self, ops: Sequence[Op], sync: bool | None = None) -> None:
@@ -123,9 +133,9 @@ class Journal:
         if sync is None:
             sync = self.settings.sync_for(ops)
         await trio.lowlevel.checkpoint_if_cancelled()
-        ticket = self.submit(ops, sync)
+        ticket = self._last_ticket = self._native.submit(ops, sync)
         if sync:
-            await self.wait(ticket)
+            await self._park(ticket)
         else:
             # Queued: yield to other tasks, but never report a queued write as cancelled.
             await trio.lowlevel.cancel_shielded_checkpoint()
@@ -133,15 +143,19 @@ class Journal:
     async def add(
         self, id: int, record_type: int, payload: bytes, *, sync: bool | None = None
     ) -> None:
-        await self.append([Op.add(id, record_type, payload)], sync)
+        await self.append(
+            [Op.add(id, record_type, payload)], self._sync_plain if sync is None else sync
+        )
 
     async def update(
         self, id: int, record_type: int, payload: bytes, *, sync: bool | None = None
     ) -> None:
-        await self.append([Op.update(id, record_type, payload)], sync)
+        await self.append(
+            [Op.update(id, record_type, payload)], self._sync_plain if sync is None else sync
+        )
 
     async def delete(self, id: int, *, sync: bool | None = None) -> None:
-        await self.append([Op.delete(id)], sync)
+        await self.append([Op.delete(id)], self._sync_plain if sync is None else sync)
 
     # Records inside a transaction never wait: the commit (or prepare) makes them durable.
 
@@ -186,6 +200,7 @@ class Journal:
             self._settle_all(
                 JournalClosedError(f"journal {self.directory} closed before the write completed")
             )
+            self._pumping = False
             if self._pump_scope is not None:
                 self._pump_scope.cancel()
 
@@ -197,14 +212,18 @@ class Journal:
         # aclose() stops it explicitly.
         with trio.CancelScope(shield=True) as scope:
             self._pump_scope = scope
+            self._pumping = True
             task_status.started()
             try:
                 while True:
                     await trio.lowlevel.wait_readable(fd)
-                    with contextlib.suppress(BlockingIOError):
+                    try:  # not contextlib.suppress: this runs once per batch
                         os.eventfd_read(fd)
+                    except BlockingIOError:
+                        pass
                     self._dispatch()
             finally:
+                self._pumping = False
                 self._settle_all(JournalClosedError(f"journal {self.directory} closed"))
 
     def _dispatch(self) -> None:

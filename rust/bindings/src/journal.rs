@@ -23,7 +23,7 @@ use pyo3::prelude::*;
 
 use crate::error::journal_error;
 use crate::ops::ops_from_py;
-use crate::report::{PyCompactionReport, PyJournalStats, PyLoadReport};
+use crate::report::{LoadData, PyCompactionReport, PyJournalStats, PyLoadReport};
 
 fn new_eventfd() -> std::io::Result<OwnedFd> {
     // SAFETY: plain syscall; on success we own the returned descriptor.
@@ -118,12 +118,13 @@ impl PyJournal {
                 },
             )
         })?);
+        // The records are packed for Python here too, without the GIL (see `report`).
         let (journal, report) = py
-            .detach(|| Journal::open(config))
+            .detach(|| Journal::open(config).map(|(j, r)| (j, LoadData::from_report(r))))
             .map_err(|e| journal_error(py, &e))?;
         let listener_fd = Arc::clone(&eventfd);
         journal.set_completion_listener(Box::new(move || poke(&listener_fd)));
-        let report = PyLoadReport::from_report(py, report);
+        let report = PyLoadReport::new(py, report);
         let this = PyJournal {
             journal,
             eventfd,

@@ -17,6 +17,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<node_manager::PyNodeManager>()?;
     m.add_class::<report::PyLoadReport>()?;
     m.add_class::<report::PyRecord>()?;
+    m.add_class::<report::PyRecords>()?;
     m.add_class::<report::PyUpdate>()?;
     m.add_class::<report::PyPreparedTransaction>()?;
     m.add_class::<report::PyJournalStats>()?;

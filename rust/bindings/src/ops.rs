@@ -172,15 +172,3 @@ pub fn op_to_py<'py>(py: Python<'py>, op: &Op) -> PyResult<Bound<'py, PyTuple>> 
         Op::Rollback { tx_id } => ("rollback", tx_id).into_pyobject(py),
     }
 }
-
-/// Bytes of payload an op carries (for pacing conversions).
-pub fn payload_len(op: &Op) -> usize {
-    match op {
-        Op::Add { payload, .. }
-        | Op::Update { payload, .. }
-        | Op::AddTx { payload, .. }
-        | Op::UpdateTx { payload, .. } => payload.len(),
-        Op::Prepare { xid, .. } => xid.len(),
-        Op::Delete { .. } | Op::DeleteTx { .. } | Op::Commit { .. } | Op::Rollback { .. } => 0,
-    }
-}

@@ -1,16 +1,29 @@
 //! Read-only result objects: what a load found, statistics, compaction reports.
 //!
-//! Built once with the GIL held after the blocking call returns; payloads become `bytes`.
+//! A recovered journal can hold millions of records. Converting them all to Python objects
+//! at open would hold the GIL for as long (and freeing them would block whoever drops the
+//! report), so the load report keeps its records native: [`LoadData::from_report`] packs
+//! them (with the GIL released, on the thread that opened the journal) into three flat
+//! vectors, and `LoadReport.records` is a sequence that makes a `Record` only when one is
+//! looked at. Dropping it frees three allocations, and a large arena is freed on a helper
+//! thread so that whoever drops the last reference (usually the event loop) does not wait.
+//! Prepared transactions are few; they are converted on first access and cached.
 
+use std::ops::Range;
 use std::path::PathBuf;
 
+use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PySlice, PyTuple};
 
 use crate::ops::op_to_py;
 
 /// Prepared ops are handed back as instances of the facade's `Op` (a tuple subclass).
 const OP_MODULE: &str = "artemis_py.storage.ops";
+
+/// Arenas at least this large are freed on a helper thread (freeing 64 MiB takes ~5 ms).
+const FREE_ON_THREAD: usize = 4 * 1024 * 1024;
 
 /// One update of a record.
 #[pyclass(name = "Update", module = "artemis_py._native", frozen, get_all)]
@@ -79,124 +92,283 @@ impl PyPreparedTransaction {
     }
 }
 
-/// What opening a journal recovered.
-#[pyclass(name = "LoadReport", module = "artemis_py._native", frozen, get_all)]
-pub struct PyLoadReport {
-    records: Py<PyTuple>,
-    prepared: Py<PyTuple>,
-    incomplete_transactions_rolled_back: usize,
-    /// `(file, offset)` where a torn tail was cut off, or None.
-    torn_tail: Option<(PathBuf, u64)>,
+struct FlatRecord {
+    id: u64,
+    record_type: u8,
+    payload: Range<usize>,
+    updates: Range<usize>,
 }
 
-#[pymethods]
-impl PyLoadReport {
-    fn __repr__(&self, py: Python<'_>) -> String {
-        format!(
-            "LoadReport(records=<{}>, prepared=<{}>, incomplete_transactions_rolled_back={}, torn_tail={:?})",
-            self.records.bind(py).len(),
-            self.prepared.bind(py).len(),
-            self.incomplete_transactions_rolled_back,
-            self.torn_tail
+struct FlatUpdate {
+    record_type: u8,
+    payload: Range<usize>,
+}
+
+/// The live records of a load, packed: every payload in one arena.
+#[derive(Default)]
+struct FlatRecords {
+    records: Vec<FlatRecord>,
+    updates: Vec<FlatUpdate>,
+    arena: Vec<u8>,
+}
+
+impl FlatRecords {
+    /// Packs `records`, freeing each one's buffers as it goes. No GIL needed.
+    fn pack(records: Vec<journal::RecordInfo>) -> FlatRecords {
+        let mut bytes = 0;
+        let mut updates = 0;
+        for r in &records {
+            bytes += r.payload.len() + r.updates.iter().map(|u| u.payload.len()).sum::<usize>();
+            updates += r.updates.len();
+        }
+        let mut flat = FlatRecords {
+            records: Vec::with_capacity(records.len()),
+            updates: Vec::with_capacity(updates),
+            arena: Vec::with_capacity(bytes),
+        };
+        for r in records {
+            let payload = flat.put(&r.payload);
+            let first = flat.updates.len();
+            for u in r.updates {
+                let payload = flat.put(&u.payload);
+                flat.updates.push(FlatUpdate {
+                    record_type: u.record_type,
+                    payload,
+                });
+            }
+            flat.records.push(FlatRecord {
+                id: r.id,
+                record_type: r.record_type,
+                payload,
+                updates: first..flat.updates.len(),
+            });
+        }
+        flat
+    }
+
+    fn put(&mut self, data: &[u8]) -> Range<usize> {
+        let start = self.arena.len();
+        self.arena.extend_from_slice(data);
+        start..self.arena.len()
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.arena.capacity()
+            + self.records.capacity() * std::mem::size_of::<FlatRecord>()
+            + self.updates.capacity() * std::mem::size_of::<FlatUpdate>()
+    }
+
+    /// A fresh `Record` for entry `i` (which must be in range).
+    fn record(&self, py: Python<'_>, i: usize) -> PyResult<Py<PyRecord>> {
+        let r = &self.records[i];
+        let updates = self.updates[r.updates.clone()]
+            .iter()
+            .map(|u| {
+                Py::new(
+                    py,
+                    PyUpdate {
+                        record_type: u.record_type,
+                        payload: PyBytes::new(py, &self.arena[u.payload.clone()]).unbind(),
+                    },
+                )
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        Py::new(
+            py,
+            PyRecord {
+                id: r.id,
+                record_type: r.record_type,
+                payload: PyBytes::new(py, &self.arena[r.payload.clone()]).unbind(),
+                updates: PyTuple::new(py, updates)?.unbind(),
+            },
         )
     }
 }
 
-/// Building Python objects needs the GIL, and a recovered journal can hold gigabytes. So the
-/// conversion offers the GIL to other threads (the Trio loop) after every ~16 KiB it copies:
-/// a thread waiting for the GIL asks for it after the switch interval (5 ms), and a
-/// release then hands it over, so the loop is never held up for longer than that.
-struct GilBreaks<'py> {
-    py: Python<'py>,
-    since_break: usize,
+/// The live records of a load, sorted by id: a read-only sequence of `Record`s, each made
+/// when it is looked at (so two lookups give equal but distinct objects).
+#[pyclass(name = "Records", module = "artemis_py._native", frozen, sequence)]
+pub struct PyRecords {
+    flat: FlatRecords,
 }
 
-impl<'py> GilBreaks<'py> {
-    const EVERY: usize = 16 * 1024;
+impl Drop for PyRecords {
+    fn drop(&mut self) {
+        let flat = std::mem::take(&mut self.flat);
+        if flat.heap_bytes() >= FREE_ON_THREAD {
+            // If the thread cannot be started the closure, and `flat` with it, is dropped
+            // right here: the same work, just not off this thread.
+            let _ = std::thread::Builder::new()
+                .name("journal-report-free".into())
+                .spawn(move || drop(flat));
+        }
+    }
+}
 
-    fn new(py: Python<'py>) -> Self {
-        GilBreaks { py, since_break: 0 }
+#[pymethods]
+impl PyRecords {
+    fn __len__(&self) -> usize {
+        self.flat.records.len()
     }
 
-    /// Account for `bytes` copied (plus a little per object) and break when due.
-    fn charge(&mut self, bytes: usize) {
-        self.since_break += bytes + 64;
-        if self.since_break >= Self::EVERY {
-            self.since_break = 0;
-            self.py.detach(|| ());
+    /// `records[i]` gives a `Record`; `records[a:b:c]` a tuple of them.
+    fn __getitem__(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let len = self.flat.records.len();
+        if let Ok(slice) = index.cast::<PySlice>() {
+            let s = slice.indices(len as isize)?;
+            let items = (0..s.slicelength)
+                .map(|k| {
+                    self.flat
+                        .record(py, (s.start + k as isize * s.step) as usize)
+                })
+                .collect::<PyResult<Vec<_>>>()?;
+            return Ok(PyTuple::new(py, items)?.into_any().unbind());
+        }
+        let i: isize = index.extract()?;
+        let at = if i < 0 { i + len as isize } else { i };
+        if at < 0 || at as usize >= len {
+            return Err(PyIndexError::new_err("record index out of range"));
+        }
+        Ok(self.flat.record(py, at as usize)?.into_any())
+    }
+
+    fn __iter__(slf: Py<Self>) -> PyRecordsIter {
+        PyRecordsIter {
+            records: slf,
+            next: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
-    fn bytes(&mut self, data: Vec<u8>) -> Py<PyBytes> {
-        self.charge(data.len());
-        // `data` is dropped here, so the Rust copy goes as the Python copy is made.
-        PyBytes::new(self.py, &data).unbind()
+    fn __repr__(&self) -> String {
+        format!("Records(<{}>)", self.flat.records.len())
     }
 }
 
+/// Iterator over `Records`.
+#[pyclass(name = "RecordsIterator", module = "artemis_py._native", frozen)]
+pub struct PyRecordsIter {
+    records: Py<PyRecords>,
+    next: std::sync::atomic::AtomicUsize,
+}
+
+#[pymethods]
+impl PyRecordsIter {
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyRecord>>> {
+        use std::sync::atomic::Ordering;
+        let flat = &self.records.get().flat;
+        let i = self.next.load(Ordering::Relaxed);
+        if i >= flat.records.len() {
+            return Ok(None);
+        }
+        self.next.store(i + 1, Ordering::Relaxed);
+        flat.record(py, i).map(Some)
+    }
+}
+
+/// What `Journal::open` recovered, in native form: built with the GIL released.
+pub struct LoadData {
+    records: FlatRecords,
+    prepared: Vec<journal::PreparedTransaction>,
+    incomplete_transactions_rolled_back: usize,
+    torn_tail: Option<(PathBuf, u64)>,
+}
+
+impl LoadData {
+    /// Packs the report's records (no GIL needed; run it where the load ran).
+    pub fn from_report(report: journal::LoadReport) -> LoadData {
+        LoadData {
+            records: FlatRecords::pack(report.records),
+            prepared: report.prepared,
+            incomplete_transactions_rolled_back: report.incomplete_transactions_rolled_back,
+            torn_tail: report.torn_tail,
+        }
+    }
+}
+
+/// What opening a journal recovered.
+#[pyclass(name = "LoadReport", module = "artemis_py._native", frozen)]
+pub struct PyLoadReport {
+    records: Py<PyRecords>,
+    prepared_data: Vec<journal::PreparedTransaction>,
+    prepared: PyOnceLock<Py<PyTuple>>,
+    incomplete_transactions_rolled_back: usize,
+    torn_tail: Option<(PathBuf, u64)>,
+}
+
 impl PyLoadReport {
-    /// Convert, consuming the report so each payload is freed once copied.
-    pub fn from_report(py: Python<'_>, report: journal::LoadReport) -> PyResult<Self> {
-        let mut gil = GilBreaks::new(py);
-        let records = report
-            .records
-            .into_iter()
-            .map(|r| {
-                let updates = r
-                    .updates
-                    .into_iter()
-                    .map(|u| {
-                        let payload = gil.bytes(u.payload);
+    /// Wraps `data`; cheap (no per-record work), so it can run with the GIL held.
+    pub fn new(py: Python<'_>, data: LoadData) -> PyResult<Self> {
+        Ok(PyLoadReport {
+            records: Py::new(py, PyRecords { flat: data.records })?,
+            prepared_data: data.prepared,
+            prepared: PyOnceLock::new(),
+            incomplete_transactions_rolled_back: data.incomplete_transactions_rolled_back,
+            torn_tail: data.torn_tail,
+        })
+    }
+}
+
+#[pymethods]
+impl PyLoadReport {
+    /// Live records, sorted by id (a `Records` sequence).
+    #[getter]
+    fn records(&self, py: Python<'_>) -> Py<PyRecords> {
+        self.records.clone_ref(py)
+    }
+
+    /// Prepared transactions (converted on first access).
+    #[getter]
+    fn prepared(&self, py: Python<'_>) -> PyResult<Py<PyTuple>> {
+        self.prepared
+            .get_or_try_init(py, || {
+                let op_class = py.import(OP_MODULE)?.getattr("Op")?;
+                let prepared = self
+                    .prepared_data
+                    .iter()
+                    .map(|p| {
+                        let ops = p
+                            .ops
+                            .iter()
+                            .map(|op| op_class.call1((op_to_py(py, op)?,)))
+                            .collect::<PyResult<Vec<_>>>()?;
                         Py::new(
                             py,
-                            PyUpdate {
-                                record_type: u.record_type,
-                                payload,
+                            PyPreparedTransaction {
+                                tx_id: p.tx_id,
+                                xid: PyBytes::new(py, &p.xid).unbind(),
+                                ops: PyTuple::new(py, ops)?.unbind(),
                             },
                         )
                     })
                     .collect::<PyResult<Vec<_>>>()?;
-                let payload = gil.bytes(r.payload);
-                Py::new(
-                    py,
-                    PyRecord {
-                        id: r.id,
-                        record_type: r.record_type,
-                        payload,
-                        updates: PyTuple::new(py, updates)?.unbind(),
-                    },
-                )
+                PyResult::Ok(PyTuple::new(py, prepared)?.unbind())
             })
-            .collect::<PyResult<Vec<_>>>()?;
-        let op_class = py.import(OP_MODULE)?.getattr("Op")?;
-        let prepared = report
-            .prepared
-            .into_iter()
-            .map(|p| {
-                let ops = p
-                    .ops
-                    .iter()
-                    .map(|op| {
-                        gil.charge(crate::ops::payload_len(op));
-                        op_class.call1((op_to_py(py, op)?,))
-                    })
-                    .collect::<PyResult<Vec<_>>>()?;
-                Py::new(
-                    py,
-                    PyPreparedTransaction {
-                        tx_id: p.tx_id,
-                        xid: gil.bytes(p.xid),
-                        ops: PyTuple::new(py, ops)?.unbind(),
-                    },
-                )
-            })
-            .collect::<PyResult<Vec<_>>>()?;
-        Ok(PyLoadReport {
-            records: PyTuple::new(py, records)?.unbind(),
-            prepared: PyTuple::new(py, prepared)?.unbind(),
-            incomplete_transactions_rolled_back: report.incomplete_transactions_rolled_back,
-            torn_tail: report.torn_tail,
-        })
+            .map(|t| t.clone_ref(py))
+    }
+
+    #[getter]
+    fn incomplete_transactions_rolled_back(&self) -> usize {
+        self.incomplete_transactions_rolled_back
+    }
+
+    /// `(file, offset)` where a torn tail was cut off, or None.
+    #[getter]
+    fn torn_tail(&self) -> Option<(PathBuf, u64)> {
+        self.torn_tail.clone()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "LoadReport(records=<{}>, prepared=<{}>, incomplete_transactions_rolled_back={}, torn_tail={:?})",
+            self.records.get().flat.records.len(),
+            self.prepared_data.len(),
+            self.incomplete_transactions_rolled_back,
+            self.torn_tail
+        )
     }
 }
 

@@ -390,6 +390,11 @@ impl Journal {
         };
         if st.writer_waiting && wake {
             st.writer_waiting = false;
+            // Notify after unlocking: the writer waits inside `writer_cv.wait` (it set
+            // `writer_waiting` under this lock), so the wake-up cannot be lost, and woken
+            // while we still held the lock it would block on it at once (two more futex
+            // calls and a context switch per wake-up, seen in syscall traces).
+            drop(st);
             inner.writer_cv.notify_one();
         }
         Ok(ticket)

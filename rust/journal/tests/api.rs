@@ -504,3 +504,49 @@ fn pool_limit_deletes_reclaimed_files() {
     let (_, rep) = open(dir.path());
     assert!(rep.records.is_empty());
 }
+
+/// A lone appender served by the writer thread (as through the Python facade: `submit`,
+/// then wait for the completion listener, never `wait`), coming back at once and after
+/// pauses (each submit wakes the sleeping writer): every ticket completes, one synced batch
+/// each, and all of it is recovered.
+#[test]
+fn lone_appender_via_the_writer_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, _) = open(dir.path());
+    let signal = Arc::new((std::sync::Mutex::new(0u64), std::sync::Condvar::new()));
+    let s = signal.clone();
+    j.set_completion_listener(Box::new(move || {
+        *s.0.lock().unwrap() += 1;
+        s.1.notify_all();
+    }));
+    let before = j.stats();
+    let mut id = 0;
+    for pause_us in [0u64, 0, 0, 300, 2_000, 0, 0, 2_000, 0] {
+        for _ in 0..20 {
+            if pause_us > 0 {
+                std::thread::sleep(Duration::from_micros(pause_us));
+            }
+            id += 1;
+            let ticket = j.submit(vec![add(id, b"lone")], true).unwrap();
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            let mut pokes = signal.0.lock().unwrap();
+            while j.progress().completed < ticket {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "ticket {ticket} never completed"
+                );
+                pokes = signal
+                    .1
+                    .wait_timeout(pokes, Duration::from_millis(100))
+                    .unwrap()
+                    .0;
+            }
+        }
+    }
+    let after = j.stats();
+    assert_eq!(after.batches - before.batches, id);
+    assert_eq!(after.syncs - before.syncs, id);
+    j.close().unwrap();
+    let (_j, rep) = open(dir.path());
+    assert_eq!(rep.records.len() as u64, id);
+}
