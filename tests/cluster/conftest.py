@@ -429,3 +429,23 @@ def nodes(shared_cluster: Cluster) -> Cluster:
     use_shared(shared_cluster)
     shared_cluster.wait_formed()
     return shared_cluster
+
+
+# -- messages --------------------------------------------------------------------------------
+
+
+def numbers(client: Client) -> list[int]:
+    return [int(m.body.split("-")[-1]) for m in client.messages]
+
+
+def drain(consumers: list[Client], total: int, timeout: float = 15) -> list[list[int]]:
+    """Wait until the consumers together have ``total`` messages, then make sure no more
+    arrive (sync every consumer), and return each consumer's message numbers in order."""
+    wait_for(
+        lambda: sum(len(c.messages) for c in consumers) >= total,
+        timeout,
+        message=lambda: f"{total} messages, got {[numbers(c) for c in consumers]}",
+    )
+    for c in consumers:
+        c.sync()
+    return [numbers(c) for c in consumers]

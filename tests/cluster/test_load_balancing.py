@@ -17,10 +17,11 @@ from integration.conftest import free_port, node_command
 
 from .conftest import (
     FILTERED,
-    Client,
     Cluster,
     binding,
     bridge,
+    drain,
+    numbers,
     status,
     unique,
     wait_binding,
@@ -41,23 +42,6 @@ def create_everywhere(nodes: Cluster, clients: Any, queue: str) -> None:
 def forwarded_total(node: Any) -> int:
     data = status(node)
     return sum(b["forwarded"] + b["depth"] + b["in_flight"] for b in data["bridges"])
-
-
-def numbers(client: Client) -> list[int]:
-    return [int(m.body.split("-")[-1]) for m in client.messages]
-
-
-def drain(consumers: list[Client], total: int, timeout: float = 15) -> list[list[int]]:
-    """Wait until the consumers together have ``total`` messages, then make sure no more
-    arrive (sync every consumer), and return each consumer's message numbers in order."""
-    wait_for(
-        lambda: sum(len(c.messages) for c in consumers) >= total,
-        timeout,
-        message=lambda: f"{total} messages, got {[numbers(c) for c in consumers]}",
-    )
-    for c in consumers:
-        c.sync()
-    return [numbers(c) for c in consumers]
 
 
 def test_round_robin_across_three_nodes(nodes: Cluster, clients: Any) -> None:

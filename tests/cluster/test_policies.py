@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from .conftest import (
-    Client,
     bridge,
+    drain,
     node_id,
     status,
     unique,
@@ -15,21 +15,6 @@ from .conftest import (
     wait_for,
     wait_formed,
 )
-
-
-def numbers(client: Client) -> list[int]:
-    return [int(m.body.split("-")[-1]) for m in client.messages]
-
-
-def drain(consumers: list[Client], total: int, timeout: float = 15) -> list[list[int]]:
-    wait_for(
-        lambda: sum(len(c.messages) for c in consumers) >= total,
-        timeout,
-        message=lambda: f"{total} messages, got {[numbers(c) for c in consumers]}",
-    )
-    for c in consumers:
-        c.sync()
-    return [numbers(c) for c in consumers]
 
 
 def test_off_never_forwards_anycast(cluster: Any, clients: Any) -> None:

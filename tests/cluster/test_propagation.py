@@ -7,30 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 from .conftest import (
-    Client,
     Cluster,
     binding,
+    drain,
     node_id,
     status,
     unique,
     wait_binding,
     wait_for,
 )
-
-
-def numbers(client: Client) -> list[int]:
-    return [int(m.body.split("-")[-1]) for m in client.messages]
-
-
-def drain(consumers: list[Client], total: int, timeout: float = 15) -> list[list[int]]:
-    wait_for(
-        lambda: sum(len(c.messages) for c in consumers) >= total,
-        timeout,
-        message=lambda: f"{total} messages, got {[numbers(c) for c in consumers]}",
-    )
-    for c in consumers:
-        c.sync()
-    return [numbers(c) for c in consumers]
 
 
 def test_consumer_leaving_stops_forwarding(nodes: Cluster, clients: Any) -> None:

@@ -8,9 +8,9 @@ from typing import Any
 
 from .conftest import (
     DEFAULT_ADDRESSES,
-    Client,
     binding,
     bridge,
+    drain,
     node_id,
     status,
     unique,
@@ -29,21 +29,6 @@ def stays_false(predicate: Any, duration: float) -> Any:
             return value
         time.sleep(0.05)
     return None
-
-
-def numbers(client: Client) -> list[int]:
-    return [int(m.body.split("-")[-1]) for m in client.messages]
-
-
-def drain(consumers: list[Client], total: int, timeout: float = 15) -> list[list[int]]:
-    wait_for(
-        lambda: sum(len(c.messages) for c in consumers) >= total,
-        timeout,
-        message=lambda: f"{total} messages, got {[numbers(c) for c in consumers]}",
-    )
-    for c in consumers:
-        c.sync()
-    return [numbers(c) for c in consumers]
 
 
 def test_strict_spreads_messages_without_consumers(cluster: Any, clients: Any) -> None:

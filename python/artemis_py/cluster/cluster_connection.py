@@ -23,7 +23,6 @@ whatever was already routed to it waits in its store-and-forward queue.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 import uuid
@@ -38,7 +37,7 @@ from artemis_py.cluster.link import IncomingLink, Link, LinkError, LinkRefused, 
 from artemis_py.cluster.redistributor import Redistributor
 from artemis_py.cluster.remote_binding import NeighbourRoute, RemoteQueueBinding
 from artemis_py.cluster.retry import RetryPolicy
-from artemis_py.cluster.topology import DuplicateNodeIdError, Member, Topology
+from artemis_py.cluster.topology import DuplicateNodeIdError, Member, Topology, connector, leaving
 from artemis_py.config import ClusterConnectionConfig, RoutingType
 from artemis_py.exceptions import StorageError
 from artemis_py.protocol import cluster as wire
@@ -63,14 +62,6 @@ def sf_queue_name(cluster: str, node_id: str) -> str:
 
 def is_internal(name: str) -> bool:
     return name.startswith(INTERNAL_PREFIX)
-
-
-def _member_to_wire(member: Member) -> wire.Member:
-    return wire.Member(**dataclasses.asdict(member))
-
-
-def _member_from_wire(member: wire.Member) -> Member:
-    return Member(**{f.name: getattr(member, f.name) for f in dataclasses.fields(Member)})
 
 
 class ClusterConnection:
@@ -156,7 +147,7 @@ class ClusterConnection:
                     "cluster %s: node %s at %s, %s, max-hops %d, static connectors: %s",
                     self.name,
                     self.node_id,
-                    self.local.connector,
+                    connector(self.local),
                     self.config.message_load_balancing.value,
                     self.config.max_hops,
                     ", ".join(f"tcp://{h}:{p}" for h, p in self.static_connectors) or "none",
@@ -169,11 +160,11 @@ class ClusterConnection:
     async def leave(self) -> None:
         """Tell every neighbour this node is going away (a graceful stop)."""
         self._stopping = True
-        leaving = wire.Topology(members=(_member_to_wire(self.local.leaving()),))
+        farewell = wire.Topology(members=(leaving(self.local),))
         links: list[Link] = [*self.outgoing.values(), *self.incoming]
         async with trio.open_nursery() as nursery:
             for link in links:
-                nursery.start_soon(link.goodbye, leaving)
+                nursery.start_soon(link.goodbye, farewell)
 
     # -- dialling ----------------------------------------------------------------------
 
@@ -183,7 +174,7 @@ class ClusterConnection:
         if key in self._dialling:
             return
         self._dialling.add(key)
-        connector = f"tcp://{host}:{port}"
+        target = f"tcp://{host}:{port}"
         failures = 0
         connected_before = False
         peer_node: str | None = None
@@ -191,13 +182,13 @@ class ClusterConnection:
             while not self._stopping:
                 if not self.retry.may_try(failures, connected_before=connected_before):
                     why = f"gave up after {failures} failed attempt(s)"
-                    self.given_up[connector] = why
+                    self.given_up[target] = why
                     log.warning(
                         "cluster %s: %s to %s; the node is considered down until it "
                         "announces itself again",
                         self.name,
                         why,
-                        connector,
+                        target,
                     )
                     return
                 if failures:
@@ -208,7 +199,7 @@ class ClusterConnection:
                     link = await self._connect(host, port)
                 except LinkRefused as exc:
                     failures += 1
-                    log.error("cluster %s: %s refused the link: %s", self.name, connector, exc)
+                    log.error("cluster %s: %s refused the link: %s", self.name, target, exc)
                     continue
                 except (OSError, LinkError, trio.TooSlowError) as exc:
                     failures += 1
@@ -217,7 +208,7 @@ class ClusterConnection:
                         level,
                         "cluster %s: cannot reach %s (%s); retrying",
                         self.name,
-                        connector,
+                        target,
                         str(exc) or "timed out",
                     )
                     continue
@@ -232,15 +223,15 @@ class ClusterConnection:
                             "Each node needs its own data directory; a copied one makes "
                             "nodes indistinguishable. Give one node a fresh data directory.",
                             self.name,
-                            connector,
+                            target,
                             self.node_id,
-                            self.local.connector,
+                            connector(self.local),
                         )
                     return
                 if peer_node in self.outgoing:
                     await link.goodbye(wire.Ping())  # another dialler already has this node
                     return
-                self.given_up.pop(connector, None)
+                self.given_up.pop(target, None)
                 failures = 0
                 connected_before = True
                 reason = await self._run_outgoing(link)
@@ -250,7 +241,7 @@ class ClusterConnection:
                     "cluster %s: link to node %s at %s lost: %s; reconnecting",
                     self.name,
                     peer_node,
-                    connector,
+                    target,
                     reason,
                 )
                 failures = 1
@@ -292,11 +283,7 @@ class ClusterConnection:
         self.outgoing[peer] = link
         route = self._route(peer)
         route.connected = True
-        link.send(
-            wire.Topology(
-                members=tuple(_member_to_wire(m) for m in (self.local, *self.topology.others()))
-            )
-        )
+        link.send(wire.Topology(members=(self.local, *self.topology.others())))
         bridge = Bridge(
             self.broker,
             route.sf_queue,
@@ -352,8 +339,7 @@ class ClusterConnection:
     # -- topology ----------------------------------------------------------------------
 
     def _apply_topology(self, frame: wire.Topology, source: Link | None) -> None:
-        for announced in frame.members:
-            member = _member_from_wire(announced)
+        for member in frame.members:
             try:
                 changed = self.topology.update(member)
             except DuplicateNodeIdError as exc:
@@ -365,10 +351,10 @@ class ClusterConnection:
                 "cluster %s: node %s at %s is %s",
                 self.name,
                 member.node_id,
-                member.connector,
+                connector(member),
                 "up" if member.up else "leaving",
             )
-            update = wire.Topology(members=(announced,))
+            update = wire.Topology(members=(member,))
             for link in [*self.outgoing.values(), *self.incoming]:
                 if link is not source:
                     link.send(update)
@@ -598,7 +584,7 @@ class ClusterConnection:
                 host, port = established.peer_connector or ("?", 0)
                 why = (
                     f"the node at tcp://{host}:{port} (connecting from {peer}) has the same "
-                    f"node ID {self.node_id} as this node at {self.local.connector}. Each "
+                    f"node ID {self.node_id} as this node at {connector(self.local)}. Each "
                     "node needs its own data directory: a copied one makes nodes "
                     "indistinguishable. Give one of them a fresh data directory."
                 )
@@ -609,9 +595,7 @@ class ClusterConnection:
             return
         link.peer_max_hops = established.peer_max_hops or 0
         self.incoming.add(link)
-        link.send(
-            wire.Topology(members=tuple(_member_to_wire(m) for m in self.topology.members.values()))
-        )
+        link.send(wire.Topology(members=tuple(self.topology.members.values())))
         link.send(self._snapshot(link))
         send_channel, receive_channel = trio.open_memory_channel[tuple["Pending", int]](
             PIPELINE_DEPTH
@@ -681,7 +665,7 @@ class ClusterConnection:
             members.append(
                 {
                     "node_id": member.node_id,
-                    "connector": member.connector,
+                    "connector": connector(member),
                     "up": member.up,
                     "self": member.node_id == self.node_id,
                     "bridge": member.node_id in self.outgoing,
@@ -722,7 +706,7 @@ class ClusterConnection:
         return {
             "cluster": self.name,
             "node_id": self.node_id,
-            "connector": self.local.connector,
+            "connector": connector(self.local),
             "message_load_balancing": self.config.message_load_balancing.value,
             "max_hops": self.config.max_hops,
             "members": members,

@@ -13,26 +13,20 @@ Two members with one node id but different connectors are a copied data director
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import replace
+
+from artemis_py.protocol.cluster import Member
 
 log = logging.getLogger("artemis_py.cluster")
 
 
-@dataclass(frozen=True, slots=True)
-class Member:
-    node_id: str
-    instance_id: str
-    host: str
-    port: int
-    up: bool
-    version: int
+def connector(member: Member) -> str:
+    return f"tcp://{member.host}:{member.port}"
 
-    @property
-    def connector(self) -> str:
-        return f"tcp://{self.host}:{self.port}"
 
-    def leaving(self) -> Member:
-        return replace(self, up=False, version=self.version + 1)
+def leaving(member: Member) -> Member:
+    """The announcement of ``member`` going away."""
+    return replace(member, up=False, version=member.version + 1)
 
 
 class DuplicateNodeIdError(Exception):
@@ -78,13 +72,13 @@ class Topology:
         return True
 
     def _duplicate(self, first: Member, second: Member) -> None:
-        key = tuple(sorted((first.connector, second.connector)))
+        key = tuple(sorted((connector(first), connector(second))))
         if key in self._reported:
             return
         self._reported.add(key)  # type: ignore[arg-type]
         raise DuplicateNodeIdError(
-            f"two nodes have the same node ID {first.node_id}: {first.connector} and "
-            f"{second.connector}. Each node needs its own data directory (the node ID lives "
+            f"two nodes have the same node ID {first.node_id}: {connector(first)} and "
+            f"{connector(second)}. Each node needs its own data directory (the node ID lives "
             f"in server.lock in the journal directory): a copied data directory makes nodes "
             f"indistinguishable and the cluster cannot form. Stop one of them, delete its "
             f"server.lock (or give it a fresh data directory) and start it again."
