@@ -24,6 +24,37 @@ from .conftest import (
 )
 
 
+def drain_once(
+    nodes: Any, ids: list[str], clients: Any, q: str, total: int
+) -> tuple[list[Client], Counter[str]]:
+    """Wait until node 0's bridge to node 1 is empty, consume ``q`` on every node until
+    ``total`` messages arrived, and count them by body; fail on any duplicate."""
+    wait_for(
+        lambda: (
+            (b := bridge(status(nodes[0]), ids[1]))
+            and b["connected"]
+            and b["depth"] == 0
+            and b["in_flight"] == 0
+        ),
+        30,
+        message=lambda: f"node 0's bridge to drain: {status(nodes[0])['bridges']}",
+    )
+    consumers = [clients(n) for n in nodes]
+    for c in consumers:
+        c.subscribe(f"/queue/{q}")
+    wait_for(
+        lambda: sum(len(c.messages) for c in consumers) >= total,
+        30,
+        message=lambda: f"{total} messages, got {[len(c.messages) for c in consumers]}",
+    )
+    for c in consumers:
+        c.sync()
+    counts = Counter(m.body for c in consumers for m in c.messages)
+    duplicates = {body: n for body, n in counts.items() if n > 1}
+    assert not duplicates, f"{len(duplicates)} duplicated: {sorted(duplicates)[:20]}"
+    return consumers, counts
+
+
 def test_stopped_node_gets_its_backlog_after_restart(cluster: Any, clients: Any) -> None:
     """Node 0 has no queue of its own for q, only node 1's (with a consumer): what node 0
     receives for q while node 1 is down waits in node 0's store-and-forward queue."""
@@ -117,29 +148,7 @@ def test_target_killed_while_forwarding_no_loss_no_duplicates(cluster: Any, clie
     assert not producer.errors, [e.body for e in producer.errors]
 
     # Everything node 0 routed to node 1 gets there once the bridge is back.
-    wait_for(
-        lambda: (
-            (b := bridge(status(nodes[0]), ids[1]))
-            and b["connected"]
-            and b["depth"] == 0
-            and b["in_flight"] == 0
-        ),
-        30,
-        message=lambda: f"node 0's bridge to drain: {status(nodes[0])['bridges']}",
-    )
-    consumers = [clients(n) for n in nodes]
-    for c in consumers:
-        c.subscribe(f"/queue/{q}")
-    wait_for(
-        lambda: sum(len(c.messages) for c in consumers) >= total,
-        30,
-        message=lambda: f"{total} messages, got {[len(c.messages) for c in consumers]}",
-    )
-    for c in consumers:
-        c.sync()
-    counts = Counter(m.body for c in consumers for m in c.messages)
-    duplicates = {body: n for body, n in counts.items() if n > 1}
-    assert not duplicates, f"{len(duplicates)} duplicated: {sorted(duplicates)[:20]}"
+    consumers, counts = drain_once(nodes, ids, clients, q, total)
     assert set(counts) == {f"m-{i}" for i in range(total)}
     # STRICT spread them over both nodes (node 1 got fewer: it was down for a while).
     assert all(c.messages for c in consumers), [len(c.messages) for c in consumers]
@@ -219,30 +228,7 @@ def test_repeated_crashes_under_a_steady_stream(cluster: Any, clients: Any) -> N
         message=lambda: f"{len(set(receipts) - set(producer.receipts))} receipts missing",
     )
 
-    wait_for(
-        lambda: (
-            (b := bridge(status(nodes[0]), ids[1]))
-            and b["connected"]
-            and b["depth"] == 0
-            and b["in_flight"] == 0
-        ),
-        30,
-        message=lambda: f"node 0's bridge to drain: {status(nodes[0])['bridges']}",
-    )
-    consumers = [clients(n) for n in nodes]
-    for c in consumers:
-        c.subscribe(f"/queue/{q}")
-    total = len(receipts)
-    wait_for(
-        lambda: sum(len(c.messages) for c in consumers) >= total,
-        30,
-        message=lambda: f"{total} messages, got {[len(c.messages) for c in consumers]}",
-    )
-    for c in consumers:
-        c.sync()
-    counts = Counter(m.body for c in consumers for m in c.messages)
-    duplicates = {body: n for body, n in counts.items() if n > 1}
-    assert not duplicates, f"{len(duplicates)} duplicated: {sorted(duplicates)[:20]}"
+    consumers, counts = drain_once(nodes, ids, clients, q, len(receipts))
     assert set(counts) == set(receipts.values())
 
 
@@ -325,29 +311,7 @@ def test_sending_node_killed_while_forwarding_no_duplicates(cluster: Any, client
     producer.close()
 
     nodes[0].start()
-    wait_for(
-        lambda: (
-            (b := bridge(status(nodes[0]), ids[1]))
-            and b["connected"]
-            and b["depth"] == 0
-            and b["in_flight"] == 0
-        ),
-        30,
-        message=lambda: f"node 0's bridge to drain: {status(nodes[0])['bridges']}",
-    )
-    consumers = [clients(n) for n in nodes]
-    for c in consumers:
-        c.subscribe(f"/queue/{q}")
-    wait_for(
-        lambda: sum(len(c.messages) for c in consumers) >= len(confirmed),
-        30,
-        message=lambda: f"{len(confirmed)} messages, got {[len(c.messages) for c in consumers]}",
-    )
-    for c in consumers:
-        c.sync()
-    counts = Counter(m.body for c in consumers for m in c.messages)
-    duplicates = {body: n for body, n in counts.items() if n > 1}
-    assert not duplicates, f"{len(duplicates)} duplicated: {sorted(duplicates)[:20]}"
+    consumers, counts = drain_once(nodes, ids, clients, q, len(confirmed))
     assert confirmed <= set(counts), sorted(confirmed - set(counts))[:20]
 
 
@@ -449,29 +413,7 @@ def test_graceful_stop_in_the_middle_of_a_stream(cluster: Any, clients: Any, whi
     producer.close()
     victim.start()
 
-    wait_for(
-        lambda: (
-            (b := bridge(status(nodes[0]), ids[1]))
-            and b["connected"]
-            and b["depth"] == 0
-            and b["in_flight"] == 0
-        ),
-        30,
-        message=lambda: f"node 0's bridge to drain: {status(nodes[0])['bridges']}",
-    )
-    consumers = [clients(n) for n in nodes]
-    for c in consumers:
-        c.subscribe(f"/queue/{q}")
-    wait_for(
-        lambda: sum(len(c.messages) for c in consumers) >= len(confirmed),
-        30,
-        message=lambda: f"{len(confirmed)} messages, got {[len(c.messages) for c in consumers]}",
-    )
-    for c in consumers:
-        c.sync()
-    counts = Counter(m.body for c in consumers for m in c.messages)
-    duplicates = {body: n for body, n in counts.items() if n > 1}
-    assert not duplicates, f"{len(duplicates)} duplicated: {sorted(duplicates)[:20]}"
+    consumers, counts = drain_once(nodes, ids, clients, q, len(confirmed))
     assert confirmed <= set(counts), sorted(confirmed - set(counts))[:20]
 
 
