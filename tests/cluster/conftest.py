@@ -36,6 +36,7 @@ from integration.conftest import (  # the same module object pytest loaded for t
     BrokerProcess,
     Client,
     _used_by_this_test,
+    clients,  # noqa: F401 - re-exported fixture: clients(node) -> Client, closed after the test
     free_port,
     pytest_runtest_makereport,  # noqa: F401 - re-exported: attaches node logs to failures
     pytest_runtest_setup,  # noqa: F401 - re-exported: resets the per-test node list
@@ -360,22 +361,6 @@ def cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
     yield factory
     errors = [e for nodes in made for e in nodes.close()]
     assert not errors, "\n".join(errors)
-
-
-@pytest.fixture
-def clients() -> Iterator[Callable[..., Client]]:
-    """``clients(node, **options)`` -> a connected Client, closed after the test."""
-    made: list[Client] = []
-
-    def factory(node: BrokerProcess | int, **options: Any) -> Client:
-        port = node.port if isinstance(node, BrokerProcess) else node
-        client = Client(port, **options)
-        made.append(client)
-        return client
-
-    yield factory
-    for client in made:
-        client.close()
 
 
 def use_shared(nodes: Cluster) -> None:

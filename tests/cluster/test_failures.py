@@ -24,6 +24,22 @@ from .conftest import (
 )
 
 
+def backlog_delivered(nodes: Any, ids: list[str], clients: Any, q: str, count: int) -> list[str]:
+    """Start node 1, wait for node 0's backlog for it to drain, and return what a new
+    consumer of ``q`` on node 1 receives (``count`` messages, in order)."""
+    nodes[1].start()
+    wait_for(
+        lambda: (b := bridge(status(nodes[0]), ids[1])) and b["connected"] and b["depth"] == 0,
+        15,
+        message=lambda: f"the backlog to drain: {status(nodes[0])['bridges']}",
+    )
+    again = clients(nodes[1])
+    again.subscribe(f"/queue/{q}")
+    again.wait_messages(count)
+    again.sync()
+    return [m.body for m in again.messages]
+
+
 def drain_once(
     nodes: Any, ids: list[str], clients: Any, q: str, total: int
 ) -> tuple[list[Client], Counter[str]]:
@@ -81,17 +97,7 @@ def test_stopped_node_gets_its_backlog_after_restart(cluster: Any, clients: Any)
     b = bridge(status(nodes[0]), ids[1])
     assert b is not None and b["depth"] == 7 and not b["connected"], b
 
-    nodes[1].start()
-    wait_for(
-        lambda: (b := bridge(status(nodes[0]), ids[1])) and b["connected"] and b["depth"] == 0,
-        15,
-        message=lambda: f"the backlog to drain: {status(nodes[0])['bridges']}",
-    )
-    again = clients(nodes[1])
-    again.subscribe(f"/queue/{q}")
-    again.wait_messages(7)
-    again.sync()
-    assert [m.body for m in again.messages] == [f"m-{i}" for i in range(3, 10)]
+    assert backlog_delivered(nodes, ids, clients, q, 7) == [f"m-{i}" for i in range(3, 10)]
 
 
 def send_pipelined(producer: Client, destination: str, bodies: list[str]) -> list[str]:
@@ -272,17 +278,7 @@ def test_backlog_survives_a_restart_of_the_sending_node(cluster: Any, clients: A
     b = bridge(status(nodes[0]), ids[1])
     assert b is not None and b["depth"] == 5 and not b["connected"], b
 
-    nodes[1].start()
-    wait_for(
-        lambda: (b := bridge(status(nodes[0]), ids[1])) and b["connected"] and b["depth"] == 0,
-        15,
-        message=lambda: f"the backlog to drain: {status(nodes[0])['bridges']}",
-    )
-    again = clients(nodes[1])
-    again.subscribe(f"/queue/{q}")
-    again.wait_messages(5)
-    again.sync()
-    assert [m.body for m in again.messages] == [f"m-{i}" for i in range(5)]
+    assert backlog_delivered(nodes, ids, clients, q, 5) == [f"m-{i}" for i in range(5)]
 
 
 def test_sending_node_killed_while_forwarding_no_duplicates(cluster: Any, clients: Any) -> None:

@@ -74,7 +74,7 @@ def test_backlog_of_a_closed_consumer_moves_round_robin_to_the_remaining_nodes(
 def test_nothing_moves_before_the_delay_and_a_returning_consumer_cancels_it(
     cluster: Any, clients: Any
 ) -> None:
-    nodes = cluster(2, address_settings=settings(1500))
+    nodes = cluster(2, address_settings=settings(3000))
     q = unique("delay")
     local = clients(nodes[0])
     sub = local.subscribe(f"/queue/{q}", selector="never = 1")  # creates the queue
@@ -86,13 +86,13 @@ def test_nothing_moves_before_the_delay_and_a_returning_consumer_cancels_it(
     producer = clients(nodes[0])
     for i in range(5):
         producer.send(f"{q}::{q}", f"m{i}", persistent="true", **{"destination-type": "ANYCAST"})
-    time.sleep(0.5)  # well inside the 1.5 s delay
+    time.sleep(0.5)  # well inside the 3 s delay, even on a loaded machine
     remote.sync()
     assert bodies(remote) == []
     back = clients(nodes[0])
     back.subscribe(f"/queue/{q}")  # a local consumer returns: the move is cancelled
     back.wait_messages(5)
-    time.sleep(1.5)
+    time.sleep(3)  # past the moment the delay would have ended
     remote.sync()
     assert bodies(remote) == []
 

@@ -75,7 +75,6 @@ class Broker:
         self.post_office = PostOffice()
         self.node_id = persistence.node_id
         self.duplicates = DuplicateIDCache(config.id_cache_size, persist=config.persist_id_cache)
-        self._settings_cache: dict[str, AddressSettings] = {}
 
     # -- recovery ----------------------------------------------------------------------
 

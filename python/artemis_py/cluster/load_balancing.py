@@ -22,10 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from artemis_py.broker.queue import Queue
 from artemis_py.config import MessageLoadBalancing, RoutingType
 
 if TYPE_CHECKING:
-    from artemis_py.broker.queue import Queue
     from artemis_py.cluster.remote_binding import RemoteQueueBinding
 
     Binding = Queue | RemoteQueueBinding
@@ -49,8 +49,6 @@ class RoundRobin:
         policy: MessageLoadBalancing,
     ) -> Binding | None:
         """One binding of ``group`` for the message, advancing the group's position."""
-        from artemis_py.broker.queue import Queue
-
         count = len(group)
         if count == 1:
             only = group[0]
@@ -87,8 +85,6 @@ def route(
     round_robin: RoundRobin,
 ) -> tuple[list[Queue], list[RemoteQueueBinding]]:
     """The local queues and remote bindings a message sent to ``address`` goes to."""
-    from artemis_py.broker.queue import Queue
-
     forwarding = policy in (MessageLoadBalancing.ON_DEMAND, MessageLoadBalancing.STRICT)
     groups: dict[GroupKey, list[Binding]] = {}
     if routing_type is not RoutingType.MULTICAST:

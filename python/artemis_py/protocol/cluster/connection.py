@@ -166,12 +166,14 @@ class Connection:
 
     __slots__ = (
         "_buf",
+        "_challenge",
         "_closed_by",
         "_eof",
         "_established",
         "_expect",
         "_failure",
         "_frames_received",
+        "_hello",
         "_last_confirm",
         "_last_seq",
         "_out",
@@ -190,6 +192,8 @@ class Connection:
             raise ValueError(f"max_frame_size must be positive, got {max_frame_size}")
         self.role = role
         self.max_frame_size = max_frame_size
+        self._hello: Hello | None = None  # the handshake, which both proofs cover
+        self._challenge: Challenge | None = None
         self._buf = bytearray()
         self._pos = 0  # read offset into _buf
         self._out: list[bytes] = []
@@ -483,6 +487,24 @@ class Connection:
         out.clear()
         return data
 
+    def _transcript(self, role: Literal["client", "server"]) -> bytes:
+        """What a proof covers: the Hello and the Challenge, as both ends saw them (a
+        client only proceeds when the Challenge names its own cluster)."""
+        hello, challenge = self._hello, self._challenge
+        assert hello is not None and challenge is not None
+        return transcript(
+            role,
+            version=challenge.version,
+            cluster_name=challenge.cluster_name,
+            client_node_id=hello.node_id,
+            client_instance_id=hello.instance_id,
+            server_node_id=challenge.node_id,
+            server_instance_id=challenge.instance_id,
+            user=hello.user,
+            client_nonce=hello.client_nonce,
+            server_nonce=challenge.server_nonce,
+        )
+
 
 def _nonce(source: Callable[[int], bytes]) -> str:
     raw = source(_NONCE_BYTES)
@@ -502,8 +524,6 @@ class ClientConnection(Connection):
     """The dialling end of a cluster link (see the module doc)."""
 
     __slots__ = (
-        "_challenge",
-        "_hello",
         "_nonce_source",
         "_password",
         "connector",
@@ -542,8 +562,6 @@ class ClientConnection(Connection):
         self.purpose: Purpose = purpose
         self.versions = _versions(versions)
         self._nonce_source = nonce_source
-        self._hello: Hello | None = None
-        self._challenge: Challenge | None = None
         self._waiting_for = "nothing (start() was not called)"
 
     def start(self) -> None:
@@ -573,22 +591,6 @@ class ClientConnection(Connection):
         self._state = _HANDSHAKING
         self._expect = frozenset({_T.CHALLENGE, _T.REJECT, _T.ERROR})
         self._waiting_for = "Challenge"
-
-    def _transcript(self, role: Literal["client", "server"]) -> bytes:
-        hello, challenge = self._hello, self._challenge
-        assert hello is not None and challenge is not None
-        return transcript(
-            role,
-            version=challenge.version,
-            cluster_name=self.cluster_name,
-            client_node_id=self.node_id,
-            client_instance_id=self.instance_id,
-            server_node_id=challenge.node_id,
-            server_instance_id=challenge.instance_id,
-            user=self.user,
-            client_nonce=hello.client_nonce,
-            server_nonce=challenge.server_nonce,
-        )
 
     def _handshake(self, frame: Frame) -> Established | None:
         if isinstance(frame, Challenge):
@@ -634,8 +636,6 @@ class ServerConnection(Connection):
     """The accepting end of a cluster link (see the module doc)."""
 
     __slots__ = (
-        "_challenge",
-        "_hello",
         "_magic_pending",
         "_nonce_source",
         "_password",
@@ -668,8 +668,6 @@ class ServerConnection(Connection):
         self.versions = _versions(versions)
         self._nonce_source = nonce_source
         self._magic_pending = True
-        self._hello: Hello | None = None
-        self._challenge: Challenge | None = None
         self._user_ok = False
         self._state = _HANDSHAKING
         self._expect = frozenset({_T.HELLO, _T.ERROR})
@@ -700,22 +698,6 @@ class ServerConnection(Connection):
         assert hello is not None
         who = f"{hello.node_id!r} ({hello.connector_host}:{hello.connector_port})"
         return HandshakeError(f"rejected cluster peer {who}: {reason}{detail}")
-
-    def _transcript(self, role: Literal["client", "server"]) -> bytes:
-        hello, challenge = self._hello, self._challenge
-        assert hello is not None and challenge is not None
-        return transcript(
-            role,
-            version=challenge.version,
-            cluster_name=challenge.cluster_name,
-            client_node_id=hello.node_id,
-            client_instance_id=hello.instance_id,
-            server_node_id=self.node_id,
-            server_instance_id=self.instance_id,
-            user=hello.user,
-            client_nonce=hello.client_nonce,
-            server_nonce=challenge.server_nonce,
-        )
 
     def _handshake(self, frame: Frame) -> Established | None:
         if isinstance(frame, Hello):
