@@ -7,9 +7,11 @@ topology) and what ``artemis-py run`` uses::
         print(node.node_id, node.addresses("stomp"))
         await trio.sleep_forever()
 
-Leaving the block stops the node gracefully: acceptors stop accepting, connections close
-(their unacknowledged deliveries go back to their queues), queued journal work completes,
-then the journals and the data-directory lock are released.
+Leaving the block stops the node gracefully: with scale-down configured, client
+connections close first (their unacknowledged deliveries go back to their queues) and every
+message moves to another node of the cluster; the node tells the cluster it is leaving,
+acceptors stop, queued journal work completes, then the journals and the data-directory
+lock are released.
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ import trio
 from artemis_py.broker.persistence import Persistence
 from artemis_py.broker.server import Broker
 from artemis_py.cluster.cluster_connection import ClusterConnection
+from artemis_py.cluster.scale_down import ScaleDownReport, scale_down
 from artemis_py.config import BrokerConfig, MessageLoadBalancing, default_config
 from artemis_py.config.defaults import CLUSTER_PASSWORD
 from artemis_py.storage import JournalSettings, open_storage
-from artemis_py.transport.acceptor import serve_acceptor
+from artemis_py.transport.acceptor import Clients, serve_acceptor
 from artemis_py.transport.security import Authenticator
 
 log = logging.getLogger("artemis_py.node")
@@ -43,8 +46,11 @@ class Node:
         self.node_id = broker.node_id
         self.listeners: dict[str, list[trio.SocketListener]] = {}
         self.cluster_connections: list[ClusterConnection] = []
+        self.clients = Clients()
+        self.scale_down_report: ScaleDownReport | None = None
         self._nursery = nursery
         self._left: trio.Event | None = None
+        self._shutting_down = False
 
     def addresses(self, acceptor: str) -> list[tuple[str, int]]:
         """(host, port) pairs an acceptor listens on (useful with port 0)."""
@@ -55,8 +61,41 @@ class Node:
         self._nursery.start_soon(self._stop)
 
     async def _stop(self) -> None:
-        await self.leave_cluster()
+        await self.shut_down()
         self._nursery.cancel_scope.cancel()
+
+    async def shut_down(self) -> None:
+        """The graceful part of stopping (once): scale down if configured, then leave.
+
+        Cancelling it (a second signal) abandons the scale-down; the node still says
+        goodbye, and whatever was not moved stays in its journal.
+        """
+        if self._shutting_down:
+            return
+        self._shutting_down = True
+        try:
+            if self.config.ha_policy.scale_down is not None:
+                await self._scale_down()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.leave_cluster()
+
+    async def _scale_down(self) -> None:
+        settings = self.config.ha_policy.scale_down
+        if settings is None or not settings.enabled:
+            return
+        if not self.cluster_connections:
+            log.warning(
+                "scale-down is enabled but this node is in no cluster: its messages stay "
+                "in its journal"
+            )
+            return
+        await self.clients.close_all()
+        report = self.scale_down_report = ScaleDownReport()
+        try:
+            await scale_down(self.cluster_connections[0], report)
+        finally:
+            (log.info if report.complete else log.error)("%s", report.summary())
 
     async def leave_cluster(self) -> None:
         """Tell the other nodes this one is leaving (once; a second caller waits)."""
@@ -157,7 +196,7 @@ async def open_broker(
             )
             for acceptor in config.acceptors:
                 listeners = await nursery.start(
-                    serve_acceptor, broker, acceptor, authenticator, serve_links
+                    serve_acceptor, broker, acceptor, authenticator, serve_links, node.clients
                 )
                 node.listeners[acceptor.name] = listeners
             log.info(
@@ -170,6 +209,6 @@ async def open_broker(
                 yield node
             finally:
                 with trio.CancelScope(shield=True):
-                    await node.leave_cluster()
+                    await node.shut_down()
                 nursery.cancel_scope.cancel()
         log.info("node %s stopped", broker.node_id)

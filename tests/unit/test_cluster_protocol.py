@@ -26,6 +26,7 @@ from artemis_py.protocol.cluster import (
     ConnectionClosed,
     ConnectionState,
     Consumers,
+    CreateQueues,
     Error,
     Established,
     Frame,
@@ -36,6 +37,7 @@ from artemis_py.protocol.cluster import (
     LocalProtocolError,
     Member,
     Message,
+    NewQueue,
     Ping,
     Reject,
     RemoteProtocolError,
@@ -392,8 +394,9 @@ EVERY_FRAME: list[Frame] = [
     Error("broken ☃"),
     Ping(),
     Topology((Member("n1", "i1", "h1", 5, True, 1), Member("n2", "i2", "h2", 6, False, 1))),
+    Topology((Member("n3", "i3", "h3", 7, True, 2**63 - 1, group_name="east"),)),
     Topology(()),
-    Leaving("n1"),
+    Leaving("n1", "n2"),
     Bindings(True, (BINDING,), ()),
     Bindings(False, (), ("b-1", "b-2")),
     Consumers("b-1", (None, "x = 1", None)),
@@ -401,6 +404,13 @@ EVERY_FRAME: list[Frame] = [
     Confirm(2**64 - 1),
     Message(0, b"", (), 0, b""),
     Message(2**64 - 1, b"\x00" * 70, ("a", "b" * 300, "ü"), 2**64 - 1, bytes(range(256))),
+    CreateQueues(()),
+    CreateQueues(
+        (
+            NewQueue("orders", "orders", "ANYCAST", None, True),
+            NewQueue("c1.sub", "prices", "MULTICAST", "region = 'eu'", False),
+        )
+    ),
 ]
 
 
@@ -413,7 +423,7 @@ def test_every_frame_round_trips(frame: Frame) -> None:
 
 
 def test_frame_types_are_distinct_and_cover_every_frame() -> None:
-    assert len(set(FrameType)) == 14
+    assert len(set(FrameType)) == 15
     assert {type(frame).TYPE for frame in EVERY_FRAME} == set(FrameType)
 
 
@@ -424,7 +434,8 @@ def test_every_frame_through_connections() -> None:
         Ping(),
         Topology((Member("n1", "i1", "h1", 5, True, 1),)),
         message(7),
-        Leaving("node-a"),
+        CreateQueues((NewQueue("q", "a", "ANYCAST", None, True),)),
+        Leaving("node-a", "node-c"),
     ]
     server_frames: list[Frame] = [
         Bindings(True, (BINDING,), ()),
@@ -434,7 +445,7 @@ def test_every_frame_through_connections() -> None:
         Ping(),
         Topology(()),
         Confirm(7),
-        Leaving("node-b"),
+        Leaving("node-b", "node-c"),
     ]
     for frame in client_frames:
         client.send(frame)
@@ -529,7 +540,7 @@ def client_script(conn: Connection, event: Any) -> None:
         conn.send(Topology((Member("node-a", "inst-a", "10.0.0.1", 61716, True, 1),)))
         conn.send(Ping())
     elif isinstance(event, Confirm) and event.seq == 5:
-        conn.send(Leaving("node-a"))
+        conn.send(Leaving("node-a", "node-c"))
 
 
 def server_script(conn: Connection, event: Any) -> None:
@@ -870,6 +881,16 @@ def test_client_may_not_send_server_frames(frame: Frame) -> None:
         server.next_event()
 
 
+def test_server_may_not_create_queues() -> None:
+    client, server = established()
+    with pytest.raises(LocalProtocolError, match="may not send CREATE_QUEUES"):
+        server.send(CreateQueues(()))
+    client, server = established()
+    client.receive_data(encode_frame(CreateQueues(())))
+    with pytest.raises(RemoteProtocolError, match="may not send CREATE_QUEUES"):
+        client.next_event()
+
+
 def test_server_may_not_send_messages() -> None:
     client, server = established()
     with pytest.raises(LocalProtocolError, match="a cluster server may not send MESSAGE"):
@@ -963,10 +984,10 @@ def pump_until_error(conn: Connection) -> list[Any]:
 
 def test_eof_between_frames_and_mid_frame() -> None:
     client, server = established()
-    client.send(Leaving("node-a"))
+    client.send(Leaving("node-a", "node-c"))
     server.receive_data(client.data_to_send())
     server.receive_data(b"")
-    assert pump(server) == [Leaving("node-a"), ConnectionClosed()]
+    assert pump(server) == [Leaving("node-a", "node-c"), ConnectionClosed()]
     assert server.state is ConnectionState.CLOSED
     assert server.next_event() == ConnectionClosed()  # keeps answering
     with pytest.raises(LocalProtocolError):

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING
 
 from artemis_py.broker.duplicate_cache import DuplicateIDCache
 from artemis_py.broker.filter import Filter
@@ -34,6 +35,9 @@ from artemis_py.broker.post_office import Address, PostOffice
 from artemis_py.broker.queue import Queue
 from artemis_py.config import AddressSettings, BrokerConfig, RoutingType
 from artemis_py.exceptions import ArtemisError, StorageError
+
+if TYPE_CHECKING:
+    from artemis_py.cluster.remote_binding import RemoteQueueBinding
 
 log = logging.getLogger("artemis_py.broker")
 
@@ -64,6 +68,32 @@ class Transaction:
 
     sends: list[tuple[Message, list[Queue]]] = field(default_factory=list)
     acks: list[MessageReference] = field(default_factory=list)
+
+
+#: A queue a message goes to and, for a neighbour's store-and-forward queue, the names of the
+#: bindings over there that it is for (None for a local queue).
+Destination = tuple[Queue, "list[str] | None"]
+
+
+def forwarding(bindings: Iterable[RemoteQueueBinding]) -> list[Destination]:
+    """One destination per neighbour: its store-and-forward queue and the bindings' names."""
+    by_neighbour: dict[str, tuple[Queue, list[str]]] = {}
+    for binding in bindings:
+        sf_queue = binding.route.sf_queue
+        by_neighbour.setdefault(sf_queue.name, (sf_queue, []))[1].append(binding.name_on_neighbour)
+    return list(by_neighbour.values())
+
+
+def tag(message: Message, destinations: list[Destination]) -> list[Queue]:
+    """Name, on ``message``, the bindings it is for over each link; returns the queues."""
+    route_to = {
+        ROUTE_TO_PREFIX + queue.name: json.dumps(names)
+        for queue, names in destinations
+        if names is not None
+    }
+    if route_to:
+        message.set_properties(route_to)
+    return [queue for queue, _ in destinations]
 
 
 class Broker:
@@ -280,19 +310,7 @@ class Broker:
         if remote:
             # One copy per neighbour, into its store-and-forward queue, naming the bindings
             # over there that it is for.
-            by_neighbour: dict[str, tuple[Queue, list[str]]] = {}
-            for binding in remote:
-                sf_queue = binding.route.sf_queue
-                by_neighbour.setdefault(sf_queue.name, (sf_queue, []))[1].append(
-                    binding.name_on_neighbour
-                )
-            message.set_properties(
-                {
-                    ROUTE_TO_PREFIX + name: json.dumps(names)
-                    for name, (_, names) in by_neighbour.items()
-                }
-            )
-            queues += [sf_queue for sf_queue, _ in by_neighbour.values()]
+            queues += tag(message, forwarding(remote))
         elif not queues and message.routing_type is not RoutingType.MULTICAST:
             settings = self.address_settings(address.name)
             if (
@@ -328,26 +346,8 @@ class Broker:
         if dup_id in self.duplicates:
             log.debug("duplicate %r from a cluster bridge ignored", dup_id)
             return Pending()
-        queues: list[Queue] = []
-        resend: dict[str, tuple[Queue, list[str]]] = {}
-        for name in targets:
-            queue = self.post_office.queue(name)
-            if queue is not None:
-                queues.append(queue)
-                continue
-            binding = self.post_office.remote_binding(name)
-            if binding is not None:  # a chain: on to the next hop
-                sf_queue = binding.route.sf_queue
-                resend.setdefault(sf_queue.name, (sf_queue, []))[1].append(
-                    binding.name_on_neighbour
-                )
-        if resend:
-            message.set_properties(
-                {ROUTE_TO_PREFIX + name: json.dumps(names) for name, (_, names) in resend.items()}
-            )
-            queues += [sf_queue for sf_queue, _ in resend.values()]
-        if not queues:
-            queues = self.route(message)
+        destinations = self.resolve(targets)
+        queues = tag(message, destinations) if destinations else self.route(message)
         pending = Pending()
         pending.tickets += self.persistence.store_forwarded(
             message, queues, self.duplicates, dup_id
@@ -356,22 +356,41 @@ class Broker:
         pending.on_durable.append(lambda: self._enqueue(message, queues))
         return pending
 
-    def redistribute(self, moves: list[tuple[MessageReference, Queue, list[str]]]) -> Pending:
-        """Move ready references to other nodes, all or nothing.
+    def resolve(self, targets: Iterable[str]) -> list[Destination]:
+        """Where a message for the bindings named ``targets`` here goes: the local queues,
+        and for a binding that lives further on (a chain), the store-and-forward queue
+        toward it. Names of bindings that are gone (a queue deleted meanwhile) are dropped."""
+        local: list[Destination] = []
+        remote: list[RemoteQueueBinding] = []
+        own = "@" + self.node_id
+        for name in targets:
+            # "q@<this node>": a queue of this node named by a node that scaled down.
+            queue = self.post_office.queue(name.removesuffix(own))
+            if queue is not None:
+                local.append((queue, None))
+            elif (binding := self.post_office.remote_binding(name)) is not None:
+                remote.append(binding)
+        return local + forwarding(remote)
 
-        Each move is (reference, the store-and-forward queue of a neighbour, the names of
-        the bindings over there). A copy of the message under a new id goes into the
-        store-and-forward queue and the original reference is acknowledged, in one journal
-        transaction: after a crash the message is in exactly one of the two places.
+    def redistribute(
+        self, moves: list[tuple[MessageReference, list[Destination] | None]]
+    ) -> Pending:
+        """Move ready references elsewhere, all or nothing.
+
+        Each move is a reference and its destinations (None: route by address again),
+        usually the store-and-forward queue of a neighbour with the names of the bindings
+        over there. A copy of the message under a new id goes to the destinations and the
+        original reference is acknowledged, in one journal transaction: after a crash the
+        message is in exactly one of the two places.
         """
         sends: list[tuple[Message, list[Queue]]] = []
         by_queue: dict[int, tuple[Queue, list[MessageReference]]] = {}
-        for ref, sf_queue, names in moves:
+        for ref, destinations in moves:
             copy = ref.message.copy(self.persistence.next_id())
-            copy.set_properties({ROUTE_TO_PREFIX + sf_queue.name: json.dumps(names)})
-            sends.append((copy, [sf_queue]))
+            queues = self.route(copy) if destinations is None else tag(copy, destinations)
+            sends.append((copy, queues))
             by_queue.setdefault(id(ref.queue), (ref.queue, []))[1].append(ref)
-        tx = Transaction(sends=sends, acks=[ref for ref, _, _ in moves])
+        tx = Transaction(sends=sends, acks=[ref for ref, _ in moves])
         for queue, refs in by_queue.values():
             queue.remove(refs)
             queue.delivering += len(refs)  # acknowledged by the commit below

@@ -6,10 +6,12 @@ import argparse
 import logging
 import signal
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import trio
 
+from artemis_py.cluster.scale_down import ScaleDownReport
 from artemis_py.config import BrokerConfig, default_config, load_config
 from artemis_py.exceptions import ArtemisError, ConfigError
 from artemis_py.node import open_broker
@@ -59,14 +61,19 @@ def command(args: argparse.Namespace) -> int:
         print(f"artemis-py: {exc}", file=sys.stderr)
         return 2
     failures: list[BaseException] = []
+    report: ScaleDownReport | None = None
     try:
-        trio.run(serve, config, args.config)
+        report = trio.run(serve, config, args.config)
     except* (ArtemisError, OSError) as group:
         # Startup problems (port in use, data directory locked, unreadable journal) reach
         # us from inside the node's nursery: report each on one line, no traceback.
         failures.extend(leaves(group))
     for failure in failures:
         print(f"artemis-py: {failure}", file=sys.stderr)
+    if report is not None:
+        print(f"artemis-py: {report.summary()}", file=sys.stderr)
+        if not report.complete:
+            return 1
     return 1 if failures else 0
 
 
@@ -77,12 +84,29 @@ def leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
     return found
 
 
-async def serve(config: BrokerConfig, config_path: Path | None) -> None:
+async def serve(config: BrokerConfig, config_path: Path | None) -> ScaleDownReport | None:
+    """Run until a signal, then stop gracefully; a second signal abandons a scale-down."""
     base = instance_dir(config_path)
     config_dir = config_path.parent.absolute() if config_path else None
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with open_broker(config, instance_dir=base, config_dir=config_dir) as node:
             async for signum in signals:
                 log.info("%s received: stopping", signal.Signals(signum).name)
-                node.stop()
                 break
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_abandon_on_second_signal, signals, nursery.cancel_scope)
+                await node.shut_down()
+                nursery.cancel_scope.cancel()
+        return node.scale_down_report
+
+
+async def _abandon_on_second_signal(
+    signals: AsyncIterator[int], graceful: trio.CancelScope
+) -> None:
+    async for signum in signals:
+        log.warning(
+            "%s received again: stopping now; messages not moved yet stay in this node's journal",
+            signal.Signals(signum).name,
+        )
+        graceful.cancel()
+        return

@@ -56,11 +56,12 @@ class Bridge:
         self.forwarded = 0
         self._next_seq = 1
         self._attached = False
+        self._paused = False
 
     # -- Consumer protocol -------------------------------------------------------------
 
     def has_credit(self) -> bool:
-        if not self._attached or not self._writable():
+        if not self._attached or self._paused or not self._writable():
             return False
         return self.window < 0 or self.in_flight_bytes < self.window
 
@@ -86,6 +87,10 @@ class Bridge:
     def attach(self) -> None:
         self._attached = True
         self.queue.add_consumer(self)
+
+    def pause(self) -> None:
+        """Send nothing more (the neighbour is leaving); what is in flight may be confirmed."""
+        self._paused = True
 
     def confirmed(self, seq: int) -> None:
         """The neighbour has everything up to ``seq`` durably: acknowledge it here."""

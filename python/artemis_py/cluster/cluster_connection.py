@@ -35,8 +35,15 @@ from artemis_py.broker.message import decode_message
 from artemis_py.cluster.bridge import Bridge
 from artemis_py.cluster.link import IncomingLink, Link, LinkError, LinkRefused, OutgoingLink
 from artemis_py.cluster.redistributor import Redistributor
-from artemis_py.cluster.remote_binding import NeighbourRoute, RemoteQueueBinding
+from artemis_py.cluster.remote_binding import (
+    SF_PREFIX,
+    NeighbourRoute,
+    RemoteQueueBinding,
+    is_internal,
+    sf_queue_name,
+)
 from artemis_py.cluster.retry import RetryPolicy
+from artemis_py.cluster.scale_down import create_queues, take_over
 from artemis_py.cluster.topology import DuplicateNodeIdError, Member, Topology, connector, leaving
 from artemis_py.config import ClusterConnectionConfig, RoutingType
 from artemis_py.exceptions import StorageError
@@ -49,19 +56,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("artemis_py.cluster")
 
-INTERNAL_PREFIX = "$.artemis.internal."
-SF_PREFIX = INTERNAL_PREFIX + "sf."
 PIPELINE_DEPTH = 1024
 CONFIRM_BATCH = 256
-
-
-def sf_queue_name(cluster: str, node_id: str) -> str:
-    """The store-and-forward queue for messages bound for ``node_id`` (Artemis's name)."""
-    return f"{SF_PREFIX}{cluster}.{node_id}"
-
-
-def is_internal(name: str) -> bool:
-    return name.startswith(INTERNAL_PREFIX)
 
 
 class ClusterConnection:
@@ -84,12 +80,25 @@ class ClusterConnection:
         self._password = node_config.cluster_password
         connectors = {c.name: c for c in node_config.connectors}
         own = connectors[config.connector_name]
+        scale_down = node_config.ha_policy.scale_down
+        self.scale_down = scale_down if scale_down is not None and scale_down.enabled else None
         self.local = Member(
-            self.node_id, self.instance_id, own.host, own.port, True, time.time_ns() // 1000
+            self.node_id,
+            self.instance_id,
+            own.host,
+            own.port,
+            True,
+            time.time_ns() // 1000,
+            # announced even with scale-down disabled: this node can still be a target
+            scale_down.group_name if scale_down is not None else None,
         )
         self.topology = Topology(self.local)
         self.static_connectors = [
             (connectors[n].host, connectors[n].port) for n in config.static_connectors
+        ]
+        self.scale_down_connectors = [
+            (connectors[n].host, connectors[n].port)
+            for n in (self.scale_down.connectors if self.scale_down else ())
         ]
         self.retry = RetryPolicy(config)
         self.ping_interval = max(config.check_period, 50) / 1000
@@ -101,7 +110,12 @@ class ClusterConnection:
         self.incoming: set[IncomingLink] = set()
         # (neighbour node id, the neighbour's name for it) -> binding
         self.bindings: dict[tuple[str, str], RemoteQueueBinding] = {}
+        # neighbour node id -> the names of its own queues (all of them, whatever max-hops
+        # and the address filter let routing use): what a scale-down target already has
+        self.neighbour_queues: dict[str, set[str]] = {}
+        self.scaled_down: dict[str, str] = {}  # departed node id -> where its messages went
         self.given_up: dict[str, str] = {}  # connector -> why the dialler stopped
+        self.unreachable: set[tuple[str, int]] = set()  # the last dial failed
         self._dialling: set[tuple[str, int]] = set()
         self._nursery: trio.Nursery | None = None
         self.redistributor: Redistributor | None = None
@@ -166,6 +180,11 @@ class ClusterConnection:
             for link in links:
                 nursery.start_soon(link.goodbye, farewell)
 
+    def dial(self, host: str, port: int) -> None:
+        """Keep a link to the node at host:port (a scale-down target), like a static one."""
+        if self._nursery is not None and (host, port) not in self._dialling:
+            self._nursery.start_soon(self._dial, host, port, True)
+
     # -- dialling ----------------------------------------------------------------------
 
     async def _dial(self, host: str, port: int, static: bool) -> None:
@@ -203,6 +222,7 @@ class ClusterConnection:
                     continue
                 except (OSError, LinkError, trio.TooSlowError) as exc:
                     failures += 1
+                    self.unreachable.add(key)
                     level = logging.INFO if failures == 1 else logging.DEBUG
                     log.log(
                         level,
@@ -232,11 +252,12 @@ class ClusterConnection:
                     await link.goodbye(wire.Ping())  # another dialler already has this node
                     return
                 self.given_up.pop(target, None)
+                self.unreachable.discard(key)
                 failures = 0
                 connected_before = True
                 reason = await self._run_outgoing(link)
-                if self._stopping:
-                    return
+                if self._stopping or peer_node in self.scaled_down:
+                    return  # a node that scaled down announces itself if it comes back
                 log.warning(
                     "cluster %s: link to node %s at %s lost: %s; reconnecting",
                     self.name,
@@ -281,7 +302,7 @@ class ClusterConnection:
     async def _run_outgoing(self, link: OutgoingLink) -> str:
         peer = link.peer_node_id
         self.outgoing[peer] = link
-        route = self._route(peer)
+        route = self.route_to(peer)
         route.connected = True
         link.send(wire.Topology(members=(self.local, *self.topology.others())))
         bridge = Bridge(
@@ -322,11 +343,11 @@ class ClusterConnection:
         elif isinstance(event, wire.Topology):
             self._apply_topology(event, link)
         elif isinstance(event, wire.Leaving):
-            self._apply_topology(wire.Topology(members=()), link)
+            self._neighbour_scaled_down(event)
         else:
             log.debug("cluster %s: ignoring %r from %s", self.name, event, link.peer)
 
-    def _route(self, node_id: str) -> NeighbourRoute:
+    def route_to(self, node_id: str) -> NeighbourRoute:
         route = self.routes.get(node_id)
         if route is None:
             name = sf_queue_name(self.name, node_id)
@@ -335,6 +356,28 @@ class ClusterConnection:
                 queue = self.broker.create_queue(name, name, RoutingType.MULTICAST, durable=True)
             route = self.routes[node_id] = NeighbourRoute(node_id, queue)
         return route
+
+    # -- scale-down --------------------------------------------------------------------
+
+    def _neighbour_scaled_down(self, event: wire.Leaving) -> None:
+        departed, target = event.node_id, event.target
+        if departed == self.node_id or departed in self.scaled_down:
+            return  # heard over the other link already
+        self.scaled_down[departed] = target
+        log.info(
+            "cluster %s: node %s scaled down to node %s: its bindings go, and what waits "
+            "for it goes to node %s",
+            self.name,
+            departed,
+            target,
+            "this one" if target == self.node_id else target,
+        )
+        for key, binding in list(self.bindings.items()):
+            if departed in (key[0], binding.origin_node_id):
+                self._forget(*key)
+        self.neighbour_queues.pop(departed, None)
+        if self._nursery is not None:
+            self._nursery.start_soon(take_over, self, departed, target)
 
     # -- topology ----------------------------------------------------------------------
 
@@ -359,6 +402,7 @@ class ClusterConnection:
                 if link is not source:
                     link.send(update)
             if member.up:
+                self.scaled_down.pop(member.node_id, None)  # it runs again
                 self._maybe_dial(member)
             else:
                 route = self.routes.get(member.node_id)
@@ -380,6 +424,11 @@ class ClusterConnection:
     # -- remote bindings ---------------------------------------------------------------
 
     def _apply_bindings(self, via: str, frame: wire.Bindings) -> None:
+        own = self.neighbour_queues.setdefault(via, set())
+        if frame.snapshot:
+            own.clear()
+        own.update(info.name for info in frame.added if info.distance == 0)
+        own.difference_update(frame.removed)
         seen = set()
         for info in frame.added:
             seen.add(info.name)
@@ -393,6 +442,8 @@ class ClusterConnection:
     def _learn(self, via: str, info: wire.BindingInfo) -> None:
         if info.origin_node_id == self.node_id or not self.matches(info.address):
             return
+        if via in self.scaled_down or info.origin_node_id in self.scaled_down:
+            return  # news from before it left
         distance = info.distance + 1
         if distance > self.config.max_hops:
             return
@@ -428,7 +479,7 @@ class ClusterConnection:
             distance=distance,
             origin_node_id=info.origin_node_id,
             name_on_neighbour=info.name,
-            route=self._route(via),
+            route=self.route_to(via),
             consumers=consumers,
             consumer_texts=tuple(info.consumers),
         )
@@ -632,8 +683,10 @@ class ClusterConnection:
             await pipeline.send((pending, event.seq))
         elif isinstance(event, wire.Topology):
             self._apply_topology(event, link)
+        elif isinstance(event, wire.CreateQueues):
+            create_queues(self, event, link.peer)
         elif isinstance(event, wire.Leaving):
-            pass
+            self._neighbour_scaled_down(event)
         else:
             log.debug("cluster %s: ignoring %r from %s", self.name, event, link.peer)
 

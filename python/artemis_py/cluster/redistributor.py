@@ -35,7 +35,7 @@ from artemis_py.exceptions import StorageError
 if TYPE_CHECKING:
     from artemis_py.broker.message import MessageReference
     from artemis_py.broker.queue import Queue
-    from artemis_py.broker.server import Broker, Pending
+    from artemis_py.broker.server import Broker, Destination, Pending
     from artemis_py.cluster.remote_binding import RemoteQueueBinding
 
 log = logging.getLogger("artemis_py.cluster")
@@ -174,19 +174,21 @@ class Redistributor:
         candidates = self._candidates(queue)
         if not candidates:
             return
-        moves: list[tuple[MessageReference, Queue, list[str]]] = []
+        moves: list[tuple[MessageReference, list[Destination] | None]] = []
         for ref in list(queue.messages):
             binding = self._target(queue, ref, candidates, advance=True)
             if binding is None:
                 continue
-            moves.append((ref, binding.route.sf_queue, [binding.name_on_neighbour]))
+            moves.append((ref, [(binding.route.sf_queue, [binding.name_on_neighbour])]))
             if len(moves) >= BATCH:
                 self._move(queue, moves)
                 moves = []
         if moves:
             self._move(queue, moves)
 
-    def _move(self, queue: Queue, moves: list[tuple[MessageReference, Queue, list[str]]]) -> None:
+    def _move(
+        self, queue: Queue, moves: list[tuple[MessageReference, list[Destination] | None]]
+    ) -> None:
         try:
             pending = self.broker.redistribute(moves)
         except StorageError as exc:

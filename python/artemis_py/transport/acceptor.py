@@ -40,11 +40,30 @@ async def _sniff(stream: trio.SocketStream) -> tuple[bool, bytes]:
     return data.startswith(MAGIC), data
 
 
+class Clients:
+    """A node's client connections, so that stopping can close them before the cluster
+    links (scale-down then moves what they leave in the queues)."""
+
+    def __init__(self) -> None:
+        self.connections: set[StompConnection] = set()
+        self.accepting = True
+
+    async def close_all(self, within: float = 5.0) -> None:
+        """Turn new clients away and close the open connections (waits ``within`` s)."""
+        self.accepting = False
+        for connection in list(self.connections):
+            connection.stop()
+        with trio.move_on_after(within):
+            while self.connections:  # noqa: ASYNC110 (only while stopping)
+                await trio.sleep(0.01)
+
+
 async def serve_acceptor(
     broker: Broker,
     acceptor: AcceptorConfig,
     authenticator: Authenticator,
     cluster: ClusterHandler | None = None,
+    clients: Clients | None = None,
     *,
     task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -78,6 +97,8 @@ async def serve_acceptor(
         what = " and ".join(n for n, on in (("STOMP", stomp), ("cluster links", core)) if on)
         log.info("acceptor %s listening for %s on %s:%d", acceptor.name, what, *host_port)
 
+    registry = clients if clients is not None else Clients()
+
     async def handle(stream: trio.SocketStream) -> None:
         try:
             host, port = stream.socket.getpeername()[:2]
@@ -104,11 +125,17 @@ async def serve_acceptor(
                 except* Exception:
                     log.exception("cluster link from %s failed", peer)
                 return
+        if not registry.accepting:
+            await trio.aclose_forcefully(stream)  # the node is stopping
+            return
         connection = StompConnection(broker, stream, acceptor, authenticator, peer, initial)
+        registry.connections.add(connection)
         try:
             await connection.run()
         except* Exception:
             # One broken connection must never take the acceptor down with it.
             log.exception("connection %s from %s failed", connection.id, peer)
+        finally:
+            registry.connections.discard(connection)
 
     await trio.serve_listeners(handle, listeners)

@@ -263,6 +263,7 @@ class StompConnection:
         self._last_sent = self._last_received
         self._cancel_scope: trio.CancelScope | None = None
         self._initial = initial  # bytes read while telling protocols apart
+        self._reading = trio.CancelScope()  # cancelled by stop()
 
     # -- outgoing ----------------------------------------------------------------------
 
@@ -305,7 +306,8 @@ class StompConnection:
                 nursery.start_soon(self._writer)
                 nursery.start_soon(self._pipeline)
                 nursery.start_soon(self._heartbeats)
-                await self._reader()
+                with self._reading:
+                    await self._reader()
                 await self._finish()
                 nursery.cancel_scope.cancel()
         except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as group:
@@ -315,6 +317,12 @@ class StompConnection:
             self._release_everything()
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self.stream)
+
+    def stop(self) -> None:
+        """Close the connection because the node stops: read nothing more, let what was
+        read complete (receipts included), then close. Unacknowledged deliveries go back to
+        their queues, as when a client disconnects."""
+        self._reading.cancel()
 
     async def _reader(self) -> None:
         while not self._closing:

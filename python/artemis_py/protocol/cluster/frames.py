@@ -10,7 +10,7 @@ Who sends what (enforced by the connection, both when sending and when receiving
 * handshake: :class:`Hello` and :class:`Auth` (client), :class:`Challenge`,
   :class:`Welcome` and :class:`Reject` (server) -- produced and consumed by the connection
   itself, never passed to ``send()``;
-* client only: :class:`Message`;
+* client only: :class:`Message`, :class:`CreateQueues`;
 * server only: :class:`Confirm`, :class:`Bindings`, :class:`Consumers`, :class:`Status`;
 * either side: :class:`Ping`, :class:`Topology`, :class:`Leaving`, :class:`Error`.
 """
@@ -30,6 +30,7 @@ __all__ = [
     "Confirm",
     "ConnectionClosed",
     "Consumers",
+    "CreateQueues",
     "Error",
     "Established",
     "Event",
@@ -39,6 +40,7 @@ __all__ = [
     "Leaving",
     "Member",
     "Message",
+    "NewQueue",
     "Ping",
     "Purpose",
     "Reject",
@@ -73,6 +75,7 @@ class FrameType(enum.IntEnum):
     CONSUMERS = 10
     STATUS = 11
     LEAVING = 12
+    CREATE_QUEUES = 13
     MESSAGE = 0x20
     CONFIRM = 0x21
 
@@ -160,7 +163,11 @@ class Ping:
 
 @dataclass(frozen=True, slots=True)
 class Member:
-    """One node as a topology sender knows it (Artemis's TopologyMember, without backups)."""
+    """One node as a topology sender knows it (Artemis's TopologyMember, without backups).
+
+    ``group_name`` is the node's scale-down group (None: none set): a node scaling down only
+    picks a target of its own group.
+    """
 
     node_id: str
     instance_id: str
@@ -168,6 +175,7 @@ class Member:
     port: int
     up: bool
     version: int
+    group_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,10 +188,14 @@ class Topology:
 
 @dataclass(frozen=True, slots=True)
 class Leaving:
-    """Either side: ``node_id`` shuts down gracefully (not a failure: no reconnect storm)."""
+    """Either side: ``node_id`` scaled down: every message it held is now on (or on its way
+    to) ``target``. The receiver drops the leaving node's bindings and sends what waits for
+    it to ``target`` instead. (A plain graceful stop is a :class:`Topology` with the member
+    down: its messages wait for its return.)"""
 
     TYPE: ClassVar[FrameType] = FrameType.LEAVING
     node_id: str
+    target: str
 
 
 # --- server to client ---------------------------------------------------------------------
@@ -246,6 +258,27 @@ class Confirm:
 # --- client to server ---------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class NewQueue:
+    """A queue to create on the receiver, as it is on the sender."""
+
+    name: str
+    address: str
+    routing_type: RoutingType
+    filter: str | None
+    durable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CreateQueues:
+    """C->S: create these queues unless they exist (a node scaling down to the receiver
+    sends it first, so that every message it moves has its queue). The receiver's
+    :class:`Bindings` then show them."""
+
+    TYPE: ClassVar[FrameType] = FrameType.CREATE_QUEUES
+    queues: tuple[NewQueue, ...]
+
+
 @dataclass(frozen=True, slots=True, repr=False)
 class Message:
     """C->S, binary: one message to route to ``targets`` (binding names on the receiver).
@@ -290,6 +323,7 @@ Frame: TypeAlias = (
     | Status
     | Confirm
     | Message
+    | CreateQueues
 )
 
 
@@ -344,6 +378,7 @@ Event: TypeAlias = (
     | Status
     | Confirm
     | Message
+    | CreateQueues
 )
 """What ``next_event`` returns besides :data:`NEED_DATA` (handshake frames are answered by
 the connection itself and never returned)."""

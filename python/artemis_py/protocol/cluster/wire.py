@@ -39,6 +39,7 @@ from artemis_py.protocol.cluster.frames import (
     Challenge,
     Confirm,
     Consumers,
+    CreateQueues,
     Error,
     Frame,
     FrameType,
@@ -46,6 +47,7 @@ from artemis_py.protocol.cluster.frames import (
     Leaving,
     Member,
     Message,
+    NewQueue,
     Ping,
     Reject,
     Status,
@@ -226,6 +228,7 @@ _MEMBER: Final[_Schema] = (
     ("port", _port),
     ("up", _boolean),
     ("version", _member_version),
+    ("group_name", _opt_text),
 )
 _BINDING: Final[_Schema] = (
     ("name", _text),
@@ -236,6 +239,14 @@ _BINDING: Final[_Schema] = (
     ("distance", _count),
     ("origin_node_id", _text),
     ("consumers", _consumers),
+)
+
+_NEW_QUEUE: Final[_Schema] = (
+    ("name", _text),
+    ("address", _text),
+    ("routing_type", _choice("ANYCAST", "MULTICAST")),
+    ("filter", _opt_text),
+    ("durable", _boolean),
 )
 
 #: Frame class -> the schema of its JSON body, in field order.
@@ -272,7 +283,8 @@ _JSON_FRAMES: Final[dict[type, _Schema]] = {
     ),
     Consumers: (("name", _text), ("consumers", _consumers)),
     Status: (("data", _json_object),),
-    Leaving: (("node_id", _text),),
+    Leaving: (("node_id", _text), ("target", _text)),
+    CreateQueues: (("queues", _array(_record(NewQueue, _NEW_QUEUE))),),
 }
 _JSON_BY_TYPE: Final[dict[int, type]] = {cls.TYPE: cls for cls in _JSON_FRAMES}  # type: ignore[attr-defined]
 
@@ -283,6 +295,8 @@ def _plain(value: Any) -> Any:
         return {name: getattr(value, name) for name, _ in _MEMBER}
     if type(value) is BindingInfo:
         return {name: getattr(value, name) for name, _ in _BINDING}
+    if type(value) is NewQueue:
+        return {name: getattr(value, name) for name, _ in _NEW_QUEUE}
     if type(value) is tuple or type(value) is list:
         return [_plain(item) for item in value]
     return value

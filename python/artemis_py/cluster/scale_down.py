@@ -1,0 +1,467 @@
+"""Scale-down: a node that stops gracefully hands every message it holds to another node
+(clusters §8.3), and the nodes that stay take over what was waiting for it.
+
+The departing node
+------------------
+:func:`scale_down` runs after the node has closed its client connections, so that every
+delivered but unacknowledged message is back in its queue.
+
+1. *Target.* The first of ``<scale-down><connectors>`` that the node has a link to, in
+   order (connectors it has no link to are dialled first); without connectors, the live
+   member with the lowest node ID. With a ``group-name``, only members announcing the same
+   group qualify.
+2. *Queues.* A ``CreateQueues`` frame asks the target for each of the node's queues that it
+   lacks (same address, routing type, filter and durability; temporary queues are not
+   moved), and the node waits until the target's bindings show them.
+3. *Drain.* Messages waiting for other reachable neighbours are theirs: the bridges deliver
+   them before the move.
+4. *Move.* Every message of every queue (durable subscriptions, dead-letter and expiry
+   queues included) goes into the target's store-and-forward queue, naming the same queue
+   over there, at the back of it as if newly sent. Messages waiting for a neighbour that is
+   unreachable go to the target too, naming that neighbour's binding (``q@node``), so the
+   target forwards them when it can. Each batch of ``commit-interval`` messages is one
+   journal transaction (the same move redistribution makes): after a crash every message
+   is in exactly one of the two places.
+5. *Announce.* A ``Leaving`` frame on every link names the target. Neighbours stop sending
+   to this node, wait for what they already sent to be confirmed, and close their links.
+6. *Finish.* A last pass moves what arrived meanwhile, then the node waits until the
+   target has confirmed everything it was sent.
+
+If the node finds no target, or the target stops answering, what was not moved stays in
+this node's journal (in its queues or the store-and-forward queue for the target); the
+:class:`ScaleDownReport` says so, and the next graceful stop tries again.
+
+The nodes that stay
+-------------------
+:func:`take_over` runs on every neighbour that hears ``Leaving``: it stops routing to the
+departed node (its bindings go), lets the bridge's messages in flight be confirmed, closes
+the link, and moves what still waits in the departed node's store-and-forward queue to the
+target (on the target itself: into the queues of the same names), then deletes that queue.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import trio
+
+from artemis_py.broker.filter import FilterSyntaxError
+from artemis_py.broker.message import ROUTE_TO_PREFIX
+from artemis_py.broker.server import BrokerError
+from artemis_py.cluster.remote_binding import is_internal
+from artemis_py.config import RoutingType
+from artemis_py.exceptions import StorageError
+from artemis_py.protocol import cluster as wire
+
+if TYPE_CHECKING:
+    from artemis_py.broker.message import MessageReference
+    from artemis_py.broker.queue import Queue
+    from artemis_py.broker.server import Destination
+    from artemis_py.cluster.cluster_connection import ClusterConnection
+    from artemis_py.cluster.remote_binding import NeighbourRoute
+
+log = logging.getLogger("artemis_py.cluster")
+
+DEFAULT_BATCH = 512  # messages per transaction when commit-interval is -1
+LINK_GRACE = 5.0  # seconds to wait for a link (dial, queue creation, neighbours closing)
+STALL_TIMEOUT = 30.0  # seconds without progress before a hand-over is given up
+
+
+@dataclass
+class ScaleDownReport:
+    """What a scale-down did: where messages went, and what (if anything) was left."""
+
+    target: str | None = None  # node id
+    connector: str | None = None
+    moved: Counter[str] = field(default_factory=Counter)  # what -> messages
+    remaining: int = 0
+    problem: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.problem is None
+
+    def summary(self) -> str:
+        moved = sum(self.moved.values())
+        details = ", ".join(f"{what}: {count}" for what, count in sorted(self.moved.items()))
+        where = f"node {self.target} at {self.connector}" if self.target else "no node"
+        text = f"scale-down to {where}: moved {moved} message(s)"
+        if details:
+            text += f" ({details})"
+        if self.problem is not None:
+            text += (
+                f"; INCOMPLETE: {self.problem}. {self.remaining} message(s) stay in this "
+                "node's journal: the next graceful stop moves them, or they are delivered "
+                "when this node runs again"
+            )
+        return text
+
+
+# -- the departing node ----------------------------------------------------------------
+
+
+async def scale_down(connection: ClusterConnection, report: ScaleDownReport) -> None:
+    """Move every message this node holds to another node (see the module docstring);
+    ``report`` says how far it got, also when this is cancelled."""
+    try:
+        await _scale_down(connection, report)
+    except trio.Cancelled:
+        report.problem = "abandoned before it finished"
+        raise
+    finally:
+        report.remaining = _held(connection)
+        if report.remaining and report.problem is None:
+            report.problem = "some messages could not be moved (the log above says why)"
+
+
+async def _scale_down(connection: ClusterConnection, report: ScaleDownReport) -> None:
+    if connection.redistributor is not None:
+        connection.redistributor.enabled = False  # nothing moves behind our back
+    target = await _choose_target(connection)
+    if target is None:
+        report.problem = "no node to scale down to is reachable" + (
+            f" in group {connection.local.group_name!r}" if connection.local.group_name else ""
+        )
+        return
+    member = connection.topology.members[target]
+    report.target = target
+    report.connector = member_at = f"tcp://{member.host}:{member.port}"
+    log.info("cluster %s: scaling down to node %s at %s", connection.name, target, member_at)
+    try:
+        await _drain_other_bridges(connection, target)
+        await _move_all(connection, target, report)
+        farewell = wire.Leaving(node_id=connection.node_id, target=target)
+        for link in [*connection.outgoing.values(), *connection.incoming]:
+            link.send(farewell)
+        # The others close their links once what they sent here is confirmed.
+        await until(lambda: not connection.incoming, LINK_GRACE)
+        await _move_all(connection, target, report)
+        await _wait_delivered(connection, target)
+    except ScaleDownError as exc:
+        report.problem = str(exc)
+
+
+class ScaleDownError(Exception):
+    """Scale-down cannot finish (the message says why)."""
+
+
+async def until(condition: Callable[[], bool], within: float) -> bool:
+    """Wait until ``condition()`` holds (True) or ``within`` seconds pass (False).
+
+    Polls: the conditions span links, bridges and queues, and this runs only while a node
+    stops, so a short sleep is simpler than wiring events through all of them.
+    """
+    with trio.move_on_after(within):
+        while not condition():  # noqa: ASYNC110
+            await trio.sleep(0.02)
+        return True
+    return False
+
+
+def _group_ok(connection: ClusterConnection, node_id: str) -> bool:
+    group = connection.local.group_name
+    return group is None or connection.topology.members[node_id].group_name == group
+
+
+def _linked(connection: ClusterConnection, node_id: str) -> bool:
+    route = connection.routes.get(node_id)
+    return (
+        node_id in connection.outgoing
+        and route is not None
+        and route.connected
+        and node_id not in connection.scaled_down
+    )
+
+
+def _member_left(connection: ClusterConnection, host: str, port: int) -> bool:
+    return any((m.host, m.port) == (host, port) and not m.up for m in connection.topology.others())
+
+
+def _member_at(connection: ClusterConnection, host: str, port: int) -> str | None:
+    for member in connection.topology.others():
+        if (member.host, member.port) == (host, port) and member.up:
+            return member.node_id
+    return None
+
+
+async def _choose_target(connection: ClusterConnection) -> str | None:
+    """The node to scale down to, or None when none is reachable within the grace time."""
+    connectors = connection.scale_down_connectors
+    for host, port in connectors:
+        if _member_at(connection, host, port) not in connection.outgoing:
+            connection.dial(host, port)
+    deadline = trio.current_time() + LINK_GRACE
+    while True:
+        if connectors:
+            for host, port in connectors:
+                node = _member_at(connection, host, port)
+                if node is not None and _linked(connection, node):
+                    if _group_ok(connection, node):
+                        return node
+                    continue  # another group
+                # A connector not linked yet gets the grace time to answer before a later
+                # one is taken, unless it is known down.
+                known_down = (host, port) in connection.unreachable or (
+                    node is None and _member_left(connection, host, port)
+                )
+                if not known_down and trio.current_time() < deadline:
+                    break
+            else:
+                return None
+        else:
+            candidates = sorted(
+                m.node_id
+                for m in connection.topology.others()
+                if m.up and _linked(connection, m.node_id) and _group_ok(connection, m.node_id)
+            )
+            if candidates:
+                return candidates[0]
+        if trio.current_time() >= deadline:
+            return None
+        await trio.sleep(0.05)
+
+
+def _movable(connection: ClusterConnection) -> list[Queue]:
+    return [
+        q
+        for q in connection.broker.post_office.queues.values()
+        if not is_internal(q.name) and not q.temporary
+    ]
+
+
+def _held(connection: ClusterConnection) -> int:
+    """Messages still on this node (its queues and store-and-forward queues)."""
+    queues = _movable(connection) + [r.sf_queue for r in connection.routes.values()]
+    return sum(q.message_count for q in queues)
+
+
+async def _create_queues(connection: ClusterConnection, target: str) -> set[str]:
+    """Make sure the target has every queue to move; returns the names it has."""
+    has = connection.neighbour_queues.setdefault(target, set())
+    missing = [q for q in _movable(connection) if q.name not in has]
+    if missing:
+        connection.outgoing[target].send(
+            wire.CreateQueues(
+                queues=tuple(
+                    wire.NewQueue(
+                        name=q.name,
+                        address=q.address,
+                        routing_type=q.routing_type.value,
+                        filter=q.filter.text if q.filter is not None else None,
+                        durable=q.durable,
+                    )
+                    for q in missing
+                )
+            )
+        )
+        await until(
+            lambda: all(q.name in has for q in missing) or not _linked(connection, target),
+            LINK_GRACE,
+        )
+        if not _linked(connection, target):
+            raise ScaleDownError(f"the link to node {target} broke")
+        for q in missing:
+            if q.name not in has:
+                log.error(
+                    "cluster %s: node %s did not create queue %s (address %s): its "
+                    "messages stay here",
+                    connection.name,
+                    target,
+                    q.name,
+                    q.address,
+                )
+    return set(has)
+
+
+async def _drain_other_bridges(connection: ClusterConnection, target: str) -> None:
+    """Let bridges to reachable neighbours deliver what waits for them."""
+    last, stalled_since = -1, trio.current_time()
+    while True:
+        waiting = sum(
+            route.sf_queue.message_count
+            for node_id, route in connection.routes.items()
+            if node_id != target and _linked(connection, node_id)
+        )
+        if waiting == 0:
+            return
+        now = trio.current_time()
+        if waiting != last:
+            last, stalled_since = waiting, now
+        elif now - stalled_since > STALL_TIMEOUT:
+            return  # what is left moves to the target like an unreachable node's
+        await trio.sleep(0.02)
+
+
+async def _move_all(connection: ClusterConnection, target: str, report: ScaleDownReport) -> None:
+    """One pass: every ready message of this node into the target's store-and-forward queue."""
+    if not _linked(connection, target):
+        raise ScaleDownError(f"the link to node {target} broke")
+    has = await _create_queues(connection, target)
+    sf_queue = connection.routes[target].sf_queue
+    batch = connection.scale_down.commit_interval if connection.scale_down else -1
+    mover = _Mover(connection, batch if batch > 0 else DEFAULT_BATCH)
+    for queue in _movable(connection):
+        if queue.name in has:
+            for ref in list(queue.messages):
+                await mover.add(ref, [(sf_queue, [queue.name])], queue.name)
+    for node_id, route in list(connection.routes.items()):
+        if node_id == target or _linked(connection, node_id):
+            continue
+        what = f"waiting for node {node_id}"
+        for ref in list(route.sf_queue.messages):
+            names = [n if "@" in n else f"{n}@{node_id}" for n in route_names(ref, route)]
+            await mover.add(ref, [(sf_queue, names)], what)
+    await mover.flush()
+    report.moved.update(mover.moved)
+
+
+def route_names(ref: MessageReference, route: NeighbourRoute) -> list[str]:
+    """The bindings on the neighbour that a message in its store-and-forward queue is for."""
+    names = ref.message.property(ROUTE_TO_PREFIX + route.sf_queue.name)
+    return json.loads(names) if names else []
+
+
+async def _wait_delivered(connection: ClusterConnection, target: str) -> None:
+    """Wait until the target has confirmed everything in its store-and-forward queue."""
+    queue = connection.routes[target].sf_queue
+    last, stalled_since = -1, trio.current_time()
+    while queue.message_count:
+        now = trio.current_time()
+        if not _linked(connection, target):
+            raise ScaleDownError(f"the link to node {target} broke")
+        if queue.message_count != last:
+            last, stalled_since = queue.message_count, now
+        elif now - stalled_since > STALL_TIMEOUT:
+            raise ScaleDownError(f"node {target} confirmed nothing for {STALL_TIMEOUT:.0f} s")
+        await trio.sleep(0.02)
+
+
+class _Mover:
+    """Moves references in journal transactions of ``batch`` messages."""
+
+    def __init__(self, connection: ClusterConnection, batch: int) -> None:
+        self.broker = connection.broker
+        self.batch = batch
+        self.moves: list[tuple[MessageReference, list[Destination] | None]] = []
+        self.labels: list[str] = []
+        self.moved: Counter[str] = Counter()
+
+    async def add(
+        self, ref: MessageReference, destinations: list[Destination] | None, what: str
+    ) -> None:
+        self.moves.append((ref, destinations))
+        self.labels.append(what)
+        if len(self.moves) >= self.batch:
+            await self.flush()
+
+    async def flush(self) -> None:
+        moves, labels = self.moves, self.labels
+        self.moves, self.labels = [], []
+        if not moves:
+            return
+        try:
+            pending = self.broker.redistribute(moves)
+            await self.broker.persistence.wait(pending.tickets)
+        except StorageError as exc:
+            raise ScaleDownError(f"the journal refused the move: {exc}") from exc
+        pending.complete()
+        self.moved.update(labels)
+
+
+# -- the nodes that stay ---------------------------------------------------------------
+
+
+async def take_over(connection: ClusterConnection, departed: str, target: str) -> None:
+    """``departed`` scaled down to ``target``: send what waits for it there instead."""
+    link = connection.outgoing.get(departed)
+    if link is not None and link.bridge is not None:
+        link.bridge.pause()  # nothing new goes out; what is in flight gets confirmed
+        bridge = link.bridge
+        await until(lambda: not bridge.in_flight or link.closing, LINK_GRACE)
+        await link.goodbye(wire.Ping())
+        await until(lambda: connection.outgoing.get(departed) is not link, LINK_GRACE)
+    route = connection.routes.get(departed)
+    if route is None:
+        return
+    if target == connection.node_id:
+        destinations = lambda names: connection.broker.resolve(names) or None  # noqa: E731
+    else:
+        sf_queue = connection.route_to(target).sf_queue
+        destinations = lambda names: [(sf_queue, names)]  # noqa: E731
+    mover = _Mover(connection, DEFAULT_BATCH)
+    try:
+        for ref in list(route.sf_queue.messages):
+            await mover.add(ref, destinations(route_names(ref, route)), "")
+        await mover.flush()
+    except ScaleDownError as exc:
+        log.error(
+            "cluster %s: cannot take over the messages that waited for node %s: %s",
+            connection.name,
+            departed,
+            exc,
+        )
+        return
+    moved = sum(mover.moved.values())
+    if moved:
+        log.info(
+            "cluster %s: %d message(s) that waited for node %s go to node %s",
+            connection.name,
+            moved,
+            departed,
+            target,
+        )
+    if not route.sf_queue.message_count and connection.routes.get(departed) is route:
+        del connection.routes[departed]
+        connection.bridges.pop(departed, None)
+        pending = connection.broker.delete_queue(route.sf_queue)
+        await connection.broker.persistence.wait(pending.tickets)
+        pending.complete()
+
+
+def create_queues(connection: ClusterConnection, frame: wire.CreateQueues, peer: str) -> None:
+    """A node scaling down to this one asks for the queues it is about to fill."""
+    broker = connection.broker
+    for spec in frame.queues:
+        existing = broker.post_office.queue(spec.name)
+        if existing is not None:
+            if existing.address != spec.address:
+                log.warning(
+                    "cluster %s: %s asked for queue %s on address %s, but it exists on "
+                    "address %s here: its messages will be routed by address",
+                    connection.name,
+                    peer,
+                    spec.name,
+                    spec.address,
+                    existing.address,
+                )
+            continue
+        try:
+            broker.create_queue(
+                spec.name,
+                spec.address,
+                RoutingType(spec.routing_type),
+                filter_text=spec.filter,
+                durable=spec.durable,
+            )
+        except (BrokerError, FilterSyntaxError, StorageError) as exc:
+            log.error(
+                "cluster %s: cannot create queue %s for %s: %s",
+                connection.name,
+                spec.name,
+                peer,
+                exc,
+            )
+            continue
+        log.info(
+            "cluster %s: created queue %s (address %s, %s) for the node scaling down from %s",
+            connection.name,
+            spec.name,
+            spec.address,
+            spec.routing_type,
+            peer,
+        )

@@ -1,0 +1,101 @@
+"""Scale-down (clusters §8.3): a node stopped gracefully hands every message to another node.
+
+Modelled on Artemis's ScaleDownTest scenarios: several queues, a durable subscription and a
+store-and-forward backlog for a third node move to the target; a group name restricts the
+target; with no target reachable nothing is lost and the next stop tries again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .conftest import Client, node_id, status, unique, wait_binding, wait_for
+
+
+def scale_down_xml(*connectors: str, group: str | None = None) -> str:
+    refs = "".join(f"<connector-ref>{c}</connector-ref>" for c in connectors)
+    return (
+        "<ha-policy><primary-only><scale-down>"
+        + (f"<group-name>{group}</group-name>" if group else "")
+        + (f"<connectors>{refs}</connectors>" if refs else "")
+        + "</scale-down></primary-only></ha-policy>"
+    )
+
+
+def send_many(
+    client: Client, destination: str, count: int, prefix: str, **headers: Any
+) -> list[str]:
+    sent = [f"{prefix}-{i}" for i in range(count)]
+    for body in sent:
+        client.send(destination, body, persistent="true", **headers)
+    return sent
+
+
+def received(client: Client, count: int) -> list[str]:
+    client.wait_messages(count, timeout=20)
+    client.sync()
+    return [m.body for m in client.messages]
+
+
+def test_scale_down_moves_queues_subscriptions_and_backlog_for_a_third_node(
+    cluster: Any, clients: Any
+) -> None:
+    # node0 scales down to the first reachable connector: node2 is down, so node1.
+    nodes = cluster(
+        3,
+        static={0: [1], 1: [0], 2: [0, 1]},  # node2 finds node1 when node0 is gone
+        node_options={0: {"extra_core": scale_down_xml("node2", "node1")}},
+    )
+    orders, topic = unique("orders"), unique("prices")
+    # A durable subscription on node2 that will be away: node0 keeps its share in the
+    # store-and-forward queue for node2.
+    away = clients(nodes[2], client_id="c2")
+    away.subscribe(f"/topic/{topic}", **{"durable-subscription-name": "s2"})
+    away.disconnect()
+    wait_binding(nodes[0], "c2.s2", on=nodes[2])
+    subscriber = clients(nodes[0], client_id="c0")
+    subscriber.subscribe(f"/topic/{topic}", **{"durable-subscription-name": "s0"})
+    subscriber.disconnect()
+    nodes[2].stop()
+
+    producer = clients(nodes[0])
+    sent = send_many(producer, f"/queue/{orders}", 30, "order")
+    producer.send(f"/queue/{orders}", "order-volatile", persistent="false")
+    published = send_many(producer, f"/topic/{topic}", 10, "price")
+    dead = send_many(producer, "/queue/DLQ", 3, "dead")
+    # A consumer that took messages without acknowledging them: they move too.
+    holder = clients(nodes[0])
+    holder.subscribe(f"/queue/{orders}", ack="client-individual")
+    holder.wait_messages(31)
+    producer.disconnect()
+
+    departed = node_id(nodes[0])
+    assert nodes[0].stop() == 0
+    log = nodes[0].log(since_start=True)
+    target = node_id(nodes[1])
+    assert f"scale-down to node {target}" in log, log[-3000:]
+    assert "moved 54 message(s)" in log, log[-3000:]
+
+    consumer = clients(nodes[1])
+    consumer.subscribe(f"/queue/{orders}")
+    assert sorted(received(consumer, 31)) == sorted([*sent, "order-volatile"])
+    back = clients(nodes[1], client_id="c0")
+    back.subscribe(f"/topic/{topic}", **{"durable-subscription-name": "s0"})
+    assert received(back, 10) == published
+    dlq = clients(nodes[1])
+    dlq.subscribe("/queue/DLQ")
+    assert received(dlq, 3) == dead
+
+    # node1 forgot node0 (no bindings, no store-and-forward queue) and forwards node2's share
+    # once node2 is back.
+    def forgotten() -> bool:
+        data = status(nodes[1])
+        return not [b for b in data["remote_bindings"] if b["origin"] == departed] and not [
+            b for b in data["bridges"] if b["node_id"] == departed
+        ]
+
+    wait_for(forgotten, message=lambda: f"node1 to forget node0: {status(nodes[1])}")
+    nodes[2].start()
+    returning = clients(nodes[2], client_id="c2")
+    returning.subscribe(f"/topic/{topic}", **{"durable-subscription-name": "s2"})
+    assert received(returning, 10) == published
