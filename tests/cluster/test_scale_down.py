@@ -7,6 +7,7 @@ target; with no target reachable nothing is lost and the next stop tries again.
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 from .conftest import Client, node_id, status, unique, wait_binding, wait_for
@@ -99,3 +100,88 @@ def test_scale_down_moves_queues_subscriptions_and_backlog_for_a_third_node(
     returning = clients(nodes[2], client_id="c2")
     returning.subscribe(f"/topic/{topic}", **{"durable-subscription-name": "s2"})
     assert received(returning, 10) == published
+
+
+def test_scale_down_without_connectors_picks_the_lowest_node_id_of_its_group(
+    cluster: Any, clients: Any
+) -> None:
+    # node0 and node2 are in group "east", node1 in "west": only node2 qualifies, whatever
+    # the node IDs. (node1 and node2 announce their group without scaling down themselves.)
+    west = scale_down_xml(group="west").replace(
+        "<scale-down>", "<scale-down><enabled>false</enabled>"
+    )
+    east = scale_down_xml(group="east").replace(
+        "<scale-down>", "<scale-down><enabled>false</enabled>"
+    )
+    nodes = cluster(
+        3,
+        node_options={
+            0: {"extra_core": scale_down_xml(group="east")},
+            1: {"extra_core": west},
+            2: {"extra_core": east},
+        },
+    )
+    q = unique("grouped")
+    sent = send_many(clients(nodes[0]), f"/queue/{q}", 20, "m")
+    target = node_id(nodes[2])
+    assert nodes[0].stop() == 0
+    assert f"scale-down to node {target}" in nodes[0].log(since_start=True)
+    consumer = clients(nodes[2])
+    consumer.subscribe(f"/queue/{q}")
+    assert sorted(received(consumer, 20)) == sorted(sent)
+    assert "created queue" not in nodes[1].log(since_start=True)
+
+
+def test_scale_down_without_a_group_picks_the_lowest_node_id(cluster: Any, clients: Any) -> None:
+    nodes = cluster(3, node_options={0: {"extra_core": scale_down_xml()}})
+    q = unique("lowest")
+    sent = send_many(clients(nodes[0]), f"/queue/{q}", 10, "m")
+    lowest = min(nodes[1:], key=node_id)
+    target = node_id(lowest)
+    assert nodes[0].stop() == 0
+    assert f"scale-down to node {target}" in nodes[0].log(since_start=True)
+    consumer = clients(lowest)
+    consumer.subscribe(f"/queue/{q}")
+    assert sorted(received(consumer, 10)) == sorted(sent)
+
+
+def test_with_no_target_reachable_nothing_is_lost_and_the_next_stop_tries_again(
+    cluster: Any, clients: Any
+) -> None:
+    nodes = cluster(2, node_options={0: {"extra_core": scale_down_xml("node1")}})
+    q = unique("stay")
+    sent = send_many(clients(nodes[0]), f"/queue/{q}", 25, "m")
+    nodes[1].stop()
+    assert nodes[0].stop(check=False) == 1
+    log = nodes[0].log(since_start=True)
+    assert "INCOMPLETE: no node to scale down to is reachable" in log, log[-2000:]
+    assert "25 message(s) stay in this node's journal" in log, log[-2000:]
+
+    # The next graceful stop, with the target back, moves them.
+    nodes[1].start()
+    nodes[0].start()
+    nodes.wait_formed()
+    assert nodes[0].stop() == 0
+    consumer = clients(nodes[1])
+    consumer.subscribe(f"/queue/{q}")
+    assert sorted(received(consumer, 25)) == sorted(sent)
+
+
+def test_a_target_that_dies_during_scale_down_loses_nothing(cluster: Any, clients: Any) -> None:
+    nodes = cluster(2, node_options={0: {"extra_core": scale_down_xml("node1")}})
+    q = unique("dies")
+    sent = send_many(clients(nodes[0]), f"/queue/{q}", 200, "m")
+    assert nodes[0].process is not None
+    nodes[0].process.send_signal(signal.SIGTERM)
+    nodes[1].kill()  # while node0 is choosing it, creating the queue or moving
+    assert nodes[0].process.wait(30) in (0, 1)
+    # Whatever was moved before the crash is in node1's journal, the rest in node0's: after
+    # both come back and node0 stops again, node1 has every message exactly once.
+    nodes[1].start()
+    nodes[0].start()
+    nodes.wait_formed()
+    assert nodes[0].stop() == 0
+    consumer = clients(nodes[1])
+    consumer.subscribe(f"/queue/{q}")
+    got = received(consumer, 200)
+    assert sorted(got) == sorted(sent)
