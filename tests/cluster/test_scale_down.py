@@ -1,4 +1,5 @@
-"""Scale-down (clusters §8.3): a node stopped gracefully hands every message to another node.
+"""Scaling (clusters §8.3): a node stopped gracefully hands every message to another node,
+and a new node joins through one member.
 
 Modelled on Artemis's ScaleDownTest scenarios: several queues, a durable subscription and a
 store-and-forward backlog for a third node move to the target; a group name restricts the
@@ -10,7 +11,16 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from .conftest import Client, node_id, status, unique, wait_binding, wait_for
+from .conftest import (
+    CLUSTER_ADDRESS_SETTINGS,
+    Client,
+    node_id,
+    status,
+    unique,
+    wait_binding,
+    wait_for,
+    wait_formed,
+)
 
 
 def scale_down_xml(*connectors: str, group: str | None = None) -> str:
@@ -185,3 +195,28 @@ def test_a_target_that_dies_during_scale_down_loses_nothing(cluster: Any, client
     consumer.subscribe(f"/queue/{q}")
     got = received(consumer, 200)
     assert sorted(got) == sorted(sent)
+
+
+def test_a_new_node_joins_through_one_member_and_receives_redistributed_backlog(
+    cluster: Any, clients: Any
+) -> None:
+    settings = CLUSTER_ADDRESS_SETTINGS.replace(
+        "<auto-create-queues>true</auto-create-queues>",
+        "<auto-create-queues>true</auto-create-queues>\n"
+        "        <redistribution-delay>0</redistribution-delay>",
+    )
+    # node2 is the new node: its only static connector is node1.
+    nodes = cluster(3, start=False, static={0: [1], 1: [0], 2: [1]}, address_settings=settings)
+    nodes.start(0, 1)
+    wait_formed(nodes[:2])
+    q = unique("backlog")
+    sent = send_many(clients(nodes[0]), f"/queue/{q}", 40, "m")
+    nodes.start(2)
+    nodes.wait_formed()  # every node knows every other, node0 included
+    consumer = clients(nodes[2])
+    consumer.subscribe(f"/queue/{q}")
+    assert sorted(received(consumer, 40)) == sorted(sent)
+    # New messages reach it too, now that it has a consumer.
+    more = send_many(clients(nodes[0]), f"/queue/{q}", 5, "n")
+    consumer.wait_messages(45, timeout=20)
+    assert sorted(m.body for m in consumer.messages[40:]) == sorted(more)
