@@ -131,6 +131,26 @@ def test_etc_broker_xml_parses_without_problems() -> None:
     assert (settings.dead_letter_address, settings.expiry_address) == ("DLQ", "ExpiryQueue")
 
 
+@pytest.mark.parametrize(
+    "path",
+    sorted(str(p.relative_to(REPO)) for p in (REPO / "etc").rglob("*.xml")),
+)
+def test_every_sample_config_parses_without_problems(path: str) -> None:
+    config = load_config(REPO / path, environ={"ARTEMIS_CLUSTER_PASSWORD": "s3cret"})
+    assert config.warnings == ()
+
+
+def test_the_scaling_sample_scales_down_and_redistributes() -> None:
+    config = load_config(
+        REPO / "etc" / "cluster" / "scaling" / "node3.xml",
+        environ={"ARTEMIS_CLUSTER_PASSWORD": "s3cret"},
+    )
+    scale_down = config.ha_policy.scale_down
+    assert scale_down is not None and scale_down.enabled and scale_down.connectors == ()
+    assert config.cluster_connections[0].static_connectors == ("node1", "node2")
+    assert config.address_settings_for("orders").redistribution_delay == 5000
+
+
 def test_etc_broker_xml_takes_environment() -> None:
     config = load_config(
         REPO / "etc" / "broker.xml",

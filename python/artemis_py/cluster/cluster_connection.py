@@ -365,12 +365,11 @@ class ClusterConnection:
             return  # heard over the other link already
         self.scaled_down[departed] = target
         log.info(
-            "cluster %s: node %s scaled down to node %s: its bindings go, and what waits "
-            "for it goes to node %s",
+            "cluster %s: node %s scaled down to %s: its bindings go, and what waits for it "
+            "goes there",
             self.name,
             departed,
-            target,
-            "this one" if target == self.node_id else target,
+            "this node" if target == self.node_id else f"node {target}",
         )
         for key, binding in list(self.bindings.items()):
             if departed in (key[0], binding.origin_node_id):

@@ -87,6 +87,8 @@ class ScaleDownReport:
         return self.problem is None
 
     def summary(self) -> str:
+        if self.target is None and self.complete:
+            return "scale-down: no other node is reachable, and there is nothing to move"
         moved = sum(self.moved.values())
         details = ", ".join(f"{what}: {count}" for what, count in sorted(self.moved.items()))
         where = f"node {self.target} at {self.connector}" if self.target else "no node"
@@ -124,9 +126,10 @@ async def _scale_down(connection: ClusterConnection, report: ScaleDownReport) ->
         connection.redistributor.enabled = False  # nothing moves behind our back
     target = await _choose_target(connection)
     if target is None:
-        report.problem = "no node to scale down to is reachable" + (
-            f" in group {connection.local.group_name!r}" if connection.local.group_name else ""
-        )
+        if _held(connection):
+            report.problem = "no node to scale down to is reachable" + (
+                f" in group {connection.local.group_name!r}" if connection.local.group_name else ""
+            )
         return
     member = connection.topology.members[target]
     report.target = target
@@ -221,6 +224,8 @@ async def _choose_target(connection: ClusterConnection) -> str | None:
             )
             if candidates:
                 return candidates[0]
+            if not any(m.up for m in connection.topology.others()):
+                return None  # nobody else runs
         if trio.current_time() >= deadline:
             return None
         await trio.sleep(0.05)
