@@ -87,14 +87,16 @@ class ScaleDownReport:
         return self.problem is None
 
     def summary(self) -> str:
-        if self.target is None and self.complete:
-            return "scale-down: no other node is reachable, and there is nothing to move"
-        moved = sum(self.moved.values())
-        details = ", ".join(f"{what}: {count}" for what, count in sorted(self.moved.items()))
-        where = f"node {self.target} at {self.connector}" if self.target else "no node"
-        text = f"scale-down to {where}: moved {moved} message(s)"
-        if details:
-            text += f" ({details})"
+        if self.target is None:
+            if self.complete:
+                return "scale-down: no other node is reachable, and there is nothing to move"
+            text = "scale-down"
+        else:
+            moved = sum(self.moved.values())
+            details = ", ".join(f"{what}: {n}" for what, n in sorted(self.moved.items()))
+            text = f"scale-down to node {self.target} at {self.connector}: moved {moved} message(s)"
+            if details:
+                text += f" ({details})"
         if self.problem is not None:
             text += (
                 f"; INCOMPLETE: {self.problem}. {self.remaining} message(s) stay in this "

@@ -1,0 +1,521 @@
+"""Churn (issue 5 §4): a total-queue check while nodes scale down, crash and come back.
+
+In the style of Jepsen's total-queue checker: producers send uniquely numbered persistent
+messages to every node of a three-node ON_DEMAND cluster (redistribution-delay 0, every node
+with scale-down), consumers take them from every node, and meanwhile each node is stopped
+gracefully (it scales down: exit 0) and started again, and one is SIGKILLed and restarted.
+After a final drain:
+
+* *lost* (a message whose RECEIPT arrived but that no consumer ever received) must be 0;
+* *unknown* (a received number nobody tried to send) must be 0;
+* *duplicates* (deliveries beyond the first) are counted and reported; the target is 0, but
+  at-least-once delivery allows them when a consumer's connection closes before its ACK
+  is confirmed. Duplicates of a message whose ACK was confirmed are reported apart.
+
+Clients are stomp.py connections driven by one thread each. A client whose node goes away
+(or does not answer a receipt in time) reconnects to another running node, and goes back to
+its home node once that node is running again, so every node keeps producers and consumers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import queue
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import stomp
+import stomp.exception
+
+from .conftest import (
+    CLUSTER_ADDRESS_SETTINGS,
+    DEFAULT_ADDRESSES,
+    ClusterNode,
+    describe,
+    wait_for,
+    wait_formed,
+)
+
+QUEUE = "churn"
+DESTINATION = f"/queue/{QUEUE}"
+RECEIPT_TIMEOUT = 15.0  # seconds before a client gives up on a receipt and reconnects
+QUIET = 10.0  # the final drain ends early only after this long without a new message
+PHASE = 300  # messages receipted (and acked) between two steps of the churn
+
+# Redistribution at once; no dead-lettering (churn can redeliver a message many times).
+SETTINGS = CLUSTER_ADDRESS_SETTINGS.replace(
+    "<max-delivery-attempts>3</max-delivery-attempts>",
+    "<max-delivery-attempts>-1</max-delivery-attempts>\n"
+    "        <redistribution-delay>0</redistribution-delay>",
+)
+assert SETTINGS != CLUSTER_ADDRESS_SETTINGS
+# Scale down to the live member with the lowest node ID (no connectors).
+SCALE_DOWN = "<ha-policy><primary-only><scale-down/></primary-only></ha-policy>"
+ADDRESSES = DEFAULT_ADDRESSES + (
+    f'<address name="{QUEUE}"><anycast><queue name="{QUEUE}"/></anycast></address>'
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# the history
+
+
+@dataclass
+class History:
+    """What the clients did, shared by their threads (guarded by ``lock``)."""
+
+    start: float = field(default_factory=time.monotonic)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    numbers: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    attempted: dict[int, tuple[int, float]] = field(default_factory=dict)  # n -> (node, t)
+    receipted: set[int] = field(default_factory=set)
+    deliveries: Counter[int] = field(default_factory=Counter)
+    received_from: dict[int, list[int]] = field(default_factory=dict)  # n -> nodes
+    acked: set[int] = field(default_factory=set)  # ACK confirmed by a RECEIPT
+    after_ack: list[int] = field(default_factory=list)  # delivered again after that
+    unparsable: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # ERROR frames and client trouble
+    events: list[str] = field(default_factory=list)  # what the test did to the nodes
+    last_delivery: float = field(default_factory=time.monotonic)
+
+    def now(self) -> float:
+        return time.monotonic() - self.start
+
+    def event(self, text: str) -> None:
+        with self.lock:
+            self.events.append(f"{self.now():6.1f}s {text}")
+
+    def attempt(self, node: int) -> int:
+        with self.lock:
+            n = next(self.numbers)
+            self.attempted[n] = (node, self.now())
+            return n
+
+    def receipt(self, n: int) -> None:
+        with self.lock:
+            self.receipted.add(n)
+
+    def deliver(self, body: str, node: int) -> int | None:
+        try:
+            n = int(body.removeprefix("churn-"))
+        except ValueError:
+            n = None
+        with self.lock:
+            self.last_delivery = time.monotonic()
+            if n is None:
+                self.unparsable.append(body)
+                return None
+            if n in self.acked:
+                self.after_ack.append(n)
+            self.deliveries[n] += 1
+            self.received_from.setdefault(n, []).append(node)
+            return n
+
+    def ack(self, n: int) -> None:
+        with self.lock:
+            self.acked.add(n)
+
+    def error(self, text: str) -> None:
+        with self.lock:
+            self.errors.append(f"{self.now():6.1f}s {text}")
+
+    def progress(self) -> tuple[int, int]:
+        with self.lock:
+            return len(self.receipted), len(self.acked)
+
+    def quiet_for(self) -> float:
+        with self.lock:
+            return time.monotonic() - self.last_delivery
+
+    def missing(self) -> set[int]:
+        with self.lock:
+            return self.receipted - self.deliveries.keys()
+
+
+# ---------------------------------------------------------------------------------------------
+# clients
+
+
+class Link(stomp.ConnectionListener):
+    """One STOMP 1.2 connection to one node, with receipts and deliveries collected."""
+
+    def __init__(self, node: int, port: int, history: History) -> None:
+        self.node = node
+        self.history = history
+        self.conn = stomp.Connection12(
+            [("127.0.0.1", port)], reconnect_attempts_max=1, heartbeats=(0, 0)
+        )
+        self.conn.set_listener("link", self)
+        self.cond = threading.Condition()
+        self.receipts: set[str] = set()
+        self.frames: queue.Queue[stomp.utils.Frame] = queue.Queue()
+        self.closed = threading.Event()
+        self._ids = itertools.count(1)
+
+    # -- listener (stomp.py's receiver thread) ---------------------------------------------
+
+    def on_receipt(self, frame: stomp.utils.Frame) -> None:
+        with self.cond:
+            self.receipts.add(frame.headers.get("receipt-id", ""))
+            self.cond.notify_all()
+
+    def on_message(self, frame: stomp.utils.Frame) -> None:
+        self.frames.put(frame)
+
+    def on_error(self, frame: stomp.utils.Frame) -> None:
+        self.history.error(f"ERROR from node{self.node}: {frame.headers} {frame.body!r}")
+
+    def on_disconnected(self) -> None:
+        with self.cond:
+            self.closed.set()
+            self.cond.notify_all()
+
+    # -- the worker's side -----------------------------------------------------------------
+
+    def open(self, timeout: float = 10) -> bool:
+        """Connect (CONNECTED received within ``timeout``); False if the node is not there."""
+        try:
+            self.conn.connect(wait=False)
+        except (stomp.exception.StompException, OSError):
+            return False
+        deadline = time.monotonic() + timeout
+        while not self.conn.is_connected():
+            if self.closed.is_set() or time.monotonic() > deadline:
+                self.close()
+                return False
+            self.closed.wait(0.02)
+        return True
+
+    def usable(self) -> bool:
+        return not self.closed.is_set() and self.conn.is_connected()
+
+    def receipt_id(self) -> str:
+        return f"r{next(self._ids)}"
+
+    def wait_receipt(self, receipt: str) -> bool:
+        with self.cond:
+            self.cond.wait_for(
+                lambda: receipt in self.receipts or self.closed.is_set(), RECEIPT_TIMEOUT
+            )
+            return receipt in self.receipts
+
+    def request(self, send: Callable[[str], None]) -> bool:
+        """Send one frame with a receipt (``send(receipt_id)``) and wait for the RECEIPT."""
+        receipt = self.receipt_id()
+        try:
+            send(receipt)
+        except (stomp.exception.StompException, OSError):
+            return False
+        return self.wait_receipt(receipt)
+
+    def close(self) -> None:
+        """DISCONNECT (so the node has seen every frame before), then close the socket."""
+        with contextlib.suppress(Exception):
+            if self.conn.is_connected():
+                self.conn.disconnect()
+        self.closed.wait(5)
+        with contextlib.suppress(Exception):
+            self.conn.transport.disconnect_socket()
+        with contextlib.suppress(Exception):
+            self.conn.transport.stop()
+
+
+class Worker(threading.Thread):
+    """A client thread with a home node; reconnects elsewhere while its home is down."""
+
+    def __init__(self, churn: Churn, home: int, role: str) -> None:
+        super().__init__(name=f"{role}-{home}", daemon=True)
+        self.churn = churn
+        self.home = home
+        self.stop = threading.Event()
+        self.link: Link | None = None
+        self.failure: BaseException | None = None
+        self.connects = 0
+
+    def run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                link = self.current()
+                if link is None:
+                    self.stop.wait(0.1)  # no node to talk to right now: try again soon
+                    continue
+                self.step(link)
+        except BaseException as exc:  # reported by the main thread
+            self.failure = exc
+        finally:
+            self.drop()
+
+    def current(self) -> Link | None:
+        """The link to use: the current one while usable (and home while home runs)."""
+        up = self.churn.running()
+        link = self.link
+        if link is not None and (not link.usable() or (link.node != self.home and self.home in up)):
+            self.drop()
+            link = None
+        if link is None:
+            for i in sorted(up, key=lambda i: (i - self.home) % len(self.churn.nodes)):
+                candidate = Link(i, self.churn.nodes[i].port, self.churn.history)
+                if candidate.open() and self.setup(candidate):
+                    self.link = link = candidate
+                    self.connects += 1
+                    break
+                candidate.close()
+        return link
+
+    def drop(self) -> None:
+        if self.link is not None:
+            self.link.close()
+            self.link = None
+
+    def setup(self, link: Link) -> bool:
+        return True
+
+    def step(self, link: Link) -> None:
+        raise NotImplementedError
+
+
+class Producer(Worker):
+    def __init__(self, churn: Churn, home: int) -> None:
+        super().__init__(churn, home, "producer")
+
+    def step(self, link: Link) -> None:
+        history = self.churn.history
+        n = history.attempt(link.node)
+        headers = {"persistent": "true"}
+        if link.request(
+            lambda r: link.conn.send(DESTINATION, f"churn-{n}", headers={**headers, "receipt": r})
+        ):
+            history.receipt(n)
+        else:
+            self.drop()  # outcome unknown: the message may or may not be there
+
+
+class Consumer(Worker):
+    def __init__(self, churn: Churn, home: int) -> None:
+        super().__init__(churn, home, "consumer")
+
+    def setup(self, link: Link) -> bool:
+        return link.request(
+            lambda r: link.conn.subscribe(
+                DESTINATION, "churn", ack="client-individual", headers={"receipt": r}
+            )
+        )
+
+    def step(self, link: Link) -> None:
+        if self.churn.paused.wait(0) and not self.stop.is_set():
+            self.stop.wait(0.05)  # paused: deliveries wait, unacknowledged, in the link
+            return
+        try:
+            frame = link.frames.get(timeout=0.1)
+        except queue.Empty:
+            return
+        if not link.usable():
+            self.drop()  # never processed: the node delivers it again
+            return
+        n = self.churn.history.deliver(frame.body, link.node)
+        if link.request(lambda r: link.conn.ack(frame.headers["ack"], receipt=r)):
+            if n is not None:
+                self.churn.history.ack(n)
+        else:
+            self.drop()
+
+
+# ---------------------------------------------------------------------------------------------
+# the test
+
+
+class Churn:
+    """The nodes, which of them clients may use, the history and the client threads."""
+
+    def __init__(self, nodes: list[ClusterNode]) -> None:
+        self.nodes = nodes
+        self.history = History()
+        self._lock = threading.Lock()
+        self._up = set(range(len(nodes)))
+        self.paused = threading.Event()  # consumers take nothing while set: a backlog builds
+        self.producers = [Producer(self, i) for i in range(len(nodes))]
+        self.consumers = [Consumer(self, i) for i in range(len(nodes))]
+
+    def running(self) -> set[int]:
+        with self._lock:
+            return set(self._up)
+
+    def take_down(self, i: int) -> None:
+        with self._lock:
+            self._up.discard(i)
+
+    def bring_up(self, i: int) -> None:
+        with self._lock:
+            self._up.add(i)
+
+    def wait_progress(self, count: int = PHASE, *, acked: bool = True, timeout: float = 40) -> None:
+        """Wait until ``count`` more messages were receipted (and acked, with ``acked``)."""
+        sent, taken = self.history.progress()
+
+        def moved() -> bool:
+            self.check_workers()
+            now = self.history.progress()
+            return now[0] >= sent + count and (not acked or now[1] >= taken + count)
+
+        wait_for(
+            moved,
+            timeout,
+            0.05,
+            message=lambda: (
+                f"{count} more messages receipted (and acked: {acked}) (from {sent}/{taken}, now "
+                f"{self.history.progress()}); running {sorted(self.running())}\n"
+                f"{self.report()}\n{describe(self.live())}"
+            ),
+        )
+
+    def live(self) -> list[ClusterNode]:
+        return [n for n in self.nodes if n.running]
+
+    def check_workers(self) -> None:
+        for w in [*self.producers, *self.consumers]:
+            if w.failure is not None:
+                raise AssertionError(f"{w.name} failed") from w.failure
+
+    def scale_down(self, i: int) -> None:
+        node = self.nodes[i]
+        self.take_down(i)
+        self.history.event(f"SIGTERM node{i}")
+        rc = node.stop(timeout=60, check=False)
+        log = node.log(since_start=True)
+        self.history.event(f"node{i} exited {rc}")
+        assert rc == 0, f"node{i} exited {rc} after SIGTERM (scale-down):\n{log[-5000:]}"
+        summary = next((line for line in log.splitlines() if "scale-down to" in line), "")
+        self.history.event(f"node{i}: {summary.split('scale-down to ')[-1]}")
+        assert "scale-down to node" in summary, log[-3000:]
+
+    def crash(self, i: int) -> None:
+        self.take_down(i)
+        self.history.event(f"SIGKILL node{i}")
+        self.nodes[i].kill()
+
+    def restart(self, i: int) -> None:
+        self.history.event(f"start node{i}")
+        self.nodes[i].start()
+        wait_formed(self.live(), timeout=40)
+        self.history.event(f"node{i} back in the cluster")
+        self.bring_up(i)
+
+    def stop_workers(self, workers: list[Producer] | list[Consumer]) -> None:
+        for w in workers:
+            w.stop.set()
+        for w in workers:
+            w.join(30)
+            assert not w.is_alive(), f"{w.name} did not stop"
+        self.check_workers()
+
+    def report(self) -> str:
+        h = self.history
+        with h.lock:
+            attempted = set(h.attempted)
+            received = set(h.deliveries)
+            lost = sorted(h.receipted - received)
+            unknown = sorted(received - attempted)
+            duplicates = sum(h.deliveries.values()) - len(received)
+            lines = [
+                f"churn: sent {len(attempted)} receipted {len(h.receipted)} "
+                f"received {len(received)} (of them unreceipted "
+                f"{len(received - h.receipted)}) lost {len(lost)} unknown "
+                f"{len(unknown) + len(h.unparsable)} duplicates {duplicates} "
+                f"(after a confirmed ACK {len(h.after_ack)})",
+                "events: " + "; ".join(h.events),
+            ]
+            if lost:
+                lines.append(
+                    "lost (number, sent to node, at): "
+                    + ", ".join(f"{n} {h.attempted[n]}" for n in lost[:30])
+                )
+            if unknown or h.unparsable:
+                lines.append(f"unknown: {unknown[:30]} {h.unparsable[:5]}")
+            if h.after_ack:
+                lines.append(
+                    "delivered again after a confirmed ACK (number, nodes): "
+                    + ", ".join(f"{n} {h.received_from[n]}" for n in h.after_ack[:30])
+                )
+            if h.errors:
+                lines.append(f"{len(h.errors)} client errors, first: {h.errors[:5]}")
+        connects = [w.connects for w in [*self.producers, *self.consumers]]
+        lines.append(f"connections per producer/consumer: {connects}")
+        return "\n".join(lines)
+
+
+def test_no_receipted_message_is_lost_while_nodes_scale_down_crash_and_return(
+    cluster: Any,
+) -> None:
+    nodes = cluster(
+        3,
+        static={0: [1, 2], 1: [0, 2], 2: [0, 1]},  # any node can rejoin while another is down
+        address_settings=SETTINGS,
+        addresses=ADDRESSES,
+        extra_core=SCALE_DOWN,
+    )
+    churn = Churn(nodes)
+    history = churn.history
+    try:
+        for w in [*churn.consumers, *churn.producers]:
+            w.start()
+        churn.wait_progress()
+        # Every node scales down and comes back, once while consumers keep up and once with
+        # a backlog everywhere (consumers paused); then two nodes are down at once; then a
+        # crash with a backlog.
+        for backlog in (False, True):
+            for i in range(len(nodes)):
+                if backlog:
+                    churn.paused.set()
+                    churn.wait_progress(acked=False)
+                churn.scale_down(i)
+                churn.wait_progress(acked=not backlog)
+                churn.paused.clear()
+                churn.restart(i)
+                churn.wait_progress()
+        churn.scale_down(2)
+        churn.scale_down(1)
+        churn.wait_progress()
+        churn.restart(1)
+        churn.restart(2)
+        churn.wait_progress()
+        churn.paused.set()
+        churn.wait_progress(acked=False)
+        churn.crash(0)
+        churn.wait_progress(acked=False)
+        churn.paused.clear()
+        churn.restart(0)
+        churn.wait_progress()
+
+        history.event("producers stop")
+        churn.stop_workers(churn.producers)
+        assert all(n.running for n in nodes)
+
+        def drained() -> bool:
+            churn.check_workers()
+            return not history.missing() or history.quiet_for() > QUIET
+
+        wait_for(drained, 60, 0.1, message=churn.report)
+        history.event("drained")
+        churn.stop_workers(churn.consumers)
+    finally:
+        for w in [*churn.producers, *churn.consumers]:
+            w.stop.set()
+        for w in [*churn.producers, *churn.consumers]:
+            w.join(30)
+        # The check is over; the last node of a cluster has nowhere to scale down to.
+        for node in nodes:
+            node.kill()
+
+    summary = churn.report()
+    print(f"\n{summary}")
+    with history.lock:
+        received = set(history.deliveries)
+        lost = history.receipted - received
+        unknown = received - set(history.attempted)
+        assert len(history.receipted) >= 200, summary  # the churn really carried traffic
+        assert not lost and not unknown and not history.unparsable, summary
