@@ -220,3 +220,49 @@ def test_a_new_node_joins_through_one_member_and_receives_redistributed_backlog(
     more = send_many(clients(nodes[0]), f"/queue/{q}", 5, "n")
     consumer.wait_messages(45, timeout=20)
     assert sorted(m.body for m in consumer.messages[40:]) == sorted(more)
+
+
+def test_the_others_send_what_waited_for_the_departed_node_to_the_target(
+    cluster: Any, clients: Any
+) -> None:
+    # node2 gives up on a link to node0 that breaks (reconnect-attempts 0), so its backlog
+    # for node0 is still waiting when node0 scales down.
+    nodes = cluster(
+        3,
+        node_options={
+            0: {"extra_core": scale_down_xml("node1")},
+            2: {"cluster_extra": "<reconnect-attempts>0</reconnect-attempts>"},
+        },
+    )
+    q = unique("only0")
+    owner = clients(nodes[0])
+    owner.unsubscribe(owner.subscribe(f"/queue/{q}"))  # the queue exists on node0 only
+    wait_binding(nodes[2], q, on=nodes[0])
+    departed = node_id(nodes[0])
+
+    def backlog(connected: bool) -> bool:
+        b = next((b for b in status(nodes[2])["bridges"] if b["node_id"] == departed), None)
+        return b is not None and b["depth"] == 20 and b["connected"] is connected
+
+    assert nodes[0].process is not None
+    nodes[0].process.send_signal(signal.SIGSTOP)  # frozen until node2's TTL drops the link
+    try:
+        sent = send_many(clients(nodes[2]), f"/queue/{q}", 20, "m")
+        wait_for(lambda: backlog(False), message=lambda: f"node2: {status(nodes[2])}")
+    finally:
+        nodes[0].process.send_signal(signal.SIGCONT)
+    # node0 dials node2 again (node2 does not dial back), so it hears node0 leave.
+    wait_for(
+        lambda: any(m["incoming"] for m in status(nodes[2])["members"] if m["node_id"] == departed),
+        message=lambda: f"node0 to link to node2 again: {status(nodes[2])}",
+    )
+    assert backlog(False)
+    assert nodes[0].stop() == 0
+    consumer = clients(nodes[1])
+    consumer.subscribe(f"/queue/{q}")
+    assert sorted(received(consumer, 20)) == sorted(sent)
+    wait_for(
+        lambda: not [b for b in status(nodes[2])["bridges"] if b["node_id"] == departed],
+        message=lambda: f"node2 to drop its queue for node0: {status(nodes[2])}",
+    )
+    assert "20 message(s) that waited for node" in nodes[2].log(since_start=True)

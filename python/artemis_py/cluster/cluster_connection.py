@@ -343,7 +343,7 @@ class ClusterConnection:
         elif isinstance(event, wire.Topology):
             self._apply_topology(event, link)
         elif isinstance(event, wire.Leaving):
-            self._neighbour_scaled_down(event)
+            self._neighbour_scaled_down(event, link)
         else:
             log.debug("cluster %s: ignoring %r from %s", self.name, event, link.peer)
 
@@ -359,11 +359,17 @@ class ClusterConnection:
 
     # -- scale-down --------------------------------------------------------------------
 
-    def _neighbour_scaled_down(self, event: wire.Leaving) -> None:
+    def _neighbour_scaled_down(self, event: wire.Leaving, source: Link) -> None:
         departed, target = event.node_id, event.target
         if departed == self.node_id or departed in self.scaled_down:
-            return  # heard over the other link already
+            return  # heard already
         self.scaled_down[departed] = target
+        # Pass it on, like topology: a node whose link to the departed one was down at the
+        # time hears it from the others.
+        for link in [*self.outgoing.values(), *self.incoming]:
+            if link is not source and link.established is not None:
+                if link.peer_node_id != departed:
+                    link.send(event)
         log.info(
             "cluster %s: node %s scaled down to %s: its bindings go, and what waits for it "
             "goes there",
@@ -685,7 +691,7 @@ class ClusterConnection:
         elif isinstance(event, wire.CreateQueues):
             create_queues(self, event, link.peer)
         elif isinstance(event, wire.Leaving):
-            self._neighbour_scaled_down(event)
+            self._neighbour_scaled_down(event, link)
         else:
             log.debug("cluster %s: ignoring %r from %s", self.name, event, link.peer)
 
