@@ -51,14 +51,17 @@ class Node:
         self._nursery = nursery
         self._left: trio.Event | None = None
         self._shutting_down = False
+        self._stop_requested = False
 
     def addresses(self, acceptor: str) -> list[tuple[str, int]]:
         """(host, port) pairs an acceptor listens on (useful with port 0)."""
         return [listener.socket.getsockname()[:2] for listener in self.listeners.get(acceptor, [])]
 
     def stop(self) -> None:
-        """Ask the node to stop; the ``open_broker`` block then unwinds."""
-        self._nursery.start_soon(self._stop)
+        """Ask the node to stop (once); the ``open_broker`` block then unwinds."""
+        if not self._stop_requested:
+            self._stop_requested = True
+            self._nursery.start_soon(self._stop)
 
     async def _stop(self) -> None:
         await self.shut_down()
@@ -187,6 +190,8 @@ async def open_broker(
         async with trio.open_nursery() as nursery:
             node = Node(broker, nursery)
             node.cluster_connections = cluster_connections(broker)
+            for connection in node.cluster_connections:
+                connection.on_stop_request = node.stop
             for connection in node.cluster_connections:
                 await nursery.start(connection.run)
             # Links from other nodes are served by the first cluster connection (one cluster

@@ -9,7 +9,10 @@ target; with no target reachable nothing is lost and the next stop tries again.
 from __future__ import annotations
 
 import signal
+import subprocess
 from typing import Any
+
+from integration.conftest import node_command
 
 from .conftest import (
     CLUSTER_ADDRESS_SETTINGS,
@@ -147,8 +150,20 @@ def test_scale_down_without_a_group_picks_the_lowest_node_id(cluster: Any, clien
     q = unique("lowest")
     sent = send_many(clients(nodes[0]), f"/queue/{q}", 10, "m")
     lowest = min(nodes[1:], key=node_id)
-    target = node_id(lowest)
-    assert nodes[0].stop() == 0
+    target, departed = node_id(lowest), node_id(nodes[0])
+    # The admin command instead of a signal: it authenticates with the cluster credentials.
+    command, env = node_command()
+    answer = subprocess.run(
+        [*command, "cluster", "stop", str(nodes[0].config_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert answer.returncode == 0, answer.stderr
+    assert answer.stdout.startswith(f"node {departed} at "), answer.stdout
+    assert nodes[0].process is not None
+    assert nodes[0].process.wait(30) == 0
     assert f"scale-down to node {target}" in nodes[0].log(since_start=True)
     consumer = clients(lowest)
     consumer.subscribe(f"/queue/{q}")

@@ -16,6 +16,7 @@ from artemis_py.config import load_config
 from artemis_py.config.defaults import CLUSTER_USER
 from artemis_py.config.urls import parse_transport_url
 from artemis_py.exceptions import ConfigError
+from artemis_py.protocol.cluster import Purpose
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -31,16 +32,31 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "consumer counts. Reads the cluster name and credentials from broker.xml, or takes "
         "them as options.",
     )
-    status.add_argument("config", nargs="?", type=Path, help="the node's broker.xml")
-    status.add_argument("--url", help="the node's cluster acceptor, tcp://HOST:PORT")
-    status.add_argument("--cluster", help="cluster-connection name")
-    status.add_argument("--user", help=f"cluster user (default {CLUSTER_USER})")
-    status.add_argument("--password", help="cluster password")
+    _connection_arguments(status)
     status.add_argument("--json", action="store_true", help="print the raw JSON")
     status.set_defaults(func=status_command)
+    stop = sub.add_parser(
+        "stop",
+        help="stop a node gracefully (it scales down first if configured to)",
+        description="Ask a node to stop, as SIGTERM would: with scale-down configured it "
+        "moves every message to another node first; its log says where they went. "
+        "Authenticates with the cluster credentials, read from broker.xml or given as "
+        "options.",
+    )
+    _connection_arguments(stop)
+    stop.set_defaults(func=stop_command)
 
 
-def status_command(args: argparse.Namespace) -> int:
+def _connection_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", nargs="?", type=Path, help="the node's broker.xml")
+    parser.add_argument("--url", help="the node's cluster acceptor, tcp://HOST:PORT")
+    parser.add_argument("--cluster", help="cluster-connection name")
+    parser.add_argument("--user", help=f"cluster user (default {CLUSTER_USER})")
+    parser.add_argument("--password", help="cluster password")
+
+
+def _ask(args: argparse.Namespace, purpose: Purpose) -> dict[str, Any] | int:
+    """The node's answer, or an exit status after printing why there is none."""
     url, cluster, user, password = args.url, args.cluster, args.user, args.password
     if args.config is not None:
         try:
@@ -66,18 +82,37 @@ def status_command(args: argparse.Namespace) -> int:
     try:
         parsed = parse_transport_url(url)
         host, port = parsed.hosts[0], parsed.port
-        data = trio.run(
+        return trio.run(
             lambda: fetch_status(
-                host, port, cluster=cluster, user=user or CLUSTER_USER, password=password
+                host,
+                port,
+                cluster=cluster,
+                user=user or CLUSTER_USER,
+                password=password,
+                purpose=purpose,
             )
         )
     except (LinkError, ValueError) as exc:
         print(f"artemis-py: {exc}", file=sys.stderr)
         return 1
+
+
+def status_command(args: argparse.Namespace) -> int:
+    data = _ask(args, "status")
+    if isinstance(data, int):
+        return data
     if args.json:
         print(json.dumps(data, indent=2))
     else:
         print(render(data))
+    return 0
+
+
+def stop_command(args: argparse.Namespace) -> int:
+    data = _ask(args, "stop")
+    if isinstance(data, int):
+        return data
+    print(f"node {data['node_id']} at {data['connector']} is stopping")
     return 0
 
 

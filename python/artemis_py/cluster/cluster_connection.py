@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -120,6 +121,7 @@ class ClusterConnection:
         self._nursery: trio.Nursery | None = None
         self.redistributor: Redistributor | None = None
         self._stopping = False
+        self.on_stop_request: Callable[[], None] | None = None  # `cluster stop` (admin)
 
     # -- running -----------------------------------------------------------------------
 
@@ -634,6 +636,12 @@ class ClusterConnection:
             return
         if established.purpose == "status":
             await link.goodbye(wire.Status(data=self.status()))
+            return
+        if established.purpose == "stop":
+            log.info("cluster %s: %s asked this node to stop", self.name, peer)
+            await link.goodbye(wire.Status(data={**self.status(), "stopping": True}))
+            if self.on_stop_request is not None:
+                self.on_stop_request()
             return
         if established.peer_node_id == self.node_id:
             if established.peer_instance_id != self.instance_id:

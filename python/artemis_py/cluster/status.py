@@ -1,4 +1,5 @@
-"""Ask a node how it sees its cluster (what ``artemis-py cluster status`` prints)."""
+"""Ask a node how it sees its cluster (``artemis-py cluster status``), or to stop
+(``artemis-py cluster stop``)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,17 @@ import trio
 
 from artemis_py.cluster.link import Link, LinkError
 from artemis_py.protocol import cluster as wire
+from artemis_py.protocol.cluster import Purpose
 
 TIMEOUT = 10.0
 
 
 async def fetch_status(
-    host: str, port: int, *, cluster: str, user: str, password: str
+    host: str, port: int, *, cluster: str, user: str, password: str, purpose: Purpose = "status"
 ) -> dict[str, Any]:
     """The status of the node at host:port, authenticated with the cluster credentials.
+    With ``purpose="stop"`` the node answers, then stops gracefully (scaling down if it is
+    configured to).
 
     Raises LinkError (or LinkRefused, e.g. for wrong credentials) with a readable message.
     """
@@ -28,7 +32,7 @@ async def fetch_status(
         user=user,
         password=password,
         max_hops=0,
-        purpose="status",
+        purpose=purpose,
     )
     try:
         with trio.fail_after(TIMEOUT):

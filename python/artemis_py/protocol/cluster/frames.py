@@ -51,9 +51,10 @@ __all__ = [
     "Welcome",
 ]
 
-Purpose: TypeAlias = Literal["link", "status"]
+Purpose: TypeAlias = Literal["link", "status", "stop"]
 """Why a client connects: ``"link"`` (a cluster connection carrying messages and bindings) or
-``"status"`` (the ``cluster status`` command: authenticate, read :class:`Status`, leave)."""
+``"status"`` (the ``cluster status`` command: authenticate, read :class:`Status`, leave) or
+``"stop"`` (the ``cluster stop`` command: the same, and the node then stops gracefully)."""
 
 RoutingType: TypeAlias = Literal["ANYCAST", "MULTICAST"]
 

@@ -253,7 +253,7 @@ _NEW_QUEUE: Final[_Schema] = (
 _JSON_FRAMES: Final[dict[type, _Schema]] = {
     Hello: (
         ("versions", _array(_version, non_empty=True)),
-        ("purpose", _choice("link", "status")),
+        ("purpose", _choice("link", "status", "stop")),
         ("cluster_name", _text),
         ("node_id", _text),
         ("instance_id", _text),
