@@ -62,6 +62,7 @@ class Redistributor:
         self.remote = remote_bindings  # address -> remote bindings (the post office's)
         self.nursery = nursery
         self.moved = 0
+        self.in_progress = 0  # moves waiting for the journal (their messages are in limbo)
         self._waiting: dict[str, trio.CancelScope] = {}  # queue name -> pending delay
         self._active: set[str] = set()
         self._pass_scheduled: set[str] = set()
@@ -171,6 +172,8 @@ class Redistributor:
         return None
 
     def _run_pass(self, queue: Queue) -> None:
+        if not self.enabled:
+            return  # switched off meanwhile (the node is scaling down)
         candidates = self._candidates(queue)
         if not candidates:
             return
@@ -196,8 +199,12 @@ class Redistributor:
             return
         self.moved += len(moves)
         log.debug("redistributing %d message(s) from queue %s", len(moves), queue.name)
+        self.in_progress += 1
         self.nursery.start_soon(self._complete, pending)
 
     async def _complete(self, pending: Pending) -> None:
-        await self.broker.persistence.wait(pending.tickets)
-        pending.complete()
+        try:
+            await self.broker.persistence.wait(pending.tickets)
+            pending.complete()
+        finally:
+            self.in_progress -= 1

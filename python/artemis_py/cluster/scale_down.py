@@ -120,12 +120,18 @@ async def scale_down(connection: ClusterConnection, report: ScaleDownReport) -> 
     finally:
         report.remaining = _held(connection)
         if report.remaining and report.problem is None:
-            report.problem = "some messages could not be moved (the log above says why)"
+            report.problem = "messages are left in " + ", ".join(
+                f"{q.name} ({q.message_count})" for q in _holding(connection)
+            )
 
 
 async def _scale_down(connection: ClusterConnection, report: ScaleDownReport) -> None:
-    if connection.redistributor is not None:
-        connection.redistributor.enabled = False  # nothing moves behind our back
+    redistributor = connection.redistributor
+    if redistributor is not None:
+        # Nothing moves behind our back; moves already under way land in their
+        # store-and-forward queues first.
+        redistributor.enabled = False
+        await until(lambda: not redistributor.in_progress, STALL_TIMEOUT)
     target = await _choose_target(connection)
     if target is None:
         if _held(connection):
@@ -145,8 +151,13 @@ async def _scale_down(connection: ClusterConnection, report: ScaleDownReport) ->
             link.send(farewell)
         # The others close their links once what they sent here is confirmed.
         await until(lambda: not connection.incoming, LINK_GRACE)
-        await _move_all(connection, target, report)
-        await _wait_delivered(connection, target)
+        # What arrived meanwhile: for other nodes (still linked from here), or for the queues.
+        for _ in range(3):
+            await _drain_other_bridges(connection, target)
+            await _move_all(connection, target, report)
+            await _wait_delivered(connection, target)
+            if not _held(connection):
+                break
     except ScaleDownError as exc:
         report.problem = str(exc)
 
@@ -241,10 +252,15 @@ def _movable(connection: ClusterConnection) -> list[Queue]:
     ]
 
 
-def _held(connection: ClusterConnection) -> int:
-    """Messages still on this node (its queues and store-and-forward queues)."""
+def _holding(connection: ClusterConnection) -> list[Queue]:
+    """The queues (its own and store-and-forward) that still hold messages."""
     queues = _movable(connection) + [r.sf_queue for r in connection.routes.values()]
-    return sum(q.message_count for q in queues)
+    return [q for q in queues if q.message_count]
+
+
+def _held(connection: ClusterConnection) -> int:
+    """Messages still on this node."""
+    return sum(q.message_count for q in _holding(connection))
 
 
 async def _create_queues(connection: ClusterConnection, target: str) -> set[str]:
