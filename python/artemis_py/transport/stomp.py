@@ -84,6 +84,7 @@ _CONTROL_HEADERS = frozenset(
 )
 _ROUTING_HEADER_VALUES = {"ANYCAST": RoutingType.ANYCAST, "MULTICAST": RoutingType.MULTICAST}
 _ACK_MODES = ("auto", "client", "client-individual")
+_DESTINATION_CACHE = 256  # entries per connection; cleared when full
 _connection_ids = itertools.count(1)
 
 
@@ -251,6 +252,8 @@ class StompConnection:
         self.client_id: str | None = None
         self.subscriptions: dict[str, Subscription] = {}
         self.transactions: dict[str, Transaction] = {}
+        # SEND's (destination, destination-type) -> where it goes: the same few each time.
+        self._destinations: dict[tuple[str | None, str | None], Destination] = {}
         self._outgoing = bytearray()
         self._data_ready = trio.Event()
         self._drained = trio.Event()
@@ -553,25 +556,34 @@ class StompConnection:
         return Destination(address, queue, routing)
 
     def _on_send(self, frame: Frame) -> Pending | None:
-        dest = self._destination(frame.get("destination"), frame.get("destination-type"))
+        headers = frame.headers
+        # One dict instead of a scan per header looked up; reversed: the first one wins.
+        first = dict(reversed(headers))
+        key = (first.get("destination"), first.get("destination-type"))
+        dest = self._destinations.get(key)
+        if dest is None:
+            dest = self._destination(*key)
+            if len(self._destinations) >= _DESTINATION_CACHE:
+                self._destinations.clear()
+            self._destinations[key] = dest
         try:
-            priority = int(frame.get("priority") or DEFAULT_PRIORITY)
-            expiration = int(frame.get("expires") or 0)
+            priority = int(first.get("priority") or DEFAULT_PRIORITY)
+            expiration = int(first.get("expires") or 0)
         except ValueError as exc:
             raise StompError(f"invalid priority or expires header: {exc}") from exc
-        properties = tuple((k, v) for k, v in frame.headers if k not in _CONTROL_HEADERS)
+        properties = tuple((k, v) for k, v in headers if k not in _CONTROL_HEADERS)
         message = self.broker.new_message(
             dest.address,
             body=frame.body,
             properties=properties,
             routing_type=dest.routing_type,
-            durable=frame.get("persistent", "false").lower() == "true",
+            durable=first.get("persistent", "false").lower() == "true",
             priority=max(0, min(9, priority)),
             timestamp=now_ms(),
             expiration=max(0, expiration),
         )
         queues = self.broker.route(message, dest.queue)
-        tx_name = frame.get("transaction")
+        tx_name = first.get("transaction")
         if tx_name is not None:
             self._transaction(tx_name).sends.append((message, queues))
             return None
