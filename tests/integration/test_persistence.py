@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from .conftest import Client, unique, wait_for
+from .conftest import Client, encode_frame, unique, wait_for
 
 PERSISTENT = {"persistent": "true"}
 
@@ -499,3 +499,21 @@ def test_deleted_durable_subscription_stays_deleted_after_restart(node, clients)
     back.subscribe(t, **durable)
     back.sync()
     assert back.messages == []
+
+
+def test_a_producer_keeps_its_order_across_persistent_and_non_persistent(node, raw_clients):
+    # A non-persistent SEND right behind a persistent one (still waiting for its fsync) must
+    # not overtake it: only a SEND with nothing ahead of it is completed at once.
+    raw = raw_clients(node)
+    raw.connect("1.2")
+    q = unique("/queue/order")
+    assert raw.receipt("SUBSCRIBE", {"destination": q, "id": "s"}).command == "RECEIPT"
+    kinds = ["true", "false", "true", "false", "false", "true", "false"]
+    raw.send_bytes(
+        b"".join(
+            encode_frame("SEND", [("destination", q), ("persistent", p), ("n", str(i))], b"x")
+            for i, p in enumerate(kinds)
+        )
+    )
+    got = [raw.read_until("MESSAGE").get("n") for _ in kinds]
+    assert got == [str(i) for i in range(len(kinds))]

@@ -465,6 +465,46 @@ def test_limits_fail_while_data_arrives(payload: bytes, fails_by: int, complaint
     assert "\n" not in exc.message
 
 
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"SEND\n" + b"a:1\n" * 4 + b"\n\x00",
+        b"SEND\nk:" + b"x" * 31 + b"\n\n\x00",
+        b"SEND\nk:" + b"x" * 28 + b"\nl:" + b"y" * 28 + b"\nm:" + b"z" * 5 + b"\n\n\x00",
+    ],
+    ids=["header-count", "header-line", "header-bytes"],
+)
+def test_limits_fail_the_same_on_a_whole_frame(payload: bytes) -> None:
+    # A complete header block is checked as a whole first (the reader's fast path); over a
+    # limit it must fail with the same complaint as when the bytes trickle in.
+    _, dripped = feed_until_error(payload)
+    conn = Connection(SERVER, SMALL)
+    conn.receive_data(connect_bytes("1.2") + payload)
+    with pytest.raises(RemoteProtocolError) as whole:
+        drain(conn, [])
+    assert whole.value.message == dripped.message
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"SEND\ndestination:/queue/a\n\nbody\n\nmore\x00",
+        b"SEND\r\ndestination:/queue/a\r\n\r\nbody\n\nmore\x00",
+        b"SEND\ndestination:/queue/a\r\nx:y\n\r\nbody\n\n\x00",
+        b"SEND\n\nbody\n\n\x00",
+        b"SEND\r\n\r\n\n\n\x00",
+        b"SEND\ncontent-length:4\n\n\n\n\x00\n\x00",
+    ],
+    ids=["lf", "crlf", "mixed", "no-headers", "crlf-no-headers", "content-length"],
+)
+def test_whole_and_dripped_frames_decode_alike(payload: bytes) -> None:
+    whole = server_events(connect_bytes("1.2") + payload + payload)
+    dripped = server_events(connect_bytes("1.2"), *(bytes([b]) for b in payload + payload))
+    assert whole == dripped
+    frames = [e for e in whole if isinstance(e, Frame) and e.command == "SEND"]
+    assert len(frames) == 2
+
+
 def test_limits_allow_exactly_the_maximum() -> None:
     payload = (
         b"SEND\n"

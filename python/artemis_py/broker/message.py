@@ -171,7 +171,13 @@ class MessageReference:
         return f"Ref({self.message.message_id} in {self.queue.name}, dc={self.delivery_count})"
 
 
-def encode_message(message: Message) -> bytes:
+def encode_message(
+    message: Message, properties: tuple[tuple[str, str], ...] | None = None
+) -> bytes:
+    """The journal record of ``message``; ``properties`` replace its own (a bridge leaves
+    out the routing ones without copying the message)."""
+    if properties is None:
+        properties = message.properties
     address = message.address.encode()
     parts = [
         _HEAD.pack(
@@ -184,9 +190,9 @@ def encode_message(message: Message) -> bytes:
             len(address),
         ),
         address,
-        _U16.pack(len(message.properties)),
+        _U16.pack(len(properties)),
     ]
-    for key, value in message.properties:
+    for key, value in properties:
         k = key.encode()
         v = value.encode()
         parts += (_U16.pack(len(k)), k, _U32.pack(len(v)), v)

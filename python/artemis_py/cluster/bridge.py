@@ -30,7 +30,7 @@ def duplicate_id(node_id: str, message_id: int) -> bytes:
 
 def wire_payload(message: Message) -> bytes:
     """The message as the neighbour stores it: without this node's routing properties."""
-    return encode_message(message.copy(message.message_id))
+    return encode_message(message, message.user_properties())
 
 
 class Bridge:
@@ -57,6 +57,7 @@ class Bridge:
         self._next_seq = 1
         self._attached = False
         self._paused = False
+        self._parsed_targets: dict[str, tuple[str, ...]] = {}
 
     # -- Consumer protocol -------------------------------------------------------------
 
@@ -74,13 +75,22 @@ class Bridge:
             wire.Message(
                 seq=seq,
                 dup_id=duplicate_id(self.broker.node_id, message.message_id),
-                targets=tuple(json.loads(targets)) if targets else (),
+                targets=self._targets(targets) if targets else (),
                 message_id=message.message_id,
                 payload=wire_payload(message),
             )
         )
         self.in_flight[seq] = ref
         self.in_flight_bytes += message.size
+
+    def _targets(self, text: str) -> tuple[str, ...]:
+        # Messages for one address name the same bindings: parse each list once.
+        targets = self._parsed_targets.get(text)
+        if targets is None:
+            if len(self._parsed_targets) >= 256:
+                self._parsed_targets.clear()
+            targets = self._parsed_targets[text] = tuple(json.loads(text))
+        return targets
 
     # -- the link ----------------------------------------------------------------------
 

@@ -9,7 +9,10 @@ Each connection runs four tasks:
   a :class:`~artemis_py.broker.server.Pending` pushed onto the connection's pipeline;
 * the *pipeline* awaits each pending's journal tickets in order, then completes it (a sent
   message reaches its queues) and sends its RECEIPT: receipts are therefore in frame order
-  and never precede durability, while a producer that pipelines frames gets group commit;
+  and never precede durability, while a producer that pipelines frames gets group commit.
+  A pending with nothing to wait for, arriving while the pipeline is empty, is completed by
+  the reader at once: the order is the same, and a non-persistent message costs no task
+  switch;
 * the *writer* owns the socket's send side: frames are appended to one outgoing buffer and
   written in large chunks; consumers stop taking messages while it is above a high-water
   mark, and delivery resumes when it drains (TCP back-pressure reaches the queues);
@@ -81,6 +84,7 @@ _CONTROL_HEADERS = frozenset(
 )
 _ROUTING_HEADER_VALUES = {"ANYCAST": RoutingType.ANYCAST, "MULTICAST": RoutingType.MULTICAST}
 _ACK_MODES = ("auto", "client", "client-individual")
+_DESTINATION_CACHE = 256  # entries per connection; cleared when full
 _connection_ids = itertools.count(1)
 
 
@@ -248,12 +252,15 @@ class StompConnection:
         self.client_id: str | None = None
         self.subscriptions: dict[str, Subscription] = {}
         self.transactions: dict[str, Transaction] = {}
+        # SEND's (destination, destination-type) -> where it goes: the same few each time.
+        self._destinations: dict[tuple[str | None, str | None], Destination] = {}
         self._outgoing = bytearray()
         self._data_ready = trio.Event()
         self._drained = trio.Event()
         self._pipeline_send, self._pipeline_recv = trio.open_memory_channel[
             tuple[Pending | None, Callable[[], None] | None]
         ](PIPELINE_DEPTH)
+        self._pipelined = 0  # items sent to the pipeline and not yet completed
         self._closing = False
         self._disconnecting = False
         self._pipeline_done = trio.Event()
@@ -280,10 +287,13 @@ class StompConnection:
     async def _writer(self) -> None:
         while True:
             await self._data_ready.wait()
+            # One more scheduler round: frames other tasks produce in it (the receipts of
+            # one journal batch, a burst of deliveries) go out in the same send.
+            await trio.lowlevel.checkpoint()
             self._data_ready = trio.Event()
             while self._outgoing:
-                chunk = bytes(self._outgoing)
-                self._outgoing.clear()
+                # Swap buffers instead of copying: frames encoded meanwhile go to a new one.
+                chunk, self._outgoing = self._outgoing, bytearray()
                 await self.stream.send_all(chunk)
                 self._last_sent = trio.current_time()
                 # The buffer drained below the high-water mark: consumers may go on.
@@ -378,18 +388,45 @@ class StompConnection:
             on_done = None
         if pending is None and on_done is None:
             return
-        await self._pipeline_send.send((pending, on_done))
+        if not self._pipelined and (pending is None or not pending.tickets):
+            # Nothing ahead of it and nothing to wait for: done now, in frame order.
+            if pending is not None:
+                pending.complete()
+            if on_done is not None:
+                on_done()
+            return
+        self._pipelined += 1
+        try:
+            # send_nowait: the reader goes on with the frames it has without a task switch.
+            self._pipeline_send.send_nowait((pending, on_done))
+        except trio.WouldBlock:
+            await self._pipeline_send.send((pending, on_done))
 
     def _receipt_sender(self, receipt: str) -> Callable[[], None]:
         return lambda: self.send_frame(Frame("RECEIPT", (("receipt-id", receipt),), b""))
 
     async def _pipeline(self) -> None:
-        async for pending, on_done in self._pipeline_recv:
+        receive = self._pipeline_recv
+        wait = self.broker.persistence.wait
+        while True:
+            # receive_nowait first: a run of queued items is taken without a task switch
+            # each (waiting on tickets still lets the other tasks run).
+            try:
+                pending, on_done = receive.receive_nowait()
+            except trio.WouldBlock:
+                try:
+                    pending, on_done = await receive.receive()
+                except trio.EndOfChannel:
+                    break
+            except trio.EndOfChannel:
+                break
             if pending is not None:
-                await self.broker.persistence.wait(pending.tickets)
+                if pending.tickets:
+                    await wait(pending.tickets)
                 pending.complete()
             if on_done is not None:
                 on_done()
+            self._pipelined -= 1
         self._pipeline_done.set()
 
     async def _finish(self) -> None:
@@ -527,25 +564,34 @@ class StompConnection:
         return Destination(address, queue, routing)
 
     def _on_send(self, frame: Frame) -> Pending | None:
-        dest = self._destination(frame.get("destination"), frame.get("destination-type"))
+        headers = frame.headers
+        # One dict instead of a scan per header looked up; reversed: the first one wins.
+        first = dict(reversed(headers))
+        key = (first.get("destination"), first.get("destination-type"))
+        dest = self._destinations.get(key)
+        if dest is None:
+            dest = self._destination(*key)
+            if len(self._destinations) >= _DESTINATION_CACHE:
+                self._destinations.clear()
+            self._destinations[key] = dest
         try:
-            priority = int(frame.get("priority") or DEFAULT_PRIORITY)
-            expiration = int(frame.get("expires") or 0)
+            priority = int(first.get("priority") or DEFAULT_PRIORITY)
+            expiration = int(first.get("expires") or 0)
         except ValueError as exc:
             raise StompError(f"invalid priority or expires header: {exc}") from exc
-        properties = tuple((k, v) for k, v in frame.headers if k not in _CONTROL_HEADERS)
+        properties = tuple((k, v) for k, v in headers if k not in _CONTROL_HEADERS)
         message = self.broker.new_message(
             dest.address,
             body=frame.body,
             properties=properties,
             routing_type=dest.routing_type,
-            durable=frame.get("persistent", "false").lower() == "true",
+            durable=first.get("persistent", "false").lower() == "true",
             priority=max(0, min(9, priority)),
             timestamp=now_ms(),
             expiration=max(0, expiration),
         )
         queues = self.broker.route(message, dest.queue)
-        tx_name = frame.get("transaction")
+        tx_name = first.get("transaction")
         if tx_name is not None:
             self._transaction(tx_name).sends.append((message, queues))
             return None

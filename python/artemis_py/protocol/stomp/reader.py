@@ -190,8 +190,27 @@ class FrameReader:
         return True
 
     def _read_headers(self, version: str | None) -> bool:
-        # Hot loop: counters live in locals and are stored back only when data runs out.
         buf = self._buf
+        start = self._headers_start
+        if self._scan == start:
+            # Fast path, the whole block already buffered with LF endings: one search for
+            # the blank line (from the command line's LF, so no headers is found too) and
+            # the limits checked on the block as a whole. Anything else (CRs, a block longer
+            # than one line may be, a limit exceeded, a partial block) takes the loop below,
+            # which finds the same end and raises the precise error.
+            end = buf.find(b"\n\n", start - 1, start + self._max_line + 2)  # not into a body
+            if end >= 0 and buf.find(b"\r", start, end) < 0:
+                if end < start:
+                    return self._end_headers(version, start, start)
+                size = end - start
+                lines = buf.count(b"\n", start, end) + 1
+                if (
+                    size <= self._max_line
+                    and lines <= self._max_count
+                    and size - lines + 1 <= self._max_bytes
+                ):
+                    return self._end_headers(version, end + 1, end + 1)
+        # Hot loop: counters live in locals and are stored back only when data runs out.
         find = buf.find
         max_line = self._max_line
         max_count = self._max_count
@@ -228,7 +247,12 @@ class FrameReader:
                 raise RemoteProtocolError(f"frame headers larger than {max_bytes} bytes")
             line_start = scan = newline + 1
 
-        # ``line_start`` is the blank line; the block ends with the LF before it.
+        return self._end_headers(version, line_start, newline)
+
+    def _end_headers(self, version: str | None, line_start: int, newline: int) -> bool:
+        """Decode the block: ``line_start`` is the blank line, ``newline`` its LF."""
+        buf = self._buf
+        # The block ends with the LF before the blank line.
         self._body_start = self._scan = newline + 1
         self._phase = _BODY
         start = self._headers_start

@@ -9,6 +9,7 @@ The headers are written in the frame's order; nothing is added (in particular no
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Final
 
 from artemis_py.protocol.errors import LocalProtocolError
@@ -36,11 +37,24 @@ def encode_frame(frame: Frame, rules: HeaderRules) -> bytes:
             )
     elif b"\x00" in body:
         raise LocalProtocolError("a body containing NUL needs a content-length header")
-    pieces = [command, "\n"]
-    pieces += encode_headers(frame.headers, rules)
-    pieces.append("\n")
+    headers = frame.headers
+    # Fast path: no name or value holds a character any version escapes or refuses, so
+    # every version writes the lines as they are (one C-level join instead of per-header
+    # escaping: this is most of a MESSAGE frame's encoding cost).
+    probe = "".join(chain.from_iterable(headers))
+    lines = None
+    if "\\" not in probe and ":" not in probe and "\n" not in probe and "\r" not in probe:
+        lines = "\n".join(map(":".join, headers))
+        if lines.startswith(":") or "\n:" in lines:
+            lines = None  # an empty name: the general path refuses it
+    if lines is None:
+        text = "".join([command, "\n", *encode_headers(headers, rules), "\n"])
+    elif headers:
+        text = f"{command}\n{lines}\n\n"
+    else:
+        text = f"{command}\n\n"
     try:
-        head = "".join(pieces).encode("utf-8")
+        head = text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise LocalProtocolError(
             f"frame headers are not encodable as UTF-8 ({exc.reason})"
