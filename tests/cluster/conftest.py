@@ -21,6 +21,7 @@ Built on ``tests/integration/conftest.py`` (its :class:`BrokerProcess`, :class:`
 from __future__ import annotations
 
 import itertools
+import subprocess
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from integration.conftest import (  # the same module object pytest loaded for t
     _used_by_this_test,
     clients,  # noqa: F401 - re-exported fixture: clients(node) -> Client, closed after the test
     free_port,
+    node_command,
     pytest_runtest_makereport,  # noqa: F401 - re-exported: attaches node logs to failures
     pytest_runtest_setup,  # noqa: F401 - re-exported: resets the per-test node list
     unique,
@@ -50,6 +52,7 @@ __all__ = [
     "ClusterNode",
     "binding",
     "bridge",
+    "cli",
     "status",
     "unique",
     "wait_binding",
@@ -180,6 +183,14 @@ class ClusterNode(BrokerProcess):
 
 # ---------------------------------------------------------------------------------------------
 # the status API
+
+
+def cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """Run ``artemis-py ARGS`` from this checkout; returns the finished process."""
+    command, env = node_command()
+    return subprocess.run(
+        [*command, *args], capture_output=True, text=True, env=env, timeout=timeout, check=False
+    )
 
 
 def status(node: ClusterNode, *, password: str | None = None) -> dict[str, Any]:

@@ -9,17 +9,17 @@ test waits (with the status API) until node 0 knows the consumers it relies on b
 from __future__ import annotations
 
 import json
-import subprocess
 from collections import Counter
 from typing import Any
 
-from integration.conftest import free_port, node_command
+from integration.conftest import free_port
 
 from .conftest import (
     FILTERED,
     Cluster,
     binding,
     bridge,
+    cli,
     drain,
     numbers,
     status,
@@ -249,15 +249,7 @@ def test_cli_cluster_status(nodes: Cluster, clients: Any) -> None:
     wait_binding(nodes[0], q, on=nodes[1], consumers=1)
     ids = [status(n)["node_id"] for n in nodes]
 
-    command, env = node_command()
-    result = subprocess.run(
-        [*command, "cluster", "status", str(nodes[0].config_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=30,
-        check=False,
-    )
+    result = cli("cluster", "status", str(nodes[0].config_path))
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert f"node {ids[0]} at {nodes[0].connector}: cluster test, ON_DEMAND, max-hops 1" in out
@@ -270,39 +262,27 @@ def test_cli_cluster_status(nodes: Cluster, clients: Any) -> None:
     assert f"  {q}  ANYCAST queue {q} on {ids[1][:8]} (distance 1)  consumers 1" in out, out
 
     # A wrong password is refused with a message about the credentials.
-    bad = subprocess.run(
-        [*command, "cluster", "status", "--password", "wrong", str(nodes[0].config_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=30,
-        check=False,
-    )
+    bad = cli("cluster", "status", "--password", "wrong", str(nodes[0].config_path))
     assert bad.returncode == 1, (bad.stdout, bad.stderr)
     assert "credentials" in bad.stderr, bad.stderr
 
     # --json prints what the status API returns.
-    raw = subprocess.run(
-        [*command, "cluster", "status", "--json", str(nodes[2].config_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=30,
-        check=True,
-    )
+    raw = cli("cluster", "status", "--json", str(nodes[2].config_path))
+    assert raw.returncode == 0, raw.stderr
     data = json.loads(raw.stdout)
     assert data["node_id"] == ids[2]
     assert {m["node_id"] for m in data["members"]} == set(ids)
 
     # Nobody there: a one-line error, exit status 1.
-    nobody = subprocess.run(
-        [*command, "cluster", "status", "--url", f"tcp://127.0.0.1:{free_port()}"]
-        + ["--cluster", "test", "--password", "x"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=30,
-        check=False,
+    nobody = cli(
+        "cluster",
+        "status",
+        "--url",
+        f"tcp://127.0.0.1:{free_port()}",
+        "--cluster",
+        "test",
+        "--password",
+        "x",
     )
     assert nobody.returncode == 1, (nobody.stdout, nobody.stderr)
     assert "cannot connect" in nobody.stderr and "Traceback" not in nobody.stderr, nobody.stderr

@@ -9,14 +9,12 @@ target; with no target reachable nothing is lost and the next stop tries again.
 from __future__ import annotations
 
 import signal
-import subprocess
 from typing import Any
-
-from integration.conftest import node_command
 
 from .conftest import (
     CLUSTER_ADDRESS_SETTINGS,
     Client,
+    cli,
     node_id,
     status,
     unique,
@@ -152,14 +150,7 @@ def test_scale_down_without_a_group_picks_the_lowest_node_id(cluster: Any, clien
     lowest = min(nodes[1:], key=node_id)
     target, departed = node_id(lowest), node_id(nodes[0])
     # The admin command instead of a signal: it authenticates with the cluster credentials.
-    command, env = node_command()
-    answer = subprocess.run(
-        [*command, "cluster", "stop", str(nodes[0].config_path)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    answer = cli("cluster", "stop", str(nodes[0].config_path))
     assert answer.returncode == 0, answer.stderr
     assert answer.stdout.startswith(f"node {departed} at "), answer.stdout
     assert nodes[0].process is not None
@@ -168,6 +159,18 @@ def test_scale_down_without_a_group_picks_the_lowest_node_id(cluster: Any, clien
     consumer = clients(lowest)
     consumer.subscribe(f"/queue/{q}")
     assert sorted(received(consumer, 10)) == sorted(sent)
+
+
+def stop_again(nodes: Any, clients: Any, q: str, count: int) -> list[str]:
+    """Start node1 and node0 again, stop node0 (it must scale down fully now) and return
+    what a consumer of ``q`` on node1 then receives."""
+    nodes[1].start()
+    nodes[0].start()
+    nodes.wait_formed()
+    assert nodes[0].stop() == 0
+    consumer = clients(nodes[1])
+    consumer.subscribe(f"/queue/{q}")
+    return received(consumer, count)
 
 
 def test_with_no_target_reachable_nothing_is_lost_and_the_next_stop_tries_again(
@@ -183,13 +186,7 @@ def test_with_no_target_reachable_nothing_is_lost_and_the_next_stop_tries_again(
     assert "25 message(s) stay in this node's journal" in log, log[-2000:]
 
     # The next graceful stop, with the target back, moves them.
-    nodes[1].start()
-    nodes[0].start()
-    nodes.wait_formed()
-    assert nodes[0].stop() == 0
-    consumer = clients(nodes[1])
-    consumer.subscribe(f"/queue/{q}")
-    assert sorted(received(consumer, 25)) == sorted(sent)
+    assert sorted(stop_again(nodes, clients, q, 25)) == sorted(sent)
 
 
 def test_a_target_that_dies_during_scale_down_loses_nothing(cluster: Any, clients: Any) -> None:
@@ -202,14 +199,7 @@ def test_a_target_that_dies_during_scale_down_loses_nothing(cluster: Any, client
     assert nodes[0].process.wait(30) in (0, 1)
     # Whatever was moved before the crash is in node1's journal, the rest in node0's: after
     # both come back and node0 stops again, node1 has every message exactly once.
-    nodes[1].start()
-    nodes[0].start()
-    nodes.wait_formed()
-    assert nodes[0].stop() == 0
-    consumer = clients(nodes[1])
-    consumer.subscribe(f"/queue/{q}")
-    got = received(consumer, 200)
-    assert sorted(got) == sorted(sent)
+    assert sorted(stop_again(nodes, clients, q, 200)) == sorted(sent)
 
 
 def test_a_new_node_joins_through_one_member_and_receives_redistributed_backlog(
