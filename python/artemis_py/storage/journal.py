@@ -13,16 +13,18 @@ Theory of operation
 * **Completion comes back through an eventfd.** After every batch the writer adds 1 to the
   journal's eventfd. There is no pump task: the first task to wait becomes the *leader* and
   waits for the eventfd itself with ``trio.lowlevel.wait_readable``; later waiters park in a
-  heap ordered by ticket. On each wake-up the leader resets the eventfd, reads
-  ``progress()`` and wakes every waiter whose ticket is <= the completed ticket. Resetting
-  before reading progress means no completion is missed. When its own ticket is done the
-  leader hands the role to the lowest waiter still parked (it is woken to lead) or, if none
-  is, leaves it vacant. A lone appender is thus woken straight from the loop's poll, with no
-  second task between (one run-loop pass per append instead of two). If the writer failed,
-  every waiter above the completed ticket gets
+  heap ordered by ticket. Before each wait the leader resets the eventfd, reads
+  ``progress()`` and wakes every waiter whose ticket is <= the completed ticket; resetting
+  before reading progress means no completion is missed. After a wake-up it reads progress
+  again; if that settles its own ticket it returns at once and leaves the reset to the next
+  leader (which does it after its submit, off the path from completion to that submit).
+  When its own ticket is done the leader hands the role to the lowest waiter still parked
+  (it is woken to lead) or, if none is, leaves it vacant. A lone appender is thus woken
+  straight from the loop's poll, with no pump task between (one run-loop pass per append
+  instead of two). If the writer failed, every waiter above the completed ticket gets
   :class:`~artemis_py.exceptions.JournalFailedError`.
 * **Invariant:** while any waiter is parked there is a leader, and it is waiting for the
-  eventfd or about to read it; every completion after the leader's last reset leaves the
+  eventfd or about to read progress; every completion after the last reset leaves the
   eventfd readable.
 * **Blocking work runs in threads.** Opening (recovery), compaction and close go through
   ``trio.to_thread.run_sync`` without ``abandon_on_cancel``; the native calls release the GIL.
@@ -120,9 +122,9 @@ class Journal:
     async def _park(self, ticket: int) -> None:
         """Return (or raise) once ``ticket``'s outcome is known, leading if nobody does.
 
-        Needs no look at ``progress()`` first: every completion or failure after the caller's
-        submit (or its own check) pokes the eventfd, and the leader reads progress after each
-        poke, so the ticket's outcome reaches this task.
+        Needs no look at ``progress()`` before parking: every completion or failure after the
+        caller's submit (or its own check) pokes the eventfd, and the leader reads progress
+        after resetting it, so the ticket's outcome reaches this task.
         """
         if self._settled:
             raise JournalClosedError(
@@ -136,35 +138,22 @@ class Journal:
             heapq.heappush(self._waiters, (ticket, id(task), task))
             if not await trio.lowlevel.wait_task_rescheduled(_not_cancellable):
                 return
+        # Lead: wait for the eventfd and wake the waiters that each completion settles, until
+        # this ticket's outcome is known.
         self._leading = True
-        await self._lead(ticket)
-
-    async def _lead(self, ticket: int) -> None:
-        """Wait for the eventfd and wake the waiters it completes, until ``ticket``'s are."""
         fd = self._fd
         shield = False
         try:
             while True:
-                if not self._settled:
-                    try:
-                        if shield:
-                            with trio.CancelScope(shield=True):
-                                await trio.lowlevel.wait_readable(fd)
-                        else:
-                            # Unshielded: a shield costs ~8 us per wait here. A cancel
-                            # (rare) switches this leader to shielded waits instead.
-                            await trio.lowlevel.wait_readable(fd)
-                    except trio.Cancelled:
-                        # Not abandoned (module docstring): the caller's scope stays
-                        # cancelled, so its next checkpoint raises this again.
-                        shield = True
-                        continue
-                    try:  # not contextlib.suppress: this runs once per batch
-                        os.eventfd_read(fd)
-                    except BlockingIOError:
-                        pass
+                # Reset, then read progress: a completion after the reset leaves it readable.
+                try:  # not contextlib.suppress: this runs once per batch
+                    os.eventfd_read(fd)
+                except BlockingIOError:
+                    pass
                 completed, failed = self._dispatch()
                 if ticket <= completed:
+                    # Done before we waited (non-sync, or a fast disk): still yield once.
+                    await trio.lowlevel.cancel_shielded_checkpoint()
                     return
                 if failed:
                     raise self._failure()
@@ -172,6 +161,23 @@ class Journal:
                     raise JournalClosedError(
                         f"journal {self.directory} closed before the write completed"
                     )
+                try:
+                    if shield:
+                        with trio.CancelScope(shield=True):
+                            await trio.lowlevel.wait_readable(fd)
+                    else:
+                        # Unshielded: a shield costs ~8 us per wait here. A cancel (rare)
+                        # switches this leader to shielded waits instead.
+                        await trio.lowlevel.wait_readable(fd)
+                except trio.Cancelled:
+                    # Not abandoned (module docstring): the caller's scope stays cancelled,
+                    # so its next checkpoint raises this again.
+                    shield = True
+                    continue
+                # The usual wake-up completes this ticket: return without the reset, which
+                # the next leader does after its submit, off the path to it.
+                if ticket <= self._dispatch()[0]:
+                    return
         finally:
             # Hand over: the lowest parked ticket leads next (its batch is not done yet,
             # or _dispatch would have woken it).
@@ -252,8 +258,9 @@ class Journal:
         try:
             await trio.to_thread.run_sync(self._native.close)
         finally:
-            # close() completed every queued ticket (or failed): settle all waiters now,
-            # and poke the leader, which is waiting for the eventfd, to settle itself.
+            # close() completed every queued ticket (or failed): settle all waiters now.
+            # The leader is woken by that completion's poke; poke once more in case close()
+            # had no batch to complete, so it never waits on a closed journal.
             self._settled = True
             self._dispatch()
             self._settle_all(
