@@ -179,8 +179,8 @@ class Journal:
                 if ticket <= self._dispatch()[0]:
                     return
         finally:
-            # Hand over: the lowest parked ticket leads next (its batch is not done yet,
-            # or _dispatch would have woken it).
+            # Hand over: the lowest parked ticket leads next. It resets and reads progress
+            # before it waits, so nothing completed meanwhile is missed.
             if self._waiters:
                 task = heapq.heappop(self._waiters)[2]
                 trio.lowlevel.reschedule(task, outcome.Value(True))
