@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from artemis_py.exceptions import JournalClosedError
 from artemis_py.storage import Journal, JournalSettings, Op, open_journal
@@ -268,6 +269,65 @@ async def test_a_cancelled_waiter_still_learns_the_outcome(tmp_path: Path) -> No
         assert outcome == ["durable"]
     async with open_journal(tmp_path) as journal:
         assert [r.id for r in journal.loaded.records] == [2]
+
+
+# Non-sync submits with a long buffer timeout stay queued until something flushes them, so
+# the tests below can cancel or close while the first waiter (the leader, which waits for
+# the completion eventfd for everyone) is still waiting.
+LAZY = JournalSettings(buffer_timeout_ns=10_000_000_000)
+
+
+async def test_a_cancelled_leader_keeps_waiting_for_everyone(tmp_path: Path) -> None:
+    events: list[str] = []
+    async with open_journal(tmp_path, LAZY) as journal:
+
+        async def wait_for(name: str, ticket: int, scope: trio.CancelScope) -> None:
+            with scope:
+                await journal.wait(ticket)
+                events.append(f"{name} written")
+                await trio.lowlevel.checkpoint()
+                events.append(f"{name} not cancelled")
+
+        scopes = [trio.CancelScope() for _ in range(3)]
+        async with trio.open_nursery() as nursery:
+            for i, scope in enumerate(scopes):
+                ticket = journal.submit([Op.add(i, 1, b"x")], sync=False)
+                nursery.start_soon(wait_for, f"w{i}", ticket, scope)
+                await trio.testing.wait_all_tasks_blocked()
+            assert events == []
+            scopes[0].cancel()  # w0 leads: w1 and w2 are parked behind it
+            await trio.testing.wait_all_tasks_blocked()
+            assert events == []
+            await journal.add(9, 1, b"sync", sync=True)  # flushes the queued ones too
+    # w0 learns its outcome despite the cancel, which reaches it at its next checkpoint.
+    assert sorted(events) == [
+        "w0 written",
+        "w1 not cancelled",
+        "w1 written",
+        "w2 not cancelled",
+        "w2 written",
+    ]
+    assert [s.cancelled_caught for s in scopes] == [True, False, False]
+
+
+async def test_close_settles_the_leader_and_the_parked(tmp_path: Path) -> None:
+    written: list[int] = []
+    async with open_journal(tmp_path, LAZY) as journal:
+
+        async def wait_for(i: int, ticket: int) -> None:
+            await journal.wait(ticket)
+            written.append(i)
+
+        async with trio.open_nursery() as nursery:
+            for i in range(3):
+                ticket = journal.submit([Op.add(i, 1, b"x")], sync=False)
+                nursery.start_soon(wait_for, i, ticket)
+            await trio.testing.wait_all_tasks_blocked()
+            assert written == []
+            await journal.aclose()  # flushes what is queued: every waiter learns it
+    assert sorted(written) == [0, 1, 2]
+    async with open_journal(tmp_path) as journal:
+        assert [r.id for r in journal.loaded.records] == [0, 1, 2]
 
 
 async def test_bad_ops_are_rejected_before_anything_is_queued(tmp_path: Path) -> None:

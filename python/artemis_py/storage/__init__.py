@@ -7,9 +7,10 @@ Theory of operation (details in :mod:`artemis_py.storage.journal`):
 * Trio tasks **submit on the event loop**; a submit validates, applies to the journal's
   in-memory state and queues, without I/O, so the loop never blocks and the order of
   submits on the loop is the order in the journal.
-* Completion comes back through an **eventfd pump**: after every batch the writer pokes the
-  journal's eventfd; one pump task per journal waits for it to become readable and wakes the
-  tasks whose tickets completed (or hands them the writer's failure).
+* Completion comes back through an **eventfd**: after every batch the writer pokes the
+  journal's eventfd; the first waiting task (the leader) waits for it to become readable and
+  wakes the tasks whose tickets completed (or hands them the writer's failure), then hands
+  the role to a task still waiting.
 * Opening (recovery), compaction and close run in worker threads
   (``trio.to_thread.run_sync``, never abandoned), with the GIL released.
 * ``server.lock`` in the journal directory holds the node ID and is locked while the node

@@ -11,11 +11,21 @@ Theory of operation
   fdatasync per batch (group commit, Artemis's TimedBuffer). Each submit gets a ticket;
   tickets complete in order, so "ticket N completed" means every ticket <= N is done.
 * **Completion comes back through an eventfd.** After every batch the writer adds 1 to the
-  journal's eventfd. One pump task per journal waits for it with
-  ``trio.lowlevel.wait_readable``, resets it, reads ``progress()`` and wakes every waiter
-  whose ticket is <= the completed ticket (waiters sit in a heap ordered by ticket). Resetting
-  before reading progress means no completion is missed. If the writer failed, every waiter
-  above the completed ticket gets :class:`~artemis_py.exceptions.JournalFailedError`.
+  journal's eventfd. There is no pump task: the first task to wait becomes the *leader* and
+  waits for the eventfd itself with ``trio.lowlevel.wait_readable``; later waiters park in a
+  heap ordered by ticket. Before each wait the leader resets the eventfd, reads
+  ``progress()`` and wakes every waiter whose ticket is <= the completed ticket; resetting
+  before reading progress means no completion is missed. After a wake-up it reads progress
+  again; if that settles its own ticket it returns at once and leaves the reset to the next
+  leader (which does it after its submit, off the path from completion to that submit).
+  When its own ticket is done the leader hands the role to the lowest waiter still parked
+  (it is woken to lead) or, if none is, leaves it vacant. A lone appender is thus woken
+  straight from the loop's poll, with no pump task between (one run-loop pass per append
+  instead of two). If the writer failed, every waiter above the completed ticket gets
+  :class:`~artemis_py.exceptions.JournalFailedError`.
+* **Invariant:** while any waiter is parked there is a leader, and it is waiting for the
+  eventfd or about to read progress; every completion after the last reset leaves the
+  eventfd readable.
 * **Blocking work runs in threads.** Opening (recovery), compaction and close go through
   ``trio.to_thread.run_sync`` without ``abandon_on_cancel``; the native calls release the GIL.
 * **Waits are not abandoned.** :meth:`Journal.wait` returns only once the outcome is known
@@ -66,10 +76,12 @@ class Journal:
         # equal tickets from comparing tasks.
         self._waiters: list[tuple[int, int, trio.lowlevel.Task]] = []
         self._last_ticket = 0
-        self._pump_scope: trio.CancelScope | None = None
-        # True while the pump runs: only then can a parked waiter be woken.
-        self._pumping = False
+        self._fd = native.fileno()
+        # True while some task leads (waits for the eventfd for everyone).
+        self._leading = False
         self._closed = False
+        # Set once close() has returned and every outcome is final: nothing can park then.
+        self._settled = False
         self._sync_plain = settings.sync_non_transactional
 
     @property
@@ -108,21 +120,72 @@ class Journal:
         await self._park(ticket)
 
     async def _park(self, ticket: int) -> None:
-        """Sleep until the pump reports ``ticket``'s outcome.
+        """Return (or raise) once ``ticket``'s outcome is known, leading if nobody does.
 
-        Needs no look at ``progress()`` first: the pump cannot run between the caller's
-        submit (or its own check) and this park, and every completion or failure after that
-        pokes the eventfd, so the pump's next dispatch sees this waiter.
+        Needs no look at ``progress()`` before parking: every completion or failure after the
+        caller's submit (or its own check) pokes the eventfd, and the leader reads progress
+        after resetting it, so the ticket's outcome reaches this task.
         """
-        if not self._pumping:
+        if self._settled:
             raise JournalClosedError(
                 f"journal {self.directory} is closed; the outcome of ticket {ticket} is unknown"
             )
-        # Park the task itself (no Event, no shielded scope: this is the hot path of every
-        # synced append); the pump reschedules it with the outcome.
-        task = trio.lowlevel.current_task()
-        heapq.heappush(self._waiters, (ticket, id(task), task))
-        await trio.lowlevel.wait_task_rescheduled(_not_cancellable)
+        if self._leading:
+            # Park the task itself (no Event, no shielded scope: this is the hot path of
+            # every synced append). The leader reschedules it with the outcome, or with
+            # True to make it the next leader.
+            task = trio.lowlevel.current_task()
+            heapq.heappush(self._waiters, (ticket, id(task), task))
+            if not await trio.lowlevel.wait_task_rescheduled(_not_cancellable):
+                return
+        # Lead: wait for the eventfd and wake the waiters that each completion settles, until
+        # this ticket's outcome is known.
+        self._leading = True
+        fd = self._fd
+        shield = False
+        try:
+            while True:
+                # Reset, then read progress: a completion after the reset leaves it readable.
+                try:  # not contextlib.suppress: this runs once per batch
+                    os.eventfd_read(fd)
+                except BlockingIOError:
+                    pass
+                completed, failed = self._dispatch()
+                if ticket <= completed:
+                    # Done before we waited (non-sync, or a fast disk): still yield once.
+                    await trio.lowlevel.cancel_shielded_checkpoint()
+                    return
+                if failed:
+                    raise self._failure()
+                if self._settled:
+                    raise JournalClosedError(
+                        f"journal {self.directory} closed before the write completed"
+                    )
+                try:
+                    if shield:
+                        with trio.CancelScope(shield=True):
+                            await trio.lowlevel.wait_readable(fd)
+                    else:
+                        # Unshielded: a shield costs ~8 us per wait here. A cancel (rare)
+                        # switches this leader to shielded waits instead.
+                        await trio.lowlevel.wait_readable(fd)
+                except trio.Cancelled:
+                    # Not abandoned (module docstring): the caller's scope stays cancelled,
+                    # so its next checkpoint raises this again.
+                    shield = True
+                    continue
+                # The usual wake-up completes this ticket: return without the reset, which
+                # the next leader does after its submit, off the path to it.
+                if ticket <= self._dispatch()[0]:
+                    return
+        finally:
+            # Hand over: the lowest parked ticket leads next. It resets and reads progress
+            # before it waits, so nothing completed meanwhile is missed.
+            if self._waiters:
+                task = heapq.heappop(self._waiters)[2]
+                trio.lowlevel.reschedule(task, outcome.Value(True))
+            else:
+                self._leading = False
 
     async def append(self, ops: Sequence[Op], sync: bool | None = None) -> None:
         """Append ``ops`` as one batch (atomically: all land in one file and one write).
@@ -196,37 +259,19 @@ class Journal:
             await trio.to_thread.run_sync(self._native.close)
         finally:
             # close() completed every queued ticket (or failed): settle all waiters now.
+            # The leader is woken by that completion's poke; poke once more in case close()
+            # had no batch to complete, so it never waits on a closed journal.
+            self._settled = True
             self._dispatch()
             self._settle_all(
                 JournalClosedError(f"journal {self.directory} closed before the write completed")
             )
-            self._pumping = False
-            if self._pump_scope is not None:
-                self._pump_scope.cancel()
+            os.eventfd_write(self._fd, 1)
 
-    # -- completion pump -----------------------------------------------------------------
+    # -- completion ----------------------------------------------------------------------
 
-    async def _pump(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        fd = self._native.fileno()
-        # Shielded: waiters wait shielded, so the pump must outlive any outer cancellation;
-        # aclose() stops it explicitly.
-        with trio.CancelScope(shield=True) as scope:
-            self._pump_scope = scope
-            self._pumping = True
-            task_status.started()
-            try:
-                while True:
-                    await trio.lowlevel.wait_readable(fd)
-                    try:  # not contextlib.suppress: this runs once per batch
-                        os.eventfd_read(fd)
-                    except BlockingIOError:
-                        pass
-                    self._dispatch()
-            finally:
-                self._pumping = False
-                self._settle_all(JournalClosedError(f"journal {self.directory} closed"))
-
-    def _dispatch(self) -> None:
+    def _dispatch(self) -> tuple[int, bool]:
+        """Wake every parked waiter whose outcome is known; return ``progress()``."""
         completed, failed = self._native.progress()
         waiters = self._waiters
         while waiters and waiters[0][0] <= completed:
@@ -235,6 +280,7 @@ class Journal:
             while waiters:
                 task = heapq.heappop(waiters)[2]
                 trio.lowlevel.reschedule(task, outcome.Error(self._failure()))
+        return completed, failed
 
     def _settle_all(self, error: BaseException) -> None:
         while self._waiters:
@@ -280,32 +326,17 @@ async def open_journal(
     )
     native, loaded = await trio.to_thread.run_sync(open_native)
     journal = Journal(native, loaded, settings)
-    # The body's exception (and close()'s) are re-raised outside the nursery that hosts the
-    # pump, so callers see them as raised rather than wrapped in an ExceptionGroup.
-    body_error: BaseException | None = None
-    close_error: BaseException | None = None
     try:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(journal._pump)
-            try:
-                yield journal
-            except BaseException as exc:
-                body_error = exc
-            with trio.CancelScope(shield=True):
-                try:
-                    await journal.aclose()
-                except BaseException as exc:
-                    close_error = exc
-    finally:
-        # A no-op unless the pump failed to start or failed itself.
+        yield journal
+    except BaseException:
         with trio.CancelScope(shield=True):
-            await journal.aclose()
-    # A failed writer is reported once: close() raises JournalFailedError again, which adds
-    # nothing if the block already raised. Any other close error wins, as from a `finally:`.
-    if close_error is not None and not (
-        body_error is not None and isinstance(close_error, JournalFailedError)
-    ):
-        close_error.__context__ = body_error
-        raise close_error
-    if body_error is not None:
-        raise body_error
+            try:
+                await journal.aclose()
+            except JournalFailedError:
+                # A failed writer is reported once: close() raises it again, which adds
+                # nothing to the block's own error. Any other close error wins, chained to
+                # the block's, as from a `finally:`.
+                pass
+        raise
+    with trio.CancelScope(shield=True):
+        await journal.aclose()

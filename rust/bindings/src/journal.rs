@@ -8,10 +8,10 @@
 //!
 //! Completion notification: a Linux eventfd per journal. The journal's completion listener
 //! (run on the writer thread after every batch completes or fails) adds 1 to it, which makes
-//! it readable; the facade's pump task waits for readability, reads it (resetting it to 0)
-//! and then looks at `progress()`. Because the journal updates its progress before calling
-//! the listener, a pump that resets the eventfd and then reads progress cannot miss a
-//! completion.
+//! it readable; the facade's leading waiter waits for readability, reads it (resetting it
+//! to 0) and then looks at `progress()`. Because the journal updates its progress before
+//! calling the listener, a waiter that resets the eventfd and then reads progress cannot
+//! miss a completion.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -39,7 +39,7 @@ fn poke(fd: &OwnedFd) {
     let one: u64 = 1;
     // SAFETY: writes 8 bytes from a live u64 to a descriptor kept open by the Arc.
     // The only possible failure is EAGAIN when the counter is near u64::MAX, and then the
-    // eventfd is readable anyway, which is all the pump needs.
+    // eventfd is readable anyway, which is all the waiter needs.
     unsafe {
         libc::write(
             fd.as_raw_fd(),
