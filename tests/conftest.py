@@ -13,6 +13,12 @@ from typing import TypeVar
 
 import pytest
 import trio
+from hypothesis import HealthCheck, settings
+
+# Property tests check behaviour, not speed: a per-example deadline only fails them on a
+# loaded machine (the tests themselves still bound their sizes).
+settings.register_profile("artemis-py", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("artemis-py")
 
 T = TypeVar("T")
 
