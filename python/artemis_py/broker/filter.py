@@ -685,74 +685,49 @@ class _Parser:
         return self._condition(expr)
 
     def _or(self) -> _Expr:
-        first = self._and()
-        if not self._at_kw("OR"):
-            return first
-        parts = [self._condition(first)]
-        while self._at_kw("OR"):
-            self._advance()
-            parts.append(self._condition(self._and()))
-        fns = [part.fn for part in parts]
-        if len(fns) == 2:
-            first_fn, second_fn = fns
-
-            def either_true(lookup: Lookup) -> object:
-                a = first_fn(lookup)
-                if a is True:
-                    return True
-                b = second_fn(lookup)
-                if b is True:
-                    return True
-                return None if a is None or b is None else False
-
-            return self._node(either_true, _BOOL, first.pos, parts)
-
-        def any_true(lookup: Lookup) -> object:
-            unknown = False
-            for fn in fns:
-                value = fn(lookup)
-                if value is True:
-                    return True
-                if value is None:
-                    unknown = True
-            return None if unknown else False
-
-        return self._node(any_true, _BOOL, first.pos, parts)
+        return self._junction("OR", self._and, decisive=True)
 
     def _and(self) -> _Expr:
-        first = self._not()
-        if not self._at_kw("AND"):
+        return self._junction("AND", self._not, decisive=False)
+
+    def _junction(self, keyword: str, operand: Callable[[], _Expr], *, decisive: bool) -> _Expr:
+        """OR (``decisive`` True) or AND (False) in SQL's three-valued logic: one operand
+        equal to ``decisive`` settles it; otherwise an unknown (None) operand makes the
+        result unknown."""
+        first = operand()
+        if not self._at_kw(keyword):
             return first
         parts = [self._condition(first)]
-        while self._at_kw("AND"):
+        while self._at_kw(keyword):
             self._advance()
-            parts.append(self._condition(self._not()))
+            parts.append(self._condition(operand()))
         fns = [part.fn for part in parts]
-        if len(fns) == 2:
+        settled, otherwise = decisive, not decisive
+        if len(fns) == 2:  # the common case, without the loop
             first_fn, second_fn = fns
 
-            def both_true(lookup: Lookup) -> object:
+            def pair(lookup: Lookup) -> object:
                 a = first_fn(lookup)
-                if a is False:
-                    return False
+                if a is settled:
+                    return settled
                 b = second_fn(lookup)
-                if b is False:
-                    return False
-                return None if a is None or b is None else True
+                if b is settled:
+                    return settled
+                return None if a is None or b is None else otherwise
 
-            return self._node(both_true, _BOOL, first.pos, parts)
+            return self._node(pair, _BOOL, first.pos, parts)
 
-        def all_true(lookup: Lookup) -> object:
+        def every(lookup: Lookup) -> object:
             unknown = False
             for fn in fns:
                 value = fn(lookup)
-                if value is False:
-                    return False
+                if value is settled:
+                    return settled
                 if value is None:
                     unknown = True
-            return None if unknown else True
+            return None if unknown else otherwise
 
-        return self._node(all_true, _BOOL, first.pos, parts)
+        return self._node(every, _BOOL, first.pos, parts)
 
     def _not(self) -> _Expr:
         if not self._at_kw("NOT"):
