@@ -301,23 +301,33 @@ async def _create_queues(connection: ClusterConnection, target: str) -> set[str]
     return set(has)
 
 
+async def _drained(waiting: Callable[[], int], alive: Callable[[], bool]) -> bool:
+    """Wait until ``waiting()`` is 0 (True); False once it has not changed for
+    STALL_TIMEOUT or ``alive()`` turns false."""
+    last, since = -1, trio.current_time()
+    while count := waiting():
+        now = trio.current_time()
+        if not alive():
+            return False
+        if count != last:
+            last, since = count, now
+        elif now - since > STALL_TIMEOUT:
+            return False
+        await trio.sleep(0.02)
+    return True
+
+
 async def _drain_other_bridges(connection: ClusterConnection, target: str) -> None:
-    """Let bridges to reachable neighbours deliver what waits for them."""
-    last, stalled_since = -1, trio.current_time()
-    while True:
-        waiting = sum(
+    """Let bridges to reachable neighbours deliver what waits for them. What a stalled one
+    leaves moves to the target like an unreachable node's."""
+    await _drained(
+        lambda: sum(
             route.sf_queue.message_count
             for node_id, route in connection.routes.items()
             if node_id != target and _linked(connection, node_id)
-        )
-        if waiting == 0:
-            return
-        now = trio.current_time()
-        if waiting != last:
-            last, stalled_since = waiting, now
-        elif now - stalled_since > STALL_TIMEOUT:
-            return  # what is left moves to the target like an unreachable node's
-        await trio.sleep(0.02)
+        ),
+        lambda: True,
+    )
 
 
 async def _move_all(connection: ClusterConnection, target: str, report: ScaleDownReport) -> None:
@@ -352,16 +362,10 @@ def route_names(ref: MessageReference, route: NeighbourRoute) -> list[str]:
 async def _wait_delivered(connection: ClusterConnection, target: str) -> None:
     """Wait until the target has confirmed everything in its store-and-forward queue."""
     queue = connection.routes[target].sf_queue
-    last, stalled_since = -1, trio.current_time()
-    while queue.message_count:
-        now = trio.current_time()
+    if not await _drained(lambda: queue.message_count, lambda: _linked(connection, target)):
         if not _linked(connection, target):
             raise ScaleDownError(f"the link to node {target} broke")
-        if queue.message_count != last:
-            last, stalled_since = queue.message_count, now
-        elif now - stalled_since > STALL_TIMEOUT:
-            raise ScaleDownError(f"node {target} confirmed nothing for {STALL_TIMEOUT:.0f} s")
-        await trio.sleep(0.02)
+        raise ScaleDownError(f"node {target} confirmed nothing for {STALL_TIMEOUT:.0f} s")
 
 
 class _Mover:
@@ -411,11 +415,13 @@ async def take_over(connection: ClusterConnection, departed: str, target: str) -
     route = connection.routes.get(departed)
     if route is None:
         return
-    if target == connection.node_id:
-        destinations = lambda names: connection.broker.resolve(names) or None  # noqa: E731
-    else:
-        sf_queue = connection.route_to(target).sf_queue
-        destinations = lambda names: [(sf_queue, names)]  # noqa: E731
+    sf_queue = None if target == connection.node_id else connection.route_to(target).sf_queue
+
+    def destinations(names: list[str]) -> list[Destination] | None:
+        if sf_queue is None:  # this node is the target: the queues of those names here
+            return connection.broker.resolve(names) or None
+        return [(sf_queue, names)]
+
     mover = _Mover(connection, DEFAULT_BATCH)
     try:
         for ref in list(route.sf_queue.messages):
