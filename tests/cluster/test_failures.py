@@ -122,16 +122,22 @@ def wait_receipt(producer: Client, receipt: str, timeout: float = 20) -> None:
     )
 
 
-def test_target_killed_while_forwarding_no_loss_no_duplicates(cluster: Any, clients: Any) -> None:
-    q = "stream"
+def strict_pair(cluster: Any, q: str) -> tuple[Any, list[str]]:
+    """Two STRICT nodes that both have the anycast queue ``q``, node 0 knowing node 1's;
+    returns the nodes and their ids."""
     queue_xml = (
         DEFAULT_ADDRESSES
         + f"""
       <address name="{q}"><anycast><queue name="{q}"/></anycast></address>"""
     )
     nodes = cluster(2, policy="STRICT", addresses=queue_xml)
-    ids = [node_id(n) for n in nodes]
     wait_binding(nodes[0], q, on=nodes[1], consumers=0)
+    return nodes, [node_id(n) for n in nodes]
+
+
+def test_target_killed_while_forwarding_no_loss_no_duplicates(cluster: Any, clients: Any) -> None:
+    q = "stream"
+    nodes, ids = strict_pair(cluster, q)
 
     producer = clients(nodes[0])
     total, batch = 2000, 100
@@ -164,14 +170,7 @@ def test_repeated_crashes_under_a_steady_stream(cluster: Any, clients: Any) -> N
     """Kill the target several times while a producer streams to the other node: the
     producer's own connection must not suffer, and every receipted message arrives once."""
     q = "steady"
-    queue_xml = (
-        DEFAULT_ADDRESSES
-        + f"""
-      <address name="{q}"><anycast><queue name="{q}"/></anycast></address>"""
-    )
-    nodes = cluster(2, policy="STRICT", addresses=queue_xml)
-    ids = [node_id(n) for n in nodes]
-    wait_binding(nodes[0], q, on=nodes[1], consumers=0)
+    nodes, ids = strict_pair(cluster, q)
 
     producer = clients(nodes[0])
     stop = threading.Event()
@@ -285,14 +284,7 @@ def test_sending_node_killed_while_forwarding_no_duplicates(cluster: Any, client
     """Kill the node that forwards: what it had in flight is resent after its restart, and
     the receiver's duplicate-id cache drops what it already stored."""
     q = "outbound"
-    queue_xml = (
-        DEFAULT_ADDRESSES
-        + f"""
-      <address name="{q}"><anycast><queue name="{q}"/></anycast></address>"""
-    )
-    nodes = cluster(2, policy="STRICT", addresses=queue_xml)
-    ids = [node_id(n) for n in nodes]
-    wait_binding(nodes[0], q, on=nodes[1], consumers=0)
+    nodes, ids = strict_pair(cluster, q)
 
     producer = clients(nodes[0])
     receipts: dict[str, str] = {}
@@ -384,14 +376,7 @@ def test_graceful_stop_in_the_middle_of_a_stream(cluster: Any, clients: Any, whi
     """SIGTERM either end of a busy bridge: the node exits 0, and after its restart every
     receipted message is there exactly once."""
     q = "busy"
-    queue_xml = (
-        DEFAULT_ADDRESSES
-        + f"""
-      <address name="{q}"><anycast><queue name="{q}"/></anycast></address>"""
-    )
-    nodes = cluster(2, policy="STRICT", addresses=queue_xml)
-    ids = [node_id(n) for n in nodes]
-    wait_binding(nodes[0], q, on=nodes[1], consumers=0)
+    nodes, ids = strict_pair(cluster, q)
     victim = nodes[0] if which == "sender" else nodes[1]
 
     producer = clients(nodes[0])
