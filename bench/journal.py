@@ -14,6 +14,11 @@ trials of:
   ``batch x 1 KiB`` per fdatasync, where ``batch`` is the records per fdatasync the journal
   reached in that window (1 for one writer): what the disk gives for the same group-commit
   batches with no journal, threads or event loop in between.
+* **off-loop ceiling** (1 writer only): right after, the same pwrite + fdatasync of one
+  record, done by a worker thread that a Trio task wakes through an eventfd and awaits
+  through another, as any facade that keeps the disk off the event loop must. No journal, no
+  encoding: what is left is the two cross-thread wake-ups and one pass of the Trio loop, so
+  its rate is the most such a facade can reach on this machine.
 
 Prints per writer count the medians over the trials and ``ratio`` = the median of the
 per-trial journal/raw ratios. Trials are short and paired back to back because a shared
@@ -33,6 +38,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +67,7 @@ class Slice:
     bytes_written: int
     loop_cpu: float  # CPU seconds the event-loop thread used in the window
     raw_rate: float = 0.0
+    ceiling_rate: float = 0.0  # 1 writer: the off-loop ceiling, run right after the raw loop
 
     @property
     def rate(self) -> float:
@@ -73,6 +80,10 @@ class Slice:
     @property
     def ratio(self) -> float:
         return self.rate / self.raw_rate
+
+    @property
+    def ceiling_ratio(self) -> float:
+        return self.ceiling_rate / self.raw_rate
 
 
 async def measure(
@@ -141,7 +152,8 @@ async def measure(
                 batch = 1.0 if writers == 1 else measured.per_sync
                 # On the loop thread on purpose: every writer is parked, the journal idle.
                 raw = raw_run(raw_fd, batch, seconds)
-                slices.append(dataclasses.replace(measured, raw_rate=raw))
+                ceiling = await off_loop_run(raw_fd, seconds) if writers == 1 else 0.0
+                slices.append(dataclasses.replace(measured, raw_rate=raw, ceiling_rate=ceiling))
             nursery.cancel_scope.cancel()
     return slices
 
@@ -176,6 +188,42 @@ def raw_run(fd: int, batch: float, seconds: float) -> float:
         now = time.perf_counter()
         if now >= end:
             return records / (now - start)
+
+
+async def off_loop_run(fd: int, seconds: float) -> float:
+    """The raw 1-writer loop with each pwrite + fdatasync handed to a worker thread and
+    awaited from this Trio task, as the journal facade does it; returns records/s."""
+    request = os.eventfd(0)
+    done = os.eventfd(0, os.EFD_NONBLOCK)
+    block = os.urandom(RECORD)
+
+    def worker() -> None:
+        offset = 0
+        while os.eventfd_read(request) == 1:  # 2: stop
+            os.pwrite(fd, block, offset)
+            os.fdatasync(fd)
+            offset = (offset + RECORD) % RAW_FILE_SIZE
+            os.eventfd_write(done, 1)
+
+    thread = threading.Thread(target=worker, name="off-loop-ceiling")
+    thread.start()
+    records = 0
+    try:
+        start = time.perf_counter()
+        end = start + seconds
+        while True:
+            os.eventfd_write(request, 1)
+            await trio.lowlevel.wait_readable(done)
+            os.eventfd_read(done)
+            records += 1
+            now = time.perf_counter()
+            if now >= end:
+                return records / (now - start)
+    finally:
+        os.eventfd_write(request, 2)
+        thread.join()
+        os.close(request)
+        os.close(done)
 
 
 def probe_fdatasync(fd: int, seconds: float = 0.5) -> tuple[float, float]:
@@ -276,7 +324,15 @@ def main(argv: list[str] | None = None) -> int:
         )
     print()
     if 1 in results:
-        print(f"raw 1-writer loop: {1e6 / median(s.raw_rate for s in results[1]):.0f} us per write")
+        one = results[1]
+        print(f"raw 1-writer loop: {1e6 / median(s.raw_rate for s in one):.0f} us per write")
+        ceiling = median(s.ceiling_ratio for s in one)
+        print(
+            f"off-loop ceiling (worker thread awaited from Trio, no journal): "
+            f"{median(s.ceiling_rate for s in one):.0f} rec/s, {ceiling:.2f} of raw "
+            f"(range {min(s.ceiling_ratio for s in one):.2f}-{max(s.ceiling_ratio for s in one):.2f});"
+            f" journal/ceiling {median(s.rate / s.ceiling_rate for s in one):.2f}"
+        )
     (b50, b90), (a50, a90) = probes[0], probes[-1]
     print(
         f"fdatasync probe (1 KiB, p50/p90): before {b50:.0f}/{b90:.0f} us, after {a50:.0f}/{a90:.0f} us"

@@ -354,3 +354,15 @@ def test_op_constructors_and_repr() -> None:
     assert Op.update_tx(9, 1, 2, b"") == ("update_tx", 9, 1, 2, b"")
     assert Op.rollback(3).kind == "rollback"
     assert repr(Op.add(1, 2, b"abc")) == "Op.add(1, 2, <3 bytes>)"
+
+
+async def test_recovery_releases_the_load_reports(tmp_path: Path) -> None:
+    # The broker's model holds a recovered backlog; the reports must not keep a second copy.
+    from artemis_py.broker.persistence import Persistence
+    from artemis_py.storage import open_storage
+
+    async with open_storage(tmp_path / "journal", tmp_path / "bindings") as storage:
+        assert storage.messages.loaded is not None
+        Persistence(storage, storage.node_id).recover()
+        assert storage.messages.loaded is None
+        assert storage.bindings.loaded is None

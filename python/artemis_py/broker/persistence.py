@@ -280,9 +280,14 @@ class Persistence:
         state = RecoveredState()
         if self.storage is None:
             return state
+        bindings, messages = self.storage.bindings.loaded, self.storage.messages.loaded
+        if bindings is None or messages is None:
+            raise RuntimeError("recover() runs once, on the reports of freshly opened journals")
+        # The model takes what it needs; the reports' copies of a backlog would only use memory.
+        self.storage.bindings.loaded = self.storage.messages.loaded = None
         highest = 0
         queue_ids = set()
-        for record in self.storage.bindings.loaded.records:
+        for record in bindings.records:
             if record.record_type != ID_BLOCK_RECORD:
                 highest = max(highest, record.id)
             payload = record.payload
@@ -319,7 +324,7 @@ class Persistence:
                     )
                 )
         orphans: list[Op] = []
-        for record in self.storage.messages.loaded.records:
+        for record in messages.records:
             highest = max(highest, record.id)
             if record.record_type == DUPLICATE_ID_RECORD:
                 state.duplicate_ids.append((record.id, bytes(record.payload)))

@@ -63,14 +63,15 @@ class Journal:
     """An open journal. Get one from :func:`open_journal`.
 
     ``loaded`` is what recovery found when it was opened: live records (with their updates),
-    prepared transactions, and where a torn tail was cut off.
+    prepared transactions, and where a torn tail was cut off. Whoever rebuilds its state from
+    it sets it to None afterwards, so that a recovered backlog is not kept in memory twice.
     """
 
     def __init__(
         self, native: _native.Journal, loaded: _native.LoadReport, settings: JournalSettings
     ) -> None:
         self._native = native
-        self.loaded = loaded
+        self.loaded: _native.LoadReport | None = loaded
         self.settings = settings
         # (ticket, id(task), task): a task waits for one ticket at a time, so the id keeps
         # equal tickets from comparing tasks.
