@@ -7,6 +7,7 @@ checked by the real decoder (a malformed or half-written frame fails the test).
 
 from __future__ import annotations
 
+import functools
 import socket
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -299,6 +300,68 @@ async def test_concurrent_senders_never_interleave_frames(
                 producers.start_soon(produce, name)
     bodies = sorted(frame.body for frame in server.received("SEND"))
     assert bodies == sorted(f"{n}-{i}".encode() * 5 for n in "abc" for i in range(10))
+
+
+class CountingStream(DripStream):
+    """Counts ``send_all`` calls; each takes a while, as on a slow network."""
+
+    calls = 0
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        self.calls += 1
+        await trio.sleep(0.01)
+        await self.inner.send_all(data)
+
+
+async def test_frames_written_during_a_send_go_out_together_in_call_order(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    server = ScriptedStompServer()
+    streams: list[CountingStream] = []
+
+    def counting(inner: trio.abc.Stream) -> trio.abc.Stream:
+        streams.append(CountingStream(inner))
+        return streams[0]
+
+    async with start(nursery, server, stream_wrapper=counting) as conn:
+        calls_before = streams[0].calls
+        async with trio.open_nursery() as senders:
+            for number in range(20):
+                body = str(number).encode()
+                senders.start_soon(functools.partial(conn.send, "/queue/q", body, receipt=False))
+                await trio.testing.wait_all_tasks_blocked()  # each starts in turn: call order
+        sends = streams[0].calls - calls_before
+    assert [f.body for f in server.received("SEND")] == [str(n).encode() for n in range(20)]
+    assert sends <= 3  # the first frame alone, then the other 19 in one or two sends
+
+
+async def test_a_failed_send_fails_the_frames_queued_behind_it(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    class Breaking(DripStream):
+        async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+            if b"SEND" in bytes(data):
+                await trio.sleep(0.01)
+                raise trio.BrokenResourceError("reset by peer")
+            await self.inner.send_all(data)
+
+    server = ScriptedStompServer()
+    async with trio.open_nursery() as outer:
+        outcomes: list[str] = []
+
+        async def send(body: bytes) -> None:
+            try:
+                await conn.send("/queue/q", body, receipt=False)
+                outcomes.append("sent")
+            except ConnectionLostError:
+                outcomes.append("lost")
+
+        with pytest.raises(ConnectionLostError):
+            async with start(nursery, server, stream_wrapper=Breaking) as conn:
+                for body in (b"1", b"2", b"3"):
+                    outer.start_soon(send, body)
+                    await trio.testing.wait_all_tasks_blocked()
+    assert outcomes == ["lost", "lost", "lost"]
 
 
 async def test_a_cancelled_send_never_leaves_half_a_frame(

@@ -8,10 +8,12 @@ Theory of operation
   to fail the connection. It never waits for a consumer (subscription channels are
   unbounded), so receipts and heart-beats keep flowing while messages pile up in a
   subscription nobody reads; the server's consumer window bounds that pile.
-* **Serialized writes.** Every frame is encoded *and* written under one lock, so the codec's
-  state follows wire order. ``send_all`` is shielded from cancellation: a cancelled caller
-  never leaves half a frame on the wire (hypercorn shields its sends the same way); it may
-  return a little late, never early.
+* **Combined writes.** A frame is encoded when it is written, with no checkpoint in between,
+  so the codec's state follows wire order. The first writer sends; frames written while it
+  is in ``send_all`` wait in a batch that it sends next, in one system call, and their
+  writers wait for that send. Every wait is shielded from cancellation: a frame once encoded
+  always goes out whole (hypercorn shields its sends the same way), and a cancelled caller
+  may return a little late, never early.
 * **Receipts.** A request with ``receipt=True`` registers its receipt id *before* its bytes
   are written, so a fast RECEIPT cannot overtake its registration. ``send(..., wait=False)``
   only waits until fewer than ``max_pending`` receipts are outstanding, then writes and
@@ -123,6 +125,17 @@ class _Receipt:
             self.event.set()
 
 
+class _Batch:
+    """Encoded frames that go out in one ``send_all``; their writers wait for ``sent``."""
+
+    __slots__ = ("chunks", "failed", "sent")
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.sent = trio.Event()
+        self.failed = False
+
+
 class ClientConnection:
     """An open STOMP connection. Made by :func:`open_stomp_connection`; see the module doc.
 
@@ -144,7 +157,8 @@ class ClientConnection:
             raise ValueError(f"max_pending must be at least 1, got {max_pending}")
         self._stream = stream
         self._codec = Connection(Role.CLIENT, limits if limits is not None else FrameLimits())
-        self._write_lock = trio.Lock()
+        self._batch = _Batch()  # frames waiting for the task in send_all
+        self._writing = False  # a task is sending (and will send _batch next)
         self._max_pending = max_pending
         self._receipts: dict[str, _Receipt] = {}
         self._window_changed = trio.Event()
@@ -265,15 +279,39 @@ class ClientConnection:
             self._failure_seen = True
             raise
 
-    async def _send_bytes(self, data: bytes) -> None:
-        """Write under the lock (held by the caller), never leaving a partial frame."""
-        try:
+    async def _write(self, data: bytes) -> None:
+        """Write ``data`` whole, after everything written before it (see "Combined writes")."""
+        batch = self._batch
+        batch.chunks.append(data)
+        if self._writing:
             with trio.CancelScope(shield=True):
-                await self._stream.send_all(data)
-        except _TRANSPORT_ERRORS as exc:
-            self._fail(ConnectionLostError(f"connection to the server lost: {_describe(exc)}"), exc)
+                await batch.sent.wait()
+        else:
+            self._writing = True
+            try:
+                with trio.CancelScope(shield=True):
+                    await self._send_batches()
+            finally:
+                self._writing = False
+        if batch.failed:
             self._raise_error()
-        self._last_sent = trio.current_time()
+
+    async def _send_batches(self) -> None:
+        while self._batch.chunks:
+            batch, self._batch = self._batch, _Batch()
+            try:
+                await self._stream.send_all(b"".join(batch.chunks))
+            except _TRANSPORT_ERRORS as exc:
+                batch.failed = self._batch.failed = True
+                self._batch.sent.set()  # frames queued behind the failed send fail with it
+                self._batch = _Batch()
+                self._fail(
+                    ConnectionLostError(f"connection to the server lost: {_describe(exc)}"), exc
+                )
+                return
+            finally:
+                batch.sent.set()
+            self._last_sent = trio.current_time()
 
     async def _write_frame(
         self, frame: Frame, receipt: _Receipt | None = None, *, disconnecting_ok: bool = False
@@ -282,17 +320,14 @@ class ClientConnection:
         if receipt is not None:
             # Registered before the bytes exist, so the RECEIPT cannot arrive unannounced.
             self._receipts[receipt.id] = receipt
-        written = False
         try:
-            async with self._write_lock:
-                self._check_open(disconnecting_ok=disconnecting_ok)
-                await self._send_bytes(self._encode(frame))
-                written = True
-        finally:
-            if not written and receipt is not None:
-                if self._receipts.get(receipt.id) is receipt:
-                    del self._receipts[receipt.id]
-                    self._wake_window()
+            data = self._encode(frame)
+        except BaseException:
+            if receipt is not None and self._receipts.get(receipt.id) is receipt:
+                del self._receipts[receipt.id]
+                self._wake_window()
+            raise
+        await self._write(data)
 
     def _new_receipt(self) -> _Receipt:
         return _Receipt(f"r-{next(self._ids)}")
@@ -399,15 +434,14 @@ class ClientConnection:
     async def _send_heartbeats(self, interval: float) -> None:
         while True:
             await trio.sleep_until(self._last_sent + interval)
-            async with self._write_lock:
-                if not self.is_open:
-                    return
-                if trio.current_time() - self._last_sent < interval:
-                    continue  # a frame went out meanwhile; it counts as a heart-beat
-                try:
-                    await self._send_bytes(self._codec.send_heartbeat())
-                except ClientError:
-                    return
+            if not self.is_open:
+                return
+            if trio.current_time() - self._last_sent < interval:
+                continue  # a frame went out meanwhile; it counts as a heart-beat
+            try:
+                await self._write(self._codec.send_heartbeat())
+            except ClientError:
+                return
 
     async def _watch_heartbeats(self, interval: float) -> None:
         tolerance = interval * HEARTBEAT_TOLERANCE
