@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import socket
@@ -200,3 +201,24 @@ def test_module_entry_point_runs_without_the_console_script(tmp_path):
         timeout=30,
     )
     assert result.returncode == 0 and "run" in result.stdout
+
+
+def _server_socket_buffers(port: int) -> tuple[int, int]:
+    """(receive, send) buffer bytes of the node's end of a connection on ``port`` (``ss``)."""
+    out = subprocess.run(
+        ["ss", "-tmnH", "state", "established", f"( sport = :{port} )"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    found = re.search(r"rb(\d+),t\d+,tb(\d+)", out)
+    assert found, out
+    return int(found[1]), int(found[2])
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2)")
+def test_tcp_buffer_sizes_apply_to_accepted_connections(make_broker, clients) -> None:
+    # Linux doubles the value for its bookkeeping and caps it at rmem_max / wmem_max.
+    node = make_broker(acceptor_params=";tcpReceiveBufferSize=50000;tcpSendBufferSize=40000")
+    clients(node)
+    assert _server_socket_buffers(node.port) == (2 * 50000, 2 * 40000)

@@ -210,7 +210,9 @@ def test_full_acceptors_and_connectors(full: BrokerConfig) -> None:
     assert stomp.stomp_max_headers == 50
     assert stomp.stomp_max_header_length == 4096
     assert stomp.stomp_max_headers_size == 256 * 1024
+    assert (stomp.tcp_send_buffer_size, stomp.tcp_receive_buffer_size) == (-1, 65536)
     core_acceptor = full.acceptor("artemis")
+    assert core_acceptor.tcp_send_buffer_size == core_acceptor.tcp_receive_buffer_size == 1024**2
     assert (core_acceptor.host, core_acceptor.port, core_acceptor.protocols) == ("::1", 61616, None)
     assert core_acceptor.accepts("CORE") and core_acceptor.accepts("STOMP")
     assert core_acceptor.connection_ttl == 90000  # from connection-ttl-override
@@ -695,6 +697,7 @@ def acceptor_problems(url: str) -> list[str]:
         ("tcp://h:1?connectionTtl=soon", "URL parameter connectionTtl: expected a long integer"),
         ("tcp://h:1?stompMaxHeaders=0", "URL parameter stompMaxHeaders: 0 must be at least 1"),
         ("tcp://h:1?heartBeatToConnectionTtlModifier=0", "must be greater than 0"),
+        ("tcp://h:1?tcpSendBufferSize=0", "URL parameter tcpSendBufferSize: 0 must be -1 or at"),
         ("tcp://h:1?stompMaxBodySize=1.5MB", "byte size"),
         ("tcp://h:1?a=1;a=2", "'a' is given twice"),
     ],

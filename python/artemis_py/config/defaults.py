@@ -49,6 +49,8 @@ CONNECTION_TTL_MIN = 1_000  # ms; connectionTtlMin
 CONNECTION_TTL_MAX = 2**63 - 1  # ms; connectionTtlMax: Artemis's Long.MAX_VALUE, i.e. no maximum
 HEART_BEAT_TO_CONNECTION_TTL_MODIFIER = 2.0
 STOMP_CONSUMER_WINDOW_SIZE = 10 * KiB  # for client/client-individual acks (-1 for auto acks)
+TCP_SEND_BUFFER_SIZE = 1 * MiB  # tcpSendBufferSize (TransportConstants); -1: the OS's autotuning
+TCP_RECEIVE_BUFFER_SIZE = 1 * MiB  # tcpReceiveBufferSize
 # STOMP frame limits are artemis-py's own URL parameters (Artemis has none). Their defaults
 # are the STOMP codec's FrameLimits defaults (artemis_py/protocol/stomp/limits.py explains
 # them), taken from there so the two can never disagree.

@@ -94,6 +94,10 @@ class AcceptorConfig:
         too). Applies to ``client``/``client-individual`` subscriptions; ``auto`` ones use -1.
     ``stomp_enable_message_id``
         ``stompEnableMessageId`` (false).
+    ``tcp_send_buffer_size`` / ``tcp_receive_buffer_size``
+        ``tcpSendBufferSize`` / ``tcpReceiveBufferSize`` (1 MiB each, as in Artemis): the
+        ``SO_SNDBUF`` / ``SO_RCVBUF`` of every connection accepted; -1 leaves them to the
+        operating system. Linux caps them at ``net.core.wmem_max`` / ``rmem_max``.
 
     artemis-py's own STOMP frame limits, in the same URL style (byte notation allowed for
     sizes); they map onto the STOMP codec's ``FrameLimits``:
@@ -122,6 +126,8 @@ class AcceptorConfig:
     heart_beat_to_connection_ttl_modifier: float = defaults.HEART_BEAT_TO_CONNECTION_TTL_MODIFIER
     stomp_consumer_window_size: int = defaults.STOMP_CONSUMER_WINDOW_SIZE
     stomp_enable_message_id: bool = False
+    tcp_send_buffer_size: int = defaults.TCP_SEND_BUFFER_SIZE
+    tcp_receive_buffer_size: int = defaults.TCP_RECEIVE_BUFFER_SIZE
     stomp_max_body_size: int = defaults.STOMP_MAX_BODY_SIZE
     stomp_max_headers: int = defaults.STOMP_MAX_HEADERS
     stomp_max_header_length: int = defaults.STOMP_MAX_HEADER_LENGTH

@@ -40,6 +40,17 @@ async def _sniff(stream: trio.SocketStream) -> tuple[bool, bytes]:
     return data.startswith(MAGIC), data
 
 
+def _set_buffer_sizes(sock: trio.socket.SocketType, acceptor: AcceptorConfig) -> None:
+    """tcpSendBufferSize / tcpReceiveBufferSize, set on the listening socket: accepted
+    connections inherit them, and the receive window they offer in the handshake fits."""
+    for option, size in (
+        (trio.socket.SO_SNDBUF, acceptor.tcp_send_buffer_size),
+        (trio.socket.SO_RCVBUF, acceptor.tcp_receive_buffer_size),
+    ):
+        if size != -1:
+            sock.setsockopt(trio.socket.SOL_SOCKET, option, size)
+
+
 class Clients:
     """A node's client connections, so that stopping can close them before the cluster
     links (scale-down then moves what they leave in the queues)."""
@@ -91,6 +102,8 @@ async def serve_acceptor(
                 f"acceptor {acceptor.name} cannot listen on {configured}:{acceptor.port}: "
                 f"{exc.strerror}",
             ) from exc
+    for listener in listeners:
+        _set_buffer_sizes(listener.socket, acceptor)
     task_status.started(listeners)
     for listener in listeners:
         host_port = listener.socket.getsockname()[:2]
