@@ -66,6 +66,18 @@ class Ticket:
     number: int
 
 
+def latest(ticket_lists: Iterable[list[Ticket]]) -> list[Ticket]:
+    """The highest ticket of each journal in ``ticket_lists``: a journal completes its
+    tickets in order, so once these are done, all of them are."""
+    highest: dict[int, Ticket] = {}
+    for tickets in ticket_lists:
+        for ticket in tickets:
+            known = highest.get(id(ticket.journal))
+            if known is None or ticket.number > known.number:
+                highest[id(ticket.journal)] = ticket
+    return list(highest.values())
+
+
 @dataclass(slots=True)
 class RecoveredState:
     addresses: list[Address] = field(default_factory=list)

@@ -26,13 +26,14 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from artemis_py.broker.filter import Filter, FilterSyntaxError
 from artemis_py.broker.message import decode_message
+from artemis_py.broker.persistence import latest
 from artemis_py.cluster.bridge import Bridge
 from artemis_py.cluster.link import IncomingLink, Link, LinkError, LinkRefused, OutgoingLink
 from artemis_py.cluster.redistributor import Redistributor
@@ -681,19 +682,24 @@ class ClusterConnection:
         finally:
             self.incoming.discard(link)
 
-    async def _incoming_event(
+    def _incoming_event(
         self,
         link: IncomingLink,
         event: object,
         pipeline: trio.MemorySendChannel[tuple[Pending, int]],
-    ) -> None:
+    ) -> Awaitable[None] | None:
         if isinstance(event, wire.Message):
             try:
                 message = decode_message(self.broker.persistence.next_id(), event.payload)
             except ValueError as exc:
                 raise LinkError(f"unreadable forwarded message: {exc}") from exc
             pending = self.broker.receive_forwarded(message, event.targets, event.dup_id)
-            await pipeline.send((pending, event.seq))
+            # send_nowait: the reader goes on with the frames it has read without a task
+            # switch per message; it waits only when the pipeline is full.
+            try:
+                pipeline.send_nowait((pending, event.seq))
+            except trio.WouldBlock:
+                return pipeline.send((pending, event.seq))
         elif isinstance(event, wire.Topology):
             self._apply_topology(event, link)
         elif isinstance(event, wire.CreateQueues):
@@ -702,25 +708,65 @@ class ClusterConnection:
             self._neighbour_scaled_down(event, link)
         else:
             log.debug("cluster %s: ignoring %r from %s", self.name, event, link.peer)
+        return None
 
     async def _confirm_in_order(
         self, link: IncomingLink, pipeline: trio.MemoryReceiveChannel[tuple[Pending, int]]
     ) -> None:
-        """Complete forwarded messages in order; confirm each run once it is durable."""
+        """Complete forwarded messages in order; confirm each run once it is durable.
+
+        Takes what the reader has queued as one run (up to CONFIRM_BATCH) and waits once for
+        its latest tickets: a journal completes its tickets in order, so the run is durable
+        when they are. The run is then completed in order and confirmed with one Confirm
+        when the reader has nothing more queued (caught up), or after CONFIRM_BATCH
+        messages during a long burst.
+        """
         unconfirmed = 0
-        async for pending, seq in pipeline:
+        while True:
             try:
-                await self.broker.persistence.wait(pending.tickets)
-            except StorageError as exc:
-                log.error("cluster %s: cannot store forwarded messages: %s", self.name, exc)
-                link.close()
+                run = [pipeline.receive_nowait()]
+            except trio.WouldBlock:
+                try:
+                    run = [await pipeline.receive()]
+                except trio.EndOfChannel:
+                    return
+            except trio.EndOfChannel:
+                return
+            while len(run) < CONFIRM_BATCH:
+                try:
+                    run.append(pipeline.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+            try:
+                await self.broker.persistence.wait(latest(p.tickets for p, _ in run))
+            except StorageError:
+                await self._confirm_durable_part(link, run)
                 raise
-            pending.complete()
-            unconfirmed += 1
-            # Confirm when caught up, and now and then during a long burst.
+            for pending, _ in run:
+                pending.complete()
+            unconfirmed += len(run)
             if unconfirmed >= CONFIRM_BATCH or pipeline.statistics().current_buffer_used == 0:
-                link.send(wire.Confirm(seq=seq))
+                link.send(wire.Confirm(seq=run[-1][1]))
                 unconfirmed = 0
+
+    async def _confirm_durable_part(
+        self, link: IncomingLink, run: list[tuple[Pending, int]]
+    ) -> None:
+        """The journal failed during ``run``: complete and confirm what became durable
+        before the failure, one by one, then close the link (raises the StorageError)."""
+        confirmed = None
+        try:
+            for pending, seq in run:
+                await self.broker.persistence.wait(pending.tickets)
+                pending.complete()
+                confirmed = seq
+        except StorageError as exc:
+            log.error("cluster %s: cannot store forwarded messages: %s", self.name, exc)
+            raise
+        finally:
+            if confirmed is not None:
+                link.send(wire.Confirm(seq=confirmed))
+            link.close()
 
     # -- status ------------------------------------------------------------------------
 
