@@ -53,13 +53,14 @@ from artemis_py.protocol import cluster as wire
 
 if TYPE_CHECKING:
     from artemis_py.broker.queue import Queue
-    from artemis_py.broker.server import Broker, Pending
+    from artemis_py.broker.server import Broker, Forwarded, Pending
     from artemis_py.config import BrokerConfig
 
 log = logging.getLogger("artemis_py.cluster")
 
 PIPELINE_DEPTH = 1024
 CONFIRM_BATCH = 256
+RUN_LIMIT = 64  # forwarded messages stored in one journal submit, at most
 
 
 class ClusterConnection:
@@ -665,13 +666,13 @@ class ClusterConnection:
         send_channel, receive_channel = trio.open_memory_channel[tuple["Pending", int]](
             PIPELINE_DEPTH
         )
+        run = ForwardedRun(self.broker, send_channel)
+        link.before_read = run.flush
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._confirm_in_order, link, receive_channel)
                 async with send_channel:
-                    reason = await link.serve(
-                        lambda event: self._incoming_event(link, event, send_channel)
-                    )
+                    reason = await link.serve(lambda event: self._incoming_event(link, event, run))
             log.info(
                 "cluster %s: link from node %s at %s closed: %s",
                 self.name,
@@ -683,24 +684,15 @@ class ClusterConnection:
             self.incoming.discard(link)
 
     def _incoming_event(
-        self,
-        link: IncomingLink,
-        event: object,
-        pipeline: trio.MemorySendChannel[tuple[Pending, int]],
+        self, link: IncomingLink, event: object, run: ForwardedRun
     ) -> Awaitable[None] | None:
         if isinstance(event, wire.Message):
-            try:
-                message = decode_message(self.broker.persistence.next_id(), event.payload)
-            except ValueError as exc:
-                raise LinkError(f"unreadable forwarded message: {exc}") from exc
-            pending = self.broker.receive_forwarded(message, event.targets, event.dup_id)
-            # send_nowait: the reader goes on with the frames it has read without a task
-            # switch per message; it waits only when the pipeline is full.
-            try:
-                pipeline.send_nowait((pending, event.seq))
-            except trio.WouldBlock:
-                return pipeline.send((pending, event.seq))
-        elif isinstance(event, wire.Topology):
+            return run.add(event)
+        # Whatever follows a message sees it stored (and a failure to store it first).
+        flushed = run.flush()
+        if flushed is not None:
+            return _then(flushed, lambda: self._incoming_event(link, event, run))
+        if isinstance(event, wire.Topology):
             self._apply_topology(event, link)
         elif isinstance(event, wire.CreateQueues):
             create_queues(self, event, link.peer)
@@ -715,13 +707,13 @@ class ClusterConnection:
     ) -> None:
         """Complete forwarded messages in order; confirm each run once it is durable.
 
-        Takes what the reader has queued as one run (up to CONFIRM_BATCH) and waits once for
-        its latest tickets: a journal completes its tickets in order, so the run is durable
-        when they are. The run is then completed in order and confirmed with one Confirm
-        when the reader has nothing more queued (caught up), or after CONFIRM_BATCH
-        messages during a long burst.
+        Takes what the reader has queued (runs of messages, see :class:`ForwardedRun`; up
+        to CONFIRM_BATCH of them) and waits once for their latest tickets: a journal
+        completes its tickets in order, so all are durable when those are. They are then
+        completed in order and confirmed with one Confirm when the reader has nothing more
+        queued (caught up), or every CONFIRM_BATCH messages during a long burst.
         """
-        unconfirmed = 0
+        confirmed = 0  # the last seq confirmed
         while True:
             try:
                 run = [pipeline.receive_nowait()]
@@ -744,10 +736,10 @@ class ClusterConnection:
                 raise
             for pending, _ in run:
                 pending.complete()
-            unconfirmed += len(run)
-            if unconfirmed >= CONFIRM_BATCH or pipeline.statistics().current_buffer_used == 0:
-                link.send(wire.Confirm(seq=run[-1][1]))
-                unconfirmed = 0
+            seq = run[-1][1]  # one seq per message: the difference counts them
+            if seq - confirmed >= CONFIRM_BATCH or pipeline.statistics().current_buffer_used == 0:
+                link.send(wire.Confirm(seq=seq))
+                confirmed = seq
 
     async def _confirm_durable_part(
         self, link: IncomingLink, run: list[tuple[Pending, int]]
@@ -826,6 +818,59 @@ class ClusterConnection:
             "remote_bindings": bindings,
             "given_up": dict(self.given_up),
         }
+
+
+class ForwardedRun:
+    """The messages one read from an incoming link brought, stored together.
+
+    The link reader adds each forwarded message here and flushes when it has handled all
+    it read (before waiting for more), before any other frame, and every RUN_LIMIT
+    messages: one journal submit and one item for the confirm task per run instead of per
+    message. Duplicate ids are checked and remembered at the flush, so a run the link
+    never flushed (it broke) leaves no trace and its messages are taken when resent.
+    """
+
+    def __init__(
+        self, broker: Broker, pipeline: trio.MemorySendChannel[tuple[Pending, int]]
+    ) -> None:
+        self.broker = broker
+        self.pipeline = pipeline
+        self.messages: list[wire.Message] = []
+
+    def add(self, message: wire.Message) -> Awaitable[None] | None:
+        self.messages.append(message)
+        if len(self.messages) >= RUN_LIMIT:
+            return self.flush()
+        return None
+
+    def flush(self) -> Awaitable[None] | None:
+        """Store the run; the awaitable, if any, waits for room in the pipeline."""
+        messages = self.messages
+        if not messages:
+            return None
+        self.messages = []
+        next_id = self.broker.persistence.next_id
+        forwarded: list[Forwarded] = []
+        for m in messages:
+            try:
+                message = decode_message(next_id(), m.payload)
+            except ValueError as exc:
+                raise LinkError(f"unreadable forwarded message: {exc}") from exc
+            forwarded.append((message, m.targets, m.dup_id, m.payload))
+        item = (self.broker.receive_forwarded(forwarded), messages[-1].seq)
+        # send_nowait: no task switch while the confirm task keeps up.
+        try:
+            self.pipeline.send_nowait(item)
+        except trio.WouldBlock:
+            return self.pipeline.send(item)
+        return None
+
+
+async def _then(first: Awaitable[None], then: Callable[[], Awaitable[None] | None]) -> None:
+    await first
+    result = then()
+    if result is not None:
+        await result
 
 
 def _selectors(queue: Queue) -> tuple[str | None, ...]:
