@@ -122,6 +122,10 @@ class Journal:
     def directory(self) -> Path: ...
     def submit(self, ops: Iterable[Op], sync: bool) -> int:
         """Validate and queue one batch; returns its ticket. No I/O."""
+    def submit_deferred(self, ops: Iterable[Op], sync: bool) -> int:
+        """submit, leaving the writer asleep until wake_writer() (call it soon)."""
+    def wake_writer(self) -> None:
+        """Wake the writer if a deferred submit left it asleep with work due."""
     def wait(self, ticket: int) -> None:
         """Block until the ticket is durable (sync) or written. GIL released."""
     def append(self, ops: Iterable[Op], sync: bool) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -136,6 +138,36 @@ async def test_concurrent_tasks_are_all_woken(tmp_path: Path) -> None:
     assert stats.live_records == 200
     # Group commit: the 10 tasks share fdatasyncs, so there are fewer syncs than records.
     assert stats.syncs < 200
+
+
+async def test_the_submits_of_one_loop_pass_share_one_batch(
+    tmp_path: Path, wait_for: Callable[..., Awaitable[object]]
+) -> None:
+    async with open_journal(tmp_path) as journal:
+        # Sparse traffic (one submit in the last pass that had any): woken at once.
+        await journal.add(1, 1, b"one", sync=True)
+        await trio.sleep(0.05)  # the writer goes back to sleep
+        before = journal.stats().batches
+        ticket = journal.submit([Op.add(2, 1, b"lone")], sync=True)
+        time.sleep(0.05)  # noqa: ASYNC251 - the loop must not poll: woken by the submit
+        assert journal.stats().batches == before + 1
+        await journal.wait(ticket)
+        # A pass with two submits switches to one wake-up per pass.
+        tickets = [journal.submit([Op.add(i, 1, b"x")], sync=True) for i in (3, 4)]
+        await journal.wait(tickets[-1])
+        await trio.sleep(0.05)
+        before = journal.stats().batches
+        # No checkpoint between the submits: the writer is woken once, before the loop
+        # polls, and writes them together (woken by the first, it would write it alone).
+        tickets = [journal.submit([Op.add(i, 1, b"x")], sync=True) for i in range(5, 15)]
+        time.sleep(0.05)  # noqa: ASYNC251 - the loop must not poll meanwhile
+        assert journal.stats().batches == before  # still asleep
+        await journal.wait(tickets[-1])
+        assert journal.stats().batches == before + 1
+        # A submit of a later pass is written without a wait() to prompt it.
+        ticket = journal.submit([Op.add(15, 1, b"y")], sync=True)
+        await wait_for(lambda: journal.stats().batches == before + 2, message="the write")
+        await journal.wait(ticket)
 
 
 async def test_non_sync_append_returns_before_it_is_written(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from artemis_py.broker.duplicate_cache import DuplicateIDCache
+from artemis_py.broker.duplicate_cache import DUPLICATE_ID_RECORD, DuplicateIDCache
 from artemis_py.broker.filter import Filter
 from artemis_py.broker.message import Message
 from artemis_py.broker.post_office import Address, PostOffice
@@ -17,6 +17,7 @@ from artemis_py.cluster.remote_binding import NeighbourRoute, RemoteQueueBinding
 from artemis_py.cluster.retry import RetryPolicy
 from artemis_py.cluster.topology import DuplicateNodeIdError, Member, Topology
 from artemis_py.config import ClusterConnectionConfig, MessageLoadBalancing, RoutingType
+from artemis_py.storage import Op
 
 ANY = RoutingType.ANYCAST
 MULTI = RoutingType.MULTICAST
@@ -242,12 +243,14 @@ def test_a_second_node_with_this_node_id_is_reported_with_both_connectors() -> N
     topology.update(member("me", "theirs", port=2))  # reported once
 
 
-def test_duplicate_id_cache_evicts_the_oldest_and_journals_in_the_transaction() -> None:
+def test_duplicate_id_cache_evicts_the_oldest_and_journals_it() -> None:
     cache = DuplicateIDCache(2)
-    assert len(cache.add(b"a", 10, tx_id=1)) == 1
-    cache.add(b"b", 11, tx_id=1)
-    ops = cache.add(b"c", 12, tx_id=2)
-    assert len(ops) == 2  # add c, delete a
+    assert cache.add(b"a", 10) == [Op.add(10, DUPLICATE_ID_RECORD, b"a")]
+    assert cache.add(b"x", None) == []  # a non-durable message's id: memory only
+    ops = cache.add(b"b", 11)
+    assert ops == [Op.add(11, DUPLICATE_ID_RECORD, b"b"), Op.delete(10)]  # a was evicted
+    ops = cache.add(b"c", 12)
+    assert ops == [Op.add(12, DUPLICATE_ID_RECORD, b"c")]  # x was evicted: nothing stored
     assert b"a" not in cache and b"b" in cache and b"c" in cache
     cache.discard(b"c")
     assert b"c" not in cache

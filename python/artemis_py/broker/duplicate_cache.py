@@ -5,8 +5,9 @@ id and the message's id there). If the link breaks after the target stored a mes
 before the sender heard so, the sender forwards it again after reconnecting; the target
 finds the id here and confirms without storing it twice (Artemis's DuplicateIDCache).
 
-The ids are journaled in the same journal transaction as the message they came with, so
-after a crash a message and its id are either both present or both absent.
+The ids are journaled in the same journal batch as the message they came with (one submit,
+which the journal writes all or nothing), so after a crash a message and its id are either
+both present or both absent.
 """
 
 from __future__ import annotations
@@ -32,22 +33,21 @@ class DuplicateIDCache:
     def __len__(self) -> int:
         return len(self._ids)
 
-    def add(self, dup_id: bytes, record_id: int, tx_id: int | None) -> list[Op]:
+    def add(self, dup_id: bytes, record_id: int | None) -> list[Op]:
         """Remember ``dup_id``; the journal operations that record it (and evict the oldest).
 
-        With ``tx_id`` None (a non-durable message, or persistence off) nothing is written.
+        ``record_id`` None (a non-durable message, or persistence off): the id is kept in
+        memory only, and only evictions of journaled ids are returned.
         """
         ops: list[Op] = []
-        store = self.persist and tx_id is not None
-        self._ids[dup_id] = record_id if store else 0
+        store = self.persist and record_id is not None
+        self._ids[dup_id] = record_id if store and record_id is not None else 0
         if store:
-            assert tx_id is not None
-            ops.append(Op.add_tx(tx_id, record_id, DUPLICATE_ID_RECORD, dup_id))
+            assert record_id is not None
+            ops.append(Op.add(record_id, DUPLICATE_ID_RECORD, dup_id))
         while len(self._ids) > self.size:
             _, old_record = self._ids.popitem(last=False)
-            if old_record and tx_id is not None:
-                ops.append(Op.delete_tx(tx_id, old_record))
-            elif old_record:
+            if old_record:
                 ops.append(Op.delete(old_record))
         return ops
 

@@ -66,6 +66,18 @@ class Ticket:
     number: int
 
 
+def latest(ticket_lists: Iterable[list[Ticket]]) -> list[Ticket]:
+    """The highest ticket of each journal in ``ticket_lists``: a journal completes its
+    tickets in order, so once these are done, all of them are."""
+    highest: dict[int, Ticket] = {}
+    for tickets in ticket_lists:
+        for ticket in tickets:
+            known = highest.get(id(ticket.journal))
+            if known is None or ticket.number > known.number:
+                highest[id(ticket.journal)] = ticket
+    return list(highest.values())
+
+
 @dataclass(slots=True)
 class RecoveredState:
     addresses: list[Address] = field(default_factory=list)
@@ -228,30 +240,42 @@ class Persistence:
 
     def store_forwarded(
         self,
-        message: Message,
-        queues: list[Queue],
+        forwarded: list[tuple[Message, list[Queue], bytes, bytes | None]],
         duplicates: DuplicateIDCache,
-        dup_id: bytes,
     ) -> list[Ticket]:
-        """Store a message a cluster bridge forwarded, with its duplicate id, atomically."""
-        durable_queues = [q for q in queues if q.durable] if message.durable else []
-        if self.storage is None or not durable_queues:
-            duplicates.add(dup_id, 0, None)
-            return []
-        tx_id = self.next_id()
-        message.stored = True
-        ops = [Op.add_tx(tx_id, message.message_id, MESSAGE_RECORD, encode_message(message))]
-        ops += [
-            Op.update_tx(tx_id, message.message_id, ADD_REF, _U64.pack(q.id))
-            for q in durable_queues
-        ]
-        ops += duplicates.add(dup_id, self.next_id(), tx_id)
-        ops.append(Op.commit(tx_id))
+        """Store messages a cluster bridge forwarded, each with its duplicate id.
+
+        ``forwarded``: (message, queues, duplicate id, the message's encoding if known).
+        Everything goes into one submit, which the journal writes as one batch, all or
+        nothing: after a crash a message and its duplicate id are both there or both not
+        (what a journal transaction gave, without its commit record). Synced as a commit
+        would be (journal-sync-transactional).
+        """
+        ops: list[Op] = []
+        remembered: list[bytes] = []
+        stored: list[Message] = []
         try:
-            return self._submit_messages(ops)
+            for message, queues, dup_id, encoded in forwarded:
+                durable_queues = [q for q in queues if q.durable] if message.durable else []
+                if self.storage is None or not durable_queues:
+                    ops += duplicates.add(dup_id, None)
+                    remembered.append(dup_id)
+                    continue
+                message.stored = True
+                stored.append(message)
+                message_id = message.message_id
+                ops.append(Op.add(message_id, MESSAGE_RECORD, encoded or encode_message(message)))
+                ops += [Op.update(message_id, ADD_REF, _U64.pack(q.id)) for q in durable_queues]
+                ops += duplicates.add(dup_id, self.next_id())
+                remembered.append(dup_id)
+            if self.storage is None:
+                return []
+            return self._submit_messages(ops, self.storage.messages.settings.sync_transactional)
         except BaseException:
-            duplicates.discard(dup_id)
-            message.stored = False
+            for dup_id in remembered:
+                duplicates.discard(dup_id)
+            for message in stored:
+                message.stored = False
             raise
 
     def remove_records(self, ops: list[Op]) -> None:

@@ -70,6 +70,10 @@ class Transaction:
     acks: list[MessageReference] = field(default_factory=list)
 
 
+#: A forwarded message: the message, the names of the bindings here it is for, its duplicate
+#: id, and its encoding as received (None: not known).
+Forwarded = tuple[Message, Sequence[str], bytes, "bytes | None"]
+
 #: A queue a message goes to and, for a neighbour's store-and-forward queue, the names of the
 #: bindings over there that it is for (None for a local queue).
 Destination = tuple[Queue, "list[str] | None"]
@@ -335,25 +339,36 @@ class Broker:
         pending.on_durable.append(lambda: self._enqueue(message, queues))
         return pending
 
-    def receive_forwarded(self, message: Message, targets: Sequence[str], dup_id: bytes) -> Pending:
-        """A message another node's bridge forwarded to the bindings ``targets`` here.
+    def receive_forwarded(self, forwarded: Iterable[Forwarded]) -> Pending:
+        """Messages another node's bridge forwarded (a run of them, in order).
 
-        A duplicate id seen before means the sender is resending after a broken link: the
-        message is already here, so it is confirmed and dropped. Otherwise it is stored
-        together with its duplicate id and reaches its queues when durable. Targets that
-        are gone (a queue deleted meanwhile) are replaced by routing on the address.
+        Each comes with the names of the bindings here it is for, its duplicate id and the
+        bytes it was forwarded as (its :func:`encode_message`). A duplicate id seen before
+        means the sender is resending after a broken link: the message is already here, so
+        it is confirmed and dropped. The others are stored together with their duplicate
+        ids, in one journal batch, and reach their queues, in order, when durable. Targets
+        that are gone (a queue deleted meanwhile) are replaced by routing on the address.
         """
-        if dup_id in self.duplicates:
-            log.debug("duplicate %r from a cluster bridge ignored", dup_id)
-            return Pending()
-        destinations = self.resolve(targets)
-        queues = tag(message, destinations) if destinations else self.route(message)
         pending = Pending()
-        pending.tickets += self.persistence.store_forwarded(
-            message, queues, self.duplicates, dup_id
-        )
-        message.ref_count += len(queues)
-        pending.on_durable.append(lambda: self._enqueue(message, queues))
+        accepted: list[tuple[Message, list[Queue], bytes, bytes | None]] = []
+        seen: set[bytes] = set()
+        for message, targets, dup_id, encoded in forwarded:
+            if dup_id in self.duplicates or dup_id in seen:
+                log.debug("duplicate %r from a cluster bridge ignored", dup_id)
+                continue
+            seen.add(dup_id)
+            properties = message.properties
+            destinations = self.resolve(targets)
+            queues = tag(message, destinations) if destinations else self.route(message)
+            if message.properties is not properties:
+                encoded = None  # tagged for a node further on: encoded again
+            accepted.append((message, queues, dup_id, encoded))
+        if not accepted:
+            return pending
+        pending.tickets += self.persistence.store_forwarded(accepted, self.duplicates)
+        for message, queues, _, _ in accepted:
+            message.ref_count += len(queues)
+            pending.on_durable.append(partial(self._enqueue, message, queues))
         return pending
 
     def resolve(self, targets: Iterable[str]) -> list[Destination]:

@@ -26,13 +26,14 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from artemis_py.broker.filter import Filter, FilterSyntaxError
 from artemis_py.broker.message import decode_message
+from artemis_py.broker.persistence import latest
 from artemis_py.cluster.bridge import Bridge
 from artemis_py.cluster.link import IncomingLink, Link, LinkError, LinkRefused, OutgoingLink
 from artemis_py.cluster.redistributor import Redistributor
@@ -52,13 +53,14 @@ from artemis_py.protocol import cluster as wire
 
 if TYPE_CHECKING:
     from artemis_py.broker.queue import Queue
-    from artemis_py.broker.server import Broker, Pending
+    from artemis_py.broker.server import Broker, Forwarded, Pending
     from artemis_py.config import BrokerConfig
 
 log = logging.getLogger("artemis_py.cluster")
 
 PIPELINE_DEPTH = 1024
 CONFIRM_BATCH = 256
+RUN_LIMIT = 64  # forwarded messages stored in one journal submit, at most
 
 
 class ClusterConnection:
@@ -664,13 +666,13 @@ class ClusterConnection:
         send_channel, receive_channel = trio.open_memory_channel[tuple["Pending", int]](
             PIPELINE_DEPTH
         )
+        run = ForwardedRun(self.broker, send_channel)
+        link.before_read = run.flush
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._confirm_in_order, link, receive_channel)
                 async with send_channel:
-                    reason = await link.serve(
-                        lambda event: self._incoming_event(link, event, send_channel)
-                    )
+                    reason = await link.serve(lambda event: self._incoming_event(link, event, run))
             log.info(
                 "cluster %s: link from node %s at %s closed: %s",
                 self.name,
@@ -681,20 +683,16 @@ class ClusterConnection:
         finally:
             self.incoming.discard(link)
 
-    async def _incoming_event(
-        self,
-        link: IncomingLink,
-        event: object,
-        pipeline: trio.MemorySendChannel[tuple[Pending, int]],
-    ) -> None:
+    def _incoming_event(
+        self, link: IncomingLink, event: object, run: ForwardedRun
+    ) -> Awaitable[None] | None:
         if isinstance(event, wire.Message):
-            try:
-                message = decode_message(self.broker.persistence.next_id(), event.payload)
-            except ValueError as exc:
-                raise LinkError(f"unreadable forwarded message: {exc}") from exc
-            pending = self.broker.receive_forwarded(message, event.targets, event.dup_id)
-            await pipeline.send((pending, event.seq))
-        elif isinstance(event, wire.Topology):
+            return run.add(event)
+        # Whatever follows a message sees it stored (and a failure to store it first).
+        flushed = run.flush()
+        if flushed is not None:
+            return _then(flushed, lambda: self._incoming_event(link, event, run))
+        if isinstance(event, wire.Topology):
             self._apply_topology(event, link)
         elif isinstance(event, wire.CreateQueues):
             create_queues(self, event, link.peer)
@@ -702,25 +700,65 @@ class ClusterConnection:
             self._neighbour_scaled_down(event, link)
         else:
             log.debug("cluster %s: ignoring %r from %s", self.name, event, link.peer)
+        return None
 
     async def _confirm_in_order(
         self, link: IncomingLink, pipeline: trio.MemoryReceiveChannel[tuple[Pending, int]]
     ) -> None:
-        """Complete forwarded messages in order; confirm each run once it is durable."""
-        unconfirmed = 0
-        async for pending, seq in pipeline:
+        """Complete forwarded messages in order; confirm each run once it is durable.
+
+        Takes what the reader has queued (runs of messages, see :class:`ForwardedRun`; up
+        to CONFIRM_BATCH of them) and waits once for their latest tickets: a journal
+        completes its tickets in order, so all are durable when those are. They are then
+        completed in order and confirmed with one Confirm when the reader has nothing more
+        queued (caught up), or every CONFIRM_BATCH messages during a long burst.
+        """
+        confirmed = 0  # the last seq confirmed
+        while True:
             try:
-                await self.broker.persistence.wait(pending.tickets)
-            except StorageError as exc:
-                log.error("cluster %s: cannot store forwarded messages: %s", self.name, exc)
-                link.close()
+                run = [pipeline.receive_nowait()]
+            except trio.WouldBlock:
+                try:
+                    run = [await pipeline.receive()]
+                except trio.EndOfChannel:
+                    return
+            except trio.EndOfChannel:
+                return
+            while len(run) < CONFIRM_BATCH:
+                try:
+                    run.append(pipeline.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+            try:
+                await self.broker.persistence.wait(latest(p.tickets for p, _ in run))
+            except StorageError:
+                await self._confirm_durable_part(link, run)
                 raise
-            pending.complete()
-            unconfirmed += 1
-            # Confirm when caught up, and now and then during a long burst.
-            if unconfirmed >= CONFIRM_BATCH or pipeline.statistics().current_buffer_used == 0:
+            for pending, _ in run:
+                pending.complete()
+            seq = run[-1][1]  # one seq per message: the difference counts them
+            if seq - confirmed >= CONFIRM_BATCH or pipeline.statistics().current_buffer_used == 0:
                 link.send(wire.Confirm(seq=seq))
-                unconfirmed = 0
+                confirmed = seq
+
+    async def _confirm_durable_part(
+        self, link: IncomingLink, run: list[tuple[Pending, int]]
+    ) -> None:
+        """The journal failed during ``run``: complete and confirm what became durable
+        before the failure, one by one, then close the link (raises the StorageError)."""
+        confirmed = None
+        try:
+            for pending, seq in run:
+                await self.broker.persistence.wait(pending.tickets)
+                pending.complete()
+                confirmed = seq
+        except StorageError as exc:
+            log.error("cluster %s: cannot store forwarded messages: %s", self.name, exc)
+            raise
+        finally:
+            if confirmed is not None:
+                link.send(wire.Confirm(seq=confirmed))
+            link.close()
 
     # -- status ------------------------------------------------------------------------
 
@@ -780,6 +818,59 @@ class ClusterConnection:
             "remote_bindings": bindings,
             "given_up": dict(self.given_up),
         }
+
+
+class ForwardedRun:
+    """The messages one read from an incoming link brought, stored together.
+
+    The link reader adds each forwarded message here and flushes when it has handled all
+    it read (before waiting for more), before any other frame, and every RUN_LIMIT
+    messages: one journal submit and one item for the confirm task per run instead of per
+    message. Duplicate ids are checked and remembered at the flush, so a run the link
+    never flushed (it broke) leaves no trace and its messages are taken when resent.
+    """
+
+    def __init__(
+        self, broker: Broker, pipeline: trio.MemorySendChannel[tuple[Pending, int]]
+    ) -> None:
+        self.broker = broker
+        self.pipeline = pipeline
+        self.messages: list[wire.Message] = []
+
+    def add(self, message: wire.Message) -> Awaitable[None] | None:
+        self.messages.append(message)
+        if len(self.messages) >= RUN_LIMIT:
+            return self.flush()
+        return None
+
+    def flush(self) -> Awaitable[None] | None:
+        """Store the run; the awaitable, if any, waits for room in the pipeline."""
+        messages = self.messages
+        if not messages:
+            return None
+        self.messages = []
+        next_id = self.broker.persistence.next_id
+        forwarded: list[Forwarded] = []
+        for m in messages:
+            try:
+                message = decode_message(next_id(), m.payload)
+            except ValueError as exc:
+                raise LinkError(f"unreadable forwarded message: {exc}") from exc
+            forwarded.append((message, m.targets, m.dup_id, m.payload))
+        item = (self.broker.receive_forwarded(forwarded), messages[-1].seq)
+        # send_nowait: no task switch while the confirm task keeps up.
+        try:
+            self.pipeline.send_nowait(item)
+        except trio.WouldBlock:
+            return self.pipeline.send(item)
+        return None
+
+
+async def _then(first: Awaitable[None], then: Callable[[], Awaitable[None] | None]) -> None:
+    await first
+    result = then()
+    if result is not None:
+        await result
 
 
 def _selectors(queue: Queue) -> tuple[str | None, ...]:

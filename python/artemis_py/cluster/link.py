@@ -66,6 +66,9 @@ class Link:
         self._last_received = trio.current_time()
         self._cancel_scope: trio.CancelScope | None = None
         self.on_writable: Callable[[], None] | None = None
+        # Called (and awaited if it returns an awaitable) when every complete frame read so
+        # far has been handled and the link is about to wait for more: the end of a run.
+        self.before_read: Callable[[], Awaitable[None] | None] | None = None
         self._serving = False  # the writer task runs (after the handshake)
         self._sending = False  # the writer task is in send_all
         self._drained = trio.Event()  # set when the writer has sent everything
@@ -131,6 +134,10 @@ class Link:
                 return event
             if not self._serving:
                 await self._flush_now()  # handshake replies, before waiting for the peer
+            elif self.before_read is not None:
+                pending = self.before_read()
+                if pending is not None:
+                    await pending
             try:
                 data = await self.stream.receive_some(READ_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:

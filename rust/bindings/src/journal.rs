@@ -154,6 +154,21 @@ impl PyJournal {
             .map_err(|e| journal_error(py, &e))
     }
 
+    /// `submit` that leaves waking the writer to `wake_writer` (called soon, e.g. before
+    /// the event loop blocks), so the submits of one loop pass share a batch.
+    fn submit_deferred(&self, py: Python<'_>, ops: &Bound<'_, PyAny>, sync: bool) -> PyResult<u64> {
+        let ops = ops_from_py(ops)?;
+        self.journal
+            .submit_deferred(ops, sync)
+            .map_err(|e| journal_error(py, &e))
+    }
+
+    /// Wake the writer if a deferred submit left it asleep with work due. Never blocks on
+    /// I/O (takes the state lock briefly).
+    fn wake_writer(&self) {
+        self.journal.wake_writer();
+    }
+
     /// Block until `ticket` is durable (sync) or written; GIL released.
     fn wait(&self, py: Python<'_>, ticket: u64) -> PyResult<()> {
         py.detach(|| self.journal.wait(ticket))

@@ -59,6 +59,8 @@ pub(crate) struct State {
     pub first_queued: Option<Instant>,
     pub last_ticket: Ticket,
     pub writer_waiting: bool,
+    /// A deferred submit would have woken the writer: [`Journal::wake_writer`] does it.
+    pub wake_deferred: bool,
     pub closing: bool,
     pub failed: Option<Arc<Error>>,
     pub compacting: bool,
@@ -240,6 +242,7 @@ impl Journal {
             first_queued: None,
             last_ticket: 0,
             writer_waiting: false,
+            wake_deferred: false,
             closing: false,
             failed: None,
             compacting: false,
@@ -346,12 +349,41 @@ impl Journal {
     /// the writer; never blocks on I/O. All ops of one submit go into one batch in one
     /// file. All or nothing: on error nothing is queued.
     pub fn submit(&self, ops: Vec<Op>, sync: bool) -> Result<Ticket> {
-        self.submit_inner(ops, sync, false)
+        self.submit_inner(ops, sync, false, false)
+    }
+
+    /// [`submit`](Self::submit), but leaves the writer asleep: the caller promises to call
+    /// [`wake_writer`](Self::wake_writer) soon (an event loop does it before it blocks), so
+    /// the submits of one loop pass go into one batch and the writer is woken once for
+    /// them instead of once for the first (which would then be written alone).
+    pub fn submit_deferred(&self, ops: Vec<Op>, sync: bool) -> Result<Ticket> {
+        self.submit_inner(ops, sync, false, true)
+    }
+
+    /// Wakes the writer if a deferred submit left it asleep with work due.
+    pub fn wake_writer(&self) {
+        let inner = &*self.inner;
+        let mut st = inner.state();
+        if !st.wake_deferred {
+            return;
+        }
+        st.wake_deferred = false;
+        if st.writer_waiting {
+            st.writer_waiting = false;
+            drop(st); // see submit_inner: notify after unlocking
+            inner.writer_cv.notify_one();
+        }
     }
 
     /// `will_wait`: the caller waits right away and writes a due batch itself if the
     /// writer role is free, so the writer thread need not be woken for a sync submit.
-    fn submit_inner(&self, ops: Vec<Op>, sync: bool, will_wait: bool) -> Result<Ticket> {
+    fn submit_inner(
+        &self,
+        ops: Vec<Op>,
+        sync: bool,
+        will_wait: bool,
+        defer: bool,
+    ) -> Result<Ticket> {
         let bytes: usize = ops.iter().map(format::op_len).sum();
         let max = self.inner.cfg.max_body;
         if bytes > max {
@@ -388,7 +420,9 @@ impl Journal {
         } else {
             was_empty || st.queue_bytes >= inner.cfg.buffer_size
         };
-        if st.writer_waiting && wake {
+        if st.writer_waiting && wake && defer {
+            st.wake_deferred = true;
+        } else if st.writer_waiting && wake {
             st.writer_waiting = false;
             // Notify after unlocking: the writer waits inside `writer_cv.wait` (it set
             // `writer_waiting` under this lock), so the wake-up cannot be lost, and woken
@@ -456,7 +490,7 @@ impl Journal {
 
     /// [`submit`](Self::submit) + [`wait`](Self::wait).
     pub fn append(&self, ops: Vec<Op>, sync: bool) -> Result<()> {
-        let t = self.submit_inner(ops, sync, true)?;
+        let t = self.submit_inner(ops, sync, true, false)?;
         self.wait(t)
     }
 

@@ -550,3 +550,26 @@ fn lone_appender_via_the_writer_thread() {
     let (_j, rep) = open(dir.path());
     assert_eq!(rep.records.len() as u64, id);
 }
+
+#[test]
+fn deferred_submits_share_the_batch_the_wake_up_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, _) = open(dir.path());
+    j.append(vec![add(1, b"settle")], true).unwrap();
+    std::thread::sleep(Duration::from_millis(50)); // the writer goes back to sleep
+    let before = j.stats().batches;
+    let tickets: Vec<_> = (2..12u64)
+        .map(|i| j.submit_deferred(vec![add(i, b"x")], true).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        j.progress().completed,
+        tickets[0] - 1,
+        "no write before the wake-up"
+    );
+    j.wake_writer();
+    j.wait(*tickets.last().unwrap()).unwrap();
+    assert_eq!(j.stats().batches, before + 1);
+    j.wake_writer(); // nothing deferred: a no-op
+    j.close().unwrap();
+}
