@@ -41,6 +41,8 @@ async def test_a_run_is_one_batch_and_its_duplicate_ids_survive_a_restart(
         again = broker.receive_forwarded([forwarded(broker, 2, b"n:2")])
         assert not again.tickets and not again.on_durable
     async with open_storage(tmp_path / "journal", tmp_path / "bindings") as storage:
+        assert storage.messages.loaded is not None
+        loaded = storage.messages.loaded.records  # recover() releases the report
         broker = Broker(config, Persistence(storage, storage.node_id))
         broker.recover()
         queue = broker.post_office.queue("q")
@@ -48,6 +50,7 @@ async def test_a_run_is_one_batch_and_its_duplicate_ids_survive_a_restart(
         assert [r.message.body for r in queue.messages] == [b"m1", b"m2"]
         assert b"n:1" in broker.duplicates and b"n:2" in broker.duplicates
         # The journal holds each message as it arrived (no routing property was added).
-        assert [
-            r.payload for r in storage.messages.loaded.records if r.record_type == MESSAGE_RECORD
-        ] == [run[0][3], run[1][3]]
+        assert [r.payload for r in loaded if r.record_type == MESSAGE_RECORD] == [
+            run[0][3],
+            run[1][3],
+        ]
