@@ -303,6 +303,19 @@ def wait_binding(
     )
 
 
+def consume_everywhere(
+    nodes: Sequence[ClusterNode], connect: Callable[..., Client], queue: str
+) -> list[Client]:
+    """A consumer of ``/queue/<queue>`` on every node of ``nodes``, returned once the first
+    node sees each of the others' bindings with its consumer."""
+    consumers = [connect(n) for n in nodes]
+    for c in consumers:
+        c.subscribe(f"/queue/{queue}")
+    for n in nodes[1:]:
+        wait_binding(nodes[0], queue, on=n, consumers=1)
+    return consumers
+
+
 # ---------------------------------------------------------------------------------------------
 # fixtures
 

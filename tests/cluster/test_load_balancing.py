@@ -20,6 +20,7 @@ from .conftest import (
     binding,
     bridge,
     cli,
+    consume_everywhere,
     drain,
     numbers,
     status,
@@ -46,11 +47,7 @@ def forwarded_total(node: Any) -> int:
 
 def test_round_robin_across_three_nodes(nodes: Cluster, clients: Any) -> None:
     q = unique("rr")
-    consumers = [clients(n) for n in nodes]
-    for c in consumers:
-        c.subscribe(f"/queue/{q}")
-    for n in nodes[1:]:
-        wait_binding(nodes[0], q, on=n, consumers=1)
+    consumers = consume_everywhere(nodes, clients, q)
 
     producer = clients(nodes[0])
     for i in range(9):
@@ -189,11 +186,7 @@ def test_multicast_one_subscription_name_on_two_nodes_shares_messages(
 
 
 def test_queue_filter_on_one_node(nodes: Cluster, clients: Any) -> None:
-    consumers = [clients(n) for n in nodes]
-    for c in consumers:
-        c.subscribe(f"/queue/{FILTERED}")
-    for n in nodes[1:]:
-        wait_binding(nodes[0], FILTERED, on=n, consumers=1)
+    consumers = consume_everywhere(nodes, clients, FILTERED)
     assert binding(status(nodes[0]), FILTERED, status(nodes[1])["node_id"])[0]["filter"]
 
     # Six red messages, then six blue ones: the red ones go round robin over all three

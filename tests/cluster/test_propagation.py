@@ -9,6 +9,7 @@ from typing import Any
 from .conftest import (
     Cluster,
     binding,
+    consume_everywhere,
     drain,
     node_id,
     status,
@@ -128,11 +129,7 @@ def test_large_message_is_forwarded_intact(nodes: Cluster, clients: Any) -> None
 
 def test_transaction_is_balanced_on_commit(nodes: Cluster, clients: Any) -> None:
     q = unique("tx")
-    consumers = [clients(n) for n in nodes]
-    for c in consumers:
-        c.subscribe(f"/queue/{q}")
-    for n in nodes[1:]:
-        wait_binding(nodes[0], q, on=n, consumers=1)
+    consumers = consume_everywhere(nodes, clients, q)
     producer = clients(nodes[0])
     producer.begin("t1")
     for i in range(6):

@@ -10,6 +10,7 @@ from .conftest import (
     DEFAULT_ADDRESSES,
     binding,
     bridge,
+    consume_everywhere,
     drain,
     node_id,
     status,
@@ -185,11 +186,7 @@ def test_symmetric_max_hops_2_delivers_each_message_once(cluster: Any, clients: 
     wins and no message is delivered twice."""
     nodes = cluster(3, max_hops=2)
     q = unique("mesh2")
-    consumers = [clients(n) for n in nodes]
-    for c in consumers:
-        c.subscribe(f"/queue/{q}")
-    for n in nodes[1:]:
-        wait_binding(nodes[0], q, on=n, consumers=1)
+    consumers = consume_everywhere(nodes, clients, q)
     for b in binding(status(nodes[0]), q):
         assert b["distance"] == 1, b
     producer = clients(nodes[0])
