@@ -716,12 +716,7 @@ class ClusterConnection:
         confirmed = 0  # the last seq confirmed
         while True:
             try:
-                run = [pipeline.receive_nowait()]
-            except trio.WouldBlock:
-                try:
-                    run = [await pipeline.receive()]
-                except trio.EndOfChannel:
-                    return
+                run = [await pipeline.receive()]
             except trio.EndOfChannel:
                 return
             while len(run) < CONFIRM_BATCH:
