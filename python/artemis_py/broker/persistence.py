@@ -201,9 +201,11 @@ class Persistence:
         ops += [Op.update(message.message_id, ADD_REF, _U64.pack(q.id)) for q in queues]
         return self._submit_messages(ops)
 
-    def acknowledge(self, records: list[tuple[int, int, bool]]) -> list[Ticket]:
+    def acknowledge(
+        self, records: list[tuple[int, int, bool]], sync: bool | None = None
+    ) -> list[Ticket]:
         """``records``: (message id, queue id, last reference) for stored messages."""
-        return self._submit_messages([self._ack_op(*r) for r in records])
+        return self._submit_messages([self._ack_op(*r) for r in records], sync)
 
     @staticmethod
     def _ack_op(message_id: int, queue_id: int, last: bool, tx_id: int | None = None) -> Op:

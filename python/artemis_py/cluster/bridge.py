@@ -113,7 +113,9 @@ class Bridge:
         if refs:
             self.in_flight_bytes -= sum(r.message.size for r in refs)
             self.forwarded += len(refs)
-            self.broker.acknowledge(refs)
+            # Not awaited: after a machine crash a message whose delete was not yet synced
+            # is forwarded again, and the neighbour's duplicate-id cache drops it.
+            self.broker.acknowledge(refs, awaited=False)
             self.queue.deliver()  # window space came back
 
     def detach(self) -> None:

@@ -194,7 +194,7 @@ class Subscription:
         headers.append(("content-length", str(len(message.body))))
         self.connection.send_frame(Frame("MESSAGE", tuple(headers), message.body))
         if self.ack_mode == "auto":
-            self.connection.broker.acknowledge([ref])
+            self.connection.broker.acknowledge([ref], awaited=False)
         else:
             self.in_flight[ack_id] = ref
             self.in_flight_bytes += message.size
@@ -735,7 +735,7 @@ class StompConnection:
         if tx_name is not None:
             self._transaction(tx_name).acks.extend(refs)
             return None
-        pending = self.broker.acknowledge(refs)
+        pending = self.broker.acknowledge(refs, awaited=frame.get("receipt") is not None)
         sub.queue.deliver()
         return pending
 

@@ -1,0 +1,69 @@
+"""Acknowledgements in the journal: the ones a client waits for are synced, the others ride
+on the next synced batch (as Artemis appends message deletes without sync)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+
+from artemis_py.broker.message import Message, MessageReference
+from artemis_py.broker.persistence import Persistence
+from artemis_py.broker.server import Broker
+from artemis_py.config import RoutingType
+from artemis_py.config.parse import default_config
+from artemis_py.storage import open_storage
+
+
+class Collector:
+    selector = None
+
+    def __init__(self) -> None:
+        self.refs: list[MessageReference] = []
+
+    def has_credit(self) -> bool:
+        return True
+
+    def deliver(self, ref: MessageReference) -> None:
+        self.refs.append(ref)
+
+
+async def test_only_awaited_acknowledgements_are_synced(tmp_path: Path) -> None:
+    config = default_config()
+    async with open_storage(tmp_path / "journal", tmp_path / "bindings") as storage:
+        broker = Broker(config, Persistence(storage, storage.node_id))
+        broker.recover()
+        queue = broker.create_queue("q", "q", RoutingType.ANYCAST)
+        consumer = Collector()
+        queue.add_consumer(consumer)
+        for n in range(2):
+            message = Message(
+                broker.persistence.next_id(),
+                "q",
+                body=b"m%d" % n,
+                routing_type=RoutingType.ANYCAST,
+                durable=True,
+            )
+            pending = broker.send(message, [queue])
+            await broker.persistence.wait(pending.tickets)
+            pending.complete()
+        journal = storage.messages
+        first, second = consumer.refs
+
+        before = journal.stats()
+        assert not broker.acknowledge([first], awaited=False).tickets  # nothing to wait for
+        with trio.fail_after(5):  # written once the buffer timeout passes, without a sync
+            while journal.stats().records_written == before.records_written:
+                await trio.sleep(0.001)
+        assert journal.stats().syncs == before.syncs
+
+        pending = broker.acknowledge([second])
+        await broker.persistence.wait(pending.tickets)
+        assert journal.stats().syncs == before.syncs + 1
+        assert queue.message_count == 0
+
+    async with open_storage(tmp_path / "journal", tmp_path / "bindings") as storage:
+        broker = Broker(config, Persistence(storage, storage.node_id))
+        broker.recover()
+        queue = broker.post_office.queue("q")
+        assert queue is not None and not queue.messages  # both deletes are on disk
