@@ -120,9 +120,10 @@ class Journal:
         """Create if missing, recover, start the writer. Blocks; GIL released."""
     @property
     def directory(self) -> Path: ...
-    def submit(self, ops: Iterable[Op], sync: bool) -> int:
-        """Validate and queue one batch; returns its ticket. No I/O."""
-    def submit_deferred(self, ops: Iterable[Op], sync: bool) -> int:
+    def submit(self, ops: Iterable[Op], sync: bool, flush: bool = False) -> int:
+        """Validate and queue one batch; returns its ticket. No I/O. ``flush``: a non-sync
+        batch is written without waiting for company, not synced."""
+    def submit_deferred(self, ops: Iterable[Op], sync: bool, flush: bool = False) -> int:
         """submit, leaving the writer asleep until wake_writer() (call it soon)."""
     def wake_writer(self) -> None:
         """Wake the writer if a deferred submit left it asleep with work due."""

@@ -184,11 +184,13 @@ class Persistence:
 
     # -- messages ----------------------------------------------------------------------
 
-    def _submit_messages(self, ops: list[Op], sync: bool | None = None) -> list[Ticket]:
+    def _submit_messages(
+        self, ops: list[Op], sync: bool | None = None, flush: bool = False
+    ) -> list[Ticket]:
         if self.storage is None or not ops:
             return []
         journal = self.storage.messages
-        tickets = [Ticket(journal, journal.submit(ops, sync))]
+        tickets = [Ticket(journal, journal.submit(ops, sync, flush=flush))]
         if self._last_bindings is not None:
             tickets.append(self._last_bindings)
         return tickets
@@ -202,10 +204,17 @@ class Persistence:
         return self._submit_messages(ops)
 
     def acknowledge(
-        self, records: list[tuple[int, int, bool]], sync: bool | None = None
+        self, records: list[tuple[int, int, bool]], awaited: bool = True
     ) -> list[Ticket]:
-        """``records``: (message id, queue id, last reference) for stored messages."""
-        return self._submit_messages([self._ack_op(*r) for r in records], sync)
+        """``records``: (message id, queue id, last reference) for stored messages.
+
+        Not ``awaited``: written at once (the OS has them, a process crash cannot undo
+        them) but not fdatasynced; the next synced batch makes them durable.
+        """
+        ops = [self._ack_op(*r) for r in records]
+        if awaited:
+            return self._submit_messages(ops)
+        return self._submit_messages(ops, sync=False, flush=True)
 
     @staticmethod
     def _ack_op(message_id: int, queue_id: int, last: bool, tx_id: int | None = None) -> Op:

@@ -456,28 +456,26 @@ class Broker:
         """Consumers acknowledged delivered references: they are gone for good.
 
         ``awaited=False`` when nobody waits for the acknowledgement (auto-ack, a bridge's
-        confirmed messages, an ACK without a receipt): its records are written with the
-        next batch but not fdatasynced on their own, as Artemis appends message deletes
-        without sync. They become durable with the next synced batch; only a machine crash
-        before it can bring such a message back (redelivered, never lost).
+        confirmed messages, an ACK without a receipt): its records are written at once but
+        not fdatasynced on their own, as Artemis appends message deletes without sync. A
+        process crash cannot undo them; the next synced batch makes them durable, and only
+        a machine crash before it can bring such a message back (redelivered, never lost).
         """
         for ref in refs:
             ref.queue.acknowledged()
         if awaited:
             return Pending(tickets=self._acknowledge_refs(refs))
-        self._acknowledge_refs(refs, sync=False)
+        self._acknowledge_refs(refs, awaited=False)
         return Pending()
 
-    def _acknowledge_refs(
-        self, refs: list[MessageReference], sync: bool | None = None
-    ) -> list[Ticket]:
+    def _acknowledge_refs(self, refs: list[MessageReference], awaited: bool = True) -> list[Ticket]:
         records = []
         for ref in refs:
             ref.message.ref_count -= 1
             record = self._ack_record(ref)
             if record is not None:
                 records.append(record)
-        return self.persistence.acknowledge(records, sync)
+        return self.persistence.acknowledge(records, awaited)
 
     @staticmethod
     def _ack_record(ref: MessageReference) -> tuple[int, int, bool] | None:

@@ -109,24 +109,27 @@ class Journal:
 
     # -- writing -------------------------------------------------------------------------
 
-    def submit(self, ops: Sequence[Op], sync: bool | None = None) -> int:
+    def submit(self, ops: Sequence[Op], sync: bool | None = None, *, flush: bool = False) -> int:
         """Queue ``ops`` as one batch and return its ticket; never blocks.
 
-        ``sync=None`` applies the settings (see :meth:`JournalSettings.sync_for`). Raises the
-        validation errors at once; nothing is queued then. Pass the ticket to :meth:`wait`.
+        ``sync=None`` applies the settings (see :meth:`JournalSettings.sync_for`). A non-sync
+        batch waits up to journal-buffer-timeout for company, unless ``flush``: then it is
+        written as soon as a sync one would be, without the fdatasync (a process crash
+        cannot undo it; the next synced batch makes it durable). Raises the validation
+        errors at once; nothing is queued then. Pass the ticket to :meth:`wait`.
         """
         if sync is None:
             sync = self.settings.sync_for(ops)
-        ticket = self._last_ticket = self._submit(ops, sync)
+        ticket = self._last_ticket = self._submit(ops, sync, flush)
         return ticket
 
-    def _submit(self, ops: Sequence[Op], sync: bool) -> int:
+    def _submit(self, ops: Sequence[Op], sync: bool, flush: bool = False) -> int:
         if self._loop_thread != threading.get_ident():
-            return self._native.submit(ops, sync)
+            return self._native.submit(ops, sync, flush)
         self._pass_submits += 1
         if self._pass_submits == 1 and self._last_pass_submits <= 1:
-            return self._native.submit(ops, sync)  # sparse traffic: wake it now
-        ticket = self._native.submit_deferred(ops, sync)
+            return self._native.submit(ops, sync, flush)  # sparse traffic: wake it now
+        ticket = self._native.submit_deferred(ops, sync, flush)
         self._wake_due = True
         return ticket
 

@@ -39,6 +39,8 @@ pub(crate) struct Submit {
     pub ticket: Ticket,
     pub ops: Vec<Op>,
     pub sync: bool,
+    /// Written without waiting for company (implied by `sync`).
+    pub flush: bool,
     /// Encoded size of the ops.
     pub bytes: usize,
 }
@@ -54,13 +56,12 @@ pub(crate) struct State {
     pub current: FileId,
     pub queue: VecDeque<Submit>,
     pub queue_bytes: usize,
-    pub queue_syncs: usize,
+    /// Queued submits to write without waiting for company (sync or flush).
+    pub queue_flushes: usize,
     /// When the oldest queued non-sync submit arrived (buffer-timeout).
     pub first_queued: Option<Instant>,
     pub last_ticket: Ticket,
     pub writer_waiting: bool,
-    /// A deferred submit would have woken the writer: [`Journal::wake_writer`] does it.
-    pub wake_deferred: bool,
     pub closing: bool,
     pub failed: Option<Arc<Error>>,
     pub compacting: bool,
@@ -136,6 +137,10 @@ pub(crate) struct Inner {
     /// Serializes compactions.
     pub compaction: Mutex<()>,
     pub abort_compaction: AtomicBool,
+    /// A deferred submit would have woken the writer: [`Journal::wake_writer`] does it.
+    /// Outside the state lock so that waking never waits for the writer (which holds that
+    /// lock while it takes a batch and indexes one, and may be preempted meanwhile).
+    pub wake_deferred: AtomicBool,
     threads: Mutex<Threads>,
     closed: Mutex<bool>,
 }
@@ -238,11 +243,10 @@ impl Journal {
             current: 0,
             queue: VecDeque::new(),
             queue_bytes: 0,
-            queue_syncs: 0,
+            queue_flushes: 0,
             first_queued: None,
             last_ticket: 0,
             writer_waiting: false,
-            wake_deferred: false,
             closing: false,
             failed: None,
             compacting: false,
@@ -306,6 +310,7 @@ impl Journal {
             listener: Mutex::new(None),
             compaction: Mutex::new(()),
             abort_compaction: AtomicBool::new(false),
+            wake_deferred: AtomicBool::new(false),
             threads: Mutex::new(Threads::default()),
             closed: Mutex::new(false),
         });
@@ -349,7 +354,15 @@ impl Journal {
     /// the writer; never blocks on I/O. All ops of one submit go into one batch in one
     /// file. All or nothing: on error nothing is queued.
     pub fn submit(&self, ops: Vec<Op>, sync: bool) -> Result<Ticket> {
-        self.submit_inner(ops, sync, false, false)
+        self.submit_inner(ops, sync, sync, false, false)
+    }
+
+    /// A non-sync [`submit`](Self::submit) written without waiting for company (as a sync
+    /// one would be) but not fdatasynced: once its ticket completes the OS has it, so it
+    /// survives a crash of the process, and the next synced batch makes it durable.
+    /// `defer` as in [`submit_deferred`](Self::submit_deferred).
+    pub fn submit_flushed(&self, ops: Vec<Op>, defer: bool) -> Result<Ticket> {
+        self.submit_inner(ops, false, true, false, defer)
     }
 
     /// [`submit`](Self::submit), but leaves the writer asleep: the caller promises to call
@@ -357,20 +370,16 @@ impl Journal {
     /// the submits of one loop pass go into one batch and the writer is woken once for
     /// them instead of once for the first (which would then be written alone).
     pub fn submit_deferred(&self, ops: Vec<Op>, sync: bool) -> Result<Ticket> {
-        self.submit_inner(ops, sync, false, true)
+        self.submit_inner(ops, sync, sync, false, true)
     }
 
-    /// Wakes the writer if a deferred submit left it asleep with work due.
+    /// Wakes the writer if a deferred submit left it asleep with work due. Lock-free: the
+    /// submit saw the writer waiting under the state lock, and `writer_cv.wait` releases
+    /// that lock only once the writer waits, so the notification reaches it (or it is
+    /// already awake, and finds the queued work when it looks under the lock).
     pub fn wake_writer(&self) {
         let inner = &*self.inner;
-        let mut st = inner.state();
-        if !st.wake_deferred {
-            return;
-        }
-        st.wake_deferred = false;
-        if st.writer_waiting {
-            st.writer_waiting = false;
-            drop(st); // see submit_inner: notify after unlocking
+        if inner.wake_deferred.swap(false, Ordering::AcqRel) {
             inner.writer_cv.notify_one();
         }
     }
@@ -381,6 +390,7 @@ impl Journal {
         &self,
         ops: Vec<Op>,
         sync: bool,
+        flush: bool,
         will_wait: bool,
         defer: bool,
     ) -> Result<Ticket> {
@@ -401,27 +411,28 @@ impl Journal {
         st.last_ticket += 1;
         let ticket = st.last_ticket;
         let was_empty = st.queue.is_empty();
-        if was_empty && !sync {
+        if was_empty && !flush {
             st.first_queued = Some(Instant::now());
         }
         st.queue.push_back(Submit {
             ticket,
             ops,
             sync,
+            flush,
             bytes,
         });
         st.queue_bytes += bytes;
-        if sync {
-            st.queue_syncs += 1;
+        if flush {
+            st.queue_flushes += 1;
         }
         // Wake the writer only when that changes what it waits for.
-        let wake = if sync {
+        let wake = if flush {
             !will_wait
         } else {
             was_empty || st.queue_bytes >= inner.cfg.buffer_size
         };
         if st.writer_waiting && wake && defer {
-            st.wake_deferred = true;
+            inner.wake_deferred.store(true, Ordering::Release);
         } else if st.writer_waiting && wake {
             st.writer_waiting = false;
             // Notify after unlocking: the writer waits inside `writer_cv.wait` (it set
@@ -490,7 +501,7 @@ impl Journal {
 
     /// [`submit`](Self::submit) + [`wait`](Self::wait).
     pub fn append(&self, ops: Vec<Op>, sync: bool) -> Result<()> {
-        let t = self.submit_inner(ops, sync, true, false)?;
+        let t = self.submit_inner(ops, sync, sync, true, false)?;
         self.wait(t)
     }
 

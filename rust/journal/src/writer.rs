@@ -6,7 +6,8 @@
 //!   a buffer built in place, then one `fdatasync` if any submit in it asked for sync (and
 //!   `datasync` is on). The bigger the load, the bigger the batches.
 //! - If only non-sync submits are queued, they wait up to `buffer_timeout` (or until
-//!   `buffer_size` bytes) for company, then are written without `fdatasync`.
+//!   `buffer_size` bytes) for company, then are written without `fdatasync`; a *flushed*
+//!   non-sync submit is written at once, like a sync one, but not synced.
 //! - The writer state ([`WriterCore`]) sits behind a mutex: holding it is the writer role,
 //!   so there is exactly one writer at any time. The dedicated writer thread takes it when
 //!   work is due (plain `submit`, buffer timeouts, closing). A thread blocked in `wait` or
@@ -76,7 +77,7 @@ pub(crate) fn due(st: &State, cfg: &crate::config::Cfg, role: Role) -> Due {
     if st.queue.is_empty() || st.failed.is_some() {
         return Due::Nothing;
     }
-    if st.queue_syncs > 0 || st.queue_bytes >= cfg.buffer_size || st.closing {
+    if st.queue_flushes > 0 || st.queue_bytes >= cfg.buffer_size || st.closing {
         return Due::Now;
     }
     if role == Role::Helper {
@@ -160,8 +161,8 @@ impl WriterCore {
             let s = st.queue.pop_front().expect("front exists");
             body += s.bytes;
             st.queue_bytes -= s.bytes;
-            if s.sync {
-                st.queue_syncs -= 1;
+            if s.flush {
+                st.queue_flushes -= 1;
             }
             self.batch.push(s);
         }

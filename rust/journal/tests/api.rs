@@ -573,3 +573,29 @@ fn deferred_submits_share_the_batch_the_wake_up_starts() {
     j.wake_writer(); // nothing deferred: a no-op
     j.close().unwrap();
 }
+
+#[test]
+fn flushed_submits_are_written_at_once_without_a_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, _) = Journal::open(JournalConfig {
+        buffer_timeout: Duration::from_secs(30),
+        ..config(dir.path())
+    })
+    .unwrap();
+    let started = std::time::Instant::now();
+    let t = j.submit_flushed(vec![add(1, b"x")], false).unwrap();
+    j.wait(t).unwrap(); // not after the 30 s buffer timeout
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let stats = j.stats();
+    assert_eq!((stats.batches, stats.syncs), (1, 0));
+    // Deferred: written once woken, still without a sync; a later sync batch covers it.
+    let t = j.submit_flushed(vec![add(2, b"y")], true).unwrap();
+    j.wake_writer();
+    j.wait(t).unwrap();
+    assert_eq!(j.stats().syncs, 0);
+    j.append(vec![add(3, b"z")], true).unwrap();
+    assert_eq!(j.stats().syncs, 1);
+    j.close().unwrap();
+    let (_, rep) = open(dir.path());
+    assert_eq!(rep.records.len(), 3);
+}
