@@ -67,6 +67,7 @@ from artemis_py.protocol.stomp import (
     negotiate_heartbeat,
     parse_heartbeat,
 )
+from artemis_py.sockets import FastSocketStream
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -814,7 +815,7 @@ async def open_stomp_connection(
     _check_options(version, heartbeat, max_pending)
     try:
         with trio.fail_after(connect_timeout):
-            stream = await trio.open_tcp_stream(host, port)
+            stream = FastSocketStream(await trio.open_tcp_stream(host, port))
     except trio.TooSlowError:
         raise ClientError(
             f"timed out after {connect_timeout:g} s connecting to {host}:{port}"

@@ -50,6 +50,7 @@ from artemis_py.cluster.topology import DuplicateNodeIdError, Member, Topology, 
 from artemis_py.config import ClusterConnectionConfig, RoutingType
 from artemis_py.exceptions import StorageError
 from artemis_py.protocol import cluster as wire
+from artemis_py.sockets import FastSocketStream
 
 if TYPE_CHECKING:
     from artemis_py.broker.queue import Queue
@@ -279,7 +280,7 @@ class ClusterConnection:
 
     async def _connect(self, host: str, port: int) -> OutgoingLink:
         with trio.fail_after(self.call_timeout):
-            stream = await trio.open_tcp_stream(host, port)
+            stream = FastSocketStream(await trio.open_tcp_stream(host, port))
         codec = wire.ClientConnection(
             node_id=self.node_id,
             instance_id=self.instance_id,

@@ -18,17 +18,18 @@ import trio
 from artemis_py.broker.server import Broker
 from artemis_py.config import AcceptorConfig
 from artemis_py.protocol.cluster import MAGIC
+from artemis_py.sockets import FastSocketStream
 from artemis_py.transport.security import Authenticator
 from artemis_py.transport.stomp import StompConnection
 
 log = logging.getLogger("artemis_py.transport")
 
 # Serves one cluster link: (stream, peer "host:port", bytes already read).
-ClusterHandler = Callable[[trio.SocketStream, str, bytes], Awaitable[None]]
+ClusterHandler = Callable[[trio.abc.Stream, str, bytes], Awaitable[None]]
 SNIFF_TIMEOUT = 10.0
 
 
-async def _sniff(stream: trio.SocketStream) -> tuple[bool, bytes]:
+async def _sniff(stream: trio.abc.ReceiveStream) -> tuple[bool, bytes]:
     """Read until the first bytes tell a cluster link (MAGIC) from a STOMP client."""
     data = b""
     with trio.move_on_after(SNIFF_TIMEOUT):
@@ -112,7 +113,8 @@ async def serve_acceptor(
 
     registry = clients if clients is not None else Clients()
 
-    async def handle(stream: trio.SocketStream) -> None:
+    async def handle(socket_stream: trio.SocketStream) -> None:
+        stream = FastSocketStream(socket_stream)
         try:
             host, port = stream.socket.getpeername()[:2]
             peer = f"{host}:{port}"

@@ -1,0 +1,72 @@
+"""FastSocketStream: trio's SocketStream semantics without a checkpoint per system call."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+import trio
+
+from artemis_py.sockets import FastSocketStream
+
+
+def stream_pair() -> tuple[FastSocketStream, FastSocketStream]:
+    a, b = trio.socket.socketpair()
+    return FastSocketStream(trio.SocketStream(a)), FastSocketStream(trio.SocketStream(b))
+
+
+async def test_send_all_waits_for_room_and_everything_arrives_in_order() -> None:
+    left, right = stream_pair()
+    # Much more than the socket buffers hold: send_all must wait for the reader.
+    data = bytes(range(256)) * 40_000
+    received = bytearray()
+
+    async def read() -> None:
+        while len(received) < len(data):
+            received.extend(await right.receive_some(65536))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(read)
+        await left.send_all(data)
+    assert received == data
+
+
+async def test_a_reader_that_never_waits_still_lets_other_tasks_run() -> None:
+    left, right = stream_pair()
+    await left.send_all(b"x" * 1000)
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ticker)
+        await trio.lowlevel.checkpoint()  # the ticker starts
+        start = ticks
+        for _ in range(10):  # always readable: no call waits for the socket
+            assert await right.receive_some(10) == b"x" * 10
+        nursery.cancel_scope.cancel()
+    assert ticks - start >= 5  # at least every other read was a schedule point
+
+
+async def test_end_of_stream_reset_and_close_are_trio_errors() -> None:
+    left, right = stream_pair()
+    await left.aclose()
+    assert await right.receive_some() == b""
+    with pytest.raises(trio.BrokenResourceError):
+        for _ in range(100):  # the first sends may still fit in a buffer
+            await right.send_all(b"y" * 65536)
+    with pytest.raises(trio.ClosedResourceError):
+        await left.send_all(b"z")
+    with pytest.raises(trio.ClosedResourceError):
+        await left.receive_some()
+
+
+async def test_the_socket_is_the_wrapped_streams() -> None:
+    left, right = stream_pair()
+    assert left.socket.family == socket.AF_UNIX
+    await left.send_eof()
+    assert await right.receive_some() == b""
