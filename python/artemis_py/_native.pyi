@@ -120,11 +120,12 @@ class Journal:
         """Create if missing, recover, start the writer. Blocks; GIL released."""
     @property
     def directory(self) -> Path: ...
-    def submit(self, ops: Iterable[Op], sync: bool, flush: bool = False) -> int:
+    def submit(
+        self, ops: Iterable[Op], sync: bool, flush: bool = False, defer: bool = False
+    ) -> int:
         """Validate and queue one batch; returns its ticket. No I/O. ``flush``: a non-sync
-        batch is written without waiting for company, not synced."""
-    def submit_deferred(self, ops: Iterable[Op], sync: bool, flush: bool = False) -> int:
-        """submit, leaving the writer asleep until wake_writer() (call it soon)."""
+        batch is written without waiting for company, not synced. ``defer``: the writer
+        stays asleep until wake_writer() (call it soon)."""
     def wake_writer(self) -> None:
         """Wake the writer if a deferred submit left it asleep with work due."""
     def wait(self, ticket: int) -> None:

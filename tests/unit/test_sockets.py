@@ -49,7 +49,9 @@ async def test_a_reader_that_never_waits_still_lets_other_tasks_run() -> None:
         for _ in range(10):  # always readable: no call waits for the socket
             assert await right.receive_some(10) == b"x" * 10
         nursery.cancel_scope.cancel()
-    assert ticks - start >= 5  # at least every other read was a schedule point
+    # Every other read is a schedule point (5 of 10); the ticker runs at most once per
+    # scheduler batch, so allow for one it shares. Without the rule it does not run at all.
+    assert ticks - start >= 4
 
 
 async def test_end_of_stream_reset_and_close_are_trio_errors() -> None:

@@ -27,7 +27,7 @@ Theory of operation
   eventfd or about to read progress; every completion after the last reset leaves the
   eventfd readable.
 * **One writer wake-up per loop pass.** A submit made on the Trio thread leaves the writer
-  asleep (``submit_deferred``) and marks the journal; a Trio instrument wakes the writer of
+  asleep (a deferred ``submit``) and marks the journal; a Trio instrument wakes the writer of
   each marked journal in ``before_io_wait``, i.e. once the tasks runnable in this pass have
   run and before the loop polls. The submits of one pass therefore share a batch and one
   wake-up (a futex call and a context switch), where waking on the first submit had the
@@ -129,7 +129,7 @@ class Journal:
         self._pass_submits += 1
         if self._pass_submits == 1 and self._last_pass_submits <= 1:
             return self._native.submit(ops, sync, flush)  # sparse traffic: wake it now
-        ticket = self._native.submit_deferred(ops, sync, flush)
+        ticket = self._native.submit(ops, sync, flush, defer=True)
         self._wake_due = True
         return ticket
 

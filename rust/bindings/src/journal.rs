@@ -58,25 +58,6 @@ pub struct PyJournal {
     directory: PathBuf,
 }
 
-impl PyJournal {
-    fn queue(
-        &self,
-        py: Python<'_>,
-        ops: &Bound<'_, PyAny>,
-        sync: bool,
-        flush: bool,
-        defer: bool,
-    ) -> PyResult<u64> {
-        let ops = ops_from_py(ops)?;
-        let ticket = match (sync, flush, defer) {
-            (false, true, _) => self.journal.submit_flushed(ops, defer),
-            (_, _, true) => self.journal.submit_deferred(ops, sync),
-            (_, _, false) => self.journal.submit(ops, sync),
-        };
-        ticket.map_err(|e| journal_error(py, &e))
-    }
-}
-
 #[pymethods]
 impl PyJournal {
     /// Open (create if missing) and recover the journal in `directory`; blocks, GIL released.
@@ -167,32 +148,28 @@ impl PyJournal {
 
     /// Validate and queue `ops` as one batch; returns its ticket. Never does I/O.
     /// `flush`: a non-sync batch is written without waiting for company (not synced).
-    #[pyo3(signature = (ops, sync, flush = false))]
+    /// `defer`: leave waking the writer to `wake_writer` (called soon, e.g. before the
+    /// event loop blocks), so the submits of one loop pass share a batch.
+    #[pyo3(signature = (ops, sync, flush = false, defer = false))]
     fn submit(
         &self,
         py: Python<'_>,
         ops: &Bound<'_, PyAny>,
         sync: bool,
         flush: bool,
+        defer: bool,
     ) -> PyResult<u64> {
-        self.queue(py, ops, sync, flush, false)
+        let ops = ops_from_py(ops)?;
+        let ticket = match (sync, flush, defer) {
+            (false, true, _) => self.journal.submit_flushed(ops, defer),
+            (_, _, true) => self.journal.submit_deferred(ops, sync),
+            (_, _, false) => self.journal.submit(ops, sync),
+        };
+        ticket.map_err(|e| journal_error(py, &e))
     }
 
-    /// `submit` that leaves waking the writer to `wake_writer` (called soon, e.g. before
-    /// the event loop blocks), so the submits of one loop pass share a batch.
-    #[pyo3(signature = (ops, sync, flush = false))]
-    fn submit_deferred(
-        &self,
-        py: Python<'_>,
-        ops: &Bound<'_, PyAny>,
-        sync: bool,
-        flush: bool,
-    ) -> PyResult<u64> {
-        self.queue(py, ops, sync, flush, true)
-    }
-
-    /// Wake the writer if a deferred submit left it asleep with work due. Never blocks on
-    /// I/O (takes the state lock briefly).
+    /// Wake the writer if a deferred submit left it asleep with work due. Never blocks
+    /// (takes no lock).
     fn wake_writer(&self) {
         self.journal.wake_writer();
     }
