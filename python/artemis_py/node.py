@@ -24,15 +24,15 @@ from pathlib import Path
 
 import trio
 
+from artemis_py.broker.broker import Broker
 from artemis_py.broker.persistence import Persistence
-from artemis_py.broker.server import Broker
+from artemis_py.broker.security import Authenticator
 from artemis_py.cluster.cluster_connection import ClusterConnection
 from artemis_py.cluster.scale_down import ScaleDownReport, scale_down
 from artemis_py.config import BrokerConfig, MessageLoadBalancing, default_config
 from artemis_py.config.defaults import CLUSTER_PASSWORD
 from artemis_py.storage import JournalSettings, open_storage
 from artemis_py.transport.acceptor import Clients, serve_acceptor
-from artemis_py.transport.security import Authenticator
 
 log = logging.getLogger("artemis_py.node")
 
@@ -137,7 +137,7 @@ def cluster_connections(broker: Broker) -> list[ClusterConnection]:
                 return connection.config.message_load_balancing
         return None
 
-    broker.post_office.load_balancing = load_balancing
+    broker.balance_with(load_balancing)
     return connections
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import trio
 
+from artemis_py.broker.broker import Broker
 from artemis_py.broker.message import Message, MessageReference
 from artemis_py.broker.persistence import Persistence
-from artemis_py.broker.server import Broker
 from artemis_py.config import RoutingType
 from artemis_py.config.parse import default_config
 from artemis_py.storage import JournalSettings, open_storage

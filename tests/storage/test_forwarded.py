@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from artemis_py.broker.broker import Broker
 from artemis_py.broker.message import Message, decode_message, encode_message
 from artemis_py.broker.persistence import MESSAGE_RECORD, Persistence
-from artemis_py.broker.server import Broker
 from artemis_py.config import RoutingType
 from artemis_py.config.parse import default_config
 from artemis_py.storage import open_storage

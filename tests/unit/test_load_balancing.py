@@ -10,10 +10,10 @@ import pytest
 from artemis_py.broker.duplicate_cache import DUPLICATE_ID_RECORD, DuplicateIDCache
 from artemis_py.broker.filter import Filter
 from artemis_py.broker.message import Message
-from artemis_py.broker.post_office import Address, PostOffice
 from artemis_py.broker.queue import Queue
-from artemis_py.cluster.load_balancing import RoundRobin, route
-from artemis_py.cluster.remote_binding import NeighbourRoute, RemoteQueueBinding
+from artemis_py.broker.routing.load_balancing import RoundRobin, route
+from artemis_py.broker.routing.post_office import Address, PostOffice
+from artemis_py.broker.routing.remote_binding import NeighbourRoute, RemoteQueueBinding
 from artemis_py.cluster.retry import RetryPolicy
 from artemis_py.cluster.topology import DuplicateNodeIdError, Member, Topology
 from artemis_py.config import ClusterConnectionConfig, MessageLoadBalancing, RoutingType

@@ -13,8 +13,8 @@ import pytest
 
 from artemis_py.broker.filter import Filter
 from artemis_py.broker.message import Message, MessageReference, decode_message, encode_message
-from artemis_py.broker.post_office import Address, PostOffice, split_fqqn
 from artemis_py.broker.queue import MaxConsumersReachedError, Queue
+from artemis_py.broker.routing.post_office import Address, PostOffice, split_fqqn
 from artemis_py.config import RoutingType
 
 ANY = RoutingType.ANYCAST

@@ -7,7 +7,7 @@ import socket
 import pytest
 import trio
 
-from artemis_py.sockets import FastSocketStream
+from artemis_py.transport.sockets import FastSocketStream
 
 
 def stream_pair() -> tuple[FastSocketStream, FastSocketStream]:

@@ -27,13 +27,12 @@ from typing import TYPE_CHECKING
 
 from artemis_py.broker.duplicate_cache import DUPLICATE_ID_RECORD, DuplicateIDCache
 from artemis_py.broker.message import Message, decode_message, encode_message
-from artemis_py.broker.post_office import Address
+from artemis_py.broker.queue import Queue, QueueSpec
+from artemis_py.broker.routing.post_office import Address
 from artemis_py.config import RoutingType
 from artemis_py.storage import Op
 
 if TYPE_CHECKING:
-    from artemis_py.broker.queue import Queue
-    from artemis_py.broker.server import QueueSpec
     from artemis_py.storage import Journal, Storage
 
 log = logging.getLogger("artemis_py.broker.persistence")
@@ -64,18 +63,6 @@ class Ticket:
 
     journal: Journal
     number: int
-
-
-def latest(ticket_lists: Iterable[list[Ticket]]) -> list[Ticket]:
-    """The highest ticket of each journal in ``ticket_lists``: a journal completes its
-    tickets in order, so once these are done, all of them are."""
-    highest: dict[int, Ticket] = {}
-    for tickets in ticket_lists:
-        for ticket in tickets:
-            known = highest.get(id(ticket.journal))
-            if known is None or ticket.number > known.number:
-                highest[id(ticket.journal)] = ticket
-    return list(highest.values())
 
 
 @dataclass(slots=True)
@@ -310,8 +297,6 @@ class Persistence:
 
     def recover(self) -> RecoveredState:
         """Rebuild the model from what the journals loaded at open."""
-        from artemis_py.broker.server import QueueSpec
-
         state = RecoveredState()
         if self.storage is None:
             return state

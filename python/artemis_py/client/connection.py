@@ -67,7 +67,7 @@ from artemis_py.protocol.stomp import (
     negotiate_heartbeat,
     parse_heartbeat,
 )
-from artemis_py.sockets import FastSocketStream
+from artemis_py.transport.sockets import FastSocketStream
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",

@@ -19,9 +19,9 @@ from artemis_py.broker.message import ROUTE_TO_PREFIX, Message, MessageReference
 from artemis_py.protocol import cluster as wire
 
 if TYPE_CHECKING:
+    from artemis_py.broker.broker import Broker
     from artemis_py.broker.filter import Filter
     from artemis_py.broker.queue import Queue
-    from artemis_py.broker.server import Broker
 
 
 def duplicate_id(node_id: str, message_id: int) -> bytes:

@@ -33,28 +33,24 @@ import trio
 
 from artemis_py.broker.filter import Filter, FilterSyntaxError
 from artemis_py.broker.message import decode_message
-from artemis_py.broker.persistence import latest
+from artemis_py.broker.pending import settle_in_order
+from artemis_py.broker.routing import NeighbourRoute, RemoteQueueBinding, is_internal
 from artemis_py.cluster.bridge import Bridge
 from artemis_py.cluster.link import IncomingLink, Link, LinkError, LinkRefused, OutgoingLink
 from artemis_py.cluster.redistributor import Redistributor
-from artemis_py.cluster.remote_binding import (
-    SF_PREFIX,
-    NeighbourRoute,
-    RemoteQueueBinding,
-    is_internal,
-    sf_queue_name,
-)
 from artemis_py.cluster.retry import RetryPolicy
 from artemis_py.cluster.scale_down import create_queues, take_over
+from artemis_py.cluster.store_and_forward import neighbour_of, sf_queue_name
 from artemis_py.cluster.topology import DuplicateNodeIdError, Member, Topology, connector, leaving
 from artemis_py.config import ClusterConnectionConfig, RoutingType
 from artemis_py.exceptions import StorageError
 from artemis_py.protocol import cluster as wire
-from artemis_py.sockets import FastSocketStream
+from artemis_py.transport.sockets import FastSocketStream
 
 if TYPE_CHECKING:
+    from artemis_py.broker.broker import Broker, Forwarded
+    from artemis_py.broker.pending import Pending
     from artemis_py.broker.queue import Queue
-    from artemis_py.broker.server import Broker, Forwarded, Pending
     from artemis_py.config import BrokerConfig
 
 log = logging.getLogger("artemis_py.cluster")
@@ -134,10 +130,9 @@ class ClusterConnection:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Dial the static connectors and keep the links up until cancelled."""
-        for queue in list(self.broker.post_office.queues.values()):
-            prefix = SF_PREFIX + self.name + "."
-            if queue.name.startswith(prefix):
-                node_id = queue.name[len(prefix) :]
+        for queue in self.broker.queues():
+            node_id = neighbour_of(self.name, queue.name)
+            if node_id is not None:
                 self.routes[node_id] = NeighbourRoute(node_id, queue)
                 if queue.message_count:
                     log.info(
@@ -146,17 +141,16 @@ class ClusterConnection:
                         queue.message_count,
                         node_id,
                     )
-        self.broker.post_office.listeners.append(self)
+        self.broker.add_binding_listener(self)
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 self.redistributor = Redistributor(
                     self.broker,
                     self.config.message_load_balancing,
-                    self.broker.post_office.remote,
                     nursery,
                 )
-                for queue in self.broker.post_office.queues.values():
+                for queue in self.broker.queues():
                     if not is_internal(queue.name):
                         self.redistributor.watch(queue)
                 for host, port in self.static_connectors:
@@ -174,7 +168,7 @@ class ClusterConnection:
                 task_status.started()
                 await trio.sleep_forever()
         finally:
-            self.broker.post_office.listeners.remove(self)
+            self.broker.remove_binding_listener(self)
 
     async def leave(self) -> None:
         """Tell every neighbour this node is going away (a graceful stop)."""
@@ -356,7 +350,7 @@ class ClusterConnection:
         route = self.routes.get(node_id)
         if route is None:
             name = sf_queue_name(self.name, node_id)
-            queue = self.broker.post_office.queue(name)
+            queue = self.broker.queue(name)
             if queue is None:
                 queue = self.broker.create_queue(name, name, RoutingType.MULTICAST, durable=True)
             route = self.routes[node_id] = NeighbourRoute(node_id, queue)
@@ -474,7 +468,7 @@ class ClusterConnection:
             self._redistribute_for(binding)
             return
         name = f"{info.queue_name}@{info.origin_node_id}"
-        existing = self.broker.post_office.remote_binding(name)
+        existing = self.broker.remote_binding(name)
         if existing is not None:
             if existing.distance <= distance:
                 return  # known by a path at least as short
@@ -494,7 +488,7 @@ class ClusterConnection:
             consumer_texts=tuple(info.consumers),
         )
         self.bindings[key] = binding
-        self.broker.post_office.add_remote_binding(binding)
+        self.broker.add_remote_binding(binding)
         log.debug("cluster %s: learned %r", self.name, binding)
         self._redistribute_for(binding)
         for link in list(self.incoming):
@@ -507,7 +501,7 @@ class ClusterConnection:
         binding = self.bindings.pop((via, name), None)
         if binding is None:
             return
-        self.broker.post_office.remove_remote_binding(binding)
+        self.broker.remove_remote_binding(binding)
         for link in list(self.incoming):
             if self._shares(binding, link):
                 link.send(wire.Bindings(snapshot=False, added=(), removed=(binding.name,)))
@@ -573,11 +567,7 @@ class ClusterConnection:
         )
 
     def _snapshot(self, link: IncomingLink) -> wire.Bindings:
-        infos = [
-            self._local_info(q)
-            for q in self.broker.post_office.queues.values()
-            if not is_internal(q.name)
-        ]
+        infos = [self._local_info(q) for q in self.broker.queues() if not is_internal(q.name)]
         infos += [self._remote_info(b) for b in self.bindings.values() if self._shares(b, link)]
         return wire.Bindings(snapshot=True, added=tuple(infos), removed=())
 
@@ -726,12 +716,10 @@ class ClusterConnection:
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
             try:
-                await self.broker.persistence.wait(latest(p.tickets for p, _ in run))
+                await settle_in_order([pending for pending, _ in run])
             except StorageError:
                 await self._confirm_durable_part(link, run)
                 raise
-            for pending, _ in run:
-                pending.complete()
             seq = run[-1][1]  # one seq per message: the difference counts them
             if seq - confirmed >= CONFIRM_BATCH or pipeline.statistics().current_buffer_used == 0:
                 link.send(wire.Confirm(seq=seq))
@@ -745,8 +733,7 @@ class ClusterConnection:
         confirmed = None
         try:
             for pending, seq in run:
-                await self.broker.persistence.wait(pending.tickets)
-                pending.complete()
+                await pending.settled()
                 confirmed = seq
         except StorageError as exc:
             log.error("cluster %s: cannot store forwarded messages: %s", self.name, exc)
@@ -845,7 +832,7 @@ class ForwardedRun:
         if not messages:
             return None
         self.messages = []
-        next_id = self.broker.persistence.next_id
+        next_id = self.broker.next_id
         forwarded: list[Forwarded] = []
         for m in messages:
             try:

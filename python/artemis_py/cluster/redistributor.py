@@ -33,10 +33,11 @@ from artemis_py.config import MessageLoadBalancing
 from artemis_py.exceptions import StorageError
 
 if TYPE_CHECKING:
+    from artemis_py.broker.broker import Broker
     from artemis_py.broker.message import MessageReference
+    from artemis_py.broker.pending import Pending
     from artemis_py.broker.queue import Queue
-    from artemis_py.broker.server import Broker, Destination, Pending
-    from artemis_py.cluster.remote_binding import RemoteQueueBinding
+    from artemis_py.broker.routing import Destination, RemoteQueueBinding
 
 log = logging.getLogger("artemis_py.cluster")
 
@@ -51,7 +52,6 @@ class Redistributor:
         self,
         broker: Broker,
         policy: MessageLoadBalancing,
-        remote_bindings: dict[str, list[RemoteQueueBinding]],
         nursery: trio.Nursery,
     ) -> None:
         self.broker = broker
@@ -59,7 +59,6 @@ class Redistributor:
             MessageLoadBalancing.ON_DEMAND,
             MessageLoadBalancing.OFF_WITH_REDISTRIBUTION,
         )
-        self.remote = remote_bindings  # address -> remote bindings (the post office's)
         self.nursery = nursery
         self.moved = 0
         self.in_progress = 0  # moves waiting for the journal (their messages are in limbo)
@@ -95,7 +94,7 @@ class Redistributor:
             self.nursery.start_soon(self._activate_after, queue, delay / 1000)
 
     def remote_consumers_changed(self, binding: RemoteQueueBinding) -> None:
-        queue = self.broker.post_office.queue(binding.queue_name)
+        queue = self.broker.queue(binding.queue_name)
         if queue is not None and queue.address == binding.address:
             self.check(queue)
 
@@ -119,7 +118,7 @@ class Redistributor:
             finally:
                 if self._waiting.get(queue.name) is scope:
                     del self._waiting[queue.name]
-        if scope.cancelled_caught or self.broker.post_office.queue(queue.name) is not queue:
+        if scope.cancelled_caught or self.broker.queue(queue.name) is not queue:
             return
         self._active.add(queue.name)
         self._run_pass(queue)
@@ -133,7 +132,7 @@ class Redistributor:
         # Let a burst of arrivals settle into one transaction.
         await trio.lowlevel.checkpoint()
         self._pass_scheduled.discard(queue.name)
-        if queue.name in self._active and self.broker.post_office.queue(queue.name) is queue:
+        if queue.name in self._active and self.broker.queue(queue.name) is queue:
             self._run_pass(queue)
 
     # -- choosing and moving -----------------------------------------------------------
@@ -141,7 +140,7 @@ class Redistributor:
     def _candidates(self, queue: Queue) -> list[RemoteQueueBinding]:
         return [
             b
-            for b in self.remote.get(queue.address, ())
+            for b in self.broker.remote_bindings(queue.address)
             if b.queue_name == queue.name and b.connected and b.consumers
         ]
 
@@ -204,7 +203,6 @@ class Redistributor:
 
     async def _complete(self, pending: Pending) -> None:
         try:
-            await self.broker.persistence.wait(pending.tickets)
-            pending.complete()
+            await pending.settled()
         finally:
             self.in_progress -= 1

@@ -50,10 +50,10 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from artemis_py.broker.broker import BrokerError
 from artemis_py.broker.filter import FilterSyntaxError
 from artemis_py.broker.message import ROUTE_TO_PREFIX
-from artemis_py.broker.server import BrokerError
-from artemis_py.cluster.remote_binding import is_internal
+from artemis_py.broker.routing import is_internal
 from artemis_py.config import RoutingType
 from artemis_py.exceptions import StorageError
 from artemis_py.protocol import cluster as wire
@@ -61,9 +61,8 @@ from artemis_py.protocol import cluster as wire
 if TYPE_CHECKING:
     from artemis_py.broker.message import MessageReference
     from artemis_py.broker.queue import Queue
-    from artemis_py.broker.server import Destination
+    from artemis_py.broker.routing import Destination, NeighbourRoute
     from artemis_py.cluster.cluster_connection import ClusterConnection
-    from artemis_py.cluster.remote_binding import NeighbourRoute
 
 log = logging.getLogger("artemis_py.cluster")
 
@@ -245,11 +244,7 @@ async def _choose_target(connection: ClusterConnection) -> str | None:
 
 
 def _movable(connection: ClusterConnection) -> list[Queue]:
-    return [
-        q
-        for q in connection.broker.post_office.queues.values()
-        if not is_internal(q.name) and not q.temporary
-    ]
+    return [q for q in connection.broker.queues() if not is_internal(q.name) and not q.temporary]
 
 
 def _holding(connection: ClusterConnection) -> list[Queue]:
@@ -392,11 +387,9 @@ class _Mover:
         if not moves:
             return
         try:
-            pending = self.broker.redistribute(moves)
-            await self.broker.persistence.wait(pending.tickets)
+            await self.broker.redistribute(moves).settled()
         except StorageError as exc:
             raise ScaleDownError(f"the journal refused the move: {exc}") from exc
-        pending.complete()
         self.moved.update(labels)
 
 
@@ -447,16 +440,14 @@ async def take_over(connection: ClusterConnection, departed: str, target: str) -
     if not route.sf_queue.message_count and connection.routes.get(departed) is route:
         del connection.routes[departed]
         connection.bridges.pop(departed, None)
-        pending = connection.broker.delete_queue(route.sf_queue)
-        await connection.broker.persistence.wait(pending.tickets)
-        pending.complete()
+        await connection.broker.delete_queue(route.sf_queue).settled()
 
 
 def create_queues(connection: ClusterConnection, frame: wire.CreateQueues, peer: str) -> None:
     """A node scaling down to this one asks for the queues it is about to fill."""
     broker = connection.broker
     for spec in frame.queues:
-        existing = broker.post_office.queue(spec.name)
+        existing = broker.queue(spec.name)
         if existing is not None:
             if existing.address != spec.address:
                 log.warning(

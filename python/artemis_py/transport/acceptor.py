@@ -15,11 +15,11 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from artemis_py.broker.server import Broker
+from artemis_py.broker.broker import Broker
+from artemis_py.broker.security import Authenticator
 from artemis_py.config import AcceptorConfig
 from artemis_py.protocol.cluster import MAGIC
-from artemis_py.sockets import FastSocketStream
-from artemis_py.transport.security import Authenticator
+from artemis_py.transport.sockets import FastSocketStream
 from artemis_py.transport.stomp import StompConnection
 
 log = logging.getLogger("artemis_py.transport")

@@ -38,9 +38,10 @@ import trio
 from artemis_py import __version__
 from artemis_py.broker.filter import Filter, FilterSyntaxError
 from artemis_py.broker.message import DEFAULT_PRIORITY, MessageReference
-from artemis_py.broker.post_office import split_fqqn
+from artemis_py.broker.routing import split_fqqn
 from artemis_py.broker.queue import MaxConsumersReachedError, Queue
-from artemis_py.broker.server import Broker, BrokerError, Pending, Transaction, now_ms
+from artemis_py.broker.broker import Broker, BrokerError, Transaction, now_ms
+from artemis_py.broker.pending import Pending
 from artemis_py.config import AcceptorConfig, RoutingType
 from artemis_py.exceptions import ArtemisError, StorageError
 from artemis_py.protocol.stomp import (
@@ -56,7 +57,7 @@ from artemis_py.protocol.stomp import (
 )
 from artemis_py.protocol.stomp import Connection as StompCodec
 from artemis_py.protocol.stomp import Role as StompRole
-from artemis_py.transport.security import Authenticator
+from artemis_py.broker.security import Authenticator
 
 log = logging.getLogger("artemis_py.stomp")
 

@@ -20,19 +20,6 @@ if TYPE_CHECKING:
 
 Lookup = Callable[[str], object]
 
-INTERNAL_PREFIX = "$.artemis.internal."
-SF_PREFIX = INTERNAL_PREFIX + "sf."
-
-
-def sf_queue_name(cluster: str, node_id: str) -> str:
-    """The store-and-forward queue for messages bound for ``node_id`` (Artemis's name)."""
-    return f"{SF_PREFIX}{cluster}.{node_id}"
-
-
-def is_internal(name: str) -> bool:
-    """Whether a queue or address is the cluster's own (never balanced, published or moved)."""
-    return name.startswith(INTERNAL_PREFIX)
-
 
 @dataclass(slots=True)
 class NeighbourRoute:

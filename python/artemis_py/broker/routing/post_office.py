@@ -14,7 +14,7 @@ queue of one routing type and optionally with a filter.
 
 In a cluster the post office also holds the *remote bindings* learned from other nodes, and
 an address with remote bindings is routed by the cluster connection's load-balancing policy
-(:mod:`artemis_py.cluster.load_balancing`). Listeners hear of every local queue and consumer
+(:mod:`.load_balancing`). Listeners hear of every local queue and consumer
 change, which is how other nodes learn this node's bindings.
 
 The post office only decides; the broker persists the references and then adds them to
@@ -28,14 +28,21 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from artemis_py.broker.queue import Queue
-from artemis_py.cluster.load_balancing import RoundRobin
-from artemis_py.cluster.load_balancing import route as balance
+from artemis_py.broker.routing.load_balancing import RoundRobin
+from artemis_py.broker.routing.load_balancing import route as balance
 from artemis_py.config import MessageLoadBalancing, RoutingType
 
 if TYPE_CHECKING:
-    from artemis_py.cluster.remote_binding import RemoteQueueBinding
+    from artemis_py.broker.routing.remote_binding import RemoteQueueBinding
 
 FQQN_SEPARATOR = "::"
+INTERNAL_PREFIX = "$.artemis.internal."
+
+
+def is_internal(name: str) -> bool:
+    """Whether a queue or address is the node's own (the cluster's store-and-forward
+    queues): never balanced, published to other nodes or moved by scale-down."""
+    return name.startswith(INTERNAL_PREFIX)
 
 
 def split_fqqn(name: str) -> tuple[str, str | None]:

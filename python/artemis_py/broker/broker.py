@@ -10,34 +10,42 @@ journal. An operation that changes durable state is split in two:
 2. *complete* (after the journal says the records are durable): make the effect visible,
    e.g. put a sent message on its queues so consumers can get it.
 
-Each operation returns a :class:`Pending`; a protocol connection keeps its pendings in a
-FIFO and completes them in order, so a pipelining producer gets group commit while its
-messages still reach queues in the order it sent them, and a receipt is sent only after
-the records it covers are durable. Acknowledgements take effect in memory at once and are
-durable when their pending completes.
+Each operation returns a :class:`~artemis_py.broker.pending.Pending`, which its caller
+settles (``await pending.settled()``: wait for the journal, then complete). A protocol
+connection keeps its pendings in a FIFO and settles them in order, so a pipelining producer
+gets group commit while its messages still reach queues in the order it sent them, and a
+receipt is sent only after the records it covers are durable. Acknowledgements take effect
+in memory at once and are durable when their pending settles.
+
+Other packages (protocol sessions, the cluster) use the broker through the methods of
+:class:`Broker` only; the post office and persistence behind it are the broker's own.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING
 
 from artemis_py.broker.duplicate_cache import DuplicateIDCache
 from artemis_py.broker.filter import Filter
-from artemis_py.broker.message import ROUTE_TO_PREFIX, Message, MessageReference
+from artemis_py.broker.message import Message, MessageReference
+from artemis_py.broker.pending import Pending
 from artemis_py.broker.persistence import Persistence, Ticket
-from artemis_py.broker.post_office import Address, PostOffice
-from artemis_py.broker.queue import Queue
-from artemis_py.config import AddressSettings, BrokerConfig, RoutingType
+from artemis_py.broker.queue import Queue, QueueSpec
+from artemis_py.broker.routing import (
+    Address,
+    BindingListener,
+    Destination,
+    PostOffice,
+    RemoteQueueBinding,
+    forwarding,
+    tag,
+)
+from artemis_py.config import AddressSettings, BrokerConfig, MessageLoadBalancing, RoutingType
 from artemis_py.exceptions import ArtemisError, StorageError
-
-if TYPE_CHECKING:
-    from artemis_py.cluster.remote_binding import RemoteQueueBinding
 
 log = logging.getLogger("artemis_py.broker")
 
@@ -48,18 +56,6 @@ class BrokerError(ArtemisError):
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-@dataclass(slots=True)
-class Pending:
-    """The durable part of an operation: wait for ``tickets``, then run ``on_durable``."""
-
-    tickets: list[Ticket] = field(default_factory=list)
-    on_durable: list[Callable[[], None]] = field(default_factory=list)
-
-    def complete(self) -> None:
-        for action in self.on_durable:
-            action()
 
 
 @dataclass(slots=True)
@@ -74,31 +70,6 @@ class Transaction:
 #: id, and its encoding as received (None: not known).
 Forwarded = tuple[Message, Sequence[str], bytes, "bytes | None"]
 
-#: A queue a message goes to and, for a neighbour's store-and-forward queue, the names of the
-#: bindings over there that it is for (None for a local queue).
-Destination = tuple[Queue, "list[str] | None"]
-
-
-def forwarding(bindings: Iterable[RemoteQueueBinding]) -> list[Destination]:
-    """One destination per neighbour: its store-and-forward queue and the bindings' names."""
-    by_neighbour: dict[str, tuple[Queue, list[str]]] = {}
-    for binding in bindings:
-        sf_queue = binding.route.sf_queue
-        by_neighbour.setdefault(sf_queue.name, (sf_queue, []))[1].append(binding.name_on_neighbour)
-    return list(by_neighbour.values())
-
-
-def tag(message: Message, destinations: list[Destination]) -> list[Queue]:
-    """Name, on ``message``, the bindings it is for over each link; returns the queues."""
-    route_to = {
-        ROUTE_TO_PREFIX + queue.name: json.dumps(names)
-        for queue, names in destinations
-        if names is not None
-    }
-    if route_to:
-        message.set_properties(route_to)
-    return [queue for queue, _ in destinations]
-
 
 class Broker:
     """The server core of one node (Artemis's ActiveMQServer, minus the protocols)."""
@@ -109,6 +80,43 @@ class Broker:
         self.post_office = PostOffice()
         self.node_id = persistence.node_id
         self.duplicates = DuplicateIDCache(config.id_cache_size, persist=config.persist_id_cache)
+
+    # -- lookups and the cluster's hooks -------------------------------------------------
+
+    def queue(self, name: str) -> Queue | None:
+        return self.post_office.queue(name)
+
+    def queues(self) -> list[Queue]:
+        """Every queue of the node (a snapshot: safe to change queues while iterating)."""
+        return list(self.post_office.queues.values())
+
+    def next_id(self) -> int:
+        """A fresh id (messages, queues, transactions), never reused, even after a restart."""
+        return self.persistence.next_id()
+
+    def add_binding_listener(self, listener: BindingListener) -> None:
+        """Tell ``listener`` of every local queue and consumer change from now on."""
+        self.post_office.listeners.append(listener)
+
+    def remove_binding_listener(self, listener: BindingListener) -> None:
+        self.post_office.listeners.remove(listener)
+
+    def balance_with(self, policy: Callable[[str], MessageLoadBalancing | None]) -> None:
+        """Route addresses with remote bindings by ``policy(address)`` (None: local only)."""
+        self.post_office.load_balancing = policy
+
+    def remote_binding(self, name: str) -> RemoteQueueBinding | None:
+        return self.post_office.remote_binding(name)
+
+    def remote_bindings(self, address: str) -> Sequence[RemoteQueueBinding]:
+        """The bindings of queues on other nodes for ``address``, in the order learned."""
+        return self.post_office.remote.get(address, ())
+
+    def add_remote_binding(self, binding: RemoteQueueBinding) -> None:
+        self.post_office.add_remote_binding(binding)
+
+    def remove_remote_binding(self, binding: RemoteQueueBinding) -> None:
+        self.post_office.remove_remote_binding(binding)
 
     # -- recovery ----------------------------------------------------------------------
 
@@ -555,19 +563,3 @@ class Broker:
                 why,
             )
         self._acknowledge_refs([ref])
-
-
-@dataclass(frozen=True, slots=True)
-class QueueSpec:
-    """What the bindings journal records about a queue."""
-
-    queue_id: int
-    name: str
-    address: str
-    routing_type: RoutingType
-    filter: str | None = None
-    durable: bool = True
-    temporary: bool = False
-    max_consumers: int = -1
-    purge_on_no_consumers: bool = False
-    auto_created: bool = False

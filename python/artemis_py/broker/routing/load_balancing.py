@@ -26,7 +26,7 @@ from artemis_py.broker.queue import Queue
 from artemis_py.config import MessageLoadBalancing, RoutingType
 
 if TYPE_CHECKING:
-    from artemis_py.cluster.remote_binding import RemoteQueueBinding
+    from artemis_py.broker.routing.remote_binding import RemoteQueueBinding
 
     Binding = Queue | RemoteQueueBinding
 
