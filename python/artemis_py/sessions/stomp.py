@@ -1,0 +1,621 @@
+"""A STOMP session: what a client's frames do to the broker, without I/O.
+
+Theory of operation
+-------------------
+:class:`StompSession` is fed one decoded frame at a time (:meth:`StompSession.handle`)
+and answers through a ``send`` callback (CONNECTED, MESSAGE; the shell encodes them with
+:attr:`StompSession.codec`). It never blocks and never awaits: a verb does its synchronous
+part on the spot (validate, route, queue journal records, take effect in memory) and
+returns the :class:`~artemis_py.broker.pending.Pending` that must settle before the
+frame's RECEIPT may go out. The Trio shell (:mod:`artemis_py.transport.stomp`) settles the
+pendings in frame order and sends the receipts.
+
+A frame the broker refuses raises :class:`StompError` (whatever the reason: a bad header, a
+broker refusal, a full queue, a failed journal); the shell answers it with the ERROR frame
+:meth:`StompSession.error_frame` builds and closes the connection, as STOMP requires.
+
+Subscriptions are the broker's consumers: a queue pushes messages to a
+:class:`Subscription`, which sends them as MESSAGE frames while the connection is
+writable and its ack window has room. :meth:`StompSession.close` rolls back open
+transactions and returns every unacknowledged delivery to its queue.
+
+Differences from Artemis are deliberate and documented in docs/stomp.md (a NACK
+redelivers instead of discarding).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from artemis_py import __version__
+from artemis_py.broker.broker import Broker, BrokerError, Transaction, now_ms
+from artemis_py.broker.filter import Filter, FilterSyntaxError
+from artemis_py.broker.message import DEFAULT_PRIORITY, MessageReference
+from artemis_py.broker.pending import Pending
+from artemis_py.broker.queue import MaxConsumersReachedError, Queue
+from artemis_py.broker.routing import split_fqqn
+from artemis_py.broker.security import Authenticator
+from artemis_py.config import AcceptorConfig, RoutingType
+from artemis_py.exceptions import ArtemisError, StorageError
+from artemis_py.protocol.stomp import Connection as StompCodec
+from artemis_py.protocol.stomp import (
+    Frame,
+    FrameLimits,
+    HeartbeatSettings,
+    ProtocolError,
+    artemis_heartbeat,
+    negotiate_version,
+)
+from artemis_py.protocol.stomp import Role as StompRole
+
+log = logging.getLogger("artemis_py.stomp")
+
+# Headers that steer the broker and are not copied into the message as properties.
+_CONTROL_HEADERS = frozenset(
+    {
+        "destination",
+        "transaction",
+        "receipt",
+        "content-length",
+        "persistent",
+        "priority",
+        "expires",
+        "destination-type",
+        "message-id",
+        "subscription",
+        "ack",
+        "redelivered",
+        "timestamp",
+    }
+)
+_ROUTING_HEADER_VALUES = {"ANYCAST": RoutingType.ANYCAST, "MULTICAST": RoutingType.MULTICAST}
+_ACK_MODES = ("auto", "client", "client-individual")
+_DESTINATION_CACHE = 256  # entries per session; cleared when full
+_session_ids = itertools.count(1)
+
+
+def frame_limits(acceptor: AcceptorConfig) -> FrameLimits:
+    """The codec's limits from the acceptor's ``stompMax*`` URL parameters."""
+    return FrameLimits(
+        max_header_line_length=acceptor.stomp_max_header_length,
+        max_header_count=acceptor.stomp_max_headers,
+        max_header_bytes=acceptor.stomp_max_headers_size,
+        max_body_size=acceptor.stomp_max_body_size,
+    )
+
+
+def heartbeat_settings(acceptor: AcceptorConfig) -> HeartbeatSettings:
+    ttl_max = acceptor.connection_ttl_max
+    return HeartbeatSettings(
+        connection_ttl=acceptor.connection_ttl,
+        connection_ttl_min=acceptor.connection_ttl_min,
+        connection_ttl_max=None if ttl_max >= 2**63 - 1 else ttl_max,
+        heart_beat_to_connection_ttl_modifier=acceptor.heart_beat_to_connection_ttl_modifier,
+    )
+
+
+class StompError(ArtemisError):
+    """A frame the broker refuses; the text (and any extra headers) go into the ERROR frame."""
+
+    def __init__(self, message: str, error_headers: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.error_headers = error_headers
+
+
+# What a verb may raise that refuses the frame (StorageError: e.g. a persistent message
+# too large for a journal file, or a journal that failed).
+_REFUSALS = (BrokerError, FilterSyntaxError, MaxConsumersReachedError, StorageError)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A ``destination`` header taken apart: address, queue (FQQN) and routing type."""
+
+    address: str
+    queue: str | None
+    routing_type: RoutingType | None
+
+
+def _carriable_in_10(header: tuple[str, str]) -> bool:
+    """STOMP 1.0 has no header escaping: a property with a line break (or a name with a
+    colon) that a 1.1/1.2 producer sent cannot be written to a 1.0 consumer, so it is left
+    out of that consumer's MESSAGE rather than breaking the frame."""
+    name, value = header
+    return not any(c in name for c in ":\r\n") and "\n" not in value and "\r" not in value
+
+
+class Subscription:
+    """A SUBSCRIBE: a consumer on one queue with an ack mode and a byte window."""
+
+    def __init__(
+        self,
+        session: StompSession,
+        sub_id: str,
+        destination: str,
+        queue: Queue,
+        ack_mode: str,
+        window: int,
+        selector: Filter | None,
+        durable_name: str | None,
+    ) -> None:
+        self.session = session
+        self.id = sub_id
+        self.destination = destination
+        self.queue = queue
+        self.ack_mode = ack_mode
+        self.window = window
+        self.selector = selector
+        self.durable_name = durable_name
+        self.in_flight: OrderedDict[str, MessageReference] = OrderedDict()
+        self.in_flight_bytes = 0
+        self._ack_ids = itertools.count(1)
+        self._writable = session.writable
+        self._send = session.send
+
+    # -- Consumer protocol -------------------------------------------------------------
+
+    def has_credit(self) -> bool:
+        if not self._writable():
+            return False
+        if self.ack_mode == "auto" or self.window < 0:
+            return True
+        if self.window == 0:
+            return not self.in_flight
+        return self.in_flight_bytes < self.window
+
+    def deliver(self, ref: MessageReference) -> None:
+        message = ref.message
+        version = self.session.version
+        ack_id = f"{self.id}:{next(self._ack_ids)}"
+        headers = [
+            ("subscription", self.id),
+            ("message-id", str(message.message_id)),
+            ("destination", self.destination),
+        ]
+        if self.ack_mode != "auto" and version == "1.2":
+            headers.append(("ack", ack_id))
+        if ref.delivery_count > 1:
+            headers.append(("redelivered", "true"))
+        if message.durable:
+            headers.append(("persistent", "true"))
+        if message.priority != DEFAULT_PRIORITY:
+            headers.append(("priority", str(message.priority)))
+        if message.expiration:
+            headers.append(("expires", str(message.expiration)))
+        headers.append(("timestamp", str(message.timestamp)))
+        if version == "1.0":
+            headers.extend(p for p in message.properties if _carriable_in_10(p))
+        else:
+            headers.extend(message.properties)
+        headers.append(("content-length", str(len(message.body))))
+        self._send(Frame("MESSAGE", tuple(headers), message.body))
+        if self.ack_mode == "auto":
+            self.session.broker.acknowledge([ref], awaited=False)
+        else:
+            self.in_flight[ack_id] = ref
+            self.in_flight_bytes += message.size
+
+    # -- acknowledgement ---------------------------------------------------------------
+
+    def find(self, ack_id: str | None, message_id: str | None) -> str | None:
+        """The in-flight key named by an ACK/NACK (1.2: ack id; 1.0/1.1: message-id)."""
+        if ack_id is not None and ack_id in self.in_flight:
+            return ack_id
+        if message_id is not None:
+            for key, ref in self.in_flight.items():
+                if str(ref.message.message_id) == message_id:
+                    return key
+        return None
+
+    def take(self, key: str) -> list[MessageReference]:
+        """Remove what an ACK/NACK of ``key`` covers (cumulative in ``client`` mode)."""
+        if self.ack_mode == "client-individual":
+            keys = [key]
+        else:
+            keys = list(itertools.takewhile(lambda k: k != key, self.in_flight)) + [key]
+        refs = [self.in_flight.pop(k) for k in keys]
+        self.in_flight_bytes -= sum(r.message.size for r in refs)
+        return refs
+
+    def take_all(self) -> list[MessageReference]:
+        refs = list(self.in_flight.values())
+        self.in_flight.clear()
+        self.in_flight_bytes = 0
+        return refs
+
+
+class StompSession:
+    """One client's STOMP 1.0, 1.1 or 1.2 session with the broker (see the module doc).
+
+    ``send`` takes every frame the session sends; ``writable`` says whether the connection
+    takes more (consumers pause while it does not).
+    """
+
+    def __init__(
+        self,
+        broker: Broker,
+        acceptor: AcceptorConfig,
+        authenticator: Authenticator,
+        *,
+        send: Callable[[Frame], None],
+        writable: Callable[[], bool],
+    ) -> None:
+        self.broker = broker
+        self.acceptor = acceptor
+        self.authenticator = authenticator
+        self.send = send
+        self.writable = writable
+        self.id = f"{broker.node_id[:8]}-{next(_session_ids)}"
+        self.codec = StompCodec(StompRole.SERVER, limits=frame_limits(acceptor))
+        self.version = "1.0"
+        self.connected = False
+        self.disconnecting = False  # DISCONNECT received: nothing more is read
+        self.client_id: str | None = None
+        # Heart-beating: seconds between the heart-beats we send (0: none), and the
+        # connection TTL (no data from the client for that long closes the connection).
+        self.heartbeat_interval = 0.0
+        self.ttl = acceptor.connection_ttl / 1000 if acceptor.connection_ttl > 0 else math.inf
+        self.subscriptions: dict[str, Subscription] = {}
+        self.transactions: dict[str, Transaction] = {}
+        # SEND's (destination, destination-type) -> where it goes: the same few each time.
+        self._targets: dict[tuple[str | None, str | None], Target] = {}
+        self._verbs: dict[str, Callable[[Frame], Pending | None]] = {
+            "CONNECT": self._on_connect,
+            "STOMP": self._on_connect,
+            "DISCONNECT": self._on_disconnect,
+            "SEND": self._on_send,
+            "SUBSCRIBE": self._on_subscribe,
+            "UNSUBSCRIBE": self._on_unsubscribe,
+            "ACK": self._on_ack,
+            "NACK": self._on_nack,
+            "BEGIN": self._on_begin,
+            "COMMIT": self._on_commit,
+            "ABORT": self._on_abort,
+        }
+
+    # -- the shell's side --------------------------------------------------------------
+
+    def handle(self, frame: Frame) -> Pending | None:
+        """Do what ``frame`` asks; the Pending (if any) must settle before its RECEIPT.
+
+        Raises :class:`StompError` when the frame is refused.
+        """
+        if not self.connected and frame.command not in ("CONNECT", "STOMP"):
+            raise StompError(f"{frame.command} before CONNECT")
+        verb = self._verbs.get(frame.command)
+        if verb is None:
+            raise StompError(f"unknown command {frame.command}")
+        try:
+            return verb(frame)
+        except _REFUSALS as exc:
+            raise StompError(str(exc)) from exc
+
+    def error_frame(
+        self, message: str, receipt: str | None, extra_headers: tuple[tuple[str, str], ...] = ()
+    ) -> Frame:
+        """The ERROR frame that refuses a frame (with its receipt id) or the connection."""
+        body = message.encode()
+        headers = [("message", message), *extra_headers]
+        if receipt is not None:
+            headers.append(("receipt-id", receipt))
+        headers += [("content-type", "text/plain"), ("content-length", str(len(body)))]
+        return Frame("ERROR", tuple(headers), body)
+
+    def receipt_frame(self, receipt: str) -> Frame:
+        return Frame("RECEIPT", (("receipt-id", receipt),), b"")
+
+    def resume(self) -> None:
+        """The connection became writable again: consumers may go on."""
+        for sub in list(self.subscriptions.values()):
+            if sub.queue.messages:
+                sub.queue.deliver()
+
+    def close(self) -> None:
+        """The connection is gone: open transactions roll back, deliveries go back."""
+        for tx in self.transactions.values():
+            if tx.acks:
+                self.broker.cancel(tx.acks)
+        self.transactions.clear()
+        for sub in list(self.subscriptions.values()):
+            self._close_subscription(sub)
+        self.subscriptions.clear()
+
+    def _close_subscription(self, sub: Subscription) -> None:
+        sub.queue.remove_consumer(sub)
+        refs = sub.take_all()
+        if refs:
+            self.broker.cancel(refs)
+        self.broker.queue_lost_consumer(sub.queue)
+
+    # -- connecting --------------------------------------------------------------------
+
+    def _on_connect(self, frame: Frame) -> None:
+        if self.connected:
+            raise StompError("already connected")
+        try:
+            self.version = negotiate_version(frame.get("accept-version"))
+        except ProtocolError as exc:
+            raise StompError(str(exc), exc.error_headers) from exc
+        self.codec.accept_connect(self.version)
+        if not self.authenticator.authenticate(frame.get("login"), frame.get("passcode")):
+            raise StompError(
+                f"Security Error: authentication failed for user {frame.get('login')!r}"
+            )
+        self.client_id = frame.get("client-id")
+        try:
+            plan = artemis_heartbeat(
+                frame.get("heart-beat"), self.version, heartbeat_settings(self.acceptor)
+            )
+        except ProtocolError as exc:
+            raise StompError(str(exc)) from exc
+        self.heartbeat_interval = plan.send_every_ms / 1000
+        self.ttl = plan.connection_ttl_ms / 1000 if plan.connection_ttl_ms > 0 else math.inf
+        self.connected = True
+        headers = [
+            ("version", self.version),
+            ("session", self.id),
+            ("server", f"artemis-py/{__version__}"),
+        ]
+        if plan.connected_header is not None:
+            headers.append(("heart-beat", plan.connected_header))
+        self.send(Frame("CONNECTED", tuple(headers), b""))
+        log.debug("session %s: STOMP %s", self.id, self.version)
+
+    def _on_disconnect(self, frame: Frame) -> None:
+        # Nothing more is read; the RECEIPT goes out after everything before it settled.
+        self.disconnecting = True
+
+    # -- destinations ------------------------------------------------------------------
+
+    def _target(self, name: str | None, type_header: str | None) -> Target:
+        if not name:
+            raise StompError("missing destination header")
+        routing: RoutingType | None = None
+        for prefix in self.acceptor.anycast_prefixes:
+            if name.startswith(prefix):
+                name, routing = name[len(prefix) :], RoutingType.ANYCAST
+                break
+        else:
+            for prefix in self.acceptor.multicast_prefixes:
+                if name.startswith(prefix):
+                    name, routing = name[len(prefix) :], RoutingType.MULTICAST
+                    break
+        if routing is None and type_header is not None:
+            routing = _ROUTING_HEADER_VALUES.get(type_header.upper())
+            if routing is None:
+                raise StompError(f"unknown routing type {type_header!r}")
+        address, queue = split_fqqn(name)
+        if not address:
+            raise StompError(f"invalid destination {name!r}")
+        return Target(address, queue, routing)
+
+    # -- sending -----------------------------------------------------------------------
+
+    def _on_send(self, frame: Frame) -> Pending | None:
+        headers = frame.headers
+        # One dict instead of a scan per header looked up; reversed: the first one wins.
+        first = dict(reversed(headers))
+        key = (first.get("destination"), first.get("destination-type"))
+        target = self._targets.get(key)
+        if target is None:
+            target = self._target(*key)
+            if len(self._targets) >= _DESTINATION_CACHE:
+                self._targets.clear()
+            self._targets[key] = target
+        try:
+            priority = int(first.get("priority") or DEFAULT_PRIORITY)
+            expiration = int(first.get("expires") or 0)
+        except ValueError as exc:
+            raise StompError(f"invalid priority or expires header: {exc}") from exc
+        properties = tuple((k, v) for k, v in headers if k not in _CONTROL_HEADERS)
+        message = self.broker.new_message(
+            target.address,
+            body=frame.body,
+            properties=properties,
+            routing_type=target.routing_type,
+            durable=first.get("persistent", "false").lower() == "true",
+            priority=max(0, min(9, priority)),
+            timestamp=now_ms(),
+            expiration=max(0, expiration),
+        )
+        queues = self.broker.route(message, target.queue)
+        tx_name = first.get("transaction")
+        if tx_name is not None:
+            self._transaction(tx_name).sends.append((message, queues))
+            return None
+        return self.broker.send(message, queues)
+
+    # -- subscribing -------------------------------------------------------------------
+
+    def _on_subscribe(self, frame: Frame) -> None:
+        destination = frame.get("destination")
+        target = self._target(destination, frame.get("subscription-type"))
+        sub_id = frame.get("id") or (destination if self.version == "1.0" else None)
+        if sub_id is None:
+            raise StompError("SUBSCRIBE without an id header")
+        if sub_id in self.subscriptions:
+            raise StompError(f"subscription {sub_id} already exists")
+        ack_mode = frame.get("ack", "auto")
+        if ack_mode not in _ACK_MODES:
+            raise StompError(f"unknown ack mode {ack_mode!r}")
+        try:
+            window = int(
+                frame.get("consumer-window-size", str(self.acceptor.stomp_consumer_window_size))
+            )
+        except ValueError as exc:
+            raise StompError("consumer-window-size must be an integer") from exc
+        selector_text = frame.get("selector")
+        selector = Filter.parse(selector_text) if selector_text else None
+        durable_name = frame.get("durable-subscription-name") or frame.get(
+            "durable-subscriber-name"
+        )
+        queue = self._subscription_queue(target, selector_text, durable_name)
+        sub = Subscription(
+            self, sub_id, destination or "", queue, ack_mode, window, selector, durable_name
+        )
+        if queue.routing_type is RoutingType.MULTICAST:
+            sub.selector = None  # the subscription queue's filter already applies it
+        queue.add_consumer(sub)
+        self.subscriptions[sub_id] = sub
+
+    def _subscription_queue(
+        self, target: Target, selector: str | None, durable_name: str | None
+    ) -> Queue:
+        broker = self.broker
+        if target.queue is not None:  # fully qualified: address::queue
+            queue = broker.queue(target.queue)
+            if queue is None:
+                routing = (
+                    target.routing_type
+                    or broker.address_settings(target.address).default_queue_routing_type
+                )
+                return self._auto_create_queue(target.queue, target.address, routing)
+            if queue.address != target.address:
+                raise StompError(f"queue {target.queue} is not bound to address {target.address}")
+            return queue
+        address = broker.resolve_address(target.address, target.routing_type, for_send=False)
+        if target.routing_type is not None:
+            routing = target.routing_type
+        elif len(address.routing_types) == 1:
+            routing = next(iter(address.routing_types))
+        else:
+            routing = broker.address_settings(target.address).default_queue_routing_type
+        if routing is RoutingType.ANYCAST:
+            queue = broker.queue(target.address)
+            if queue is None:
+                queue = self._auto_create_queue(target.address, target.address, routing)
+            return queue
+        if durable_name:
+            return self._durable_subscription_queue(target.address, selector, durable_name)
+        return broker.create_queue(
+            str(uuid.uuid4()),
+            target.address,
+            RoutingType.MULTICAST,
+            filter_text=selector,
+            durable=False,
+            temporary=True,
+        )
+
+    def _durable_subscription_queue(
+        self, address: str, selector: str | None, durable_name: str
+    ) -> Queue:
+        if not self.client_id:
+            raise StompError("a durable subscription needs a client-id on CONNECT")
+        name = f"{self.client_id}.{durable_name}"
+        queue = self.broker.queue(name)
+        if queue is not None and (
+            queue.address != address or ((queue.filter.text if queue.filter else None) != selector)
+        ):
+            # Artemis: a durable subscription re-created with another address or selector
+            # replaces the old one.
+            self.broker.delete_queue(queue)
+            queue = None
+        if queue is None:
+            queue = self.broker.create_queue(
+                name, address, RoutingType.MULTICAST, filter_text=selector, durable=True
+            )
+        return queue
+
+    def _auto_create_queue(self, name: str, address: str, routing: RoutingType) -> Queue:
+        if not self.broker.address_settings(address).auto_create_queues:
+            raise StompError(f"queue {name} does not exist and auto-create is disabled")
+        return self.broker.create_queue(name, address, routing, auto_created=True)
+
+    def _on_unsubscribe(self, frame: Frame) -> Pending | None:
+        sub_id = frame.get("id") or (frame.get("destination") if self.version == "1.0" else None)
+        sub = self.subscriptions.pop(sub_id or "", None)
+        durable_name = frame.get("durable-subscription-name") or frame.get(
+            "durable-subscriber-name"
+        )
+        if sub is None:
+            raise StompError(f"no subscription {sub_id!r} on this connection")
+        self._close_subscription(sub)
+        if durable_name and sub.queue.durable and not sub.queue.consumers:
+            return self.broker.delete_queue(sub.queue)
+        return None
+
+    # -- acknowledging -----------------------------------------------------------------
+
+    def _locate(self, frame: Frame) -> tuple[Subscription, str]:
+        ack_id = frame.get("id") if self.version == "1.2" else None
+        message_id = frame.get("message-id")
+        sub_id = frame.get("subscription")
+        if ack_id is None and message_id is None:
+            raise StompError(f"{frame.command} needs an id (1.2) or message-id header")
+        if ack_id is not None:
+            sub_id = ack_id.rpartition(":")[0]
+        candidates = (
+            [self.subscriptions[sub_id]]
+            if sub_id in self.subscriptions
+            else list(self.subscriptions.values())
+        )
+        for sub in candidates:
+            key = sub.find(ack_id, message_id)
+            if key is not None:
+                return sub, key
+        raise StompError(
+            f"{frame.command}: no unacknowledged message {ack_id or message_id} on this connection"
+        )
+
+    def _on_ack(self, frame: Frame) -> Pending | None:
+        sub, key = self._locate(frame)
+        refs = sub.take(key)
+        tx_name = frame.get("transaction")
+        if tx_name is not None:
+            self._transaction(tx_name).acks.extend(refs)
+            return None
+        pending = self.broker.acknowledge(refs, awaited=frame.get("receipt") is not None)
+        sub.queue.deliver()
+        return pending
+
+    def _on_nack(self, frame: Frame) -> None:
+        # Unlike Artemis (which discards on NACK), a NACK is a failed delivery: the message
+        # is redelivered, and dead-lettered after max-delivery-attempts.
+        sub, key = self._locate(frame)
+        refs = sub.take(key)
+        self.broker.cancel(refs)
+        sub.queue.deliver()
+
+    # -- transactions ------------------------------------------------------------------
+
+    def _transaction(self, name: str) -> Transaction:
+        tx = self.transactions.get(name)
+        if tx is None:
+            raise StompError(f"transaction {name} was not begun")
+        return tx
+
+    def _on_begin(self, frame: Frame) -> None:
+        name = frame.get("transaction")
+        if not name:
+            raise StompError("BEGIN without a transaction header")
+        if name in self.transactions:
+            raise StompError(f"transaction {name} is already active")
+        self.transactions[name] = Transaction()
+
+    def _on_commit(self, frame: Frame) -> Pending:
+        name = frame.get("transaction") or ""
+        tx = self._transaction(name)
+        del self.transactions[name]
+        try:
+            pending = self.broker.commit(tx)
+        except StorageError:
+            if tx.acks:
+                self.broker.cancel(tx.acks)
+            raise
+        for sub in self.subscriptions.values():
+            sub.queue.deliver()
+        return pending
+
+    def _on_abort(self, frame: Frame) -> None:
+        name = frame.get("transaction") or ""
+        tx = self._transaction(name)
+        del self.transactions[name]
+        # Acknowledgements of an aborted transaction did not happen: redeliver them.
+        if tx.acks:
+            self.broker.cancel(tx.acks)
