@@ -2,28 +2,32 @@
 # Apache ActiveMQ Artemis as a benchmark peer: install | start | stop | status  [single|cluster]
 #
 #   (BENCH_PORT_SHIFT=N adds N to every port.)
-#   install   download the latest binary distribution from Maven Central (once; cached) and
-#             create the instances: one node (STOMP 61613) and a three-node symmetric cluster
-#             (STOMP 61613/61713/61813, CORE 61616/61716/61816; port offsets 0/100/200,
-#             static cluster connectors, ON_DEMAND, non-default cluster credentials)
+#   install   fetch the binary distribution of Apache Artemis $ARTEMIS_VERSION (default below)
+#             with Maven (`mvn dependency:copy`, once; cached) and create the instances: one
+#             node (STOMP 61613) and a three-node symmetric cluster (STOMP 61613/61713/61813,
+#             CORE 61616/61716/61816; port offsets 0/100/200, static cluster connectors,
+#             ON_DEMAND, non-default cluster credentials)
 #   start     start the single node or the three cluster nodes (installs first if needed),
 #             then wait until every STOMP port accepts connections
-#   stop      stop them (Artemis's own `artemis stop`, then wait for the ports to close)
+#   stop      stop them (Artemis's own `artemis-service stop`, then wait for the ports to close)
 #   status    exit 0 if every STOMP port of the layout accepts connections
 #
 # Everything lives under $BENCH_CACHE (default ~/.cache/artemis-py-bench/artemis). Every
-# command is idempotent. Needs curl, tar and Java 17+.
+# command is idempotent. Needs mvn, tar and Java 17+. Maven resolves the artifact from
+# whatever repositories its own settings name (~/.m2/settings.xml), so mirrors work.
 set -euo pipefail
 cd "$(dirname "$0")"
 . ./common.sh
 
+# The version compared against; pinned so that runs on different days compare the same peer.
+VERSION="${ARTEMIS_VERSION:-2.56.0}"
 ROOT="$BENCH_CACHE/artemis"
+HOME_DIR="$ROOT/apache-artemis-$VERSION"
 CLUSTER_USER="bench-cluster"
 CLUSTER_PASSWORD="${ARTEMIS_BENCH_CLUSTER_PASSWORD:-bench-cluster-secret}"
-# The issue names groupId org.apache.artemis; releases so far are published under
-# org.apache.activemq, so both are tried, newest groupId first.
-MAVEN_GROUPS=(org/apache/artemis org/apache/activemq)
-MAVEN="${MAVEN_REPO:-https://repo1.maven.org/maven2}"
+# 2.56.0 is published under org.apache.artemis; earlier releases (an ARTEMIS_VERSION override)
+# are under org.apache.activemq, Artemis's groupId before it became a project of its own.
+MAVEN_GROUPS=(org.apache.artemis org.apache.activemq)
 
 # BENCH_PORT_SHIFT moves every port (STOMP 61613+shift, ...) when the usual ones are taken;
 # each shift gets instances of its own.
@@ -37,38 +41,33 @@ case $layout in
     *) die "unknown layout '$layout' (single or cluster)" ;;
 esac
 
-home_dir() { ls -d "$ROOT"/apache-artemis-*/ 2>/dev/null | sort -V | tail -1 | sed 's:/$::'; }
-
 download() {
-    [[ -n "$(home_dir)" ]] && return 0
+    [[ -x $HOME_DIR/bin/artemis ]] && return 0
     mkdir -p "$ROOT"
-    # The newest version listed in maven-metadata.xml whose bin tarball is really there
-    # (a listed version's files can lag behind the metadata).
-    local group="" version="" g v meta
-    for g in "${MAVEN_GROUPS[@]}"; do
-        meta=$(curl -fsS -m 30 "$MAVEN/$g/apache-artemis/maven-metadata.xml" 2>/dev/null) || continue
-        for v in $(sed -n 's:.*<version>\([0-9.]*\)</version>.*:\1:p' <<<"$meta" | sort -rV); do
-            if curl -fsI -m 30 -o /dev/null "$MAVEN/$g/apache-artemis/$v/apache-artemis-$v-bin.tar.gz"; then
-                group=$g version=$v
-                break 2
-            fi
-            log "apache-artemis $v is listed under $g but its bin tarball is missing; trying older"
-        done
+    local group name="apache-artemis-$VERSION-bin.tar.gz" mvn_log="$ROOT/mvn-$VERSION.log"
+    rm -f "$ROOT/$name" "$mvn_log"
+    for group in "${MAVEN_GROUPS[@]}"; do
+        log "fetching $group:apache-artemis:$VERSION:tar.gz:bin with mvn"
+        # dependency:copy needs no project; the artifact lands in $ROOT (and ~/.m2).
+        if (cd "$ROOT" && mvn -q -B dependency:copy \
+            "-Dartifact=$group:apache-artemis:$VERSION:tar.gz:bin" -DoutputDirectory="$ROOT" \
+            >>"$mvn_log" 2>&1) && [[ -f $ROOT/$name ]]; then
+            break
+        fi
     done
-    [[ -n $version ]] || die "no apache-artemis release found on $MAVEN"
-    local name="apache-artemis-$version-bin.tar.gz"
-    local url="$MAVEN/$group/apache-artemis/$version/$name"
-    log "downloading $url"
-    curl -fsS -m 600 -o "$ROOT/$name.part" "$url"
-    if sha=$(curl -fsS -m 30 "$url.sha1" 2>/dev/null); then
-        echo "${sha%% *}  $ROOT/$name.part" | sha1sum -c --quiet - || die "checksum mismatch for $name"
-    fi
-    tar -xzf "$ROOT/$name.part" -C "$ROOT"
-    rm -f "$ROOT/$name.part"
-    log "installed $(home_dir)"
+    [[ -f $ROOT/$name ]] || die "mvn could not fetch apache-artemis $VERSION; see $mvn_log"
+    # Unpacked aside and moved in whole, so an interrupted install is never taken for a done one.
+    rm -rf "$ROOT/unpack" "$HOME_DIR"
+    mkdir "$ROOT/unpack"
+    tar -xzf "$ROOT/$name" -C "$ROOT/unpack"
+    mv "$ROOT/unpack/apache-artemis-$VERSION" "$HOME_DIR"
+    rm -rf "$ROOT/unpack" "$ROOT/$name" "$mvn_log"
+    [[ -x $HOME_DIR/bin/artemis ]] || die "$name did not unpack to $HOME_DIR"
+    log "installed $HOME_DIR"
 }
 
-instance_dir() { echo "$ROOT/instances/$1$SUFFIX"; }
+# Per version: an instance runs the distribution it was created from.
+instance_dir() { echo "$ROOT/instances/$VERSION/$1$SUFFIX"; }
 
 create_instance() { # NAME OFFSET [cluster]
     local name=$1 offset=$2 dir
@@ -90,8 +89,9 @@ create_instance() { # NAME OFFSET [cluster]
         args+=(--java-memory 1G)
     fi
     log "creating $dir"
-    "$(home_dir)/bin/artemis" "${args[@]}" >"$ROOT/create-$name.log" 2>&1 ||
-        { cat "$ROOT/create-$name.log" >&2; die "artemis create failed for $name"; }
+    mkdir -p "$(dirname "$dir")"
+    "$HOME_DIR/bin/artemis" "${args[@]}" >"$dir.create.log" 2>&1 ||
+        { cat "$dir.create.log" >&2; die "artemis create failed for $name"; }
     # STOMP clients name /queue/X and /topic/X: give the STOMP acceptor the usual prefixes
     # (as artemis-py's etc/broker.xml does), otherwise /queue/X is a multicast address.
     sed -i -E '/<acceptor name="stomp">/ s:(protocols=STOMP[^<]*):\1;anycastPrefix=/queue/;multicastPrefix=/topic/:' \
@@ -103,6 +103,9 @@ install() {
     download
     for i in "${!NODES[@]}"; do create_instance "${NODES[$i]}" "${OFFSETS[$i]}"; done
 }
+
+# line_count FILE: its number of lines, 0 when it does not exist yet (before a first start).
+line_count() { if [[ -f $1 ]]; then wc -l <"$1"; else echo 0; fi; }
 
 stomp_port() { echo $((61613 + OFFSETS[$1])); }
 
@@ -124,7 +127,7 @@ start() {
     local -a skip=() # per node: log lines written before this start (the log is appended)
     for i in "${!NODES[@]}"; do
         dir=$(instance_dir "${NODES[$i]}")
-        skip[i]=$(cat "$dir/log/artemis.log" 2>/dev/null | wc -l)
+        skip[i]=$(line_count "$dir/log/artemis.log")
         port_open "$(stomp_port "$i")" && { skip[i]=0; continue; }
         "$dir/bin/artemis-service" start >/dev/null 2>&1 || true
     done
@@ -141,7 +144,7 @@ start() {
             until [[ $(tail -n +$((skip[i] + 1)) "$log" 2>/dev/null | grep -c AMQ221027) -ge $((${#NODES[@]} - 1)) ]]; do
                 ((SECONDS < deadline)) || die "${NODES[$i]}: cluster bridges not connected; see $log"
                 # Artemis may roll its log over at start: then the new one is all this start's.
-                (($(wc -l <"$log" 2>/dev/null || echo 0) >= skip[i])) || skip[i]=0
+                (($(line_count "$log") >= skip[i])) || skip[i]=0
                 sleep 0.5
             done
         done
