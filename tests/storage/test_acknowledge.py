@@ -49,8 +49,7 @@ async def test_only_awaited_acknowledgements_are_synced(tmp_path: Path) -> None:
                 durable=True,
             )
             pending = broker.send(message, [queue])
-            await broker.persistence.wait(pending.tickets)
-            pending.complete()
+            await pending.settled()
         journal = storage.messages
         first, second = consumer.refs
 
