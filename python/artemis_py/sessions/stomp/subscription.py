@@ -1,0 +1,129 @@
+"""A STOMP subscription: the broker's consumer that sends a queue's messages as MESSAGE frames.
+
+It takes messages while the connection is writable and its ack window has room (Artemis's
+``consumer-window-size``, in bytes; -1 unbounded, 0 one at a time), keeps what it sent
+until the client acknowledges it (in ``client`` and ``client-individual`` mode), and gives
+it back when the subscription or the connection closes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+from artemis_py.broker.message import DEFAULT_PRIORITY, MessageReference
+from artemis_py.protocol.stomp import Frame
+
+if TYPE_CHECKING:
+    from artemis_py.broker.filter import Filter
+    from artemis_py.broker.queue import Queue
+    from artemis_py.sessions.stomp.session import StompSession
+
+
+def _carriable_in_10(header: tuple[str, str]) -> bool:
+    """STOMP 1.0 has no header escaping: a property with a line break (or a name with a
+    colon) that a 1.1/1.2 producer sent cannot be written to a 1.0 consumer, so it is left
+    out of that consumer's MESSAGE rather than breaking the frame."""
+    name, value = header
+    return not any(c in name for c in ":\r\n") and "\n" not in value and "\r" not in value
+
+
+class Subscription:
+    """A SUBSCRIBE: a consumer on one queue with an ack mode and a byte window."""
+
+    def __init__(
+        self,
+        session: StompSession,
+        sub_id: str,
+        destination: str,
+        queue: Queue,
+        ack_mode: str,
+        window: int,
+        selector: Filter | None,
+        durable_name: str | None,
+    ) -> None:
+        self.session = session
+        self.id = sub_id
+        self.destination = destination
+        self.queue = queue
+        self.ack_mode = ack_mode
+        self.window = window
+        self.selector = selector
+        self.durable_name = durable_name
+        self.in_flight: OrderedDict[str, MessageReference] = OrderedDict()
+        self.in_flight_bytes = 0
+        self._ack_ids = itertools.count(1)
+        self._writable = session.writable
+        self._send = session.send
+
+    # -- Consumer protocol -------------------------------------------------------------
+
+    def has_credit(self) -> bool:
+        if not self._writable():
+            return False
+        if self.ack_mode == "auto" or self.window < 0:
+            return True
+        if self.window == 0:
+            return not self.in_flight
+        return self.in_flight_bytes < self.window
+
+    def deliver(self, ref: MessageReference) -> None:
+        message = ref.message
+        version = self.session.version
+        ack_id = f"{self.id}:{next(self._ack_ids)}"
+        headers = [
+            ("subscription", self.id),
+            ("message-id", str(message.message_id)),
+            ("destination", self.destination),
+        ]
+        if self.ack_mode != "auto" and version == "1.2":
+            headers.append(("ack", ack_id))
+        if ref.delivery_count > 1:
+            headers.append(("redelivered", "true"))
+        if message.durable:
+            headers.append(("persistent", "true"))
+        if message.priority != DEFAULT_PRIORITY:
+            headers.append(("priority", str(message.priority)))
+        if message.expiration:
+            headers.append(("expires", str(message.expiration)))
+        headers.append(("timestamp", str(message.timestamp)))
+        if version == "1.0":
+            headers.extend(p for p in message.properties if _carriable_in_10(p))
+        else:
+            headers.extend(message.properties)
+        headers.append(("content-length", str(len(message.body))))
+        self._send(Frame("MESSAGE", tuple(headers), message.body))
+        if self.ack_mode == "auto":
+            self.session.broker.acknowledge([ref], awaited=False)
+        else:
+            self.in_flight[ack_id] = ref
+            self.in_flight_bytes += message.size
+
+    # -- acknowledgement ---------------------------------------------------------------
+
+    def find(self, ack_id: str | None, message_id: str | None) -> str | None:
+        """The in-flight key named by an ACK/NACK (1.2: ack id; 1.0/1.1: message-id)."""
+        if ack_id is not None and ack_id in self.in_flight:
+            return ack_id
+        if message_id is not None:
+            for key, ref in self.in_flight.items():
+                if str(ref.message.message_id) == message_id:
+                    return key
+        return None
+
+    def take(self, key: str) -> list[MessageReference]:
+        """Remove what an ACK/NACK of ``key`` covers (cumulative in ``client`` mode)."""
+        if self.ack_mode == "client-individual":
+            keys = [key]
+        else:
+            keys = list(itertools.takewhile(lambda k: k != key, self.in_flight)) + [key]
+        refs = [self.in_flight.pop(k) for k in keys]
+        self.in_flight_bytes -= sum(r.message.size for r in refs)
+        return refs
+
+    def take_all(self) -> list[MessageReference]:
+        refs = list(self.in_flight.values())
+        self.in_flight.clear()
+        self.in_flight_bytes = 0
+        return refs
