@@ -33,7 +33,7 @@ from artemis_py.config import RoutingType
 from artemis_py.storage import Op
 
 if TYPE_CHECKING:
-    from artemis_py.storage import Journal, Storage
+    from artemis_py.storage import Journal, Record, Storage
 
 log = logging.getLogger("artemis_py.broker.persistence")
 
@@ -305,9 +305,18 @@ class Persistence:
             raise RuntimeError("recover() runs once, on the reports of freshly opened journals")
         # The model takes what it needs; the reports' copies of a backlog would only use memory.
         self.storage.bindings.loaded = self.storage.messages.loaded = None
+        highest = max(
+            self._recover_bindings(bindings.records, state),
+            self._recover_messages(messages.records, state),
+        )
+        self._next_id = highest + 1
+        self._ceiling = 0
+        return state
+
+    def _recover_bindings(self, records: Iterable[Record], state: RecoveredState) -> int:
+        """Addresses, queues and the id block; returns the highest id seen."""
         highest = 0
-        queue_ids = set()
-        for record in bindings.records:
+        for record in records:
             if record.record_type != ID_BLOCK_RECORD:
                 highest = max(highest, record.id)
             payload = record.payload
@@ -330,7 +339,6 @@ class Persistence:
                 self._persisted_addresses.add(record.id)
             elif record.record_type == QUEUE_RECORD:
                 name, address, routing, filt, max_consumers, purge, auto = _decode_fields(payload)
-                queue_ids.add(record.id)
                 state.queues.append(
                     QueueSpec(
                         queue_id=record.id,
@@ -343,8 +351,15 @@ class Persistence:
                         auto_created=auto == "1",
                     )
                 )
+        return highest
+
+    def _recover_messages(self, records: Iterable[Record], state: RecoveredState) -> int:
+        """Messages with their live references (the queues in ``state``) and duplicate ids;
+        references to deleted queues are removed. Returns the highest id seen."""
+        queue_ids = {spec.queue_id for spec in state.queues}
+        highest = 0
         orphans: list[Op] = []
-        for record in messages.records:
+        for record in records:
             highest = max(highest, record.id)
             if record.record_type == DUPLICATE_ID_RECORD:
                 state.duplicate_ids.append((record.id, bytes(record.payload)))
@@ -376,6 +391,4 @@ class Persistence:
         if orphans:
             log.info("recovery: removing %d message record(s) of deleted queues", len(orphans))
             self._submit_messages(orphans)
-        self._next_id = highest + 1
-        self._ceiling = 0
-        return state
+        return highest
