@@ -90,6 +90,18 @@ async def serve_acceptor(
         )
         task_status.started([])
         return
+    listeners = await _listen(acceptor)
+    task_status.started(listeners)
+    what = " and ".join(n for n, on in (("STOMP", stomp), ("cluster links", core)) if on)
+    for listener in listeners:
+        host_port = listener.socket.getsockname()[:2]
+        log.info("acceptor %s listening for %s on %s:%d", acceptor.name, what, *host_port)
+    handler = _Handler(broker, acceptor, authenticator, cluster, clients or Clients())
+    await trio.serve_listeners(handler.serve, listeners)
+
+
+async def _listen(acceptor: AcceptorConfig) -> list[trio.SocketListener]:
+    """Listening sockets on every host of the acceptor, with its buffer sizes."""
     listeners: list[trio.SocketListener] = []
     for configured in acceptor.hosts:
         host = None if configured in ("0.0.0.0", "", "*") else configured
@@ -105,15 +117,29 @@ async def serve_acceptor(
             ) from exc
     for listener in listeners:
         _set_buffer_sizes(listener.socket, acceptor)
-    task_status.started(listeners)
-    for listener in listeners:
-        host_port = listener.socket.getsockname()[:2]
-        what = " and ".join(n for n, on in (("STOMP", stomp), ("cluster links", core)) if on)
-        log.info("acceptor %s listening for %s on %s:%d", acceptor.name, what, *host_port)
+    return listeners
 
-    registry = clients if clients is not None else Clients()
 
-    async def handle(socket_stream: trio.SocketStream) -> None:
+class _Handler:
+    """Serves each accepted connection: a cluster link or a STOMP client."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        acceptor: AcceptorConfig,
+        authenticator: Authenticator,
+        cluster: ClusterHandler | None,
+        clients: Clients,
+    ) -> None:
+        self.broker = broker
+        self.acceptor = acceptor
+        self.authenticator = authenticator
+        self.cluster = cluster
+        self.clients = clients
+        self.stomp = acceptor.accepts("STOMP")
+        self.core = acceptor.accepts("CORE")
+
+    async def serve(self, socket_stream: trio.SocketStream) -> None:
         stream = FastSocketStream(socket_stream)
         try:
             host, port = stream.socket.getpeername()[:2]
@@ -121,36 +147,39 @@ async def serve_acceptor(
         except OSError:
             peer = "?"
         initial = b""
-        if core:
+        if self.core:
             is_cluster = True
-            if stomp:
+            if self.stomp:
                 is_cluster, initial = await _sniff(stream)
             if is_cluster:
-                if cluster is None:
-                    log.warning(
-                        "acceptor %s: cluster link from %s closed: this node has no running "
-                        "cluster connection",
-                        acceptor.name,
-                        peer,
-                    )
-                    await trio.aclose_forcefully(stream)
-                    return
-                try:
-                    await cluster(stream, peer, initial)
-                except* Exception:
-                    log.exception("cluster link from %s failed", peer)
+                await self._serve_link(stream, peer, initial)
                 return
-        if not registry.accepting:
+        if not self.clients.accepting:
             await trio.aclose_forcefully(stream)  # the node is stopping
             return
-        connection = StompConnection(broker, stream, acceptor, authenticator, peer, initial)
-        registry.connections.add(connection)
+        connection = StompConnection(
+            self.broker, stream, self.acceptor, self.authenticator, peer, initial
+        )
+        self.clients.connections.add(connection)
         try:
             await connection.run()
         except* Exception:
             # One broken connection must never take the acceptor down with it.
             log.exception("connection %s from %s failed", connection.id, peer)
         finally:
-            registry.connections.discard(connection)
+            self.clients.connections.discard(connection)
 
-    await trio.serve_listeners(handle, listeners)
+    async def _serve_link(self, stream: trio.abc.Stream, peer: str, initial: bytes) -> None:
+        if self.cluster is None:
+            log.warning(
+                "acceptor %s: cluster link from %s closed: this node has no running "
+                "cluster connection",
+                self.acceptor.name,
+                peer,
+            )
+            await trio.aclose_forcefully(stream)
+            return
+        try:
+            await self.cluster(stream, peer, initial)
+        except* Exception:
+            log.exception("cluster link from %s failed", peer)
