@@ -4,7 +4,8 @@ A cluster connection (Artemis's ClusterConnection) dials other nodes; the dialli
 the :class:`ClientConnection` (it sends messages, receives bindings and topology), the
 accepting end the :class:`ServerConnection`. Both authenticate with a challenge-response over
 the cluster user and password (:mod:`.auth`), then exchange frames (:mod:`.frames`; byte
-layout in :mod:`.wire`; states and rules in :mod:`.connection`).
+layout in :mod:`.wire`; states and rules in :mod:`.connection`; the two ends and their
+handshake in :mod:`.handshake`).
 
 * Connections: ``receive_data(bytes)``, ``next_event()``, ``send(frame)``,
   ``data_to_send() -> bytes``, ``state``; the client's ``start()`` queues preamble + Hello.
@@ -18,12 +19,10 @@ from artemis_py.protocol.cluster.connection import (
     HANDSHAKE_MAX_FRAME_SIZE,
     PROTOCOL_VERSION,
     SUPPORTED_VERSIONS,
-    ClientConnection,
     Connection,
     ConnectionState,
     HandshakeError,
     Role,
-    ServerConnection,
 )
 from artemis_py.protocol.cluster.frames import (
     NEED_DATA,
@@ -54,6 +53,7 @@ from artemis_py.protocol.cluster.frames import (
     Topology,
     Welcome,
 )
+from artemis_py.protocol.cluster.handshake import ClientConnection, ServerConnection
 from artemis_py.protocol.cluster.wire import (
     DEFAULT_MAX_FRAME_SIZE,
     MAGIC,
