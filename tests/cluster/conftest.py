@@ -42,6 +42,7 @@ from integration.conftest import (  # the same module object pytest loaded for t
     node_command,
     pytest_runtest_makereport,  # noqa: F401 - re-exported: attaches node logs to failures
     pytest_runtest_setup,  # noqa: F401 - re-exported: resets the per-test node list
+    stays,
     unique,
     wait_for,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "bridge",
     "cli",
     "status",
+    "stays",
     "unique",
     "wait_binding",
     "wait_for",

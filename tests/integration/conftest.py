@@ -70,6 +70,28 @@ def wait_for(
         time.sleep(interval)
 
 
+def stays(
+    predicate: Callable[[], object],
+    window: float,
+    interval: float = 0.05,
+    message: str | Callable[[], str] | None = None,
+) -> None:
+    """Check that ``predicate`` holds for ``window`` seconds, polling it (Artemis's
+    ``Wait.assertFalse`` turned around): for things that must *not* happen. The window is
+    part of the claim ("nothing moves for 1 s"), never a guess at how long something
+    takes; fails with ``message`` at the first poll where the predicate is false."""
+    deadline = time.monotonic() + window
+    while True:
+        value = predicate()
+        if not value:
+            text = message() if callable(message) else message
+            what = text or getattr(predicate, "__name__", repr(predicate))
+            pytest.fail(f"{what} stopped holding within {window}s; value: {value!r}")
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(interval)
+
+
 # ---------------------------------------------------------------------------------------------
 # nodes
 
