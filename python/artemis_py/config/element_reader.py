@@ -77,14 +77,29 @@ class ElementReader:
         """Note a valid Artemis setting that artemis-py ignores (for the summary warning)."""
         self.unimplemented.append((name, line))
 
+    def not_implemented_unless_default(
+        self, kids: Children, fields: Mapping[str, str], value: object, default: object
+    ) -> None:
+        """Note each element of ``fields`` (element name -> attribute of ``value``) that
+        ``kids`` holds and that made ``value`` differ from ``default``.
+
+        For settings that are parsed into the model but not acted upon: one set to its
+        Artemis default changes nothing, so only other values are worth a warning.
+        """
+        for name, attr in fields.items():
+            if name in kids and getattr(value, attr) != getattr(default, attr):
+                self.not_implemented(name, kids[name][0].line)
+
     def unimplemented_warning(self) -> ConfigProblem | None:
-        """One warning listing every setting noted by :meth:`not_implemented`, if any."""
+        """One warning listing every setting noted by :meth:`not_implemented`, if any, in
+        file order."""
         if not self.unimplemented:
             return None
-        items = ", ".join(f"{name} (line {line})" for name, line in self.unimplemented)
+        noted = sorted(self.unimplemented, key=lambda item: item[1])
+        items = ", ".join(f"{name} (line {line})" for name, line in noted)
         return ConfigProblem(
             self.problems.file,
-            self.unimplemented[0][1],
+            noted[0][1],
             "core",
             f"valid Artemis settings that artemis-py does not implement and ignores: {items}",
         )

@@ -9,8 +9,10 @@ Theory of operation
    the file. At every element the children are checked against the vocabulary of that element
    (:mod:`.vocabulary`): implemented names are read, valid but unimplemented Artemis names are
    collected for one summary warning, anything else is an error with a did-you-mean
-   suggestion. Values are ``${...}``-substituted and converted only when read (an unset
-   variable inside an ignored element is no error).
+   suggestion. Settings that are read into the model but not acted upon yet (for example
+   ``ADDRESS_SETTINGS_NOT_IMPLEMENTED`` in :mod:`.address_settings`) join that summary when
+   set to anything but their default. Values are ``${...}``-substituted and converted only
+   when read (an unset variable inside an ignored element is no error).
 3. Every problem is recorded and reading goes on (a bad value is replaced by its default so
    later checks still run); cross-references (connector-ref, discovery-group-ref, ...) are
    checked once the sections they refer to are read.

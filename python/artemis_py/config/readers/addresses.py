@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..address_settings import (
     ADDRESS_SETTING_FIELDS,
+    ADDRESS_SETTINGS_NOT_IMPLEMENTED,
     AddressSettingEntry,
     AddressSettings,
     AddressSettingsRepository,
@@ -36,7 +37,7 @@ def read_address_settings(
             continue
         if not _check_match(reader, element, match, wildcards):
             continue
-        overrides = _overrides(reader, setting_kids)
+        overrides = _overrides(reader, setting_kids, base)
         if match in entries:
             reader.error(
                 element,
@@ -48,8 +49,14 @@ def read_address_settings(
     return AddressSettingsRepository(entries.values(), base=base, wildcards=wildcards)
 
 
-def _overrides(reader: ElementReader, setting_kids: Children) -> dict[str, object]:
-    """The fields one ``<address-setting>`` sets, by AddressSettings field name."""
+def _overrides(
+    reader: ElementReader, setting_kids: Children, base: AddressSettings
+) -> dict[str, object]:
+    """The fields one ``<address-setting>`` sets, by AddressSettings field name.
+
+    A setting artemis-py does not act on is noted for the start-up warning unless its value
+    is the default (``base``), which changes nothing.
+    """
     overrides: dict[str, object] = {}
     for name, elements in setting_kids.items():
         spec = ADDRESS_SETTING_FIELDS[name]
@@ -58,8 +65,11 @@ def _overrides(reader: ElementReader, setting_kids: Children) -> dict[str, objec
             if spec.replaced_by in setting_kids:
                 continue
         value = reader.convert(elements[0], spec.convert)
-        if not isinstance(value, Invalid):
-            overrides[spec.field] = value
+        if isinstance(value, Invalid):
+            continue
+        overrides[spec.field] = value
+        if name in ADDRESS_SETTINGS_NOT_IMPLEMENTED and value != getattr(base, spec.field):
+            reader.not_implemented(name, elements[0].line)
     return overrides
 
 

@@ -1,7 +1,12 @@
 """``<broadcast-groups>``, ``<discovery-groups>`` and ``<discovery-group-ref>``s to them.
 
 Both kinds of group share an endpoint: a UDP multicast group (``group-address``,
-``group-port``, optional local bind address and port) or a JGroups channel (not implemented).
+``group-port``, optional local bind address and port) or a JGroups channel.
+
+Neither broadcasting nor discovery is implemented yet: groups are read and cross-checked so
+a file is validated as Artemis would, and every group is named in the start-up warning.
+(A cluster connection's ``<discovery-group-ref>`` still tells it to dial the nodes it learns
+of from the others; a scale-down's is ignored.)
 """
 
 from __future__ import annotations
@@ -109,6 +114,7 @@ def _read_endpoint(
     elif jgroups:
         reader.not_implemented(f"{what} JGroups", element.line)
     else:
+        reader.not_implemented(what, element.line)
         group_address = reader.optional(gkids, "group-address")
         if group_address is None:
             reader.error(element, f"{what} needs <group-address> (a multicast address)")

@@ -151,7 +151,22 @@ def _read_cluster_password(reader: ElementReader, kids: Children, clustered: boo
     return password
 
 
+# The journal creates its directories whatever these say: named in the start-up warning when
+# set to false. (journal-type and journal-max-io are accepted for compatibility and not named:
+# the journal does its own buffered I/O whatever I/O mode is named, as etc/broker.xml says.)
+_JOURNAL_NOT_IMPLEMENTED = {
+    "create-journal-dir": "create_directory",
+    "create-bindings-dir": "create_bindings_directory",
+}
+
+
 def _read_journal(reader: ElementReader, kids: Children) -> JournalConfig:
+    journal = _journal(reader, kids)
+    reader.not_implemented_unless_default(kids, _JOURNAL_NOT_IMPLEMENTED, journal, JournalConfig())
+    return journal
+
+
+def _journal(reader: ElementReader, kids: Children) -> JournalConfig:
     def journal_type(text: str) -> JournalType:
         return parse_enum(text, JournalType)
 

@@ -55,7 +55,11 @@ def _scale_down(
         refs = reader.references(ckids.get("connector-ref", []), connectors, "connector")
     discovery: str | None = None
     if "discovery-group-ref" in skids:
-        discovery = read_discovery_ref(reader, skids["discovery-group-ref"][0], groups)
+        ref = skids["discovery-group-ref"][0]
+        discovery = read_discovery_ref(reader, ref, groups)
+        # Scale-down picks its target among the cluster's live members (or its connectors);
+        # nothing reads the discovery group.
+        reader.not_implemented("scale-down discovery-group-ref", ref.line)
         if "connectors" in skids:
             reader.error(element, "use either <connectors> or <discovery-group-ref>, not both")
     return ScaleDownConfig(

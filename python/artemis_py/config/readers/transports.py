@@ -4,6 +4,10 @@ An acceptor's URL parameters that artemis-py reads are typed onto :class:`~..mod
 AcceptorConfig` (see :data:`ACCEPTOR_PARAMS`); every parameter is also kept as written in
 ``params``. A parameter we do not read but that looks like a misspelling of one we do (wrong
 case, a letter off) gets a warning, since URL keys are case-sensitive.
+
+Two valid Artemis parameters are named in the start-up warning about unimplemented settings
+when a URL turns them on: ``stompEnableMessageId`` (read, but nothing adds the header yet)
+and ``sslEnabled`` (there is no TLS yet: the acceptor or connector uses plain TCP).
 """
 
 from __future__ import annotations
@@ -120,6 +124,9 @@ def _acceptor(
         protocols = _protocols(reader, element, params["protocols"])
     if "connection_ttl" not in typed and connection_ttl_override != -1:
         typed["connection_ttl"] = connection_ttl_override
+    if typed.get("stomp_enable_message_id"):
+        reader.not_implemented("URL parameter stompEnableMessageId", element.line)
+    _note_tls(reader, element, params)
     return AcceptorConfig(
         name=name,
         url=url,
@@ -187,6 +194,11 @@ def _check_param_spelling(reader: ElementReader, element: XmlElement, key: str) 
         )
 
 
+def _note_tls(reader: ElementReader, element: XmlElement, params: dict[str, str]) -> None:
+    if params.get("sslEnabled", "").strip().lower() == "true":
+        reader.not_implemented("URL parameter sslEnabled", element.line)
+
+
 def _prefixes(value: str) -> tuple[str, ...]:
     return tuple(p.strip() for p in value.split(",") if p.strip())
 
@@ -209,6 +221,7 @@ def read_connectors(reader: ElementReader, kids: Children) -> tuple[ConnectorCon
             continue
         if len(parsed.hosts) != 1:
             reader.error(element, "a connector connects to exactly one host")
+        _note_tls(reader, element, dict(parsed.params))
         connectors.append(
             ConnectorConfig(
                 name=name,
