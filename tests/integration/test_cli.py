@@ -82,6 +82,24 @@ def test_run_with_a_missing_config_file(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+def test_run_refuses_an_unknown_log_level(tmp_path):
+    # The file does not exist, so a run that accepted the level would stop there instead
+    # (and never start a node).
+    result = artemis_py("run", "--log-level", "LOUD", str(tmp_path / "nope.xml"), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "usage:" in result.stderr, result.stderr
+    assert "--log-level" in result.stderr and "'LOUD'" in result.stderr, result.stderr
+    assert "DEBUG, INFO, WARNING, ERROR, CRITICAL" in result.stderr, result.stderr
+    assert "nope.xml" not in result.stderr  # refused before the configuration is read
+    assert "Traceback" not in result.stderr
+
+
+def test_run_takes_a_log_level_in_any_case(tmp_path):
+    result = artemis_py("run", "--log-level", "warning", str(tmp_path / "nope.xml"), cwd=tmp_path)
+    assert "usage:" not in result.stderr, result.stderr
+    assert "cannot read the configuration file" in result.stderr, result.stderr
+
+
 def test_run_on_a_port_in_use_fails_clearly(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

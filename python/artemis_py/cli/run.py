@@ -18,6 +18,8 @@ from artemis_py.node import open_broker
 
 log = logging.getLogger("artemis_py.cli")
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
@@ -27,8 +29,23 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "port 61613 with data under ./data).",
     )
     parser.add_argument("config", nargs="?", type=Path, help="path to broker.xml")
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    parser.add_argument(
+        "--log-level",
+        type=log_level,
+        default="INFO",
+        help=f"one of {', '.join(LOG_LEVELS)}, in any case (default INFO)",
+    )
     parser.set_defaults(func=command)
+
+
+def log_level(text: str) -> str:
+    """``--log-level``: a level name in any case (an unknown one is a usage error, not INFO)."""
+    level = text.strip().upper()
+    if level not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(
+            f"unknown log level {text!r}; use one of {', '.join(LOG_LEVELS)}"
+        )
+    return level
 
 
 def instance_dir(config_path: Path | None) -> Path:

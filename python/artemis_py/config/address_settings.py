@@ -56,6 +56,7 @@ from .values import (
 from .wildcards import DEFAULT_WILDCARDS, AddressMatcher, WildcardSyntax, precedence_key
 
 __all__ = [
+    "ADDRESS_SETTINGS_NOT_IMPLEMENTED",
     "ADDRESS_SETTING_FIELDS",
     "AddressSettingEntry",
     "AddressSettings",
@@ -323,6 +324,89 @@ ADDRESS_SETTING_FIELDS: dict[str, SettingSpec] = {
         "initial_queue_buffer_size", checked(int32, power_of_two)
     ),
 }
+
+# The <address-setting> children artemis-py parses and validates but does not act on yet.
+# A file that sets one of them to anything but its Artemis default gets it named, with its
+# line, in the one "not implemented" warning at start (a value equal to the default changes
+# nothing, so it is not named). Implementing a setting means removing it from here; a test
+# (test_config_address_settings.py) checks that every setting outside this set is read by the
+# broker and none inside it is. Honoured today: dead-letter-address, expiry-address,
+# max-delivery-attempts, redistribution-delay, auto-create-queues, auto-delete-queues,
+# auto-create-addresses, auto-delete-addresses, default-queue-routing-type,
+# default-address-routing-type, default-max-consumers, default-purge-on-no-consumers.
+ADDRESS_SETTINGS_NOT_IMPLEMENTED = frozenset(
+    {
+        # Dead letters and expiry: only the target addresses are used.
+        "auto-create-dead-letter-resources",
+        "dead-letter-queue-prefix",
+        "dead-letter-queue-suffix",
+        "auto-create-expiry-resources",
+        "expiry-queue-prefix",
+        "expiry-queue-suffix",
+        "no-expiry",
+        "expiry-delay",
+        "min-expiry-delay",
+        "max-expiry-delay",
+        "send-to-dla-on-no-route",
+        # Redelivery delays.
+        "redelivery-delay",
+        "redelivery-delay-multiplier",
+        "redelivery-collision-avoidance-factor",
+        "max-redelivery-delay",
+        # Paging and flow control.
+        "max-size-bytes",
+        "max-size-messages",
+        "max-size-bytes-reject-threshold",
+        "page-size-bytes",
+        "page-limit-bytes",
+        "page-limit-messages",
+        "page-full-policy",
+        "max-read-page-messages",
+        "max-read-page-bytes",
+        "prefetch-page-messages",
+        "prefetch-page-bytes",
+        "address-full-policy",
+        "disk-full-policy",
+        # Queue kinds and dispatch (last-value, non-destructive, exclusive, groups, rings).
+        "last-value-queue",
+        "default-last-value-queue",
+        "default-last-value-key",
+        "default-non-destructive",
+        "default-exclusive-queue",
+        "default-group-rebalance",
+        "default-group-rebalance-pause-dispatch",
+        "default-group-buckets",
+        "default-group-first-key",
+        "default-consumers-before-dispatch",
+        "default-delay-before-dispatch",
+        "default-ring-size",
+        "default-consumer-window-size",  # CORE consumers only
+        "retroactive-message-count",
+        # Slow consumers.
+        "slow-consumer-threshold",
+        "slow-consumer-threshold-measurement-unit",
+        "slow-consumer-policy",
+        "slow-consumer-check-period",
+        # Automatic deletion refinements and configuration reloading.
+        "auto-delete-created-queues",
+        "auto-delete-queues-delay",
+        "auto-delete-queues-message-count",
+        "auto-delete-queues-skip-usage-check",
+        "auto-delete-addresses-delay",
+        "auto-delete-addresses-skip-usage-check",
+        "config-delete-queues",
+        "config-delete-addresses",
+        "config-delete-diverts",
+        # Management, metrics and tuning.
+        "message-counter-history-day-limit",
+        "management-browse-page-size",
+        "management-message-attribute-size-limit",
+        "enable-metrics",
+        "enable-ingress-timestamp",
+        "id-cache-size",  # the broker-wide <id-cache-size> is used for every address
+        "initial-queue-buffer-size",
+    }
+)
 
 
 # --- entries and the repository ----------------------------------------------------------------

@@ -46,9 +46,11 @@ def _no_params() -> Mapping[str, str]:
 class JournalConfig:
     """The message journal and bindings journal (``journal-*``, ``*-directory`` elements).
 
-    ``type`` is kept for compatibility only: artemis-py's Rust journal always does its own
-    buffered writes with fdatasync, whatever Artemis I/O mode is named. ``buffer_timeout`` is in
-    nanoseconds (see :mod:`.defaults` for why the NIO value is the default).
+    ``type`` and ``max_io`` are kept for compatibility only: artemis-py's Rust journal always
+    does its own buffered writes with fdatasync, whatever Artemis I/O mode is named.
+    ``buffer_timeout`` is in nanoseconds (see :mod:`.defaults` for why the NIO value is the
+    default). The directories are always created: ``create_directory`` and
+    ``create_bindings_directory`` set to false are named in the start-up warning.
     """
 
     type: JournalType = JournalType.ASYNCIO
@@ -93,7 +95,8 @@ class AcceptorConfig:
         ``stompConsumerWindowSize`` (10240 bytes; the deprecated ``stompConsumerCredits`` is read
         too). Applies to ``client``/``client-individual`` subscriptions; ``auto`` ones use -1.
     ``stomp_enable_message_id``
-        ``stompEnableMessageId`` (false).
+        ``stompEnableMessageId`` (false); not acted upon yet (named in the start-up warning
+        when true).
     ``tcp_send_buffer_size`` / ``tcp_receive_buffer_size``
         ``tcpSendBufferSize`` / ``tcpReceiveBufferSize`` (1 MiB each, as in Artemis): the
         ``SO_SNDBUF`` / ``SO_RCVBUF`` of every connection accepted; -1 leaves them to the
@@ -183,7 +186,8 @@ class AddressConfig:
 
 @dataclass(frozen=True, slots=True)
 class BroadcastGroupConfig:
-    """A ``<broadcast-group>`` (UDP multicast; JGroups is parsed but not implemented)."""
+    """A ``<broadcast-group>`` (UDP multicast or JGroups): parsed and cross-checked, but
+    nothing broadcasts yet (each group is named in the start-up warning)."""
 
     name: str
     connectors: tuple[str, ...] = ()
@@ -198,7 +202,8 @@ class BroadcastGroupConfig:
 
 @dataclass(frozen=True, slots=True)
 class DiscoveryGroupConfig:
-    """A ``<discovery-group>``: where to listen for other brokers' broadcasts."""
+    """A ``<discovery-group>``: where to listen for other brokers' broadcasts. Parsed and
+    cross-checked, but nothing listens yet (each group is named in the start-up warning)."""
 
     name: str
     group_address: str | None = None
@@ -219,6 +224,11 @@ class ClusterConnectionConfig:
     one of ``static_connectors`` / ``discovery_group_name`` says how to find the others (both
     empty: this node only accepts cluster links). ``confirmation_window_size`` and
     ``producer_window_size`` default to 1 MiB as the Artemis manual and schema document.
+
+    Not acted upon yet, and named in the start-up warning when not at their default:
+    ``min_large_message_size``, ``use_duplicate_detection`` (links always send duplicate ids),
+    ``confirmation_window_size``, ``call_failover_timeout``, ``notification_interval``,
+    ``notification_attempts``.
     """
 
     name: str
@@ -264,7 +274,8 @@ class ClusterConnectionConfig:
 class ScaleDownConfig:
     """``<scale-down>`` of a primary-only policy (clusters §8.3): on a graceful shutdown, move
     every message to another node (of ``group_name``, if set), found through ``connectors`` or
-    the discovery group."""
+    among the cluster's live members. ``discovery_group_name`` is not acted upon (named in the
+    start-up warning)."""
 
     enabled: bool = True
     group_name: str | None = None
@@ -290,7 +301,10 @@ class BrokerConfig:
     """One broker node's configuration, as read from broker.xml (or :func:`default_config`).
 
     Paths are kept as written; relative ones are relative to the broker instance directory,
-    which is the caller's business.
+    which is the caller's business. ``paging_directory`` and ``large_messages_directory`` are
+    not used yet (nothing is paged, large messages are not split). ``wildcard_routing_enabled``
+    is not acted upon: artemis-py does not route by wildcard addresses yet, whatever it says
+    (``wildcards`` is used to match address settings).
     """
 
     name: str = defaults.BROKER_NAME

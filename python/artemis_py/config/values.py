@@ -41,12 +41,16 @@ __all__ = [
     "checked",
     "int32",
     "int64",
+    "local_port",
     "minus_one_or_at_least",
+    "non_empty",
     "parse_bool",
     "parse_bytes",
     "parse_enum",
     "parse_float",
     "parse_int",
+    "port",
+    "positive_float",
     "power_of_two",
     "substitute",
 ]
@@ -233,3 +237,29 @@ def checked(
         return value
 
     return convert
+
+
+def port(text: str) -> int:
+    """A TCP/UDP port, 1 to 65535."""
+    return checked(int32, between(1, 65535))(text)
+
+
+def local_port(text: str) -> int:
+    """A port to bind to, or -1 for any (an anonymous port)."""
+    value = int32(text)
+    if value != -1 and not 1 <= value <= 65535:
+        raise ValueError(f"{value} must be -1 (any port) or a port from 1 to 65535")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = parse_float(text)
+    if value <= 0:
+        raise ValueError(f"{value} must be greater than 0")
+    return value
+
+
+def non_empty(text: str) -> str:
+    if not text:
+        raise ValueError("must not be empty")
+    return text
