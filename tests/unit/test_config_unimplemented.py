@@ -13,6 +13,7 @@ import pytest
 from artemis_py.config import (
     AddressSettings,
     BrokerConfig,
+    ConfigFileError,
     ConfigProblem,
     load_config,
     parse_config,
@@ -249,16 +250,26 @@ def test_journal_type_and_max_io_are_accepted_for_compatibility() -> None:
 def test_url_parameters_nothing_acts_on_are_named() -> None:
     text = core(
         "<acceptors>\n"
-        "<acceptor name='a'>tcp://h:1?stompEnableMessageId=true;sslEnabled=TRUE</acceptor>\n"
-        "<acceptor name='b'>tcp://h:2?stompEnableMessageId=false;sslEnabled=false</acceptor>\n"
+        "<acceptor name='a'>tcp://h:1?stompEnableMessageId=true;sslEnabled=false</acceptor>\n"
+        "<acceptor name='b'>tcp://h:2?stompEnableMessageId=false</acceptor>\n"
+        "</acceptors>"
+    )
+    assert named(parse_config(text, environ={})) == ["URL parameter stompEnableMessageId (line 4)"]
+
+
+def test_tls_that_would_be_plain_text_is_an_error() -> None:
+    # A warning would still let the node serve plain text where TLS was asked for.
+    text = core(
+        "<acceptors>\n"
+        "<acceptor name='a'>tcp://h:1?sslEnabled=TRUE</acceptor>\n"
         "</acceptors>\n"
         "<connectors><connector name='c'>tcp://h:3?sslEnabled=true</connector></connectors>"
     )
-    assert named(parse_config(text, environ={})) == [
-        "URL parameter stompEnableMessageId (line 4)",
-        "URL parameter sslEnabled (line 4)",
-        "URL parameter sslEnabled (line 7)",
-    ]
+    with pytest.raises(ConfigFileError) as info:
+        parse_config(text, "tls.xml", environ={})
+    found = [(p.line, p.element) for p in info.value.problems]
+    assert found == [(4, "acceptor"), (6, "connector")]
+    assert all("plain text" in p.message for p in info.value.problems)
 
 
 # --- one warning -------------------------------------------------------------------------------

@@ -5,9 +5,10 @@ AcceptorConfig` (see :data:`ACCEPTOR_PARAMS`); every parameter is also kept as w
 ``params``. A parameter we do not read but that looks like a misspelling of one we do (wrong
 case, a letter off) gets a warning, since URL keys are case-sensitive.
 
-Two valid Artemis parameters are named in the start-up warning about unimplemented settings
-when a URL turns them on: ``stompEnableMessageId`` (read, but nothing adds the header yet)
-and ``sslEnabled`` (there is no TLS yet: the acceptor or connector uses plain TCP).
+``stompEnableMessageId=true`` is named in the start-up warning about unimplemented settings
+(read, but nothing adds the header yet). ``sslEnabled=true`` is an error: there is no TLS
+yet, and an acceptor or connector that a user set up for TLS must not carry their messages
+and passwords in plain text instead.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ def _acceptor(
         typed["connection_ttl"] = connection_ttl_override
     if typed.get("stomp_enable_message_id"):
         reader.not_implemented("URL parameter stompEnableMessageId", element.line)
-    _note_tls(reader, element, params)
+    _refuse_tls(reader, element, params)
     return AcceptorConfig(
         name=name,
         url=url,
@@ -194,9 +195,14 @@ def _check_param_spelling(reader: ElementReader, element: XmlElement, key: str) 
         )
 
 
-def _note_tls(reader: ElementReader, element: XmlElement, params: dict[str, str]) -> None:
+def _refuse_tls(reader: ElementReader, element: XmlElement, params: dict[str, str]) -> None:
     if params.get("sslEnabled", "").strip().lower() == "true":
-        reader.not_implemented("URL parameter sslEnabled", element.line)
+        reader.error(
+            element,
+            "sslEnabled=true: TLS is not implemented yet, and this "
+            f"{element.tag} would carry everything in plain text instead; remove sslEnabled "
+            "(or set it to false) to use plain TCP knowingly",
+        )
 
 
 def _prefixes(value: str) -> tuple[str, ...]:
@@ -221,7 +227,7 @@ def read_connectors(reader: ElementReader, kids: Children) -> tuple[ConnectorCon
             continue
         if len(parsed.hosts) != 1:
             reader.error(element, "a connector connects to exactly one host")
-        _note_tls(reader, element, dict(parsed.params))
+        _refuse_tls(reader, element, dict(parsed.params))
         connectors.append(
             ConnectorConfig(
                 name=name,
