@@ -20,6 +20,11 @@
 //!    are re-stamped free, and appending resumes at the cut.
 //! 5. Transactions: committed ones were applied during replay; prepared ones are reported;
 //!    the rest are returned to be rolled back durably by `open`.
+//!
+//! [`recover`] runs the phases in that order: the directory's files through `Directory`
+//! (phases 1, 2 and the renames of 4), replay through `Replay` (3), then `cut_torn_tail`
+//! (4) and `load_report` (5). Retiring a committed compaction's inputs (phase 1) waits
+//! until phase 2 has read the headers that say which files those are.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -32,7 +37,7 @@ use crate::format::{
     FILE_HEADER_LEN,
 };
 use crate::fs::{read_exact_at, FileSystem, JournalFile};
-use crate::index::{Data, FileId, Index, Loc, TxKind};
+use crate::index::{Data, FileId, Index, Loc, Rec, TxKind, TxOp};
 use crate::logical::Logical;
 use crate::{Error, LoadReport, Op, PreparedTransaction, RecordInfo, Result, Update};
 
@@ -51,11 +56,78 @@ pub(crate) struct Recovered {
     pub incomplete: Vec<u64>,
 }
 
+/// Recovers the journal in `cfg`'s directory: the phases above, in order.
+pub(crate) fn recover(cfg: &Cfg, fs: &dyn FileSystem) -> Result<Recovered> {
+    let mut dir = Directory {
+        cfg,
+        fs,
+        max_id: 0,
+        changed: false,
+    };
+
+    // 1. Compaction leftovers.
+    let mut listing = dir.list()?;
+    let control = dir.settle_compaction_outputs(&mut listing)?;
+
+    // 2. Open and check every data file.
+    let mut found = dir.open_data_files(listing.data_ids)?;
+    let mut ids = FreshIds {
+        next: dir.max_id + 1,
+    };
+    if let Some(c) = &control {
+        dir.retire_compaction_inputs(c, &mut found, &mut ids)?;
+    }
+
+    // 3. Replay.
+    let Replayed {
+        mut ix,
+        normal,
+        last_seq,
+        end,
+    } = replay(cfg, &found)?;
+
+    // 4. Cut a torn tail; then names follow headers, and what was read becomes durable.
+    let cut = cut_torn_tail(cfg, &mut found, &mut ix, &normal, end, &mut ids)?;
+    let (data_files, pool) = dir.name_files_after_headers(found)?;
+    if dir.changed {
+        files::sync_dir(cfg, fs)?;
+    }
+    let durable_through = sync_durable_base(cfg, &data_files, last_seq)?;
+
+    // 5. Report.
+    let (index, report, incomplete) = load_report(ix, cut.torn_tail);
+    let logical = Logical::from_index(&index);
+    Ok(Recovered {
+        index,
+        logical,
+        files: data_files,
+        pool,
+        resume: cut.resume,
+        next_seq: last_seq + 1,
+        durable_through,
+        next_file_id: ids.next,
+        report,
+        incomplete,
+    })
+}
+
 /// A file found on open.
 struct Found {
     header: FileHeader,
     path: PathBuf,
     handle: Arc<dyn JournalFile>,
+}
+
+impl Found {
+    /// Re-stamps the file free under `id` (durably); its name is fixed later.
+    fn stamp_free(&mut self, cfg: &Cfg, id: FileId) -> Result<()> {
+        self.handle
+            .write_all_at(&FileHeader::free(id).encode(), 0)
+            .map_err(io_err("write", &self.path))?;
+        files::sync_file(cfg, &*self.handle, &self.path)?;
+        self.header = FileHeader::free(id);
+        Ok(())
+    }
 }
 
 fn corrupted(path: &std::path::Path, offset: u64, reason: impl Into<String>) -> Error {
@@ -84,37 +156,115 @@ fn apply_batch(ix: &mut Index<Data>, file: FileId, b: &format::Batch<'_>) {
     }
 }
 
-pub(crate) fn recover(cfg: &Cfg, fs: &dyn FileSystem) -> Result<Recovered> {
-    let dir = cfg.dir();
-    fs.create_dir_all(dir)
-        .map_err(io_err("create directory", dir))?;
-    let names = fs.list(dir).map_err(io_err("list", dir))?;
-    let mut max_id = 0;
-    let mut data_ids = Vec::new();
-    let mut compacting = Vec::new();
-    let mut has_control = false;
-    let mut dir_changed = false;
-    for name in &names {
-        match format::parse_name(&cfg.prefix, &cfg.ext, name) {
-            Some(Name::Data(id)) => data_ids.push(id),
-            Some(Name::Creating(id)) => {
-                let p = cfg.creating_path(id);
-                fs.remove_file(&p).map_err(io_err("remove", &p))?;
-                dir_changed = true;
-                max_id = max_id.max(id);
-            }
-            Some(Name::Compacting(id)) => compacting.push(id),
-            Some(Name::Control) => has_control = true,
-            None => continue,
-        }
+/// Allocates file ids above every id seen (in names, the control file and headers), so an
+/// id is never reused.
+struct FreshIds {
+    next: FileId,
+}
+
+impl FreshIds {
+    fn fresh(&mut self) -> FileId {
+        self.next += 1;
+        self.next - 1
     }
-    for &id in data_ids.iter().chain(&compacting) {
-        max_id = max_id.max(id);
+}
+
+// ---------------------------------------------------------------------------------------
+// Phases 1 and 2: the directory's files
+
+/// The journal directory as recovery finds and changes it.
+struct Directory<'a> {
+    cfg: &'a Cfg,
+    fs: &'a dyn FileSystem,
+    /// The highest file id seen so far.
+    max_id: FileId,
+    /// Whether a file was renamed or removed: the directory must be synced.
+    changed: bool,
+}
+
+/// The journal's files in the directory, by the ids in their names.
+struct Listing {
+    data_ids: Vec<FileId>,
+    compacting: Vec<FileId>,
+    has_control: bool,
+}
+
+impl Directory<'_> {
+    fn note_id(&mut self, id: FileId) {
+        self.max_id = self.max_id.max(id);
     }
 
-    // 1. Compaction leftovers.
-    let control_path = cfg.control_path();
-    let control = if has_control {
+    /// Creates the directory if missing and lists the journal's files in it; `*.tmp`
+    /// files (half-created) are deleted.
+    fn list(&mut self) -> Result<Listing> {
+        let (cfg, fs) = (self.cfg, self.fs);
+        let dir = cfg.dir();
+        fs.create_dir_all(dir)
+            .map_err(io_err("create directory", dir))?;
+        let names = fs.list(dir).map_err(io_err("list", dir))?;
+        let mut listing = Listing {
+            data_ids: Vec::new(),
+            compacting: Vec::new(),
+            has_control: false,
+        };
+        for name in &names {
+            match format::parse_name(&cfg.prefix, &cfg.ext, name) {
+                Some(Name::Data(id)) => listing.data_ids.push(id),
+                Some(Name::Creating(id)) => {
+                    let p = cfg.creating_path(id);
+                    fs.remove_file(&p).map_err(io_err("remove", &p))?;
+                    self.changed = true;
+                    self.note_id(id);
+                }
+                Some(Name::Compacting(id)) => listing.compacting.push(id),
+                Some(Name::Control) => listing.has_control = true,
+                None => continue,
+            }
+        }
+        for &id in listing.data_ids.iter().chain(&listing.compacting) {
+            self.note_id(id);
+        }
+        Ok(listing)
+    }
+
+    /// A valid control file means the compaction committed: its `*.cmp` outputs are
+    /// renamed into place (joining `listing.data_ids`) and it is returned, for
+    /// [`Self::retire_compaction_inputs`]. Other `*.cmp` files, and a torn control file,
+    /// are deleted.
+    fn settle_compaction_outputs(&mut self, listing: &mut Listing) -> Result<Option<Control>> {
+        let (cfg, fs) = (self.cfg, self.fs);
+        let control = if listing.has_control {
+            self.read_control()?
+        } else {
+            None
+        };
+        let outputs: HashSet<u64> = control
+            .iter()
+            .flat_map(|c| c.outputs.iter().copied())
+            .collect();
+        for &id in &listing.compacting {
+            let p = cfg.compacting_path(id);
+            if outputs.contains(&id) {
+                let to = cfg.data_path(id);
+                fs.rename(&p, &to).map_err(io_err("rename", &p))?;
+                listing.data_ids.push(id);
+            } else {
+                fs.remove_file(&p).map_err(io_err("remove", &p))?;
+            }
+            self.changed = true;
+        }
+        if let Some(c) = &control {
+            for &id in c.inputs.iter().chain(&c.outputs) {
+                self.note_id(id);
+            }
+        }
+        Ok(control)
+    }
+
+    /// The control file's contents; None (and the file deleted) if it is torn.
+    fn read_control(&mut self) -> Result<Option<Control>> {
+        let (cfg, fs) = (self.cfg, self.fs);
+        let control_path = cfg.control_path();
         let f = fs
             .open(&control_path)
             .map_err(io_err("open", &control_path))?;
@@ -126,40 +276,37 @@ pub(crate) fn recover(cfg: &Cfg, fs: &dyn FileSystem) -> Result<Recovered> {
             // Torn: the compaction never committed.
             fs.remove_file(&control_path)
                 .map_err(io_err("remove", &control_path))?;
-            dir_changed = true;
+            self.changed = true;
         }
-        c
-    } else {
-        None
-    };
-    let outputs: HashSet<u64> = control
-        .iter()
-        .flat_map(|c| c.outputs.iter().copied())
-        .collect();
-    for &id in &compacting {
-        let p = cfg.compacting_path(id);
-        if outputs.contains(&id) {
-            let to = cfg.data_path(id);
-            fs.rename(&p, &to).map_err(io_err("rename", &p))?;
-            data_ids.push(id);
-        } else {
-            fs.remove_file(&p).map_err(io_err("remove", &p))?;
-        }
-        dir_changed = true;
-    }
-    if let Some(c) = &control {
-        for &id in c.inputs.iter().chain(&c.outputs) {
-            max_id = max_id.max(id);
-        }
+        Ok(c)
     }
 
-    // 2. Open and check every data file.
-    data_ids.sort_unstable();
-    data_ids.dedup();
-    let mut found: Vec<(FileId, Found)> = Vec::new(); // (id in the name, file)
-    for &name_id in &data_ids {
+    /// Opens the data files (by id in the name) and checks their size and header, and
+    /// that no two share a file id.
+    fn open_data_files(&mut self, mut data_ids: Vec<FileId>) -> Result<Vec<(FileId, Found)>> {
+        data_ids.sort_unstable();
+        data_ids.dedup();
+        let mut found: Vec<(FileId, Found)> = Vec::new(); // (id in the name, file)
+        for &name_id in &data_ids {
+            found.push((name_id, self.open_data_file(name_id)?));
+        }
+        let mut seen = HashSet::new();
+        for (_, f) in &found {
+            if !seen.insert(f.header.file_id) {
+                return Err(corrupted(
+                    &f.path,
+                    0,
+                    format!("file id {} is used by two files", f.header.file_id),
+                ));
+            }
+        }
+        Ok(found)
+    }
+
+    fn open_data_file(&mut self, name_id: FileId) -> Result<Found> {
+        let cfg = self.cfg;
         let path = cfg.data_path(name_id);
-        let handle = fs.open(&path).map_err(io_err("open", &path))?;
+        let handle = self.fs.open(&path).map_err(io_err("open", &path))?;
         let len = handle.len().map_err(io_err("stat", &path))?;
         if len != cfg.file_size {
             return Err(Error::WrongFileSize {
@@ -175,52 +322,117 @@ pub(crate) fn recover(cfg: &Cfg, fs: &dyn FileSystem) -> Result<Recovered> {
             Err(HeaderError::Foreign(reason)) => return Err(Error::ForeignFile { path, reason }),
             Err(HeaderError::Corrupt(reason)) => return Err(corrupted(&path, 0, reason)),
         };
-        max_id = max_id.max(header.file_id);
-        found.push((
-            name_id,
-            Found {
-                header,
-                path,
-                handle,
-            },
-        ));
+        self.note_id(header.file_id);
+        Ok(Found {
+            header,
+            path,
+            handle,
+        })
     }
-    let mut seen = HashSet::new();
-    for (_, f) in &found {
-        if !seen.insert(f.header.file_id) {
-            return Err(corrupted(
-                &f.path,
-                0,
-                format!("file id {} is used by two files", f.header.file_id),
-            ));
-        }
-    }
-    let mut next_id = max_id + 1;
-    let mut fresh_id = || {
-        next_id += 1;
-        next_id - 1
-    };
 
-    // Roll a committed compaction forward: its inputs are retired.
-    if let Some(c) = &control {
+    /// Rolls a committed compaction forward: its inputs are retired (re-stamped free),
+    /// then the control file is deleted. A crash part-way repeats it on the next open.
+    fn retire_compaction_inputs(
+        &mut self,
+        c: &Control,
+        found: &mut [(FileId, Found)],
+        ids: &mut FreshIds,
+    ) -> Result<()> {
+        let (cfg, fs) = (self.cfg, self.fs);
         let inputs: HashSet<u64> = c.inputs.iter().copied().collect();
         for (_, f) in found.iter_mut() {
             if f.header.is_data() && inputs.contains(&f.header.file_id) {
-                let id = fresh_id();
-                f.handle
-                    .write_all_at(&FileHeader::free(id).encode(), 0)
-                    .map_err(io_err("write", &f.path))?;
-                files::sync_file(cfg, &*f.handle, &f.path)?;
-                f.header = FileHeader::free(id);
+                f.stamp_free(cfg, ids.fresh())?;
             }
         }
         files::sync_dir(cfg, fs)?;
+        let control_path = cfg.control_path();
         fs.remove_file(&control_path)
             .map_err(io_err("remove", &control_path))?;
-        dir_changed = true;
+        self.changed = true;
+        Ok(())
     }
 
-    // 3. Replay.
+    /// Names follow headers: renames each file whose name lags behind the id in its
+    /// header, and sorts the files into data files and free ones. A rename never replaces
+    /// another file: ids are never reused, so a name can only lag behind its own file's
+    /// header.
+    fn name_files_after_headers(
+        &mut self,
+        found: Vec<(FileId, Found)>,
+    ) -> Result<(BTreeMap<FileId, DataFile>, BTreeMap<FileId, FreeFile>)> {
+        let names: HashSet<FileId> = found.iter().map(|(n, _)| *n).collect();
+        for (name_id, f) in &found {
+            let id = f.header.file_id;
+            if *name_id != id && names.contains(&id) {
+                return Err(corrupted(
+                    &f.path,
+                    0,
+                    format!("holds file id {id}, but another file has that name"),
+                ));
+            }
+        }
+        let mut data_files = BTreeMap::new();
+        let mut pool = BTreeMap::new();
+        for (name_id, f) in found {
+            let id = f.header.file_id;
+            let mut path = f.path;
+            if name_id != id {
+                let to = self.cfg.data_path(id);
+                self.fs
+                    .rename(&path, &to)
+                    .map_err(io_err("rename", &path))?;
+                path = to;
+                self.changed = true;
+            }
+            if f.header.is_data() {
+                data_files.insert(
+                    id,
+                    DataFile {
+                        id,
+                        path,
+                        handle: f.handle,
+                        compacted: f.header.is_compacted(),
+                        busy: false,
+                    },
+                );
+            } else {
+                pool.insert(id, FreeFile { id, path });
+            }
+        }
+        Ok((data_files, pool))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Phase 3: replay
+
+/// Where the chain of normal files ends.
+#[derive(Clone, Copy)]
+struct ChainEnd {
+    /// The file it ends in, as a position in the normal files.
+    file: usize,
+    /// Where the next batch would have been.
+    offset: usize,
+    /// Whether something written by this journal lies beyond, in that file or a later one.
+    ours_beyond: bool,
+}
+
+/// What replay rebuilt.
+struct Replayed {
+    ix: Index<Data>,
+    /// The normal data files by file id, as positions in `found`.
+    normal: Vec<usize>,
+    /// The sequence number of the last batch read.
+    last_seq: u64,
+    /// None when there are no normal files.
+    end: Option<ChainEnd>,
+}
+
+/// Replays the data files into an index: compacted files first (each must be intact up to
+/// its recorded end), then the chain of normal files by id. Errors if the chain's end is
+/// corruption rather than a torn tail.
+fn replay(cfg: &Cfg, found: &[(FileId, Found)]) -> Result<Replayed> {
     let mut compacted: Vec<usize> = Vec::new();
     let mut normal: Vec<usize> = Vec::new();
     for (i, (_, f)) in found.iter().enumerate() {
@@ -232,25 +444,55 @@ pub(crate) fn recover(cfg: &Cfg, fs: &dyn FileSystem) -> Result<Recovered> {
     }
     compacted.sort_by_key(|&i| found[i].1.header.file_id);
     normal.sort_by_key(|&i| found[i].1.header.file_id);
-    let mut ix = Index::<Data>::default();
+    let mut r = Replay {
+        cfg,
+        ix: Index::<Data>::default(),
+        buf: Vec::new(),
+        last_seq: 0,
+    };
     for &i in compacted.iter().chain(&normal) {
-        ix.add_file(found[i].1.header.file_id);
+        r.ix.add_file(found[i].1.header.file_id);
     }
-    let mut buf = Vec::new();
     for &i in &compacted {
-        let f = &found[i].1;
+        r.compacted_file(&found[i].1)?;
+    }
+    let end = r.chain(found, &normal)?;
+    if let Some(end) = end {
+        r.check_nothing_durable_after(found, &normal, end)?;
+    }
+    Ok(Replayed {
+        ix: r.ix,
+        normal,
+        last_seq: r.last_seq,
+        end,
+    })
+}
+
+/// Replay's state: the index being rebuilt and the last batch of the chain read.
+struct Replay<'a> {
+    cfg: &'a Cfg,
+    ix: Index<Data>,
+    /// One file's contents at a time.
+    buf: Vec<u8>,
+    /// The sequence number of the last batch read.
+    last_seq: u64,
+}
+
+impl Replay<'_> {
+    /// Replays a compacted file, which must hold consecutive valid batches up to its end.
+    fn compacted_file(&mut self, f: &Found) -> Result<()> {
         let id = f.header.file_id;
         let end = f.header.data_end as usize;
-        if end < FILE_HEADER_LEN || end as u64 > cfg.file_size {
+        if end < FILE_HEADER_LEN || end as u64 > self.cfg.file_size {
             return Err(corrupted(&f.path, 0, format!("bad data end {end}")));
         }
-        read_file(f, &mut buf, cfg.file_size)?;
+        read_file(f, &mut self.buf, self.cfg.file_size)?;
         let mut off = FILE_HEADER_LEN;
         let mut seq = f.header.first_seq;
         while off < end {
-            match parse_batch(&buf[..end], off, id) {
+            match parse_batch(&self.buf[..end], off, id) {
                 Parsed::Valid(b) if b.seq == seq => {
-                    apply_batch(&mut ix, id, &b);
+                    apply_batch(&mut self.ix, id, &b);
                     off += b.len;
                     seq += 1;
                 }
@@ -267,48 +509,75 @@ pub(crate) fn recover(cfg: &Cfg, fs: &dyn FileSystem) -> Result<Recovered> {
                 }
             }
         }
+        Ok(())
     }
 
-    // The chain of normal files. `p` is the last batch read.
-    let mut p = normal
-        .first()
-        .map_or(0, |&i| found[i].1.header.first_seq.saturating_sub(1));
-    // (position in `normal`, offset, whether something of ours lies beyond)
-    let mut end: Option<(usize, usize, bool)> = None;
-    let mut prev_end = FILE_HEADER_LEN;
-    for (k, &i) in normal.iter().enumerate() {
-        let f = &found[i].1;
-        let id = f.header.file_id;
-        if k > 0 && f.header.first_seq != p + 1 {
-            if f.header.first_seq <= p {
-                return Err(corrupted(
-                    &f.path,
-                    0,
-                    format!(
-                        "file starts at batch {} but batch {p} was read before it",
-                        f.header.first_seq
-                    ),
-                ));
+    /// Follows the chain of batches through the normal files (`normal`, positions in
+    /// `found`); returns where it ends.
+    fn chain(&mut self, found: &[(FileId, Found)], normal: &[usize]) -> Result<Option<ChainEnd>> {
+        self.last_seq = normal
+            .first()
+            .map_or(0, |&i| found[i].1.header.first_seq.saturating_sub(1));
+        let mut prev_end = FILE_HEADER_LEN;
+        for (k, &i) in normal.iter().enumerate() {
+            let f = &found[i].1;
+            let p = self.last_seq;
+            if k > 0 && f.header.first_seq != p + 1 {
+                if f.header.first_seq <= p {
+                    return Err(corrupted(
+                        &f.path,
+                        0,
+                        format!(
+                            "file starts at batch {} but batch {p} was read before it",
+                            f.header.first_seq
+                        ),
+                    ));
+                }
+                // Batches at the end of the previous file are missing.
+                return Ok(Some(ChainEnd {
+                    file: k - 1,
+                    offset: prev_end,
+                    ours_beyond: true,
+                }));
             }
-            // Batches at the end of the previous file are missing.
-            end = Some((k - 1, prev_end, true));
-            break;
+            let (off, ours) = self.normal_file(f)?;
+            prev_end = off;
+            if ours {
+                return Ok(Some(ChainEnd {
+                    file: k,
+                    offset: off,
+                    ours_beyond: true,
+                }));
+            }
         }
-        read_file(f, &mut buf, cfg.file_size)?;
+        Ok(normal.len().checked_sub(1).map(|k| ChainEnd {
+            file: k,
+            offset: prev_end,
+            ours_beyond: false,
+        }))
+    }
+
+    /// Replays the batches of a normal file that continue the chain; returns the offset
+    /// where the chain stops in it and whether something of ours lies beyond it there.
+    /// A valid batch beyond it that says a batch after the chain was durable makes the
+    /// stop corruption.
+    fn normal_file(&mut self, f: &Found) -> Result<(usize, bool)> {
+        let id = f.header.file_id;
+        read_file(f, &mut self.buf, self.cfg.file_size)?;
         let mut off = FILE_HEADER_LEN;
-        let ours = loop {
-            match parse_batch(&buf, off, id) {
-                Parsed::Valid(b) if b.seq == p + 1 => {
-                    apply_batch(&mut ix, id, &b);
-                    p = b.seq;
+        let mut ours = loop {
+            match parse_batch(&self.buf, off, id) {
+                Parsed::Valid(b) if b.seq == self.last_seq + 1 => {
+                    apply_batch(&mut self.ix, id, &b);
+                    self.last_seq = b.seq;
                     off += b.len;
                 }
                 Parsed::Valid(_) | Parsed::Invalid(_) => break true,
                 Parsed::NotOurs | Parsed::End => break false,
             }
         };
-        let mut ours = ours;
-        for hit in scan_batches(&buf, off + 1, id) {
+        let p = self.last_seq;
+        for hit in scan_batches(&self.buf, off + 1, id) {
             ours = true;
             if let ScanHit::Valid(b) = hit {
                 if b.durable_through > p {
@@ -325,33 +594,25 @@ pub(crate) fn recover(cfg: &Cfg, fs: &dyn FileSystem) -> Result<Recovered> {
                 }
             }
         }
-        prev_end = off;
-        if ours {
-            end = Some((k, off, true));
-            break;
-        }
+        Ok((off, ours))
     }
-    if end.is_none() && !normal.is_empty() {
-        end = Some((normal.len() - 1, prev_end, false));
-    }
-    // Nothing after the end may claim to depend on a batch beyond it.
-    if let Some((k, off, _)) = end {
-        let at = &found[normal[k]].1.path;
-        for &i in &normal[k + 1..] {
+
+    /// Nothing after the end may claim to depend on a batch beyond it: a later normal
+    /// file whose header or one of whose batches says so makes the end corruption.
+    fn check_nothing_durable_after(
+        &mut self,
+        found: &[(FileId, Found)],
+        normal: &[usize],
+        end: ChainEnd,
+    ) -> Result<()> {
+        let at = &found[normal[end.file]].1.path;
+        let p = self.last_seq;
+        for &i in &normal[end.file + 1..] {
             let f = &found[i].1;
-            let evidence = if f.header.durable_through > p {
-                Some(f.header.durable_through)
-            } else {
-                read_file(f, &mut buf, cfg.file_size)?;
-                scan_batches(&buf, FILE_HEADER_LEN, f.header.file_id).find_map(|h| match h {
-                    ScanHit::Valid(b) if b.durable_through > p => Some(b.durable_through),
-                    _ => None,
-                })
-            };
-            if let Some(d) = evidence {
+            if let Some(d) = self.durable_claim(f)? {
                 return Err(corrupted(
                     at,
-                    off as u64,
+                    end.offset as u64,
                     format!(
                         "batch {} is unreadable but {} says batch {d} was durable",
                         p + 1,
@@ -360,110 +621,103 @@ pub(crate) fn recover(cfg: &Cfg, fs: &dyn FileSystem) -> Result<Recovered> {
                 ));
             }
         }
+        Ok(())
     }
 
-    // 4. Cut a torn tail.
-    let mut torn_tail = None;
-    let mut resume = None;
-    let mut cut_files: Vec<usize> = Vec::new();
-    if let Some((k, off, ours)) = end {
-        let f = &found[normal[k]].1;
-        cut_files = normal[k + 1..].to_vec();
-        if ours || !cut_files.is_empty() {
-            torn_tail = Some((f.path.clone(), off as u64));
+    /// A batch after the last one read that `f` says was durable, if any.
+    fn durable_claim(&mut self, f: &Found) -> Result<Option<u64>> {
+        let p = self.last_seq;
+        if f.header.durable_through > p {
+            return Ok(Some(f.header.durable_through));
         }
-        if ours {
-            files::zero_fill(&*f.handle, &f.path, off as u64, cfg.file_size)?;
-            files::sync_file(cfg, &*f.handle, &f.path)?;
-        }
-        resume = Some((f.header.file_id, off as u64));
+        read_file(f, &mut self.buf, self.cfg.file_size)?;
+        Ok(
+            scan_batches(&self.buf, FILE_HEADER_LEN, f.header.file_id).find_map(|h| match h {
+                ScanHit::Valid(b) if b.durable_through > p => Some(b.durable_through),
+                _ => None,
+            }),
+        )
     }
-    for &i in &cut_files {
-        let id = fresh_id();
+}
+
+// ---------------------------------------------------------------------------------------
+// Phase 4: the cut
+
+/// What cutting the torn tail decided.
+struct Cut {
+    /// The file and offset of the cut, when something was cut.
+    torn_tail: Option<(PathBuf, u64)>,
+    /// Where appending resumes (file, offset); `None`: start a fresh file.
+    resume: Option<(FileId, u64)>,
+}
+
+/// Cuts the chain at its end: the rest of that file is zeroed if something of ours lies
+/// there, later normal files are re-stamped free (and leave the index), and appending
+/// resumes at the end.
+fn cut_torn_tail(
+    cfg: &Cfg,
+    found: &mut [(FileId, Found)],
+    ix: &mut Index<Data>,
+    normal: &[usize],
+    end: Option<ChainEnd>,
+    ids: &mut FreshIds,
+) -> Result<Cut> {
+    let Some(end) = end else {
+        return Ok(Cut {
+            torn_tail: None,
+            resume: None,
+        });
+    };
+    let f = &found[normal[end.file]].1;
+    let cut_files = &normal[end.file + 1..];
+    let offset = end.offset as u64;
+    let torn_tail = (end.ours_beyond || !cut_files.is_empty()).then(|| (f.path.clone(), offset));
+    if end.ours_beyond {
+        files::zero_fill(&*f.handle, &f.path, offset, cfg.file_size)?;
+        files::sync_file(cfg, &*f.handle, &f.path)?;
+    }
+    let resume = Some((f.header.file_id, offset));
+    for &i in cut_files {
+        let id = ids.fresh();
         let f = &mut found[i].1;
         ix.remove_file(f.header.file_id);
-        f.handle
-            .write_all_at(&FileHeader::free(id).encode(), 0)
-            .map_err(io_err("write", &f.path))?;
-        files::sync_file(cfg, &*f.handle, &f.path)?;
-        f.header = FileHeader::free(id);
+        f.stamp_free(cfg, id)?;
     }
+    Ok(Cut { torn_tail, resume })
+}
 
-    // Names follow headers. A rename never replaces another file: ids are never reused,
-    // so a name can only lag behind its own file's header.
-    let names: HashSet<FileId> = found.iter().map(|(n, _)| *n).collect();
-    for (name_id, f) in &found {
-        let id = f.header.file_id;
-        if *name_id != id && names.contains(&id) {
-            return Err(corrupted(
-                &f.path,
-                0,
-                format!("holds file id {id}, but another file has that name"),
-            ));
-        }
+/// What was read is the durable base from now on (a crashed process may have left
+/// written but unsynced data in the page cache): returns the `durable_through` to resume
+/// with.
+fn sync_durable_base(
+    cfg: &Cfg,
+    data_files: &BTreeMap<FileId, DataFile>,
+    last_seq: u64,
+) -> Result<u64> {
+    if !cfg.datasync {
+        return Ok(0);
     }
-    let mut files_out = BTreeMap::new();
-    let mut pool = BTreeMap::new();
-    for (name_id, f) in found {
-        let id = f.header.file_id;
-        let mut path = f.path;
-        if name_id != id {
-            let to = cfg.data_path(id);
-            fs.rename(&path, &to).map_err(io_err("rename", &path))?;
-            path = to;
-            dir_changed = true;
-        }
-        if f.header.is_data() {
-            files_out.insert(
-                id,
-                DataFile {
-                    id,
-                    path,
-                    handle: f.handle,
-                    compacted: f.header.is_compacted(),
-                    busy: false,
-                },
-            );
-        } else {
-            pool.insert(id, FreeFile { id, path });
-        }
+    for f in data_files.values() {
+        f.handle.sync_data().map_err(io_err("fdatasync", &f.path))?;
     }
-    if dir_changed {
-        files::sync_dir(cfg, fs)?;
-    }
-    // What was read is the durable base from now on (a crashed process may have left
-    // written but unsynced data in the page cache).
-    let durable_through = if cfg.datasync {
-        for f in files_out.values() {
-            f.handle.sync_data().map_err(io_err("fdatasync", &f.path))?;
-        }
-        p
-    } else {
-        0
-    };
+    Ok(last_seq)
+}
 
-    // 5. Report.
+// ---------------------------------------------------------------------------------------
+// Phase 5: the report
+
+/// The run-time index, the load report, and the transactions to roll back (neither
+/// prepared nor finished), each sorted by id.
+fn load_report(
+    ix: Index<Data>,
+    torn_tail: Option<(PathBuf, u64)>,
+) -> (Index<()>, LoadReport, Vec<u64>) {
     let (index, records, txs) = ix.strip();
     let mut report = LoadReport {
         torn_tail,
         ..LoadReport::default()
     };
-    report.records = records
-        .into_iter()
-        .map(|(id, r)| RecordInfo {
-            id,
-            record_type: r.data.record_type,
-            payload: r.data.payload,
-            updates: r
-                .updates
-                .into_iter()
-                .map(|(_, d)| Update {
-                    record_type: d.record_type,
-                    payload: d.payload,
-                })
-                .collect(),
-        })
-        .collect();
+    report.records = records.into_iter().map(record_info).collect();
     report.records.sort_by_key(|r| r.id);
     let mut incomplete = Vec::new();
     for (tx_id, tx) in txs {
@@ -471,44 +725,48 @@ pub(crate) fn recover(cfg: &Cfg, fs: &dyn FileSystem) -> Result<Recovered> {
             incomplete.push(tx_id);
             continue;
         };
-        let ops = tx
-            .ops
-            .into_iter()
-            .map(|o| match o.kind {
-                TxKind::Add => Op::AddTx {
-                    tx_id,
-                    id: o.id,
-                    record_type: o.data.record_type,
-                    payload: o.data.payload,
-                },
-                TxKind::Update => Op::UpdateTx {
-                    tx_id,
-                    id: o.id,
-                    record_type: o.data.record_type,
-                    payload: o.data.payload,
-                },
-                TxKind::Delete => Op::DeleteTx { tx_id, id: o.id },
-            })
-            .collect();
         report.prepared.push(PreparedTransaction {
             tx_id,
             xid: xid.payload,
-            ops,
+            ops: tx.ops.into_iter().map(|o| tx_op(tx_id, o)).collect(),
         });
     }
     report.prepared.sort_by_key(|t| t.tx_id);
     incomplete.sort_unstable();
-    let logical = Logical::from_index(&index);
-    Ok(Recovered {
-        index,
-        logical,
-        files: files_out,
-        pool,
-        resume,
-        next_seq: p + 1,
-        durable_through,
-        next_file_id: next_id,
-        report,
-        incomplete,
-    })
+    (index, report, incomplete)
+}
+
+fn record_info((id, r): (u64, Rec<Data>)) -> RecordInfo {
+    RecordInfo {
+        id,
+        record_type: r.data.record_type,
+        payload: r.data.payload,
+        updates: r
+            .updates
+            .into_iter()
+            .map(|(_, d)| Update {
+                record_type: d.record_type,
+                payload: d.payload,
+            })
+            .collect(),
+    }
+}
+
+/// A prepared transaction's operation as the report gives it.
+fn tx_op(tx_id: u64, o: TxOp<Data>) -> Op {
+    match o.kind {
+        TxKind::Add => Op::AddTx {
+            tx_id,
+            id: o.id,
+            record_type: o.data.record_type,
+            payload: o.data.payload,
+        },
+        TxKind::Update => Op::UpdateTx {
+            tx_id,
+            id: o.id,
+            record_type: o.data.record_type,
+            payload: o.data.payload,
+        },
+        TxKind::Delete => Op::DeleteTx { tx_id, id: o.id },
+    }
 }
