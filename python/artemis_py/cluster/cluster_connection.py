@@ -53,6 +53,7 @@ from artemis_py.protocol import cluster as wire
 from artemis_py.sockets import FastSocketStream
 
 if TYPE_CHECKING:
+    from artemis_py.broker.persistence import Ticket
     from artemis_py.broker.queue import Queue
     from artemis_py.broker.server import Broker, Forwarded, Pending
     from artemis_py.config import BrokerConfig
@@ -118,6 +119,9 @@ class ClusterConnection:
         # and the address filter let routing use): what a scale-down target already has
         self.neighbour_queues: dict[str, set[str]] = {}
         self.scaled_down: dict[str, str] = {}  # departed node id -> where its messages went
+        # The journal tickets of the latest forwarded messages stored: once they complete,
+        # so have all before them, and every id in the duplicate-id cache is durable.
+        self.last_forwarded: list[Ticket] = []
         self.given_up: dict[str, str] = {}  # connector -> why the dialler stopped
         self.unreachable: set[tuple[str, int]] = set()  # the last dial failed
         self._dialling: set[tuple[str, int]] = set()
@@ -387,7 +391,7 @@ class ClusterConnection:
                 self._forget(*key)
         self.neighbour_queues.pop(departed, None)
         if self._nursery is not None:
-            self._nursery.start_soon(take_over, self, departed, target)
+            self._nursery.start_soon(take_over, self, departed, target, event.received)
 
     # -- topology ----------------------------------------------------------------------
 
@@ -667,7 +671,7 @@ class ClusterConnection:
         send_channel, receive_channel = trio.open_memory_channel[tuple["Pending", int]](
             PIPELINE_DEPTH
         )
-        run = ForwardedRun(self.broker, send_channel)
+        run = ForwardedRun(self.broker, send_channel, self._stored)
         link.before_read = run.flush
         try:
             async with trio.open_nursery() as nursery:
@@ -683,6 +687,10 @@ class ClusterConnection:
             )
         finally:
             self.incoming.discard(link)
+
+    def _stored(self, tickets: list[Ticket]) -> None:
+        if tickets:  # a run of non-durable messages or duplicates only waits for nothing
+            self.last_forwarded = tickets
 
     def _incoming_event(
         self, link: IncomingLink, event: object, run: ForwardedRun
@@ -827,10 +835,14 @@ class ForwardedRun:
     """
 
     def __init__(
-        self, broker: Broker, pipeline: trio.MemorySendChannel[tuple[Pending, int]]
+        self,
+        broker: Broker,
+        pipeline: trio.MemorySendChannel[tuple[Pending, int]],
+        stored: Callable[[list[Ticket]], None],
     ) -> None:
         self.broker = broker
         self.pipeline = pipeline
+        self.stored = stored  # told the tickets of each run submitted to the journal
         self.messages: list[wire.Message] = []
 
     def add(self, message: wire.Message) -> Awaitable[None] | None:
@@ -854,6 +866,7 @@ class ForwardedRun:
                 raise LinkError(f"unreadable forwarded message: {exc}") from exc
             forwarded.append((message, m.targets, m.dup_id, m.payload))
         item = (self.broker.receive_forwarded(forwarded), messages[-1].seq)
+        self.stored(item[0].tickets)
         # send_nowait: no task switch while the confirm task keeps up.
         try:
             self.pipeline.send_nowait(item)
