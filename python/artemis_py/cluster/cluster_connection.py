@@ -44,7 +44,7 @@ from artemis_py.cluster.remote_binding import (
     is_internal,
     sf_queue_name,
 )
-from artemis_py.cluster.retry import RetryPolicy
+from artemis_py.cluster.retry import LogBackoff, RetryPolicy, unlogged
 from artemis_py.cluster.scale_down import create_queues, take_over
 from artemis_py.cluster.topology import DuplicateNodeIdError, Member, Topology, connector, leaving
 from artemis_py.config import ClusterConnectionConfig, RoutingType
@@ -125,6 +125,7 @@ class ClusterConnection:
         self.given_up: dict[str, str] = {}  # connector -> why the dialler stopped
         self.unreachable: set[tuple[str, int]] = set()  # the last dial failed
         self._dialling: set[tuple[str, int]] = set()
+        self._refusals = LogBackoff()  # links from other nodes refused in the handshake
         self._nursery: trio.Nursery | None = None
         self.redistributor: Redistributor | None = None
         self._stopping = False
@@ -206,6 +207,7 @@ class ClusterConnection:
         failures = 0
         connected_before = False
         peer_node: str | None = None
+        refusals = LogBackoff()  # an episode per reason, until a link is up
         try:
             while not self._stopping:
                 if not self.retry.may_try(failures, connected_before=connected_before):
@@ -227,7 +229,15 @@ class ClusterConnection:
                     link = await self._connect(host, port)
                 except LinkRefused as exc:
                     failures += 1
-                    log.error("cluster %s: %s refused the link: %s", self.name, target, exc)
+                    quiet = refusals.occurred(str(exc), trio.current_time())
+                    if quiet is not None:
+                        log.error(
+                            "cluster %s: %s refused the link: %s%s",
+                            self.name,
+                            target,
+                            exc,
+                            unlogged(quiet),
+                        )
                     continue
                 except (OSError, LinkError, trio.TooSlowError) as exc:
                     failures += 1
@@ -263,20 +273,35 @@ class ClusterConnection:
                 self.given_up.pop(target, None)
                 self.unreachable.discard(key)
                 failures = 0
+                refusals = LogBackoff()
                 connected_before = True
                 reason = await self._run_outgoing(link)
                 if self._stopping or peer_node in self.scaled_down:
                     return  # a node that scaled down announces itself if it comes back
-                log.warning(
-                    "cluster %s: link to node %s at %s lost: %s; reconnecting",
-                    self.name,
-                    peer_node,
-                    target,
-                    reason,
-                )
+                self._link_ended(peer_node, target, reason)
                 failures = 1
         finally:
             self._dialling.discard(key)
+
+    def _link_ended(self, peer_node: str, target: str, reason: str) -> None:
+        if self._left(peer_node):
+            # It announced a graceful stop before closing the link: a known departure,
+            # not a loss (it is redialled only if it is a static connector).
+            log.info(
+                "cluster %s: node %s at %s left the cluster (%s)",
+                self.name,
+                peer_node,
+                target,
+                reason,
+            )
+            return
+        log.warning(
+            "cluster %s: link to node %s at %s lost: %s; reconnecting",
+            self.name,
+            peer_node,
+            target,
+            reason,
+        )
 
     def _left(self, node_id: str) -> bool:
         member = self.topology.members.get(node_id)
@@ -632,12 +657,14 @@ class ClusterConnection:
             with trio.fail_after(self.call_timeout):
                 established = await link.handshake()
         except (LinkError, trio.TooSlowError) as exc:
-            log.warning(
-                "cluster %s: link from %s refused: %s",
-                self.name,
-                peer,
-                str(exc) or "handshake timed out (call-timeout)",
-            )
+            why = str(exc) or "handshake timed out (call-timeout)"
+            # A dialler refused for its credentials comes back at its retry rate, each time
+            # from a new port: one episode per host and reason.
+            quiet = self._refusals.occurred((peer.rpartition(":")[0], why), trio.current_time())
+            if quiet is not None:
+                log.warning(
+                    "cluster %s: link from %s refused: %s%s", self.name, peer, why, unlogged(quiet)
+                )
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
             return
