@@ -427,3 +427,28 @@ def test_durable_subscription_on_a_stopped_node_gets_its_copies(cluster: Any, cl
     assert [m.body for m in again.messages] == ["m-0", "m-1", "m-2"]
     here.sync()
     assert len(here.messages) == 3
+
+
+def test_a_graceful_stop_is_a_departure_not_a_lost_link(cluster: Any) -> None:
+    """The stopping node announces that it leaves before it closes its links: the others
+    log that it left, not that they lost it (and the ones that list it as a static
+    connector keep dialling it quietly until it is back)."""
+    nodes = cluster(3)
+    departed = node_id(nodes[0])
+    assert nodes[0].stop() == 0
+    for node in nodes[1:]:
+        wait_for(
+            lambda node=node: (
+                not [
+                    m
+                    for m in status(node)["members"]
+                    if m["node_id"] == departed and (m["up"] or m["bridge"] or m["incoming"])
+                ]
+            ),
+            10,
+            message=lambda node=node: f"{node.name} to let node0 go: {status(node)['members']}",
+        )
+        log = node.log(since_start=True)
+        warnings = [line for line in log.splitlines() if "WARNING" in line or "ERROR" in line]
+        assert not warnings, warnings
+        assert f"node {departed} at {nodes[0].connector} left the cluster" in log, log[-3000:]

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from artemis_py.cluster.link import LinkError
+from artemis_py.cluster.retry import LogBackoff
 from artemis_py.protocol.cluster.wire import MAGIC
 
 from .conftest import (
@@ -88,6 +89,48 @@ def test_wrong_cluster_password_never_joins(cluster: Any, clients: Any) -> None:
     c.subscribe(f"/queue/{q}")
     c.send(f"/queue/{q}", "hello")
     assert c.wait_messages(1)[0].body == "hello"
+
+
+def test_a_refused_link_is_logged_once_then_ever_less_often(cluster: Any) -> None:
+    """Node 1's password is wrong. Each node dials the other every 100 ms (retry-interval)
+    and is refused every time, but logs the first refusal and then repeats it after 1 s,
+    2 s more, 4 s more ... (each repeat counts the refusals it stands for), on the dialling
+    side and on the refusing side alike."""
+    nodes = cluster(2, formed=False, node_options={1: {"password": "not-the-secret"}})
+
+    def refusals(node: ClusterNode) -> list[str]:
+        return [line for line in node.log().splitlines() if "refused" in line]
+
+    for node in nodes:
+        wait_for(
+            lambda node=node: count(node, "refused the link") and count(node, "link from"),
+            10,
+            message=lambda node=node: f"{node.name} to log both refusals:\n{node.log_tail()}",
+        )
+    seen = {node.name: len(refusals(node)) for node in nodes}
+    # A stated window: about 30 refusals each way, which used to make about 60 lines.
+    time.sleep(3)
+    for node in nodes:
+        lines = refusals(node)[seen[node.name] :]
+        assert len(lines) <= 6, lines
+        dialled = [line for line in lines if "refused the link" in line]
+        served = [line for line in lines if "link from" in line]
+        assert dialled and served, lines  # repeated, not muted
+        assert "more time(s) since the last such line" in dialled[0], dialled[0]
+        assert "more time(s) since the last such line" in served[0], served[0]
+
+
+def test_log_back_off_of_a_repeating_failure() -> None:
+    backoff = LogBackoff()
+    logged = []
+    for tenth in range(100):  # a failure every 0.1 s for 10 s
+        quiet = backoff.occurred("refused", tenth / 10)
+        if quiet is not None:
+            logged.append((tenth / 10, quiet))
+    assert logged == [(0.0, 0), (1.0, 9), (3.0, 19), (7.0, 39)]
+    assert backoff.occurred("another reason", 9.95) == 0  # a new episode: at once
+    # Quiet for longer than the longest gap: the next occurrence starts a new episode.
+    assert backoff.occurred("refused", 9.9 + LogBackoff.MAX_GAP + 0.1) == 0
 
 
 def test_default_cluster_password_refuses_to_form(cluster: Any, clients: Any) -> None:

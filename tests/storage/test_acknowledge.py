@@ -69,5 +69,5 @@ async def test_only_awaited_acknowledgements_are_synced(tmp_path: Path) -> None:
     async with open_storage(tmp_path / "journal", tmp_path / "bindings") as storage:
         broker = Broker(config, Persistence(storage, storage.node_id))
         broker.recover()
-        queue = broker.post_office.queue("q")
+        queue = broker.queue("q")
         assert queue is not None and not queue.messages  # both deletes are on disk

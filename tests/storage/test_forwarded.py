@@ -45,7 +45,7 @@ async def test_a_run_is_one_batch_and_its_duplicate_ids_survive_a_restart(
         loaded = storage.messages.loaded.records  # recover() releases the report
         broker = Broker(config, Persistence(storage, storage.node_id))
         broker.recover()
-        queue = broker.post_office.queue("q")
+        queue = broker.queue("q")
         assert queue is not None
         assert [r.message.body for r in queue.messages] == [b"m1", b"m2"]
         assert b"n:1" in broker.duplicates and b"n:2" in broker.duplicates

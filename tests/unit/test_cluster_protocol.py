@@ -397,6 +397,7 @@ EVERY_FRAME: list[Frame] = [
     Topology((Member("n3", "i3", "h3", 7, True, 2**63 - 1, group_name="east"),)),
     Topology(()),
     Leaving("n1", "n2"),
+    Leaving("n1", "n2", ("n3:17", "n4:1")),
     Bindings(True, (BINDING,), ()),
     Bindings(False, (), ("b-1", "b-2")),
     Consumers("b-1", (None, "x = 1", None)),
@@ -812,6 +813,15 @@ def test_garbled_json_bodies(body: bytes, complaint: str) -> None:
     client.receive_data(raw(FrameType.BINDINGS, body))
     with pytest.raises(RemoteProtocolError, match=complaint):
         client.next_event()
+
+
+def test_a_leaving_frame_from_a_peer_that_predates_its_received_list() -> None:
+    client, server = established()
+    server.receive_data(raw(FrameType.LEAVING, b'{"node_id": "a", "target": "b"}'))
+    assert server.next_event() == Leaving("a", "b", ())
+    server.receive_data(raw(FrameType.LEAVING, b'{"node_id": "a", "target": "b", "received": 1}'))
+    with pytest.raises(RemoteProtocolError, match="must be an array"):
+        server.next_event()
 
 
 def test_bad_field_values_in_the_handshake() -> None:

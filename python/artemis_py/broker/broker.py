@@ -407,23 +407,29 @@ class Broker:
         message is in exactly one of the two places.
         """
         sends: list[tuple[Message, list[Queue]]] = []
-        by_queue: dict[int, tuple[Queue, list[MessageReference]]] = {}
         for ref, destinations in moves:
             copy = ref.message.copy(self.persistence.next_id())
             queues = self.route(copy) if destinations is None else tag(copy, destinations)
             sends.append((copy, queues))
-            by_queue.setdefault(id(ref.queue), (ref.queue, []))[1].append(ref)
         tx = Transaction(sends=sends, acks=[ref for ref, _ in moves])
-        for queue, refs in by_queue.values():
+        by_queue = _by_queue(tx.acks)
+        for queue, refs in by_queue:
             queue.remove(refs)
             queue.delivering += len(refs)  # acknowledged by the commit below
         try:
             return self.commit(tx)
         except StorageError:
-            for queue, refs in by_queue.values():
+            for queue, refs in by_queue:
                 queue.delivering -= len(refs)
                 queue.cancel(refs)
             raise
+
+    def discard(self, refs: list[MessageReference]) -> Pending:
+        """Take ready references out of their queues and acknowledge them: gone for good."""
+        for queue, queue_refs in _by_queue(refs):
+            queue.remove(queue_refs)
+            queue.delivering += len(queue_refs)  # acknowledged below
+        return self.acknowledge(refs)
 
     def _enqueue(self, message: Message, queues: Iterable[Queue]) -> None:
         for queue in queues:
@@ -563,3 +569,11 @@ class Broker:
                 why,
             )
         self._acknowledge_refs([ref])
+
+
+def _by_queue(refs: Iterable[MessageReference]) -> list[tuple[Queue, list[MessageReference]]]:
+    """``refs`` grouped by their queue, in order."""
+    groups: dict[int, tuple[Queue, list[MessageReference]]] = {}
+    for ref in refs:
+        groups.setdefault(id(ref.queue), (ref.queue, []))[1].append(ref)
+    return list(groups.values())

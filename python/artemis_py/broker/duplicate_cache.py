@@ -13,6 +13,7 @@ both present or both absent.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterator
 
 from artemis_py.storage import Op
 
@@ -32,6 +33,10 @@ class DuplicateIDCache:
 
     def __len__(self) -> int:
         return len(self._ids)
+
+    def __iter__(self) -> Iterator[bytes]:
+        """The ids, oldest first (a node scaling down lists them in its Leaving frame)."""
+        return iter(self._ids)
 
     def add(self, dup_id: bytes, record_id: int | None) -> list[Op]:
         """Remember ``dup_id``; the journal operations that record it (and evict the oldest).

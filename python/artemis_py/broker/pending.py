@@ -46,9 +46,15 @@ class Pending:
 
         Raises the journal's StorageError if it failed; the effects then never happen.
         """
-        for ticket in self.tickets:
-            await ticket.journal.wait(ticket.number)
+        await durable(self.tickets)
         self.complete()
+
+
+async def durable(tickets: Iterable[Ticket]) -> None:
+    """Wait until the journal records behind ``tickets`` are durable (raises the journal's
+    StorageError if it failed)."""
+    for ticket in tickets:
+        await ticket.journal.wait(ticket.number)
 
 
 def latest(ticket_lists: Iterable[Sequence[Ticket]]) -> list[Ticket]:
@@ -65,6 +71,6 @@ def latest(ticket_lists: Iterable[Sequence[Ticket]]) -> list[Ticket]:
 
 async def settle_in_order(pendings: Sequence[Pending]) -> None:
     """Settle a run of pendings made in this order, with one wait per journal."""
-    await Pending(latest(p.tickets for p in pendings)).settled()
+    await durable(latest(p.tickets for p in pendings))
     for pending in pendings:
         pending.complete()

@@ -38,7 +38,7 @@ from artemis_py.broker.routing import NeighbourRoute, RemoteQueueBinding, is_int
 from artemis_py.cluster.bridge import Bridge
 from artemis_py.cluster.link import IncomingLink, Link, LinkError, LinkRefused, OutgoingLink
 from artemis_py.cluster.redistributor import Redistributor
-from artemis_py.cluster.retry import RetryPolicy
+from artemis_py.cluster.retry import LogBackoff, RetryPolicy, unlogged
 from artemis_py.cluster.scale_down import create_queues, take_over
 from artemis_py.cluster.store_and_forward import neighbour_of, sf_queue_name
 from artemis_py.cluster.topology import DuplicateNodeIdError, Member, Topology, connector, leaving
@@ -50,6 +50,7 @@ from artemis_py.transport.sockets import FastSocketStream
 if TYPE_CHECKING:
     from artemis_py.broker.broker import Broker, Forwarded
     from artemis_py.broker.pending import Pending
+    from artemis_py.broker.persistence import Ticket
     from artemis_py.broker.queue import Queue
     from artemis_py.config import BrokerConfig
 
@@ -114,9 +115,13 @@ class ClusterConnection:
         # and the address filter let routing use): what a scale-down target already has
         self.neighbour_queues: dict[str, set[str]] = {}
         self.scaled_down: dict[str, str] = {}  # departed node id -> where its messages went
+        # The journal tickets of the latest forwarded messages stored: once they complete,
+        # so have all before them, and every id in the duplicate-id cache is durable.
+        self.last_forwarded: list[Ticket] = []
         self.given_up: dict[str, str] = {}  # connector -> why the dialler stopped
         self.unreachable: set[tuple[str, int]] = set()  # the last dial failed
         self._dialling: set[tuple[str, int]] = set()
+        self._refusals = LogBackoff()  # links from other nodes refused in the handshake
         self._nursery: trio.Nursery | None = None
         self.redistributor: Redistributor | None = None
         self._stopping = False
@@ -196,6 +201,7 @@ class ClusterConnection:
         failures = 0
         connected_before = False
         peer_node: str | None = None
+        refusals = LogBackoff()  # an episode per reason, until a link is up
         try:
             while not self._stopping:
                 if not self.retry.may_try(failures, connected_before=connected_before):
@@ -217,7 +223,15 @@ class ClusterConnection:
                     link = await self._connect(host, port)
                 except LinkRefused as exc:
                     failures += 1
-                    log.error("cluster %s: %s refused the link: %s", self.name, target, exc)
+                    quiet = refusals.occurred(str(exc), trio.current_time())
+                    if quiet is not None:
+                        log.error(
+                            "cluster %s: %s refused the link: %s%s",
+                            self.name,
+                            target,
+                            exc,
+                            unlogged(quiet),
+                        )
                     continue
                 except (OSError, LinkError, trio.TooSlowError) as exc:
                     failures += 1
@@ -253,20 +267,35 @@ class ClusterConnection:
                 self.given_up.pop(target, None)
                 self.unreachable.discard(key)
                 failures = 0
+                refusals = LogBackoff()
                 connected_before = True
                 reason = await self._run_outgoing(link)
                 if self._stopping or peer_node in self.scaled_down:
                     return  # a node that scaled down announces itself if it comes back
-                log.warning(
-                    "cluster %s: link to node %s at %s lost: %s; reconnecting",
-                    self.name,
-                    peer_node,
-                    target,
-                    reason,
-                )
+                self._link_ended(peer_node, target, reason)
                 failures = 1
         finally:
             self._dialling.discard(key)
+
+    def _link_ended(self, peer_node: str, target: str, reason: str) -> None:
+        if self._left(peer_node):
+            # It announced a graceful stop before closing the link: a known departure,
+            # not a loss (it is redialled only if it is a static connector).
+            log.info(
+                "cluster %s: node %s at %s left the cluster (%s)",
+                self.name,
+                peer_node,
+                target,
+                reason,
+            )
+            return
+        log.warning(
+            "cluster %s: link to node %s at %s lost: %s; reconnecting",
+            self.name,
+            peer_node,
+            target,
+            reason,
+        )
 
     def _left(self, node_id: str) -> bool:
         member = self.topology.members.get(node_id)
@@ -381,7 +410,7 @@ class ClusterConnection:
                 self._forget(*key)
         self.neighbour_queues.pop(departed, None)
         if self._nursery is not None:
-            self._nursery.start_soon(take_over, self, departed, target)
+            self._nursery.start_soon(take_over, self, departed, target, event.received)
 
     # -- topology ----------------------------------------------------------------------
 
@@ -618,12 +647,14 @@ class ClusterConnection:
             with trio.fail_after(self.call_timeout):
                 established = await link.handshake()
         except (LinkError, trio.TooSlowError) as exc:
-            log.warning(
-                "cluster %s: link from %s refused: %s",
-                self.name,
-                peer,
-                str(exc) or "handshake timed out (call-timeout)",
-            )
+            why = str(exc) or "handshake timed out (call-timeout)"
+            # A dialler refused for its credentials comes back at its retry rate, each time
+            # from a new port: one episode per host and reason.
+            quiet = self._refusals.occurred((peer.rpartition(":")[0], why), trio.current_time())
+            if quiet is not None:
+                log.warning(
+                    "cluster %s: link from %s refused: %s%s", self.name, peer, why, unlogged(quiet)
+                )
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
             return
@@ -657,7 +688,7 @@ class ClusterConnection:
         send_channel, receive_channel = trio.open_memory_channel[tuple["Pending", int]](
             PIPELINE_DEPTH
         )
-        run = ForwardedRun(self.broker, send_channel)
+        run = ForwardedRun(self.broker, send_channel, self._stored)
         link.before_read = run.flush
         try:
             async with trio.open_nursery() as nursery:
@@ -673,6 +704,10 @@ class ClusterConnection:
             )
         finally:
             self.incoming.discard(link)
+
+    def _stored(self, tickets: list[Ticket]) -> None:
+        if tickets:  # a run of non-durable messages or duplicates only waits for nothing
+            self.last_forwarded = tickets
 
     def _incoming_event(
         self, link: IncomingLink, event: object, run: ForwardedRun
@@ -814,10 +849,14 @@ class ForwardedRun:
     """
 
     def __init__(
-        self, broker: Broker, pipeline: trio.MemorySendChannel[tuple[Pending, int]]
+        self,
+        broker: Broker,
+        pipeline: trio.MemorySendChannel[tuple[Pending, int]],
+        stored: Callable[[list[Ticket]], None],
     ) -> None:
         self.broker = broker
         self.pipeline = pipeline
+        self.stored = stored  # told the tickets of each run submitted to the journal
         self.messages: list[wire.Message] = []
 
     def add(self, message: wire.Message) -> Awaitable[None] | None:
@@ -841,6 +880,7 @@ class ForwardedRun:
                 raise LinkError(f"unreadable forwarded message: {exc}") from exc
             forwarded.append((message, m.targets, m.dup_id, m.payload))
         item = (self.broker.receive_forwarded(forwarded), messages[-1].seq)
+        self.stored(item[0].tickets)
         # send_nowait: no task switch while the confirm task keeps up.
         try:
             self.pipeline.send_nowait(item)

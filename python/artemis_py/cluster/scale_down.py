@@ -22,8 +22,10 @@ delivered but unacknowledged message is back in its queue.
    target forwards them when it can. Each batch of ``commit-interval`` messages is one
    journal transaction (the same move redistribution makes): after a crash every message
    is in exactly one of the two places.
-5. *Announce.* A ``Leaving`` frame on every link names the target. Neighbours stop sending
-   to this node, wait for what they already sent to be confirmed, and close their links.
+5. *Announce.* A ``Leaving`` frame on every link names the target and lists the duplicate
+   ids of the forwarded messages this node has stored (see :func:`_receipts`). Neighbours
+   stop sending to this node, wait for what they already sent to be confirmed, and close
+   their links.
 6. *Finish.* A last pass moves what arrived meanwhile, then the node waits until the
    target has confirmed everything it was sent.
 
@@ -37,6 +39,8 @@ The nodes that stay
 departed node (its bindings go), lets the bridge's messages in flight be confirmed, closes
 the link, and moves what still waits in the departed node's store-and-forward queue to the
 target (on the target itself: into the queues of the same names), then deletes that queue.
+A message the ``Leaving`` frame lists as received is dropped instead: the departed node
+stored it (only the confirmation was lost) and has moved it to the target itself.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -53,7 +57,9 @@ import trio
 from artemis_py.broker.broker import BrokerError
 from artemis_py.broker.filter import FilterSyntaxError
 from artemis_py.broker.message import ROUTE_TO_PREFIX
+from artemis_py.broker.pending import durable
 from artemis_py.broker.routing import is_internal
+from artemis_py.cluster.bridge import duplicate_id
 from artemis_py.config import RoutingType
 from artemis_py.exceptions import StorageError
 from artemis_py.protocol import cluster as wire
@@ -145,7 +151,9 @@ async def _scale_down(connection: ClusterConnection, report: ScaleDownReport) ->
     try:
         await _drain_other_bridges(connection, target)
         await _move_all(connection, target, report)
-        farewell = wire.Leaving(node_id=connection.node_id, target=target)
+        farewell = wire.Leaving(
+            node_id=connection.node_id, target=target, received=await _receipts(connection)
+        )
         for link in [*connection.outgoing.values(), *connection.incoming]:
             link.send(farewell)
         # The others close their links once what they sent here is confirmed.
@@ -163,6 +171,25 @@ async def _scale_down(connection: ClusterConnection, report: ScaleDownReport) ->
 
 class ScaleDownError(Exception):
     """Scale-down cannot finish (the message says why)."""
+
+
+async def _receipts(connection: ClusterConnection) -> tuple[str, ...]:
+    """The duplicate ids of the forwarded messages this node has stored, once durable.
+
+    A neighbour may still hold some of those messages for this node: the link broke after
+    this node stored them and before their confirmation reached the neighbour (which, with
+    the link back, would send them again for the duplicate-id cache to drop). This node
+    moves its copies to the target; were the neighbour to move its own there too, the
+    target would get each twice, under two new ids. The Leaving frame therefore carries
+    these ids, which stand in for the lost confirmations. Only durable ones may: a
+    neighbour drops what is listed, so a crash here must not lose it.
+    """
+    received = tuple(dup_id.decode() for dup_id in connection.broker.duplicates if dup_id.isascii())
+    try:
+        await durable(connection.last_forwarded)
+    except StorageError as exc:
+        raise ScaleDownError(f"the journal failed: {exc}") from exc
+    return received
 
 
 async def until(condition: Callable[[], bool], within: float) -> bool:
@@ -396,8 +423,11 @@ class _Mover:
 # -- the nodes that stay ---------------------------------------------------------------
 
 
-async def take_over(connection: ClusterConnection, departed: str, target: str) -> None:
-    """``departed`` scaled down to ``target``: send what waits for it there instead."""
+async def take_over(
+    connection: ClusterConnection, departed: str, target: str, received: Iterable[str] = ()
+) -> None:
+    """``departed`` scaled down to ``target``: send what waits for it there instead,
+    except what it ``received`` already (see :func:`_receipts`)."""
     link = connection.outgoing.get(departed)
     if link is not None and link.bridge is not None:
         link.bridge.pause()  # nothing new goes out; what is in flight gets confirmed
@@ -415,11 +445,17 @@ async def take_over(connection: ClusterConnection, departed: str, target: str) -
             return connection.broker.resolve(names) or None
         return [(sf_queue, names)]
 
+    have = {dup_id.encode() for dup_id in received}
+    arrived: list[MessageReference] = []
     mover = _Mover(connection, DEFAULT_BATCH)
     try:
         for ref in list(route.sf_queue.messages):
-            await mover.add(ref, destinations(route_names(ref, route)), "")
+            if duplicate_id(connection.node_id, ref.message.message_id) in have:
+                arrived.append(ref)  # its confirmation was lost; the departed node moved it
+            else:
+                await mover.add(ref, destinations(route_names(ref, route)), "")
         await mover.flush()
+        await _discard(connection, arrived)
     except ScaleDownError as exc:
         log.error(
             "cluster %s: cannot take over the messages that waited for node %s: %s",
@@ -429,7 +465,18 @@ async def take_over(connection: ClusterConnection, departed: str, target: str) -
         )
         return
     moved = sum(mover.moved.values())
-    if moved:
+    if arrived:
+        log.info(
+            "cluster %s: %d message(s) that waited for node %s: %d had reached it before it "
+            "left (not sent again), %d go to node %s",
+            connection.name,
+            moved + len(arrived),
+            departed,
+            len(arrived),
+            moved,
+            target,
+        )
+    elif moved:
         log.info(
             "cluster %s: %d message(s) that waited for node %s go to node %s",
             connection.name,
@@ -441,6 +488,16 @@ async def take_over(connection: ClusterConnection, departed: str, target: str) -
         del connection.routes[departed]
         connection.bridges.pop(departed, None)
         await connection.broker.delete_queue(route.sf_queue).settled()
+
+
+async def _discard(connection: ClusterConnection, refs: list[MessageReference]) -> None:
+    """Drop ready references for good."""
+    if not refs:
+        return
+    try:
+        await connection.broker.discard(refs).settled()
+    except StorageError as exc:
+        raise ScaleDownError(f"the journal refused the acknowledgement: {exc}") from exc
 
 
 def create_queues(connection: ClusterConnection, frame: wire.CreateQueues, peer: str) -> None:

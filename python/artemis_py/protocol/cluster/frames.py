@@ -18,7 +18,7 @@ Who sends what (enforced by the connection, both when sending and when receiving
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Literal, TypeAlias
 
 __all__ = [
@@ -192,11 +192,17 @@ class Leaving:
     """Either side: ``node_id`` scaled down: every message it held is now on (or on its way
     to) ``target``. The receiver drops the leaving node's bindings and sends what waits for
     it to ``target`` instead. (A plain graceful stop is a :class:`Topology` with the member
-    down: its messages wait for its return.)"""
+    down: its messages wait for its return.)
+
+    ``received`` lists the duplicate ids of forwarded messages the leaving node has stored
+    (its duplicate-id cache): a sender whose confirmation for one of them was lost drops it
+    from its backlog instead of sending it to ``target`` a second time. Optional on the
+    wire (absent from older peers: empty)."""
 
     TYPE: ClassVar[FrameType] = FrameType.LEAVING
     node_id: str
     target: str
+    received: tuple[str, ...] = field(default=(), repr=False)
 
 
 # --- server to client ---------------------------------------------------------------------

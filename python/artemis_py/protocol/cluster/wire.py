@@ -9,7 +9,8 @@ or Artemis core client from a cluster peer before parsing anything). Then, both 
 
 Control frames have a UTF-8 JSON object as body, keys = field names (compact separators, no
 NaN/Infinity). Unknown keys are ignored so a later version may add optional fields; missing
-keys and wrong types are errors. The two hot-path frames are binary, big-endian:
+keys (other than such optional fields, see ``_OPTIONAL``) and wrong types are errors. The
+two hot-path frames are binary, big-endian:
 
 ``MESSAGE``  ``u64 seq, u64 message_id, u16 n, dup_id[n], u16 count, count x (u16 m,
              utf-8 target[m]), payload`` -- the payload is the rest of the frame, so it needs
@@ -215,6 +216,8 @@ def _build(cls: type, schema: _Schema, obj: dict[str, Any], where: str) -> Any:
         try:
             value = obj[name]
         except KeyError:
+            if name in _OPTIONAL.get(cls, ()):
+                continue  # added later: a peer that predates it sends none (the default)
             _fail(f"{where} lacks the field {name!r}")
         values[name] = reader(value, f"{where}.{name}")
     return cls(**values)
@@ -283,9 +286,11 @@ _JSON_FRAMES: Final[dict[type, _Schema]] = {
     ),
     Consumers: (("name", _text), ("consumers", _consumers)),
     Status: (("data", _json_object),),
-    Leaving: (("node_id", _text), ("target", _text)),
+    Leaving: (("node_id", _text), ("target", _text), ("received", _array(_text))),
     CreateQueues: (("queues", _array(_record(NewQueue, _NEW_QUEUE))),),
 }
+#: Fields added after version 1 of the protocol, which a frame may lack (dataclass default).
+_OPTIONAL: Final[dict[type, frozenset[str]]] = {Leaving: frozenset({"received"})}
 _JSON_BY_TYPE: Final[dict[int, type]] = {cls.TYPE: cls for cls in _JSON_FRAMES}  # type: ignore[attr-defined]
 
 
