@@ -24,6 +24,7 @@ from artemis_py.client import (
     ConnectionLostError,
     Message,
     StompServerError,
+    Subscription,
     open_stomp_connection,
     open_stomp_connection_over,
 )
@@ -651,3 +652,30 @@ async def test_invalid_options_are_refused_before_connecting() -> None:
     with pytest.raises(ValueError, match="max_pending"):
         async with open_stomp_connection("127.0.0.1", 1, max_pending=0):
             pass
+
+
+async def test_a_subscription_needs_nothing_but_its_host() -> None:
+    """A Subscription talks to its connection only through the SubscriptionHost protocol."""
+
+    class Host:
+        def __init__(self) -> None:
+            self.is_open = True
+            self.failure: Exception | None = None
+            self.unsubscribed: list[tuple[str, bool]] = []
+
+        def raise_failure(self) -> None:
+            if self.failure is not None:
+                raise self.failure
+
+        async def unsubscribe(self, subscription: Subscription, *, receipt: bool) -> None:
+            self.unsubscribed.append((subscription.id, receipt))
+
+    host = Host()
+    subscription = Subscription(None, "s-1", "/queue/a", "auto", host=host)  # type: ignore[arg-type]
+    await subscription.unsubscribe(receipt=False)
+    await subscription.aclose()
+    assert host.unsubscribed == [("s-1", False), ("s-1", True)]
+    host.is_open = False
+    closed = Subscription(None, "s-2", "/queue/a", "auto", host=host)  # type: ignore[arg-type]
+    await closed.aclose()  # nothing to unsubscribe from a connection that is not open
+    assert host.unsubscribed == [("s-1", False), ("s-1", True)]

@@ -16,6 +16,7 @@ raises the :class:`OSError` that Trio raised (``ConnectionRefusedError`` and fri
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Final
 
 import trio
 
@@ -23,10 +24,12 @@ from artemis_py.exceptions import ArtemisError
 from artemis_py.protocol.stomp import Frame
 
 __all__ = [
+    "TRANSPORT_ERRORS",
     "ClientError",
     "ConnectionClosedError",
     "ConnectionLostError",
     "StompServerError",
+    "describe",
 ]
 
 _DETAIL_CHARS = 500
@@ -104,3 +107,13 @@ class ConnectionLostError(ClientError, trio.BrokenResourceError):
 
 class ConnectionClosedError(ClientError, trio.ClosedResourceError):
     """The connection was closed by this side and cannot be used any more."""
+
+
+TRANSPORT_ERRORS: Final = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+"""What a Trio stream raises when the transport under it breaks."""
+
+
+def describe(exc: BaseException) -> str:
+    """``TypeName: text`` (just the type name when the text is empty), for error messages."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
