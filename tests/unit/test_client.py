@@ -137,6 +137,28 @@ async def test_refused_connect_raises_stomp_server_error_unwrapped(nursery: trio
     assert isinstance(info.value, ClientError)
 
 
+@pytest.mark.parametrize("version", ["1.0", "1.1", "1.2"])
+async def test_a_refusal_escaped_by_the_negotiated_version_reads_as_sent(
+    nursery: trio.Nursery, version: str
+) -> None:
+    # The server negotiates, then refuses: its ERROR is escaped by that version (\c for ':',
+    # \\ for a backslash), while the client has not seen CONNECTED and read it as 1.0.
+    text = r"Security Error: authentication failed for user 'DOMAIN\bob'"
+    server = ScriptedStompServer(refuse_connect=text)
+    with pytest.raises(StompServerError) as info:
+        async with start(nursery, server, login="bob", passcode="wrong", version=version):
+            pytest.fail("connected although the server refused")
+    assert info.value.message == text
+    assert str(info.value) == text  # the body repeats the message: said once
+
+
+def test_a_server_error_says_a_body_that_extends_its_message_once() -> None:
+    error = StompServerError("AMQ229031: bad user", details="AMQ229031: bad user 'bob'\n")
+    assert str(error) == "AMQ229031: bad user 'bob'"
+    other = StompServerError("AMQ229031: bad user", details="see the broker log")
+    assert str(other) == "AMQ229031: bad user: see the broker log"
+
+
 async def test_heartbeat_negotiation(nursery: trio.Nursery) -> None:
     server = ScriptedStompServer(heartbeat=(3000, 500), send_heartbeats=False)
     async with start(nursery, server, heartbeat=(1000, 2000)) as conn:

@@ -62,12 +62,13 @@ class StompServerError(ClientError):
         self.headers: tuple[tuple[str, str], ...] = tuple(headers)
         self.frame = frame
         text = message or "ERROR frame without a message"
-        # One line: the CLI prints str(exc), and the body often repeats the header.
+        # One line: the CLI prints str(exc), and the body often repeats the header, or
+        # repeats it and says more: each part is said once.
         detail = " ".join(details.split())
-        if detail and detail != message and detail not in message:
-            if len(detail) > _DETAIL_CHARS:
-                detail = detail[:_DETAIL_CHARS] + "..."
-            text = f"{text}: {detail}"
+        if len(detail) > _DETAIL_CHARS:
+            detail = detail[:_DETAIL_CHARS] + "..."
+        if detail and detail not in message:
+            text = detail if message and detail.startswith(message) else f"{text}: {detail}"
         super().__init__(text)
 
     @classmethod

@@ -3,7 +3,8 @@
 The client offers the version it was given and every lower one (``accept-version``), its
 credentials, ``client-id`` and ``heart-beat``; the server picks the version and the
 heart-beat intervals are negotiated from both offers (STOMP 1.2 "Heart-beating"). An ERROR
-instead of CONNECTED fails the connection with :class:`StompServerError`.
+instead of CONNECTED fails the connection with :class:`StompServerError`, its header escapes
+decoded (:func:`unescape_refusal`).
 """
 
 from __future__ import annotations
@@ -36,8 +37,16 @@ from artemis_py.protocol.stomp import (
     negotiate_heartbeat,
     parse_heartbeat,
 )
+from artemis_py.protocol.stomp.headers import VERSION_RULES, HeaderRules, decode_headers
 
-__all__ = ["Connected", "Headers", "connect_frame", "handshake", "header_pairs"]
+__all__ = [
+    "Connected",
+    "Headers",
+    "connect_frame",
+    "handshake",
+    "header_pairs",
+    "unescape_refusal",
+]
 
 Headers: TypeAlias = Mapping[str, str] | Iterable[tuple[str, str]] | None
 """Extra frame headers: a mapping or ``(name, value)`` pairs (repeats allowed), in order."""
@@ -88,6 +97,32 @@ def connect_frame(
     return Frame(Command.CONNECT, tuple(pairs))
 
 
+def _offered_version(connect: Frame) -> str:
+    accept = connect.get("accept-version")
+    return accept.rsplit(",", 1)[-1] if accept else "1.0"
+
+
+def unescape_refusal(frame: Frame, offered: str) -> Frame:
+    """An ERROR that answered CONNECT, with its header escapes decoded.
+
+    No version is negotiated before CONNECTED, so the codec reads such a frame with STOMP
+    1.0's rules: no escapes. But a server may pick the version *before* it checks the login
+    (artemis-py does) and escape its ERROR by it (``Security Error\\c ...`` for a ``:``).
+    When we offered 1.1 or later, the header escapes are read again with the rules of the
+    highest version offered (1.2's table covers 1.1's). Text that is not valid escaping there
+    (a raw backslash from a server that did not escape) is kept as it came.
+    """
+    rules = VERSION_RULES.get(offered, HeaderRules.V10)
+    if rules is HeaderRules.V10 or not any("\\" in n or "\\" in v for n, v in frame.headers):
+        return frame
+    block = "\n".join(f"{name}:{value}" for name, value in frame.headers).encode("utf-8")
+    try:
+        headers = decode_headers(block, rules)
+    except RemoteProtocolError:
+        return frame
+    return Frame(frame.command, headers, frame.body)
+
+
 async def handshake(
     codec: Connection,
     writer: FrameWriter,
@@ -112,7 +147,8 @@ async def handshake(
         state.fail(ConnectionLostError("the server closed the connection instead of CONNECTED"))
         state.raise_error()
     if event.command == Command.ERROR:
-        state.fail(StompServerError.from_frame(event))
+        offered = _offered_version(connect)
+        state.fail(StompServerError.from_frame(unescape_refusal(event, offered)))
         state.raise_error()
     # The codec lets nothing but CONNECTED or ERROR through here.
     version = codec.version or "1.0"
