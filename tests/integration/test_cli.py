@@ -1,4 +1,6 @@
-"""The ``artemis-py`` command line: ``run`` and ``create``, as an operator uses them."""
+"""The ``artemis-py`` command line as an operator uses it: ``run`` and ``create``, the
+``producer`` and ``consumer`` against a real node (counts, Ctrl-C, refused logins), and
+``cluster status`` against a node of the sample symmetric cluster."""
 
 from __future__ import annotations
 
@@ -8,8 +10,15 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
+import trio
+
+from artemis_py.client.testing import ScriptedStompServer
 
 from .conftest import BrokerProcess, Client, free_port, node_command, unique, wait_for
 
@@ -222,3 +231,182 @@ def test_tcp_buffer_sizes_apply_to_accepted_connections(make_broker, clients) ->
     node = make_broker(acceptor_params=";tcpReceiveBufferSize=50000;tcpSendBufferSize=40000")
     clients(node)
     assert _server_socket_buffers(node.port) == (2 * 50000, 2 * 40000)
+
+
+# -- producer and consumer -------------------------------------------------------------------
+
+
+class Running:
+    """An ``artemis-py`` command in the background; a thread collects its stdout lines."""
+
+    def __init__(self, *args: str) -> None:
+        command, env = node_command()  # PYTHONUNBUFFERED: each line arrives as printed
+        self.process = subprocess.Popen(
+            [*command, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        self.lines: list[str] = []
+        self.errors: list[str] = []  # stderr lines
+        self._readers = [
+            threading.Thread(target=self._read, args=(pipe, lines), daemon=True)
+            for pipe, lines in (
+                (self.process.stdout, self.lines),
+                (self.process.stderr, self.errors),
+            )
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    @staticmethod
+    def _read(pipe: Any, lines: list[str]) -> None:
+        for line in pipe:
+            lines.append(line.rstrip("\n"))
+
+    def count(self, prefix: str) -> int:
+        return sum(line.startswith(prefix) for line in self.lines)
+
+    def finish(self, timeout: float = 30) -> tuple[int, list[str], str]:
+        """Exit code, stdout lines and stderr once the command ended."""
+        try:
+            code = self.process.wait(timeout)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+        for reader in self._readers:
+            reader.join(10)
+        return code, self.lines, "".join(f"{line}\n" for line in self.errors)
+
+
+def queue_depth(node: BrokerProcess, queue: str) -> int:
+    """How many messages ``queue`` holds: a consumer takes them all and returns them."""
+    c = node.client()
+    try:
+        c.subscribe(f"/queue/{queue}", ack="client-individual")
+        c.sync()
+        return len(c.messages)
+    finally:
+        c.close()
+
+
+def test_the_consumer_takes_exactly_its_message_count(broker):
+    url, queue = f"tcp://127.0.0.1:{broker.port}", unique("exact")
+    where = ["--url", url, "--destination", f"queue://{queue}"]
+    produced = artemis_py("producer", *where, "--message-count", "5")
+    assert produced.returncode == 0, produced.stderr
+    first = artemis_py("consumer", *where, "--message-count", "3")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith(f"Consumed 3 messages from /queue/{queue} ")
+    # The other two stayed on the broker (one may come back marked redelivered: it was
+    # delivered after the third ACK and returned at the DISCONNECT).
+    second = artemis_py("consumer", *where, "--message-count", "2")
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.startswith(f"Consumed 2 messages from /queue/{queue} ")
+    assert queue_depth(broker, queue) == 0
+
+
+def test_ctrl_c_stops_the_producer_and_prints_what_the_broker_has(broker):
+    queue = unique("ctrl-c")
+    producer = Running(
+        "producer", "--url", f"tcp://127.0.0.1:{broker.port}", "--destination",
+        f"queue://{queue}", "--message-count", "1000000", "--verbose",
+    )  # fmt: skip
+    wait_for(lambda: producer.count("sent ") >= 5, message="five messages sent")
+    producer.process.send_signal(signal.SIGINT)
+    code, lines, err = producer.finish()
+    assert code == 130, err
+    # One line says what happens now; no traceback, no error.
+    assert err == (
+        "artemis-py producer: stopping after the message in hand (Ctrl-C again to stop at once)\n"
+    )
+    summary = re.fullmatch(
+        rf"Produced (\d+) messages to /queue/{queue} in .*, interrupted", lines[-1]
+    )
+    assert summary, lines[-1]
+    sent = int(summary[1])
+    assert sent == producer.count("sent ")
+    assert queue_depth(broker, queue) == sent  # every message counted is on the broker
+
+
+def test_ctrl_c_stops_the_consumer_and_prints_what_it_acknowledged(broker):
+    queue = unique("ctrl-c")
+    c = broker.client()
+    for number in range(3):
+        c.send(f"/queue/{queue}", f"m{number}")
+    c.close()
+    consumer = Running(
+        "consumer", "--url", f"tcp://127.0.0.1:{broker.port}", "--destination",
+        f"queue://{queue}", "--message-count", "10", "--verbose",
+    )  # fmt: skip
+    wait_for(lambda: consumer.count("received ") == 3, message="three messages received")
+    consumer.process.send_signal(signal.SIGINT)
+    code, lines, err = consumer.finish()
+    assert code == 130, err
+    # One line says what happens now; no traceback, no error.
+    assert err == (
+        "artemis-py consumer: stopping after the message in hand (Ctrl-C again to stop at once)\n"
+    )
+    assert re.fullmatch(
+        rf"Consumed 3 messages from /queue/{queue} in .*, 0 redelivered, interrupted", lines[-1]
+    ), lines[-1]
+    assert queue_depth(broker, queue) == 0  # the three were acknowledged
+
+
+def test_a_refused_login_is_one_line_without_escapes_or_repetition(make_broker):
+    node = make_broker(security=True, users={"bob": "right"})
+    result = artemis_py(
+        "consumer", "--url", f"tcp://127.0.0.1:{node.port}", "--user", "bob", "--password",
+        "wrong",
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stdout == ""
+    err = result.stderr
+    assert err.startswith("artemis-py consumer: the broker sent an ERROR: "), err
+    assert err.count("\n") == 1 and "\\c" not in err, err
+    assert err.count("authentication failed") == 1, err
+
+
+@contextmanager
+def scripted_server(server: ScriptedStompServer) -> Iterator[int]:
+    """Serve ``server`` on a localhost port from a thread with its own Trio loop."""
+    started: list[tuple[int, trio.lowlevel.TrioToken, trio.CancelScope]] = []
+
+    async def main() -> None:
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                port = await nursery.start(server.serve_tcp)
+                started.append((port, trio.lowlevel.current_trio_token(), scope))
+
+    thread = threading.Thread(target=trio.run, args=(main,), daemon=True)
+    thread.start()
+    wait_for(lambda: started, message="the scripted server to listen")
+    port, token, scope = started[0]
+    try:
+        yield port
+    finally:
+        trio.from_thread.run_sync(scope.cancel, trio_token=token)
+        thread.join(10)
+
+
+def test_a_second_ctrl_c_aborts_and_says_what_was_not_confirmed():
+    server = ScriptedStompServer(auto_receipts=False)  # the broker never confirms anything
+    with scripted_server(server) as port:
+        producer = Running(
+            "producer", "--url", f"tcp://127.0.0.1:{port}", "--max-pending", "3",
+            "--message-count", "10",
+        )  # fmt: skip
+        wait_for(lambda: len(server.held_receipts) == 3, message="three sends in flight")
+        producer.process.send_signal(signal.SIGINT)  # waits for a receipt that never comes
+        wait_for(lambda: producer.errors, message="the first Ctrl-C to be noticed")
+        producer.process.send_signal(signal.SIGINT)
+        code, lines, err = producer.finish()
+    assert code == 130, err
+    assert "Traceback" not in err
+    assert re.fullmatch(
+        r"Produced 3 messages to /queue/TEST in .*, aborted: 3 of them not confirmed by the "
+        r"broker",
+        lines[-1],
+    ), lines
