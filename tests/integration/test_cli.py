@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -19,8 +20,9 @@ import pytest
 import trio
 
 from artemis_py.client.testing import ScriptedStompServer
+from artemis_py.cluster.status import TIMEOUT
 
-from .conftest import BrokerProcess, Client, free_port, node_command, unique, wait_for
+from .conftest import ROOT, BrokerProcess, Client, free_port, node_command, unique, wait_for
 
 
 def artemis_py(*args: str, cwd=None, timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -410,3 +412,69 @@ def test_a_second_ctrl_c_aborts_and_says_what_was_not_confirmed():
         r"broker",
         lines[-1],
     ), lines
+
+
+# -- cluster status ----------------------------------------------------------------------------
+
+SAMPLE_PASSWORD = "a secret shared by all nodes"
+
+
+@pytest.fixture
+def sample_node(tmp_path):
+    """Node 1 of etc/cluster/symmetric as the README starts it, on free local ports (its
+    peers are not started: their links just retry)."""
+    stomp, cluster = free_port(), free_port()
+    text = (ROOT / "etc" / "cluster" / "symmetric" / "node1.xml").read_text()
+    for old, new in [
+        ("tcp://0.0.0.0:61613", f"tcp://127.0.0.1:{stomp}"),
+        ("tcp://0.0.0.0:61616", f"tcp://127.0.0.1:{cluster}"),
+        ("${NODE1_HOST:localhost}:61616", f"127.0.0.1:{cluster}"),
+        ("${ARTEMIS_DATA:data/symmetric-node1}", str(tmp_path / "data")),
+        ("${ARTEMIS_CLUSTER_PASSWORD}", SAMPLE_PASSWORD),
+    ]:
+        assert old in text, old
+        text = text.replace(old, new)
+    config = tmp_path / "node1.xml"
+    config.write_text(text)
+    node = BrokerProcess(tmp_path, name="node1", config_path=config, port=stomp).start()
+    node.cluster_port = cluster
+    wait_for(lambda: f"cluster links on 127.0.0.1:{cluster}" in node.log(since_start=True))
+    yield node
+    node.close()
+
+
+def test_cluster_status_as_the_docs_show_it(sample_node):
+    url = f"tcp://127.0.0.1:{sample_node.cluster_port}"
+    result = artemis_py(
+        "cluster", "status", "--url", url, "--cluster", "symmetric", "--password",
+        SAMPLE_PASSWORD,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "cluster symmetric, ON_DEMAND, max-hops 1" in result.stdout
+
+
+def test_rejected_cluster_credentials_name_the_options_and_the_user(sample_node):
+    url = f"tcp://127.0.0.1:{sample_node.cluster_port}"
+    result = artemis_py(
+        "cluster", "stop", "--url", url, "--cluster", "symmetric", "--user", "operator",
+        "--password", SAMPLE_PASSWORD,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "credentials of user 'operator' (given with --user)" in result.stderr
+    assert "--user" in result.stderr and "--password" in result.stderr
+    assert sample_node.running  # not stopped
+
+
+def test_cluster_status_on_a_stomp_port_says_so_at_once(sample_node):
+    started = time.monotonic()
+    result = artemis_py(
+        "cluster", "status", "--url", f"tcp://127.0.0.1:{sample_node.port}", "--cluster",
+        "symmetric", "--password", SAMPLE_PASSWORD,
+    )  # fmt: skip
+    took = time.monotonic() - started
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        f"artemis-py: 127.0.0.1:{sample_node.port} is a STOMP acceptor, not a cluster acceptor"
+    ), result.stderr
+    assert took < TIMEOUT, took  # no waiting for the handshake timeout
