@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import socket
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -42,6 +40,7 @@ from artemis_py.client import (
     parse_url,
     stomp_destination,
 )
+from artemis_py.client.errors import connect_failure
 from artemis_py.exceptions import ArtemisError
 from artemis_py.protocol.stomp import SUPPORTED_VERSIONS
 
@@ -299,23 +298,8 @@ def describe_failure(exc: BaseException, url: BrokerUrl) -> str:
     if isinstance(exc, ArtemisError):
         return str(exc)
     if isinstance(exc, OSError):
-        # trio.open_tcp_stream: "all attempts to connect ... failed", the reasons in __cause__.
-        causes = list(_leaves(exc.__cause__)) if exc.__cause__ is not None else [exc]
-        reasons: list[str] = []
-        for cause in causes:
-            reason = _os_reason(cause)
-            if reason not in reasons:
-                reasons.append(reason)
-        return f"cannot connect to {url}: {'; '.join(reasons) or type(exc).__name__}"
+        return f"cannot connect to {url}: {connect_failure(exc)}"
     return f"{type(exc).__name__}: {exc}"
-
-
-def _os_reason(exc: BaseException) -> str:
-    if isinstance(exc, socket.gaierror) and exc.strerror:
-        return exc.strerror  # "Name or service not known"
-    if isinstance(exc, OSError) and exc.errno and exc.errno > 0:
-        return os.strerror(exc.errno)  # "Connection refused", without trio's address prefix
-    return str(exc) or type(exc).__name__
 
 
 def _progress(args: argparse.Namespace, label: str) -> Progress:

@@ -15,7 +15,9 @@ raises the :class:`OSError` that Trio raised (``ConnectionRefusedError`` and fri
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+import socket
+from collections.abc import Iterable, Iterator
 from typing import Final
 
 import trio
@@ -29,6 +31,7 @@ __all__ = [
     "ConnectionClosedError",
     "ConnectionLostError",
     "StompServerError",
+    "connect_failure",
     "describe",
 ]
 
@@ -118,3 +121,34 @@ def describe(exc: BaseException) -> str:
     """``TypeName: text`` (just the type name when the text is empty), for error messages."""
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
+
+
+def _os_reason(exc: BaseException) -> str:
+    if isinstance(exc, socket.gaierror) and exc.strerror:
+        return exc.strerror  # "Name or service not known"
+    if isinstance(exc, OSError) and exc.errno and exc.errno > 0:
+        return os.strerror(exc.errno)  # "Connection refused", without trio's address prefix
+    return str(exc) or type(exc).__name__
+
+
+def connect_failure(exc: OSError) -> str:
+    """Why a TCP connection could not be opened, e.g. ``Connection refused``.
+
+    :func:`trio.open_tcp_stream` raises "all attempts to connect to HOST:PORT failed" with
+    each attempt's error in ``__cause__``; their distinct reasons are joined with ``; ``.
+    """
+    causes = list(_leaves(exc.__cause__)) if exc.__cause__ is not None else [exc]
+    reasons: list[str] = []
+    for cause in causes:
+        reason = _os_reason(cause)
+        if reason not in reasons:
+            reasons.append(reason)
+    return "; ".join(reasons) or type(exc).__name__

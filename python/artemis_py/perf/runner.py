@@ -143,6 +143,8 @@ def run(
         except queue.Empty:
             return
         results[result["worker"]] = result
+        if "setup_error" in result:
+            raise PerfError(result["setup_error"])
         if "fatal" in result:
             raise PerfError(f"worker {result['worker']} failed: {result['fatal']}")
 
