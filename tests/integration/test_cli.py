@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 import shutil
 import signal
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 import trio
 
+from artemis_py.cli import build_parser
 from artemis_py.client.testing import ScriptedStompServer
 from artemis_py.cluster.status import TIMEOUT
 
@@ -478,3 +480,28 @@ def test_cluster_status_on_a_stomp_port_says_so_at_once(sample_node):
         f"artemis-py: 127.0.0.1:{sample_node.port} is a STOMP acceptor, not a cluster acceptor"
     ), result.stderr
     assert took < TIMEOUT, took  # no waiting for the handshake timeout
+
+
+# -- help --------------------------------------------------------------------------------------
+
+
+def _parsers(
+    parser: argparse.ArgumentParser, path: str = "artemis-py"
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, f"{path} {name}")
+
+
+def test_every_option_and_command_has_help():
+    missing = []
+    for path, parser in _parsers(build_parser()):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helped = {choice.dest for choice in action._choices_actions if choice.help}
+                missing += [f"{path} {name}" for name in action.choices if name not in helped]
+            if not action.help or action.help == argparse.SUPPRESS:
+                missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+    assert missing == []

@@ -31,7 +31,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "cluster", help="inspect a cluster", description="Inspect a running cluster."
     )
-    sub = parser.add_subparsers(dest="cluster_command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(
+        dest="cluster_command", metavar="COMMAND", required=True, help="status or stop"
+    )
     status = sub.add_parser(
         "status",
         help="members, bridges and remote bindings as one node sees them",
