@@ -334,3 +334,16 @@ def test_disconnect_warnings_are_reported_but_are_not_errors() -> None:
         report
     )
 
+
+def test_the_test_extra_has_what_the_perf_tests_need() -> None:
+    # Otherwise `pip install -e '.[test]'` (README) silently skips the --plot test.
+    import re
+    import tomllib
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
+
+    def names(requirements: list[str]) -> set[str]:
+        return {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() for r in requirements}
+
+    assert names(extras["perf"]) <= names(extras["test"])
