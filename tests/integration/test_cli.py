@@ -1,17 +1,30 @@
-"""The ``artemis-py`` command line: ``run`` and ``create``, as an operator uses them."""
+"""The ``artemis-py`` command line as an operator uses it: ``run`` and ``create``, the
+``producer`` and ``consumer`` against a real node (counts, Ctrl-C, refused logins), and
+``cluster status`` against a node of the sample symmetric cluster."""
 
 from __future__ import annotations
 
+import argparse
 import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
+import trio
 
-from .conftest import BrokerProcess, Client, free_port, node_command, unique, wait_for
+from artemis_py.cli import build_parser
+from artemis_py.client.testing import ScriptedStompServer
+from artemis_py.cluster.status import TIMEOUT
+
+from .conftest import ROOT, BrokerProcess, Client, free_port, node_command, unique, wait_for
 
 
 def artemis_py(*args: str, cwd=None, timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -240,3 +253,273 @@ def test_tcp_buffer_sizes_apply_to_accepted_connections(make_broker, clients) ->
     node = make_broker(acceptor_params=";tcpReceiveBufferSize=50000;tcpSendBufferSize=40000")
     clients(node)
     assert _server_socket_buffers(node.port) == (2 * 50000, 2 * 40000)
+
+
+# -- producer and consumer -------------------------------------------------------------------
+
+
+class Running:
+    """An ``artemis-py`` command in the background; a thread collects its stdout lines."""
+
+    def __init__(self, *args: str) -> None:
+        command, env = node_command()  # PYTHONUNBUFFERED: each line arrives as printed
+        self.process = subprocess.Popen(
+            [*command, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        self.lines: list[str] = []
+        self.errors: list[str] = []  # stderr lines
+        self._readers = [
+            threading.Thread(target=self._read, args=(pipe, lines), daemon=True)
+            for pipe, lines in (
+                (self.process.stdout, self.lines),
+                (self.process.stderr, self.errors),
+            )
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    @staticmethod
+    def _read(pipe: Any, lines: list[str]) -> None:
+        for line in pipe:
+            lines.append(line.rstrip("\n"))
+
+    def count(self, prefix: str) -> int:
+        return sum(line.startswith(prefix) for line in self.lines)
+
+    def finish(self, timeout: float = 30) -> tuple[int, list[str], str]:
+        """Exit code, stdout lines and stderr once the command ended."""
+        try:
+            code = self.process.wait(timeout)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+        for reader in self._readers:
+            reader.join(10)
+        return code, self.lines, "".join(f"{line}\n" for line in self.errors)
+
+
+def queue_depth(node: BrokerProcess, queue: str) -> int:
+    """How many messages ``queue`` holds: a consumer takes them all and returns them."""
+    c = node.client()
+    try:
+        c.subscribe(f"/queue/{queue}", ack="client-individual")
+        c.sync()
+        return len(c.messages)
+    finally:
+        c.close()
+
+
+def test_the_consumer_takes_exactly_its_message_count(broker):
+    url, queue = f"tcp://127.0.0.1:{broker.port}", unique("exact")
+    where = ["--url", url, "--destination", f"queue://{queue}"]
+    produced = artemis_py("producer", *where, "--message-count", "5")
+    assert produced.returncode == 0, produced.stderr
+    first = artemis_py("consumer", *where, "--message-count", "3")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith(f"Consumed 3 messages from /queue/{queue} ")
+    # The other two stayed on the broker (one may come back marked redelivered: it was
+    # delivered after the third ACK and returned at the DISCONNECT).
+    second = artemis_py("consumer", *where, "--message-count", "2")
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.startswith(f"Consumed 2 messages from /queue/{queue} ")
+    assert queue_depth(broker, queue) == 0
+
+
+def test_ctrl_c_stops_the_producer_and_prints_what_the_broker_has(broker):
+    queue = unique("ctrl-c")
+    producer = Running(
+        "producer", "--url", f"tcp://127.0.0.1:{broker.port}", "--destination",
+        f"queue://{queue}", "--message-count", "1000000", "--verbose",
+    )  # fmt: skip
+    wait_for(lambda: producer.count("sent ") >= 5, message="five messages sent")
+    producer.process.send_signal(signal.SIGINT)
+    code, lines, err = producer.finish()
+    assert code == 130, err
+    # One line says what happens now; no traceback, no error.
+    assert err == (
+        "artemis-py producer: stopping after the message in hand (Ctrl-C again to stop at once)\n"
+    )
+    summary = re.fullmatch(
+        rf"Produced (\d+) messages to /queue/{queue} in .*, interrupted", lines[-1]
+    )
+    assert summary, lines[-1]
+    sent = int(summary[1])
+    assert sent == producer.count("sent ")
+    assert queue_depth(broker, queue) == sent  # every message counted is on the broker
+
+
+def test_ctrl_c_stops_the_consumer_and_prints_what_it_acknowledged(broker):
+    queue = unique("ctrl-c")
+    c = broker.client()
+    for number in range(3):
+        c.send(f"/queue/{queue}", f"m{number}")
+    c.close()
+    consumer = Running(
+        "consumer", "--url", f"tcp://127.0.0.1:{broker.port}", "--destination",
+        f"queue://{queue}", "--message-count", "10", "--verbose",
+    )  # fmt: skip
+    wait_for(lambda: consumer.count("received ") == 3, message="three messages received")
+    consumer.process.send_signal(signal.SIGINT)
+    code, lines, err = consumer.finish()
+    assert code == 130, err
+    # One line says what happens now; no traceback, no error.
+    assert err == (
+        "artemis-py consumer: stopping after the message in hand (Ctrl-C again to stop at once)\n"
+    )
+    assert re.fullmatch(
+        rf"Consumed 3 messages from /queue/{queue} in .*, 0 redelivered, interrupted", lines[-1]
+    ), lines[-1]
+    assert queue_depth(broker, queue) == 0  # the three were acknowledged
+
+
+def test_a_refused_login_is_one_line_without_escapes_or_repetition(make_broker):
+    node = make_broker(security=True, users={"bob": "right"})
+    result = artemis_py(
+        "consumer", "--url", f"tcp://127.0.0.1:{node.port}", "--user", "bob", "--password",
+        "wrong",
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stdout == ""
+    err = result.stderr
+    assert err.startswith("artemis-py consumer: the broker sent an ERROR: "), err
+    assert err.count("\n") == 1 and "\\c" not in err, err
+    assert err.count("authentication failed") == 1, err
+
+
+@contextmanager
+def scripted_server(server: ScriptedStompServer) -> Iterator[int]:
+    """Serve ``server`` on a localhost port from a thread with its own Trio loop."""
+    started: list[tuple[int, trio.lowlevel.TrioToken, trio.CancelScope]] = []
+
+    async def main() -> None:
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                port = await nursery.start(server.serve_tcp)
+                started.append((port, trio.lowlevel.current_trio_token(), scope))
+
+    thread = threading.Thread(target=trio.run, args=(main,), daemon=True)
+    thread.start()
+    wait_for(lambda: started, message="the scripted server to listen")
+    port, token, scope = started[0]
+    try:
+        yield port
+    finally:
+        trio.from_thread.run_sync(scope.cancel, trio_token=token)
+        thread.join(10)
+
+
+def test_a_second_ctrl_c_aborts_and_says_what_was_not_confirmed():
+    server = ScriptedStompServer(auto_receipts=False)  # the broker never confirms anything
+    with scripted_server(server) as port:
+        producer = Running(
+            "producer", "--url", f"tcp://127.0.0.1:{port}", "--max-pending", "3",
+            "--message-count", "10",
+        )  # fmt: skip
+        wait_for(lambda: len(server.held_receipts) == 3, message="three sends in flight")
+        producer.process.send_signal(signal.SIGINT)  # waits for a receipt that never comes
+        wait_for(lambda: producer.errors, message="the first Ctrl-C to be noticed")
+        producer.process.send_signal(signal.SIGINT)
+        code, lines, err = producer.finish()
+    assert code == 130, err
+    assert "Traceback" not in err
+    assert re.fullmatch(
+        r"Produced 3 messages to /queue/TEST in .*, aborted: 3 of them not confirmed by the "
+        r"broker",
+        lines[-1],
+    ), lines
+
+
+# -- cluster status ----------------------------------------------------------------------------
+
+SAMPLE_PASSWORD = "a secret shared by all nodes"
+
+
+@pytest.fixture
+def sample_node(tmp_path):
+    """Node 1 of etc/cluster/symmetric as the README starts it, on free local ports (its
+    peers are not started: their links just retry)."""
+    stomp, cluster = free_port(), free_port()
+    text = (ROOT / "etc" / "cluster" / "symmetric" / "node1.xml").read_text()
+    for old, new in [
+        ("tcp://0.0.0.0:61613", f"tcp://127.0.0.1:{stomp}"),
+        ("tcp://0.0.0.0:61616", f"tcp://127.0.0.1:{cluster}"),
+        ("${NODE1_HOST:localhost}:61616", f"127.0.0.1:{cluster}"),
+        ("${ARTEMIS_DATA:data/symmetric-node1}", str(tmp_path / "data")),
+        ("${ARTEMIS_CLUSTER_PASSWORD}", SAMPLE_PASSWORD),
+    ]:
+        assert old in text, old
+        text = text.replace(old, new)
+    config = tmp_path / "node1.xml"
+    config.write_text(text)
+    node = BrokerProcess(tmp_path, name="node1", config_path=config, port=stomp).start()
+    node.cluster_port = cluster
+    wait_for(lambda: f"cluster links on 127.0.0.1:{cluster}" in node.log(since_start=True))
+    yield node
+    node.close()
+
+
+def test_cluster_status_as_the_docs_show_it(sample_node):
+    url = f"tcp://127.0.0.1:{sample_node.cluster_port}"
+    result = artemis_py(
+        "cluster", "status", "--url", url, "--cluster", "symmetric", "--password",
+        SAMPLE_PASSWORD,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "cluster symmetric, ON_DEMAND, max-hops 1" in result.stdout
+
+
+def test_rejected_cluster_credentials_name_the_options_and_the_user(sample_node):
+    url = f"tcp://127.0.0.1:{sample_node.cluster_port}"
+    result = artemis_py(
+        "cluster", "stop", "--url", url, "--cluster", "symmetric", "--user", "operator",
+        "--password", SAMPLE_PASSWORD,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "credentials of user 'operator' (given with --user)" in result.stderr
+    assert "--user" in result.stderr and "--password" in result.stderr
+    assert sample_node.running  # not stopped
+
+
+def test_cluster_status_on_a_stomp_port_says_so_at_once(sample_node):
+    started = time.monotonic()
+    result = artemis_py(
+        "cluster", "status", "--url", f"tcp://127.0.0.1:{sample_node.port}", "--cluster",
+        "symmetric", "--password", SAMPLE_PASSWORD,
+    )  # fmt: skip
+    took = time.monotonic() - started
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        f"artemis-py: 127.0.0.1:{sample_node.port} is a STOMP acceptor, not a cluster acceptor"
+    ), result.stderr
+    assert took < TIMEOUT, took  # no waiting for the handshake timeout
+
+
+# -- help --------------------------------------------------------------------------------------
+
+
+def _parsers(
+    parser: argparse.ArgumentParser, path: str = "artemis-py"
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, f"{path} {name}")
+
+
+def test_every_option_and_command_has_help():
+    missing = []
+    for path, parser in _parsers(build_parser()):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helped = {choice.dest for choice in action._choices_actions if choice.help}
+                missing += [f"{path} {name}" for name in action.choices if name not in helped]
+            if not action.help or action.help == argparse.SUPPRESS:
+                missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+    assert missing == []

@@ -1,13 +1,15 @@
-"""``artemis-py perf`` against a real node: two worker processes, counts that add up."""
+"""``artemis-py perf`` against a real node: two worker processes, counts that add up; and
+against no node at all: a clear error at once."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 import pytest
 
-from .conftest import BrokerProcess, node_command, unique
+from .conftest import BrokerProcess, free_port, node_command, unique
 
 
 @pytest.fixture
@@ -49,3 +51,23 @@ def test_perf_two_processes_counts_add_up(node, tmp_path):
     assert report["latency_us"]["send_to_receipt"]["count"] == window["sent"]
     assert report["latency_us"]["end_to_end"]["count"] == window["sent"]
     assert f"sent {totals['sent']:,}, received {totals['sent']:,}" in result.stdout
+
+
+def test_perf_that_cannot_connect_fails_at_once():
+    port = free_port()  # nothing listens there
+    command, env = node_command()
+    duration = 30.0
+    started = time.monotonic()
+    result = subprocess.run(
+        [
+            *command, "perf", "--url", f"tcp://127.0.0.1:{port}", "--duration", str(duration),
+            "--warmup", "0", "--processes", "2", "--producers", "2", "--consumers", "2",
+        ],
+        env=env, capture_output=True, text=True, timeout=2 * duration,
+    )  # fmt: skip
+    assert time.monotonic() - started < duration  # not the whole --duration for nothing
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"artemis-py perf: tcp://127.0.0.1:{port}: cannot connect: Connection refused\n"
+    )

@@ -24,6 +24,7 @@ from artemis_py.client import (
     ConnectionLostError,
     Message,
     StompServerError,
+    Subscription,
     open_stomp_connection,
     open_stomp_connection_over,
 )
@@ -134,6 +135,28 @@ async def test_refused_connect_raises_stomp_server_error_unwrapped(nursery: trio
     assert info.value.frame is not None
     assert info.value.frame.command == "ERROR"
     assert isinstance(info.value, ClientError)
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.1", "1.2"])
+async def test_a_refusal_escaped_by_the_negotiated_version_reads_as_sent(
+    nursery: trio.Nursery, version: str
+) -> None:
+    # The server negotiates, then refuses: its ERROR is escaped by that version (\c for ':',
+    # \\ for a backslash), while the client has not seen CONNECTED and read it as 1.0.
+    text = r"Security Error: authentication failed for user 'DOMAIN\bob'"
+    server = ScriptedStompServer(refuse_connect=text)
+    with pytest.raises(StompServerError) as info:
+        async with start(nursery, server, login="bob", passcode="wrong", version=version):
+            pytest.fail("connected although the server refused")
+    assert info.value.message == text
+    assert str(info.value) == text  # the body repeats the message: said once
+
+
+def test_a_server_error_says_a_body_that_extends_its_message_once() -> None:
+    error = StompServerError("AMQ229031: bad user", details="AMQ229031: bad user 'bob'\n")
+    assert str(error) == "AMQ229031: bad user 'bob'"
+    other = StompServerError("AMQ229031: bad user", details="see the broker log")
+    assert str(other) == "AMQ229031: bad user: see the broker log"
 
 
 async def test_heartbeat_negotiation(nursery: trio.Nursery) -> None:
@@ -651,3 +674,30 @@ async def test_invalid_options_are_refused_before_connecting() -> None:
     with pytest.raises(ValueError, match="max_pending"):
         async with open_stomp_connection("127.0.0.1", 1, max_pending=0):
             pass
+
+
+async def test_a_subscription_needs_nothing_but_its_host() -> None:
+    """A Subscription talks to its connection only through the SubscriptionHost protocol."""
+
+    class Host:
+        def __init__(self) -> None:
+            self.is_open = True
+            self.failure: Exception | None = None
+            self.unsubscribed: list[tuple[str, bool]] = []
+
+        def raise_failure(self) -> None:
+            if self.failure is not None:
+                raise self.failure
+
+        async def unsubscribe(self, subscription: Subscription, *, receipt: bool) -> None:
+            self.unsubscribed.append((subscription.id, receipt))
+
+    host = Host()
+    subscription = Subscription(None, "s-1", "/queue/a", "auto", host=host)  # type: ignore[arg-type]
+    await subscription.unsubscribe(receipt=False)
+    await subscription.aclose()
+    assert host.unsubscribed == [("s-1", False), ("s-1", True)]
+    host.is_open = False
+    closed = Subscription(None, "s-2", "/queue/a", "auto", host=host)  # type: ignore[arg-type]
+    await closed.aclose()  # nothing to unsubscribe from a connection that is not open
+    assert host.unsubscribed == [("s-1", False), ("s-1", True)]

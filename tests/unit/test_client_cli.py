@@ -324,9 +324,15 @@ def deliver_on_subscribe(count: int, *, redelivered: int = 0) -> FrameHook:
     return hook
 
 
-@pytest.mark.parametrize("ack_mode", ["auto", "client", "client-individual"])
-def test_consumer_run(ack_mode: str, capsys: pytest.CaptureFixture[str]) -> None:
-    server = ScriptedStompServer(on_frame=deliver_on_subscribe(4, redelivered=1))
+@pytest.mark.parametrize(
+    ("ack_mode", "wire_ack_mode"),
+    [("auto", "client-individual"), ("client", "client"), ("client-individual",) * 2],
+)
+def test_consumer_run(
+    ack_mode: str, wire_ack_mode: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The server pushes 6 messages at once (it ignores the window); the consumer takes 4.
+    server = ScriptedStompServer(on_frame=deliver_on_subscribe(6, redelivered=1))
     with serving(server) as port:
         code = run_cli(
             "consumer",
@@ -346,10 +352,11 @@ def test_consumer_run(ack_mode: str, capsys: pytest.CaptureFixture[str]) -> None
     assert code == 0, err
     subscribe = next(frame for frame in server.frames if frame.command == "SUBSCRIBE")
     assert subscribe.get("destination") == "/topic/news"
-    assert subscribe.get("ack") == ack_mode
+    assert subscribe.get("ack") == wire_ack_mode
+    assert subscribe.get("consumer-window-size") == "0"  # one message at a time
     assert subscribe.get("selector") == "color = 'red'"
-    acks = [frame for frame in server.frames if frame.command == "ACK"]
-    assert len(acks) == (0 if ack_mode == "auto" else 4)
+    acks = [frame.get("id") for frame in server.frames if frame.command == "ACK"]
+    assert acks == ["ack-1", "ack-2", "ack-3", "ack-4"]  # what it took, not what it was sent
     lines = out.splitlines()
     assert lines[0] == "received 1: m-1 (redelivered): payload-0"
     assert lines[-1].startswith("Consumed 4 messages from /topic/news in ")

@@ -16,7 +16,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="An Apache ActiveMQ Artemis-compatible broker node.",
     )
     parser.add_argument("--version", action="version", version=f"artemis-py {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands = parser.add_subparsers(
+        dest="command",
+        metavar="COMMAND",
+        required=True,
+        help="what to do ('artemis-py COMMAND --help' for its options)",
+    )
     run.add_parser(commands)
     create.add_parser(commands)
     cluster.add_parser(commands)

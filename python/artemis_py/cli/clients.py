@@ -6,43 +6,41 @@ where they apply (``--url``, ``--destination queue://NAME``, ``--message-count``
 with :mod:`artemis_py.client`. ``queue://`` and ``topic://`` become the acceptor's anycast
 and multicast prefixes (``--anycast-prefix``/``--multicast-prefix``).
 
-The producer waits for each message's RECEIPT by default (``--max-pending 1``); a larger
-``--max-pending`` keeps that many receipts outstanding, and ``--no-receipts`` asks for none.
-Either way the final DISCONNECT receipt confirms the whole run. The consumer stops after
-``--message-count`` messages (0: no limit) or when nothing arrived for ``--timeout`` seconds.
-
+This module holds the options and drives a run; the runs themselves are
+:mod:`.producer` and :mod:`.consumer` (which says how the consumer takes exactly
+``--message-count`` messages), Ctrl-C is :mod:`.interrupt`, the output :mod:`.output`.
 Progress is a single ``\\r``-redrawn line on stderr (only when stderr is a terminal, unless
-``--progress``); the summary goes to stdout. Any failure is one line on stderr and exit
-code 1, never a traceback.
+``--progress``); the summary goes to stdout, also after a Ctrl-C (exit code 130). Any failure
+is one line on stderr and exit code 1, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import os
-import socket
 import sys
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Final, TextIO
+from functools import partial
+from typing import Final
 
 import trio
 
+from artemis_py.cli.consumer import consume
+from artemis_py.cli.interrupt import Interrupt, run_interruptibly
+from artemis_py.cli.output import Progress, Tally, format_summary
+from artemis_py.cli.producer import produce
 from artemis_py.client import (
     ACK_MODES,
     DEFAULT_ANYCAST_PREFIX,
     DEFAULT_MULTICAST_PREFIX,
     DEFAULT_URL,
     BrokerUrl,
-    ClientConnection,
-    Message,
     StompServerError,
-    open_stomp_connection,
     parse_url,
     stomp_destination,
 )
+from artemis_py.client.errors import connect_failure
 from artemis_py.exceptions import ArtemisError
 from artemis_py.protocol.stomp import SUPPORTED_VERSIONS
 
@@ -56,12 +54,10 @@ __all__ = [
     "resolve_destination",
 ]
 
-MiB: Final = 1024 * 1024
 DEFAULT_DESTINATION: Final = "queue://TEST"
 DEFAULT_MESSAGE_COUNT: Final = 1000
 DEFAULT_HEARTBEAT_MS: Final = 10_000
-_FILLER: Final = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-_PREVIEW_CHARS: Final = 200
+EXIT_INTERRUPTED: Final = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
 
 
 # -- argument types ------------------------------------------------------------------------
@@ -110,11 +106,18 @@ def _header(text: str) -> tuple[str, str]:
 
 def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``producer`` and ``consumer`` to the ``artemis-py`` sub-commands."""
+    _add_producer(commands)
+    _add_consumer(commands)
+
+
+def _add_producer(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     producer = commands.add_parser(
         "producer",
         help="send messages to a destination over STOMP",
         description="Send messages to a queue or topic through a STOMP acceptor and report "
-        "the throughput (like Artemis's 'artemis producer').",
+        "the throughput (like Artemis's 'artemis producer'). Ctrl-C stops it after the "
+        "message being sent, waits for the broker to confirm what was sent and prints the "
+        "count (exit code 130); a second Ctrl-C aborts at once.",
     )
     _add_common_options(producer)
     group = producer.add_argument_group("producer")
@@ -163,11 +166,15 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     producer.set_defaults(func=producer_command)
 
+
+def _add_consumer(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     consumer = commands.add_parser(
         "consumer",
         help="receive messages from a destination over STOMP",
         description="Receive messages from a queue or topic through a STOMP acceptor and "
-        "report the throughput (like Artemis's 'artemis consumer').",
+        "report the throughput (like Artemis's 'artemis consumer'). It consumes exactly "
+        "--message-count messages (see --ack-mode). Ctrl-C stops it after the message in "
+        "hand and prints the count so far (exit code 130); a second Ctrl-C aborts at once.",
     )
     _add_common_options(consumer)
     group = consumer.add_argument_group("consumer")
@@ -175,8 +182,14 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--ack-mode",
         choices=ACK_MODES,
         default="auto",
-        help="STOMP ack mode of the subscription (default auto); with client and "
-        "client-individual every message is acknowledged",
+        help="how messages are acknowledged (default auto). Whatever the mode, the consumer "
+        "acknowledges exactly the messages it receives (counts and prints), each right after, "
+        "and takes one at a time (consumer-window-size 0), so it consumes --message-count "
+        "messages and leaves the rest on the broker. auto and client-individual send an ACK "
+        "per message on a client-individual subscription (auto is not STOMP's ack:auto, with "
+        "which the broker would count every message it sent as acknowledged, including ones "
+        "the consumer never took); client sends them on a client (cumulative) subscription. "
+        "A message delivered but not taken is redelivered after the consumer disconnects",
     )
     group.add_argument(
         "--timeout",
@@ -267,99 +280,6 @@ def resolve_destination(args: argparse.Namespace) -> str:
     )
 
 
-# -- output --------------------------------------------------------------------------------
-
-
-class Progress:
-    """A one-line progress bar redrawn with ``\\r`` (plain ANSI, no dependency).
-
-    Redraws at most every ``interval`` seconds; :meth:`close` erases the line so the summary
-    or an error message starts on a clean line.
-    """
-
-    def __init__(
-        self,
-        stream: TextIO,
-        total: int | None,
-        label: str,
-        *,
-        enabled: bool,
-        width: int = 30,
-        interval: float = 0.1,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.stream = stream
-        self.total = total or None
-        self.label = label
-        self.enabled = enabled
-        self.width = width
-        self.interval = interval
-        self._clock = clock
-        self._start = clock()
-        self._last_draw = -math.inf
-        self._drawn = False
-
-    def line(self, done: int, elapsed: float) -> str:
-        """The text of the bar after ``done`` messages in ``elapsed`` seconds."""
-        rate = done / elapsed if elapsed > 0 else 0.0
-        if self.total is None:
-            return f"{self.label} {done} messages  {rate:,.0f} msg/s"
-        fraction = min(done / self.total, 1.0)
-        filled = int(self.width * fraction)
-        bar = "#" * filled + "-" * (self.width - filled)
-        return f"{self.label} [{bar}] {done}/{self.total} {fraction:4.0%}  {rate:,.0f} msg/s"
-
-    def update(self, done: int) -> None:
-        if not self.enabled:
-            return
-        now = self._clock()
-        if now - self._last_draw < self.interval and done != self.total:
-            return
-        self._last_draw = now
-        self.stream.write("\r\x1b[K" + self.line(done, now - self._start))
-        self.stream.flush()
-        self._drawn = True
-
-    def close(self) -> None:
-        if self._drawn:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
-            self._drawn = False
-
-
-def format_summary(
-    verb: str,
-    count: int,
-    nbytes: int,
-    elapsed: float,
-    destination: str,
-    *,
-    extra: str = "",
-) -> str:
-    """``Produced 1000 messages to /queue/TEST in 1.234 s: 810.4 msg/s, 0.12 MiB/s``."""
-    rate = count / elapsed if elapsed > 0 else 0.0
-    mib_rate = nbytes / MiB / elapsed if elapsed > 0 else 0.0
-    noun = "message" if count == 1 else "messages"
-    preposition = "to" if verb == "Produced" else "from"
-    text = (
-        f"{verb} {count} {noun} {preposition} {destination} in {elapsed:.3f} s: "
-        f"{rate:,.1f} msg/s, {mib_rate:.2f} MiB/s"
-    )
-    return f"{text}, {extra}" if extra else text
-
-
-def _progress_enabled(args: argparse.Namespace) -> bool:
-    if args.progress is not None:
-        return bool(args.progress)
-    return not args.verbose and sys.stderr.isatty()
-
-
-def _preview(body: bytes) -> str:
-    text = body[: _PREVIEW_CHARS * 4].decode("utf-8", "replace")
-    text = " ".join(text.split())
-    return text[:_PREVIEW_CHARS] + ("..." if len(text) > _PREVIEW_CHARS else "")
-
-
 # -- running -------------------------------------------------------------------------------
 
 
@@ -378,173 +298,127 @@ def describe_failure(exc: BaseException, url: BrokerUrl) -> str:
     if isinstance(exc, ArtemisError):
         return str(exc)
     if isinstance(exc, OSError):
-        # trio.open_tcp_stream: "all attempts to connect ... failed", the reasons in __cause__.
-        causes = list(_leaves(exc.__cause__)) if exc.__cause__ is not None else [exc]
-        reasons: list[str] = []
-        for cause in causes:
-            reason = _os_reason(cause)
-            if reason not in reasons:
-                reasons.append(reason)
-        return f"cannot connect to {url}: {'; '.join(reasons) or type(exc).__name__}"
+        return f"cannot connect to {url}: {connect_failure(exc)}"
     return f"{type(exc).__name__}: {exc}"
 
 
-def _os_reason(exc: BaseException) -> str:
-    if isinstance(exc, socket.gaierror) and exc.strerror:
-        return exc.strerror  # "Name or service not known"
-    if isinstance(exc, OSError) and exc.errno and exc.errno > 0:
-        return os.strerror(exc.errno)  # "Connection refused", without trio's address prefix
-    return str(exc) or type(exc).__name__
+def _progress(args: argparse.Namespace, label: str) -> Progress:
+    if args.progress is not None:
+        enabled = bool(args.progress)
+    else:
+        enabled = not args.verbose and sys.stderr.isatty()
+    return Progress(sys.stderr, args.message_count, label, enabled=enabled)
 
 
-def _run(
-    name: str,
-    main: Callable[[argparse.Namespace, str], Awaitable[None]],
-    args: argparse.Namespace,
-) -> int:
+Main = Callable[[argparse.Namespace, str, Tally, Progress, Interrupt], Awaitable[object]]
+
+
+@dataclass(slots=True)
+class _Outcome:
+    """How a run went: the counts so far, however it ended, and what ``main`` returned."""
+
+    status: int
+    tally: Tally
+    destination: str = ""
+    interrupt: Interrupt | None = None
+    result: object = None
+
+    @property
+    def summary_due(self) -> bool:
+        return self.status in (0, EXIT_INTERRUPTED)
+
+    def ending(self, unconfirmed: str) -> str:
+        """How an interrupted run ended, for the summary ("" for a complete run)."""
+        if self.interrupt is None or not self.interrupt.happened:
+            return ""
+        if not self.interrupt.aborted:
+            return "interrupted"
+        if not self.tally.unconfirmed:
+            return "aborted"
+        return f"aborted: {self.tally.unconfirmed} {unconfirmed} not confirmed by the broker"
+
+
+def _run(name: str, main: Main, args: argparse.Namespace) -> _Outcome:
+    """Run ``main`` under Ctrl-C handling; a failure is printed here (status 1 or 2), the
+    summary by the caller."""
+    tally = Tally()
     try:
         destination = resolve_destination(args)
     except ValueError as exc:
         print(f"artemis-py {name}: {exc}", file=sys.stderr)
-        return 2
+        return _Outcome(2, tally)
+    progress = _progress(args, name)
+
+    def stopping() -> None:
+        progress.close()
+        print(
+            f"artemis-py {name}: stopping after the message in hand (Ctrl-C again to stop at once)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    outcome = _Outcome(0, tally, destination, Interrupt(stopping))
+    assert outcome.interrupt is not None
+
+    async def body(interrupt: Interrupt) -> None:
+        outcome.result = await main(args, destination, tally, progress, interrupt)
+
     failure: str | None = None
     try:
-        trio.run(main, args, destination)
+        trio.run(partial(run_interruptibly, body, outcome.interrupt))
     except* (ArtemisError, OSError) as group:
         failure = describe_failure(next(_leaves(group)), args.url)
+    except* KeyboardInterrupt:
+        outcome.interrupt.aborted = True  # a Ctrl-C before (or after) ours was listening
+    finally:
+        progress.close()
     if failure is not None:
         print(f"artemis-py {name}: {failure}", file=sys.stderr)
-        return 1
-    return 0
+        outcome.status = 1
+    elif outcome.interrupt.happened:
+        outcome.status = EXIT_INTERRUPTED
+    return outcome
 
 
 def producer_command(args: argparse.Namespace) -> int:
-    """``artemis-py producer``: exit code 0, or 1 after printing the error."""
-    return _run("producer", _produce, args)
+    """``artemis-py producer``: exit code 0, 130 after a Ctrl-C, or 1 after printing the error."""
+    outcome = _run("producer", produce, args)
+    tally = outcome.tally
+    if outcome.summary_due:
+        print(
+            format_summary(
+                "Produced",
+                tally.count,
+                tally.nbytes,
+                tally.elapsed,
+                outcome.destination,
+                extra=outcome.ending("of them"),
+            )
+        )
+    return outcome.status
 
 
 def consumer_command(args: argparse.Namespace) -> int:
-    """``artemis-py consumer``: exit code 0, or 1 after printing the error."""
-    return _run("consumer", _consume, args)
-
-
-@dataclass(slots=True)
-class _Tally:
-    count: int = 0
-    nbytes: int = 0
-    redelivered: int = 0
-
-
-async def _produce(args: argparse.Namespace, destination: str) -> None:
-    url: BrokerUrl = args.url
-    total = args.message_count
-    headers = [("persistent", "true" if args.persistent else "false"), *args.header]
-    payload: bytes | None = None
-    if args.message_size:
-        repeats = args.message_size // len(_FILLER) + 1
-        payload = (_FILLER * repeats)[: args.message_size]
-    progress = Progress(sys.stderr, total, "producer", enabled=_progress_enabled(args))
-    tally = _Tally()
-    async with open_stomp_connection(
-        url.host,
-        url.port,
-        login=args.user,
-        passcode=args.password,
-        version=args.stomp_version,
-        heartbeat=(args.heart_beat, args.heart_beat),
-        max_pending=args.max_pending,
-    ) as conn:
-        start = time.perf_counter()
-        try:
-            for number in range(1, total + 1):
-                if payload is not None:
-                    body: bytes | str = payload
-                    size = len(payload)
-                else:
-                    body = f"test message: {number}"  # a text message, as Artemis sends
-                    size = len(body.encode())
-                await _send_one(conn, args, destination, body, headers)
-                tally.count += 1
-                tally.nbytes += size
-                if args.verbose:
-                    print(f"sent {number}/{total}: {size} bytes")
-                progress.update(tally.count)
-            await conn.flush_receipts()
-            await conn.disconnect()  # its RECEIPT confirms everything, receipts or not
-        finally:
-            progress.close()
-        elapsed = time.perf_counter() - start
-    print(format_summary("Produced", tally.count, tally.nbytes, elapsed, destination))
-
-
-async def _send_one(
-    conn: ClientConnection,
-    args: argparse.Namespace,
-    destination: str,
-    body: bytes | str,
-    headers: list[tuple[str, str]],
-) -> None:
-    if not args.receipts:
-        await conn.send(destination, body, headers=headers, receipt=False)
-    elif args.max_pending == 1:
-        await conn.send(destination, body, headers=headers)
-    else:
-        await conn.send(destination, body, headers=headers, wait=False)
-
-
-async def _consume(args: argparse.Namespace, destination: str) -> None:
-    url: BrokerUrl = args.url
-    total = args.message_count
-    progress = Progress(sys.stderr, total, "consumer", enabled=_progress_enabled(args))
-    tally = _Tally()
-    idle_stop = False
-    async with open_stomp_connection(
-        url.host,
-        url.port,
-        login=args.user,
-        passcode=args.password,
-        version=args.stomp_version,
-        heartbeat=(args.heart_beat, args.heart_beat),
-    ) as conn:
-        subscription = await conn.subscribe(destination, ack=args.ack_mode, selector=args.filter)
-        first = last = 0.0
-        try:
-            while total == 0 or tally.count < total:
-                message: Message | None = None
-                try:
-                    # Only the wait is timed: an ACK must never be cut short by it.
-                    with trio.move_on_after(args.timeout if args.timeout else math.inf):
-                        message = await subscription.receive()
-                except trio.EndOfChannel:
-                    break
-                if message is None:
-                    idle_stop = True
-                    break
-                if args.ack_mode != "auto":
-                    await conn.ack(message)
-                last = time.perf_counter()
-                if not tally.count:
-                    first = last
-                tally.count += 1
-                tally.nbytes += len(message.body)
-                tally.redelivered += message.redelivered
-                if args.verbose:
-                    flag = " (redelivered)" if message.redelivered else ""
-                    print(
-                        f"received {tally.count}: {message.message_id}{flag}: "
-                        f"{_preview(message.body)}"
-                    )
-                progress.update(tally.count)
-            await conn.disconnect()  # its RECEIPT confirms the acknowledgements
-        finally:
-            progress.close()
-    # Timed from the first message to the last: a consumer usually starts before its
-    # producer, and the idle wait that ends a --timeout run is not work either.
-    extra = f"{tally.redelivered} redelivered"
-    if idle_stop:
-        extra += f" (stopped: no message for {args.timeout:g} s)"
-    print(
-        format_summary(
-            "Consumed", tally.count, tally.nbytes, last - first, destination, extra=extra
+    """``artemis-py consumer``: exit code 0, 130 after a Ctrl-C, or 1 after printing the error."""
+    outcome = _run("consumer", consume, args)
+    tally = outcome.tally
+    if outcome.summary_due:
+        # Timed from the first message to the last: a consumer usually starts before its
+        # producer, and the idle wait that ends a --timeout run is not work either.
+        extra = f"{tally.redelivered} redelivered"
+        ending = outcome.ending("acknowledgements")
+        if ending:
+            extra += f", {ending}"
+        elif outcome.result:  # stopped by --timeout
+            extra += f" (stopped: no message for {args.timeout:g} s)"
+        print(
+            format_summary(
+                "Consumed",
+                tally.count,
+                tally.nbytes,
+                tally.elapsed,
+                outcome.destination,
+                extra=extra,
+            )
         )
-    )
+    return outcome.status

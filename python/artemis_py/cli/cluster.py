@@ -1,4 +1,6 @@
-"""``artemis-py cluster status``: the cluster as one node sees it."""
+"""``artemis-py cluster status``: the cluster as one node sees it; ``cluster stop``: stop a
+node gracefully. Both authenticate with the cluster credentials, read from the node's
+broker.xml or given as options."""
 
 from __future__ import annotations
 
@@ -6,24 +8,32 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import trio
 
-from artemis_py.cluster.link import LinkError
+from artemis_py.cluster.link import LinkError, LinkRefused
 from artemis_py.cluster.status import fetch_status
 from artemis_py.config import load_config
 from artemis_py.config.defaults import CLUSTER_USER
 from artemis_py.config.urls import parse_transport_url
 from artemis_py.exceptions import ConfigError
-from artemis_py.protocol.cluster import Purpose
+from artemis_py.protocol.cluster import CREDENTIALS_REJECTED, Purpose
+
+DEFAULT_USER: Final = "cluster-admin"
+"""The cluster user when neither ``--user`` nor a broker.xml names one: the cluster-user of
+every sample configuration (``etc/``) and of docs/clustering.md, so the documented
+``--url ... --cluster ... --password ...`` works against them. A node whose broker.xml has no
+``<cluster-user>`` uses Artemis's default instead (:data:`CLUSTER_USER`)."""
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "cluster", help="inspect a cluster", description="Inspect a running cluster."
     )
-    sub = parser.add_subparsers(dest="cluster_command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(
+        dest="cluster_command", metavar="COMMAND", required=True, help="status or stop"
+    )
     status = sub.add_parser(
         "status",
         help="members, bridges and remote bindings as one node sees them",
@@ -33,7 +43,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "them as options.",
     )
     _connection_arguments(status)
-    status.add_argument("--json", action="store_true", help="print the raw JSON")
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.set_defaults(func=status_command)
     stop = sub.add_parser(
         "stop",
@@ -48,16 +58,44 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _connection_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", nargs="?", type=Path, help="the node's broker.xml")
-    parser.add_argument("--url", help="the node's cluster acceptor, tcp://HOST:PORT")
-    parser.add_argument("--cluster", help="cluster-connection name")
-    parser.add_argument("--user", help=f"cluster user (default {CLUSTER_USER})")
-    parser.add_argument("--password", help="cluster password")
+    parser.add_argument(
+        "config",
+        nargs="?",
+        type=Path,
+        help="the node's broker.xml: where its cluster acceptor is, the cluster-connection "
+        "name and the cluster credentials (the options below override it)",
+    )
+    parser.add_argument(
+        "--url",
+        help="the node's cluster acceptor, tcp://HOST:PORT (not its STOMP port; default: the "
+        "broker.xml's connector for the node itself)",
+    )
+    parser.add_argument(
+        "--cluster", help="the cluster-connection name (default: the broker.xml's first)"
+    )
+    parser.add_argument(
+        "--user",
+        help="the node's cluster-user (default: the broker.xml's, else "
+        f"{DEFAULT_USER}, the user of the sample configurations; a broker.xml without "
+        f"<cluster-user> means {CLUSTER_USER})",
+    )
+    parser.add_argument(
+        "--password", help="the node's cluster-password (default: the broker.xml's)"
+    )
+
+
+def _rejected(user: str, source: str) -> str:
+    return (
+        f"the node rejected the cluster credentials of user {user!r} ({source}): give its "
+        "cluster-user with --user and its cluster-password with --password (a broker.xml "
+        f"without <cluster-user> means {CLUSTER_USER})"
+    )
 
 
 def _ask(args: argparse.Namespace, purpose: Purpose) -> dict[str, Any] | int:
     """The node's answer, or an exit status after printing why there is none."""
     url, cluster, user, password = args.url, args.cluster, args.user, args.password
+    source = "given with --user"
     if args.config is not None:
         try:
             config = load_config(args.config)
@@ -71,7 +109,8 @@ def _ask(args: argparse.Namespace, purpose: Purpose) -> dict[str, Any] | int:
         connector = next(c for c in config.connectors if c.name == cc.connector_name)
         url = url or f"tcp://{connector.host}:{connector.port}"
         cluster = cluster or cc.name
-        user = user or config.cluster_user
+        if not user:
+            user, source = config.cluster_user, f"the cluster-user of {args.config}"
         password = password if password is not None else config.cluster_password
     if url is None or cluster is None or password is None:
         print(
@@ -79,19 +118,22 @@ def _ask(args: argparse.Namespace, purpose: Purpose) -> dict[str, Any] | int:
             file=sys.stderr,
         )
         return 2
+    if not user:
+        user, source = DEFAULT_USER, "the default"
     try:
         parsed = parse_transport_url(url)
         host, port = parsed.hosts[0], parsed.port
         return trio.run(
             lambda: fetch_status(
-                host,
-                port,
-                cluster=cluster,
-                user=user or CLUSTER_USER,
-                password=password,
-                purpose=purpose,
+                host, port, cluster=cluster, user=user, password=password, purpose=purpose
             )
         )
+    except LinkRefused as exc:
+        reason = str(exc)
+        if reason == CREDENTIALS_REJECTED:
+            reason = _rejected(user, source)
+        print(f"artemis-py: {reason}", file=sys.stderr)
+        return 1
     except (LinkError, ValueError) as exc:
         print(f"artemis-py: {exc}", file=sys.stderr)
         return 1

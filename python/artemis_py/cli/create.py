@@ -85,14 +85,25 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="create a broker instance directory",
         description="Create DIR/etc/broker.xml and DIR/data/ for a new node.",
     )
-    parser.add_argument("directory", type=Path)
+    parser.add_argument(
+        "directory", type=Path, help="the instance directory (DIR/etc/broker.xml, DIR/data/)"
+    )
     parser.add_argument("--name", default=None, help="node name (default: the directory name)")
     parser.add_argument("--host", default="0.0.0.0", help="address the STOMP acceptor binds")
     parser.add_argument("--port", type=int, default=61613, help="STOMP port (default 61613)")
     parser.add_argument("--user", help="a user to create (turns security on)")
     parser.add_argument("--password", help="that user's password")
-    parser.add_argument("--cluster-user", default="ACTIVEMQ.CLUSTER.ADMIN.USER")
-    parser.add_argument("--cluster-password", default="CHANGE ME!!")
+    parser.add_argument(
+        "--cluster-user",
+        default="ACTIVEMQ.CLUSTER.ADMIN.USER",
+        help="the <cluster-user> to write (default: Artemis's, ACTIVEMQ.CLUSTER.ADMIN.USER)",
+    )
+    parser.add_argument(
+        "--cluster-password",
+        default="CHANGE ME!!",
+        help="the <cluster-password> to write (default: Artemis's, 'CHANGE ME!!', with which "
+        "a node refuses to cluster: give every node of a cluster the same new one)",
+    )
     parser.add_argument("--force", action="store_true", help="overwrite an existing broker.xml")
     parser.set_defaults(func=command)
 

@@ -26,7 +26,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--plot",
         default=None,
         metavar="FILE.png",
-        help="plot throughput over time and latency percentiles (needs the 'perf' extra)",
+        help="plot throughput over time and latency percentiles (needs matplotlib, in the "
+        "'perf' extra)",
     )
     output.add_argument("--title", default=None, help="title of the plot")
     output.add_argument(
@@ -37,13 +38,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def perf_command(args: argparse.Namespace) -> int:
     """Exit code 0; 1 when the run had errors or lost messages; 2 for bad options."""
+    from artemis_py.perf import INSTALL_EXTRA
+
     try:
         from artemis_py.perf import report as reports
     except ImportError as exc:  # hdrh is in the 'perf' (and 'test') extra, not a dependency
-        print(
-            f"artemis-py perf: {exc.name or exc} is missing: pip install 'artemis-py[perf]'",
-            file=sys.stderr,
-        )
+        missing = exc.name.split(".")[0] if exc.name else exc
+        print(f"artemis-py perf: {missing} is missing: {INSTALL_EXTRA}", file=sys.stderr)
         return 2
     from artemis_py.perf.options import options_from_args
     from artemis_py.perf.runner import PerfError, run

@@ -18,9 +18,9 @@
 * :func:`parse_url` and :func:`stomp_destination` read the Artemis CLI's
   ``tcp://HOST:PORT`` URLs and ``queue://NAME`` / ``topic://NAME`` destinations.
 
-How the connection works inside (one reader task, serialized shielded writes, receipts and
-the pipelining window, sticky failures) is described in :mod:`.connection`.
-:mod:`.testing` has a scripted in-process STOMP server for tests.
+How the connection works inside (sticky failures, combined shielded writes, receipts and
+the pipelining window, one reader task) is described in :mod:`.connection`, which names the
+module of each part. :mod:`.testing` has a scripted in-process STOMP server for tests.
 """
 
 from artemis_py.client.connection import (

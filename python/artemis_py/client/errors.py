@@ -15,7 +15,10 @@ raises the :class:`OSError` that Trio raised (``ConnectionRefusedError`` and fri
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+import socket
+from collections.abc import Iterable, Iterator
+from typing import Final
 
 import trio
 
@@ -23,10 +26,13 @@ from artemis_py.exceptions import ArtemisError
 from artemis_py.protocol.stomp import Frame
 
 __all__ = [
+    "TRANSPORT_ERRORS",
     "ClientError",
     "ConnectionClosedError",
     "ConnectionLostError",
     "StompServerError",
+    "connect_failure",
+    "describe",
 ]
 
 _DETAIL_CHARS = 500
@@ -59,12 +65,13 @@ class StompServerError(ClientError):
         self.headers: tuple[tuple[str, str], ...] = tuple(headers)
         self.frame = frame
         text = message or "ERROR frame without a message"
-        # One line: the CLI prints str(exc), and the body often repeats the header.
+        # One line: the CLI prints str(exc), and the body often repeats the header, or
+        # repeats it and says more: each part is said once.
         detail = " ".join(details.split())
-        if detail and detail != message and detail not in message:
-            if len(detail) > _DETAIL_CHARS:
-                detail = detail[:_DETAIL_CHARS] + "..."
-            text = f"{text}: {detail}"
+        if len(detail) > _DETAIL_CHARS:
+            detail = detail[:_DETAIL_CHARS] + "..."
+        if detail and detail not in message:
+            text = detail if message and detail.startswith(message) else f"{text}: {detail}"
         super().__init__(text)
 
     @classmethod
@@ -104,3 +111,44 @@ class ConnectionLostError(ClientError, trio.BrokenResourceError):
 
 class ConnectionClosedError(ClientError, trio.ClosedResourceError):
     """The connection was closed by this side and cannot be used any more."""
+
+
+TRANSPORT_ERRORS: Final = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+"""What a Trio stream raises when the transport under it breaks."""
+
+
+def describe(exc: BaseException) -> str:
+    """``TypeName: text`` (just the type name when the text is empty), for error messages."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
+
+
+def _os_reason(exc: BaseException) -> str:
+    if isinstance(exc, socket.gaierror) and exc.strerror:
+        return exc.strerror  # "Name or service not known"
+    if isinstance(exc, OSError) and exc.errno and exc.errno > 0:
+        return os.strerror(exc.errno)  # "Connection refused", without trio's address prefix
+    return str(exc) or type(exc).__name__
+
+
+def connect_failure(exc: OSError) -> str:
+    """Why a TCP connection could not be opened, e.g. ``Connection refused``.
+
+    :func:`trio.open_tcp_stream` raises "all attempts to connect to HOST:PORT failed" with
+    each attempt's error in ``__cause__``; their distinct reasons are joined with ``; ``.
+    """
+    causes = list(_leaves(exc.__cause__)) if exc.__cause__ is not None else [exc]
+    reasons: list[str] = []
+    for cause in causes:
+        reason = _os_reason(cause)
+        if reason not in reasons:
+            reasons.append(reason)
+    return "; ".join(reasons) or type(exc).__name__

@@ -50,7 +50,9 @@ class ScriptedStompServer:
     * ``versions``: what the server speaks (negotiation as in STOMP 1.2).
     * ``heartbeat``: the ``(sx, sy)`` of CONNECTED's ``heart-beat`` header; with
       ``send_heartbeats`` the server beats as negotiated.
-    * ``refuse_connect``: answer CONNECT with an ERROR frame of this message, then close.
+    * ``refuse_connect``: answer CONNECT with an ERROR frame of this message, then close. As
+      artemis-py refuses a login, the version is negotiated first (so the frame's headers are
+      escaped by it) and the body repeats the message.
     * ``auto_receipts``: answer receipts at once; otherwise they wait in ``held_receipts``
       until :meth:`release_receipts`.
     """
@@ -194,11 +196,11 @@ class ScriptedStompServer:
         except VersionNegotiationError as exc:
             await self.send_error(exc.message, headers=exc.error_headers)
             return
-        if self.refuse_connect is not None:
-            await self.send_error(self.refuse_connect)
-            return
         self._codec.accept_connect(version)
         self.version = version
+        if self.refuse_connect is not None:
+            await self.send_error(self.refuse_connect, body=self.refuse_connect.encode())
+            return
         headers = [("version", version), ("session", f"session-{self.connections}")]
         headers.append(("server", "scripted-stomp-server/1"))
         if version != "1.0":

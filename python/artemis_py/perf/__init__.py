@@ -11,6 +11,11 @@
 ``hdrh`` is needed to run a load test; matplotlib only for ``--plot`` (extra ``perf``).
 """
 
+from typing import Final
+
 from artemis_py.perf.options import PerfOptions
 
-__all__ = ["PerfOptions"]
+__all__ = ["INSTALL_EXTRA", "PerfOptions"]
+
+INSTALL_EXTRA: Final = "pip install 'artemis-py[perf]' (or '.[perf]' from a checkout)"
+"""How to get the ``perf`` extra, from a package index or from a source checkout (README)."""

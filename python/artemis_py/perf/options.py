@@ -161,7 +161,12 @@ def _pids(text: str) -> list[int]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The load-test options (the CLI adds ``--json``, ``--plot`` and output options)."""
-    where = parser.add_argument_group("where")
+    _where_arguments(parser.add_argument_group("where"))
+    _load_arguments(parser.add_argument_group("load"))
+    _timing_arguments(parser.add_argument_group("timing"))
+
+
+def _where_arguments(where: argparse._ArgumentGroup) -> None:
     where.add_argument(
         "--url",
         type=_urls,
@@ -194,12 +199,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_DESTINATION,
         help=f"queue://NAME or topic://NAME (default {DEFAULT_DESTINATION})",
     )
-    where.add_argument("--anycast-prefix", default=DEFAULT_ANYCAST_PREFIX, metavar="PREFIX")
-    where.add_argument("--multicast-prefix", default=DEFAULT_MULTICAST_PREFIX, metavar="PREFIX")
+    where.add_argument(
+        "--anycast-prefix",
+        default=DEFAULT_ANYCAST_PREFIX,
+        metavar="PREFIX",
+        help=f"the acceptor's anycastPrefix: queue://NAME becomes PREFIX+NAME "
+        f"(default {DEFAULT_ANYCAST_PREFIX})",
+    )
+    where.add_argument(
+        "--multicast-prefix",
+        default=DEFAULT_MULTICAST_PREFIX,
+        metavar="PREFIX",
+        help=f"the acceptor's multicastPrefix: topic://NAME becomes PREFIX+NAME "
+        f"(default {DEFAULT_MULTICAST_PREFIX})",
+    )
 
-    load = parser.add_argument_group("load")
-    load.add_argument("--producers", type=_number(int, 0), default=1, metavar="N")
-    load.add_argument("--consumers", type=_number(int, 0), default=1, metavar="N")
+
+def _load_arguments(load: argparse._ArgumentGroup) -> None:
+    load.add_argument(
+        "--producers",
+        type=_number(int, 0),
+        default=1,
+        metavar="N",
+        help="producers, each with a connection of its own (default 1)",
+    )
+    load.add_argument(
+        "--consumers",
+        type=_number(int, 0),
+        default=1,
+        metavar="N",
+        help="consumers, each with a connection and a subscription of its own (default 1; "
+        "on a topic every consumer gets every message)",
+    )
     load.add_argument(
         "--message-size",
         type=_number(int, 0),
@@ -241,9 +272,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="messages per transaction for producers and client-ack consumers (default 0: none)",
     )
-    load.add_argument("--ack-mode", choices=ACK_MODES, default="auto")
+    load.add_argument(
+        "--ack-mode",
+        choices=ACK_MODES,
+        default="auto",
+        help="STOMP ack mode of the consumers' subscriptions (default auto: the broker "
+        "counts a message as acknowledged when it sends it); with client and "
+        "client-individual each message is ACKed (in transactions of --tx-size, if given)",
+    )
 
-    timing = parser.add_argument_group("timing")
+
+def _timing_arguments(timing: argparse._ArgumentGroup) -> None:
     timing.add_argument(
         "--duration",
         type=_number(float, 0, strict=True),

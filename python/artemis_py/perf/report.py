@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from artemis_py import __version__
-from artemis_py.perf import histogram
+from artemis_py.perf import INSTALL_EXTRA, histogram
 from artemis_py.perf.runner import RunData
 
 __all__ = ["PlotUnavailable", "build_report", "format_summary", "plot", "write_json"]
@@ -176,7 +176,7 @@ def check_plot_available() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise PlotUnavailable("--plot needs matplotlib: pip install 'artemis-py[perf]'") from None
+        raise PlotUnavailable(f"--plot needs matplotlib: {INSTALL_EXTRA}") from None
 
 
 def plot(report: dict[str, Any], path: str | os.PathLike[str], *, title: str | None = None) -> None:

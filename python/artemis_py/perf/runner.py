@@ -112,6 +112,8 @@ def run(
     clock: Callable[[], float] = time.time,
 ) -> RunData:
     """Run the load test described by ``options``; progress lines go to ``out`` (None: quiet)."""
+    # One long function on purpose: its try/finally owns the worker processes from their
+    # start to their end, so no failure at any step can leave one running.
     assignments = assign(options)
     ctx = multiprocessing.get_context("spawn")
     counters = ctx.Array("d", len(assignments) * SLOTS.COUNT, lock=False)
@@ -143,6 +145,8 @@ def run(
         except queue.Empty:
             return
         results[result["worker"]] = result
+        if "setup_error" in result:
+            raise PerfError(result["setup_error"])
         if "fatal" in result:
             raise PerfError(f"worker {result['worker']} failed: {result['fatal']}")
 

@@ -19,8 +19,11 @@ Theory of operation
   the per-second progress and to decide when the consumers have drained. Exact window counts,
   per-node counts, error texts and the encoded histograms travel once, at the end, through
   the result queue.
-* **Errors end an actor, not the run.** A failed connection is counted and its first error
-  text kept; the other actors go on.
+* **Errors end an actor, not the run** -- once it runs. A failed connection is counted and
+  its first error text kept; the other actors go on. But an actor that cannot even connect
+  (or log in) before the start makes the whole load test pointless: the worker then reports
+  a ``setup_error`` instead of getting ready, and the runner stops at once rather than
+  measuring ``--duration`` seconds of nothing.
 """
 
 from __future__ import annotations
@@ -37,8 +40,10 @@ from artemis_py.client import (
     BrokerUrl,
     ClientConnection,
     ClientError,
+    StompServerError,
     open_stomp_connection,
 )
+from artemis_py.client.errors import connect_failure
 from artemis_py.perf import histogram
 from artemis_py.perf.options import PerfOptions
 
@@ -126,6 +131,18 @@ class _Tally:
             self.error_texts.append(f"{who}: {type(exc).__name__}: {text}")
 
 
+class SetupFailed(Exception):
+    """Some actor could not connect before the start; the message says who and why."""
+
+
+def _setup_failure(url: BrokerUrl, exc: BaseException) -> str:
+    if isinstance(exc, StompServerError):
+        return f"{url}: the broker refused the connection: {exc}"
+    if isinstance(exc, OSError):
+        return f"{url}: cannot connect: {connect_failure(exc)}"
+    return f"{url}: {exc}"
+
+
 class _Worker:
     def __init__(self, options: PerfOptions, assignment: Assignment, control: Control) -> None:
         self.options = options
@@ -143,6 +160,7 @@ class _Worker:
         self.window_end_ns = 0
         self.cpu_window: list[float] = []
         self.consumer_scopes: list[trio.CancelScope] = []
+        self.setup_failures: list[str] = []  # distinct texts, in order
         repeats = options.message_size // len(_FILLER) + 1
         self.payload = (_FILLER * repeats)[: options.message_size]
         self.headers_base = [("persistent", "true" if options.persistent else "false")]
@@ -176,8 +194,16 @@ class _Worker:
         """Sleep until the wall clock reads ``wall_ns``."""
         await trio.sleep(max(0.0, (wall_ns - time.time_ns()) / 1e9))
 
+    def _failed_before_start(self, url: BrokerUrl, exc: BaseException) -> None:
+        text = _setup_failure(url, exc)
+        if text not in self.setup_failures:
+            self.setup_failures.append(text)
+        self._actor_ready()  # do not hold the others back: _coordinate gives up
+
     async def _coordinate(self) -> None:
         await self.all_ready.wait()
+        if self.setup_failures:
+            raise SetupFailed("; ".join(self.setup_failures))
         self._set(SLOTS.READY, 1)
         await trio.to_thread.run_sync(self.control.go.wait, abandon_on_cancel=True)
         self.start_ns = int(self.control.start_at.value * 1e9)
@@ -306,7 +332,7 @@ class _Worker:
         except* (ClientError, OSError) as group:
             self.tally.error(who, group.exceptions[0])
             if not self.started.is_set():
-                self._actor_ready()  # do not hold the others back
+                self._failed_before_start(url, group.exceptions[0])
 
     def _headers(self, ts: int) -> list[tuple[str, str]]:
         return [*self.headers_base, (TIMESTAMP_HEADER, str(ts))]
@@ -426,11 +452,19 @@ class _Worker:
         except* (ClientError, OSError) as group:
             self.tally.error(who, group.exceptions[0])
             if not self.started.is_set() and not self.all_ready.is_set():
-                self._actor_ready()
+                self._failed_before_start(url, group.exceptions[0])
 
 
 async def _run(options: PerfOptions, assignment: Assignment, control: Control) -> dict[str, Any]:
-    return await _Worker(options, assignment, control).run()
+    failure = ""
+    try:
+        return await _Worker(options, assignment, control).run()
+    except* SetupFailed as group:  # expected: reported as such, not as a crash
+        leaf: BaseException = group
+        while isinstance(leaf, BaseExceptionGroup):  # nested nurseries nest groups
+            leaf = leaf.exceptions[0]
+        failure = str(leaf)
+    return {"worker": assignment.index, "setup_error": failure}
 
 
 def worker_main(options: PerfOptions, assignment: Assignment, control: Control) -> None:
