@@ -51,6 +51,8 @@ from artemis_py.protocol.cluster import (
     transcript,
 )
 from artemis_py.protocol.cluster.connection import Connection
+from artemis_py.protocol.stomp import Connection as StompConnection
+from artemis_py.protocol.stomp import Role as StompRole
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 PASSWORD = "s3cret-cluster-pässword"
@@ -636,6 +638,32 @@ def test_many_frames_in_one_buffer_compacts_correctly() -> None:
 # --- hostile and broken input -------------------------------------------------------------
 
 
+def test_the_preamble_is_a_complete_line_for_line_based_servers() -> None:
+    # A STOMP acceptor dialled by mistake has a whole (unknown) command line to answer.
+    assert MAGIC.endswith(b"\r\n") and b"\n" not in MAGIC[:-1]
+    stomp = StompConnection(StompRole.SERVER)
+    stomp.receive_data(MAGIC)
+    with pytest.raises(RemoteProtocolError, match="unknown command"):
+        stomp.next_event()
+
+
+@pytest.mark.parametrize(
+    ("answer", "what"),
+    [
+        (b"ERROR\nmessage:unknown command 'ARTPYC'\n\n\x00", "a STOMP acceptor answered"),
+        (b"HTTP/1.1 400 Bad Request\r\n\r\n", "an HTTP server answered"),
+        (b"\x00\x00\x00\x1a\x00\x00\x00\x00\x00\x00\x00\x00\xfe\x01", "does not speak"),
+    ],
+)
+def test_a_client_says_what_answered_instead_of_a_cluster_node(answer: bytes, what: str) -> None:
+    client = make_client()
+    client.start()
+    client.data_to_send()
+    client.receive_data(answer)
+    with pytest.raises(RemoteProtocolError, match=what):
+        client.next_event()
+
+
 @pytest.mark.parametrize(
     "garbage",
     [
@@ -666,14 +694,6 @@ def test_bad_preamble_is_detected_from_the_first_byte() -> None:
     server.receive_data(b"C")
     with pytest.raises(RemoteProtocolError, match=r"received b'C'"):
         server.next_event()
-
-
-def test_client_reports_a_peer_that_is_not_a_cluster_node() -> None:
-    client = make_client()
-    client.start()
-    client.receive_data(b"HTTP/1.1 400 Bad Request\r\n\r\n")
-    with pytest.raises(RemoteProtocolError, match="does not speak the artemis-py cluster"):
-        client.next_event()
 
 
 def test_oversized_frames() -> None:

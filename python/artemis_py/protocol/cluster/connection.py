@@ -144,6 +144,11 @@ _NOTHING: Final[frozenset[int]] = frozenset()
 _CONNECTION_CLOSED: Final = ConnectionClosed()
 
 
+#: First words of the answers line-based servers give our preamble (a complete line that
+#: is no command of theirs), and what they tell about the peer.
+_TEXT_ANSWERS: Final = {b"ERROR": "a STOMP acceptor", b"HTTP/1": "an HTTP server"}
+
+
 def show(data: bytes | bytearray) -> str:
     """The first bytes of ``data``, for an error message."""
     return repr(bytes(data[:16]))
@@ -321,9 +326,16 @@ class Connection:
     def _framing_error(self, problem: str) -> RemoteProtocolError:
         if self._frames_received == 0 and self.role is Role.CLIENT:
             # The server's very first bytes do not even frame: not one of our nodes.
+            received = self._buf[self._pos :]
+            what = _TEXT_ANSWERS.get(bytes(received[:6]).rstrip(b"\r\n"))
+            if what is not None:
+                return RemoteProtocolError(
+                    f"{what} answered, not an artemis-py cluster acceptor (it sent "
+                    f"{show(received)})"
+                )
             return RemoteProtocolError(
                 f"peer does not speak the artemis-py cluster protocol ({problem}; received "
-                f"{show(self._buf[self._pos :])})"
+                f"{show(received)})"
             )
         return RemoteProtocolError(problem)
 

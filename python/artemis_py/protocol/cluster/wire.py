@@ -2,8 +2,12 @@
 
 Wire format
 -----------
-The client opens with the 8-byte preamble :data:`MAGIC` (so a server can tell a stray STOMP
-or Artemis core client from a cluster peer before parsing anything). Then, both ways::
+The client opens with the 8-byte preamble :data:`MAGIC`, so a server can tell a stray STOMP
+or Artemis core client from a cluster peer before parsing anything. It ends with CR LF, as
+PNG's signature does, for the other way round: a line-based server that a cluster peer
+dials by mistake (a STOMP acceptor, an HTTP server) has a complete line and answers it at
+once, and the dialler can say what it reached instead of waiting for a handshake that never
+comes. Then, both ways::
 
     u32 length (big-endian; counts the type byte and the body)  |  u8 frame type  |  body
 
@@ -68,7 +72,7 @@ __all__ = [
     "encode_parts",
 ]
 
-MAGIC: Final = b"ARTPYCL\x00"
+MAGIC: Final = b"ARTPYC\r\n"
 #: Largest ``length`` accepted by default (type byte + body): 128 MiB.
 DEFAULT_MAX_FRAME_SIZE: Final = 128 * 1024 * 1024
 #: The u32 length and the type byte.
