@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 import trio
 
-from artemis_py.cluster.link import LinkError
 from artemis_py.cluster.status import fetch_status
+from artemis_py.transport.link import LinkError
 from integration.conftest import (  # the same module object pytest loaded for tests/integration
     DEFAULT_ADDRESS_SETTINGS,
     DEFAULT_ADDRESSES,

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from artemis_py.cluster.link import LinkError
 from artemis_py.cluster.retry import LogBackoff
 from artemis_py.protocol.cluster.wire import MAGIC
+from artemis_py.transport.link import LinkError
 
 from .conftest import (
     ClusterNode,

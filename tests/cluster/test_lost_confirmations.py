@@ -65,7 +65,7 @@ async def test_what_the_departed_node_stored_unconfirmed_reaches_the_target_once
             node0.broker.create_queue(q, q, RoutingType.ANYCAST)  # node0 only
             to_node0 = cluster_of(node2)
             await wait_for(
-                lambda: (node0.node_id, q) in to_node0.bindings, message="node2 to learn q"
+                lambda: (node0.node_id, q) in to_node0.exchange.learned, message="node2 to learn q"
             )
             lose_confirmations(node0, node2)
 
@@ -84,7 +84,7 @@ async def test_what_the_departed_node_stored_unconfirmed_reaches_the_target_once
             backlog = to_node0.routes[node0.node_id]
             await wait_for(
                 lambda: (
-                    to_node0.given_up
+                    to_node0.dialler.given_up
                     and node0.node_id not in to_node0.outgoing
                     and not backlog.connected
                     and backlog.sf_queue.message_count == 20

@@ -495,7 +495,8 @@ def test_cluster_status_on_a_stomp_port_says_so_at_once(sample_node):
     took = time.monotonic() - started
     assert result.returncode == 1
     assert result.stderr.startswith(
-        f"artemis-py: 127.0.0.1:{sample_node.port} is a STOMP acceptor, not a cluster acceptor"
+        f"artemis-py: 127.0.0.1:{sample_node.port}: a STOMP acceptor answered, not an "
+        "artemis-py cluster acceptor"
     ), result.stderr
     assert took < TIMEOUT, took  # no waiting for the handshake timeout
 

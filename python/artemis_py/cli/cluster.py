@@ -12,13 +12,13 @@ from typing import Any, Final
 
 import trio
 
-from artemis_py.cluster.link import LinkError, LinkRefused
 from artemis_py.cluster.status import fetch_status
 from artemis_py.config import load_config
 from artemis_py.config.defaults import CLUSTER_USER
 from artemis_py.config.urls import parse_transport_url
 from artemis_py.exceptions import ConfigError
 from artemis_py.protocol.cluster import CREDENTIALS_REJECTED, Purpose
+from artemis_py.transport.link import LinkError, LinkRefused
 
 DEFAULT_USER: Final = "cluster-admin"
 """The cluster user when neither ``--user`` nor a broker.xml names one: the cluster-user of

@@ -154,7 +154,7 @@ async def _scale_down(connection: ClusterConnection, report: ScaleDownReport) ->
         farewell = wire.Leaving(
             node_id=connection.node_id, target=target, received=await _receipts(connection)
         )
-        for link in [*connection.outgoing.values(), *connection.incoming]:
+        for link in connection.links():
             link.send(farewell)
         # The others close their links once what they sent here is confirmed.
         await until(lambda: not connection.incoming, LINK_GRACE)
@@ -248,7 +248,7 @@ async def _choose_target(connection: ClusterConnection) -> str | None:
                     continue  # another group
                 # A connector not linked yet gets the grace time to answer before a later
                 # one is taken, unless it is known down.
-                known_down = (host, port) in connection.unreachable or (
+                known_down = (host, port) in connection.dialler.unreachable or (
                     node is None and _member_left(connection, host, port)
                 )
                 if not known_down and trio.current_time() < deadline:
@@ -287,7 +287,7 @@ def _held(connection: ClusterConnection) -> int:
 
 async def _create_queues(connection: ClusterConnection, target: str) -> set[str]:
     """Make sure the target has every queue to move; returns the names it has."""
-    has = connection.neighbour_queues.setdefault(target, set())
+    has = connection.exchange.neighbour_queues.setdefault(target, set())
     missing = [q for q in _movable(connection) if q.name not in has]
     if missing:
         connection.outgoing[target].send(
@@ -429,9 +429,9 @@ async def take_over(
     """``departed`` scaled down to ``target``: send what waits for it there instead,
     except what it ``received`` already (see :func:`_receipts`)."""
     link = connection.outgoing.get(departed)
-    if link is not None and link.bridge is not None:
-        link.bridge.pause()  # nothing new goes out; what is in flight gets confirmed
-        bridge = link.bridge
+    bridge = connection.bridges.get(departed)
+    if link is not None and bridge is not None:
+        bridge.pause()  # nothing new goes out; what is in flight gets confirmed
         await until(lambda: not bridge.in_flight or link.closing, LINK_GRACE)
         await link.goodbye(wire.Ping())
         await until(lambda: connection.outgoing.get(departed) is not link, LINK_GRACE)

@@ -1,108 +1,33 @@
-"""Ask a node how it sees its cluster (``artemis-py cluster status``), or to stop
-(``artemis-py cluster stop``).
+"""``artemis-py cluster status`` (and ``cluster stop``): both ends.
 
-A wrong port should fail fast and say what it is. A cluster acceptor answers the Hello at
-once (Challenge or Reject); anything else answers with something that is not the cluster
-protocol, closes, or stays silent. A STOMP-only acceptor would stay silent: it reads our
-preamble and Hello as a STOMP command line and waits for its end of line, which binary
-frames need not contain (artemis-py's waits for up to 1 KiB). So the Hello of a status
-connection is made to contain one (:func:`_codec`); the STOMP acceptor then sees a complete,
-unknown command, answers with an ERROR frame, and :class:`_FirstBytes` recognises it.
+:func:`status_report` is what a node answers: how it sees its cluster (members, bridges
+with their backlogs, the remote bindings it learned). :func:`fetch_status` asks a node for
+it, or to stop, with the cluster credentials.
+
+A wrong port fails fast and says what it reached: a cluster acceptor answers the Hello at
+once (Challenge or Reject), and a line-based server answers the preamble at once (it ends
+with CR LF, see :mod:`artemis_py.protocol.cluster.wire`), which the codec recognises.
 """
 
 from __future__ import annotations
 
-import re
 import uuid
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any
 
 import trio
 
-from artemis_py.cluster.link import Link, LinkError
+from artemis_py.cluster.topology import connector
 from artemis_py.protocol import cluster as wire
 from artemis_py.protocol.cluster import Purpose
+from artemis_py.transport.link import LinkError, LinkRefused, connect
+
+if TYPE_CHECKING:
+    from artemis_py.cluster.cluster_connection import ClusterConnection
 
 TIMEOUT = 10.0
-
-_LF: Final = 0x0A
-_LENGTH_END: Final = len(wire.MAGIC) + 4  # the u32 length after the preamble
-_STOMP_FRAME: Final = re.compile(rb"([A-Z]{3,12})\r?\n")
-
-
-def _codec(
-    *, cluster: str, user: str, password: str, purpose: Purpose
-) -> tuple[wire.ClientConnection, bytes]:
-    """The codec of a status connection, started, and its preamble and Hello to send, with
-    a LF byte in the Hello.
-
-    The last byte of the Hello's length prefix is made 0x0A (a LF) by padding the instance
-    id, which for a status connection is random and otherwise unused: the wire protocol is
-    unchanged, and a STOMP acceptor finds the end of its "command line" 12 bytes in (see the
-    module doc).
-    """
-
-    def make(instance_id: str) -> tuple[wire.ClientConnection, bytes]:
-        codec = wire.ClientConnection(
-            node_id=f"status-{uuid.uuid4()}",
-            instance_id=instance_id,
-            cluster_name=cluster,
-            connector=("", 0),
-            user=user,
-            password=password,
-            max_hops=0,
-            purpose=purpose,
-        )
-        codec.start()
-        return codec, codec.data_to_send()
-
-    instance_id = uuid.uuid4().hex
-    _, first = make(instance_id)
-    padding = (_LF - first[_LENGTH_END - 1]) % 256  # hex digits encode as one byte each
-    codec, hello = make(instance_id + "0" * padding)
-    assert hello[_LENGTH_END - 1] == _LF, hello[:_LENGTH_END]
-    return codec, hello
-
-
-class _FirstBytes(trio.abc.Stream):
-    """A stream that remembers the first bytes the peer sent, to say what the peer is."""
-
-    def __init__(self, inner: trio.abc.Stream) -> None:
-        self.inner = inner
-        self.first = b""
-        self.closed_at_once = False
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self.inner.send_all(data)
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await self.inner.wait_send_all_might_not_block()
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        data = await self.inner.receive_some(max_bytes)
-        if not self.first:
-            self.closed_at_once = not data
-        if len(self.first) < 64:
-            self.first += bytes(data[: 64 - len(self.first)])
-        return data
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    def not_a_cluster_acceptor(self, peer: str) -> LinkError | None:
-        """Why ``peer`` is not a cluster acceptor, if its first bytes (or silence) say so."""
-        stomp = _STOMP_FRAME.match(self.first)
-        if stomp is not None:
-            return LinkError(
-                f"{peer} is a STOMP acceptor, not a cluster acceptor (it answered with a STOMP "
-                f"{stomp[1].decode()} frame): give the node's cluster acceptor "
-                "(protocols=CORE in its broker.xml), or the broker.xml itself"
-            )
-        if self.closed_at_once:
-            return LinkError(
-                f"{peer} closed the connection without answering: is it the node's cluster "
-                "acceptor (protocols=CORE in its broker.xml)?"
-            )
-        return None
+_WHICH_ACCEPTOR = (
+    "the node's cluster acceptor (protocols=CORE in its broker.xml), or the broker.xml"
+)
 
 
 async def fetch_status(
@@ -115,31 +40,94 @@ async def fetch_status(
     Raises LinkError (or LinkRefused, e.g. for wrong credentials) with a readable message.
     """
     peer = f"{host}:{port}"
-    codec, hello = _codec(cluster=cluster, user=user, password=password, purpose=purpose)
+    codec = wire.ClientConnection(
+        node_id=f"status-{uuid.uuid4()}",
+        instance_id=uuid.uuid4().hex,
+        cluster_name=cluster,
+        connector=("", 0),
+        user=user,
+        password=password,
+        max_hops=0,
+        purpose=purpose,
+    )
     try:
-        with trio.fail_after(TIMEOUT):
-            stream = _FirstBytes(await trio.open_tcp_stream(host, port))
-            link = Link(stream, codec, peer, ping_interval=TIMEOUT, ttl=TIMEOUT)
-            try:
-                try:
-                    try:
-                        await stream.send_all(hello)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                        raise LinkError(f"connection lost: {exc}") from exc
-                    await link.handshake()
-                except LinkError as exc:
-                    raise stream.not_a_cluster_acceptor(peer) or exc from None
-                while True:
-                    event = await link.next_event()
-                    if isinstance(event, wire.Status):
-                        return event.data
-                    if isinstance(event, (wire.ConnectionClosed, wire.Error, wire.Reject)):
-                        raise LinkError(f"{peer} closed the connection without a status")
-            finally:
-                await trio.aclose_forcefully(stream)
+        link = await connect(
+            host, port, codec, call_timeout=TIMEOUT, ping_interval=TIMEOUT, ttl=TIMEOUT
+        )
     except trio.TooSlowError:
         raise LinkError(
-            f"{peer} did not answer within {TIMEOUT:g} s: is it the node's cluster acceptor?"
+            f"{peer} did not answer within {TIMEOUT:g} s: is it {_WHICH_ACCEPTOR}?"
         ) from None
     except OSError as exc:
         raise LinkError(f"cannot connect to {peer}: {exc.strerror or exc}") from None
+    except LinkRefused:
+        raise
+    except LinkError as exc:
+        raise LinkError(f"{peer}: {exc}; give {_WHICH_ACCEPTOR}") from None
+    try:
+        with trio.fail_after(TIMEOUT):
+            while True:
+                event = await link.next_event()
+                if isinstance(event, wire.Status):
+                    return event.data
+                if isinstance(event, (wire.ConnectionClosed, wire.Error, wire.Reject)):
+                    raise LinkError(f"{peer} closed the connection without a status")
+    except trio.TooSlowError:
+        raise LinkError(f"{peer} sent no status within {TIMEOUT:g} s") from None
+    finally:
+        await trio.aclose_forcefully(link.stream)
+
+
+def status_report(cluster: ClusterConnection) -> dict[str, Any]:
+    """How ``cluster`` sees its cluster, as ``artemis-py cluster status`` prints it."""
+    linked_in = {link.peer_node_id for link in cluster.incoming if link.established is not None}
+    members = [
+        {
+            "node_id": member.node_id,
+            "connector": connector(member),
+            "up": member.up,
+            "self": member.node_id == cluster.node_id,
+            "bridge": member.node_id in cluster.outgoing,
+            "incoming": member.node_id in linked_in,
+        }
+        for member in cluster.topology.members.values()
+    ]
+    bridges = []
+    for node_id, route in sorted(cluster.routes.items()):
+        bridge = cluster.bridges.get(node_id)
+        bridges.append(
+            {
+                "node_id": node_id,
+                "connected": route.connected,
+                "store_and_forward_queue": route.sf_queue.name,
+                "depth": route.sf_queue.message_count,
+                "in_flight": len(bridge.in_flight) if bridge and route.connected else 0,
+                "forwarded": bridge.forwarded if bridge else 0,
+            }
+        )
+    bindings = [
+        {
+            "name": b.name,
+            "address": b.address,
+            "queue": b.queue_name,
+            "routing_type": b.routing_type.value,
+            "filter": b.filter_text,
+            "distance": b.distance,
+            "via": b.route.node_id,
+            "origin": b.origin_node_id,
+            "consumers": b.consumer_count,
+            "connected": b.connected,
+        }
+        for b in cluster.exchange.learned.values()
+    ]
+    return {
+        "cluster": cluster.name,
+        "node_id": cluster.node_id,
+        "connector": connector(cluster.local),
+        "message_load_balancing": cluster.config.message_load_balancing.value,
+        "max_hops": cluster.config.max_hops,
+        "members": members,
+        "bridges": bridges,
+        "remote_bindings": bindings,
+        "given_up": dict(cluster.dialler.given_up),
+    }

@@ -112,7 +112,7 @@ def run(
     clock: Callable[[], float] = time.time,
 ) -> RunData:
     """Run the load test described by ``options``; progress lines go to ``out`` (None: quiet)."""
-    # One long function on purpose: its try/finally owns the worker processes from their
+    # Long: on purpose: its try/finally owns the worker processes from their
     # start to their end, so no failure at any step can leave one running.
     assignments = assign(options)
     ctx = multiprocessing.get_context("spawn")

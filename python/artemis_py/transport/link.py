@@ -1,4 +1,4 @@
-"""Cluster links: the Trio I/O shell around the sans-IO cluster protocol.
+"""Cluster links: the Trio shell around the sans-IO cluster protocol.
 
 A link is one TCP connection between two nodes, opened by the node whose cluster connection
 dials out (the *outgoing* side). Over it flow, in opposite directions:
@@ -10,23 +10,24 @@ dials out (the *outgoing* side). Over it flow, in opposite directions:
 
 A symmetric cluster therefore has two links per pair of nodes, one each way.
 
-Both sides send a ping every ``check-period`` and give up on a link that has been silent
-for ``connection-ttl``, which catches half-open connections.
+:class:`Link` moves bytes and time: it runs the handshake, a writer task that owns the
+socket's send side, the reader that hands each event to the cluster connection
+(:mod:`artemis_py.cluster`, which gives them their meaning), and the heart-beat task: both
+sides send a ping every ``check-period`` and give up on a link that has been silent for
+``connection-ttl``, which catches half-open connections. :func:`connect` dials a node and
+completes the handshake.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 import trio
 
 from artemis_py.protocol import cluster as wire
 from artemis_py.protocol.errors import ProtocolError
-
-if TYPE_CHECKING:
-    from artemis_py.cluster.bridge import Bridge
+from artemis_py.transport.sockets import FastSocketStream
 
 log = logging.getLogger("artemis_py.cluster")
 
@@ -248,13 +249,29 @@ class Link:
         self.close()
 
 
-class OutgoingLink(Link):
-    """The side that dialled: sends its bridge's messages, learns bindings and topology."""
+async def connect(
+    host: str,
+    port: int,
+    codec: wire.ClientConnection,
+    *,
+    call_timeout: float,
+    ping_interval: float,
+    ttl: float,
+) -> Link:
+    """Dial host:port and complete the handshake, each within ``call_timeout`` seconds
+    (Artemis's call-timeout bounds each blocking call, not their sum).
 
-    bridge: Bridge | None = None
-
-
-class IncomingLink(Link):
-    """The side that accepted: stores forwarded messages, publishes bindings and topology."""
-
-    peer_max_hops = 0
+    Raises OSError (unreachable), trio.TooSlowError, LinkRefused or LinkError.
+    """
+    with trio.fail_after(call_timeout):
+        stream = FastSocketStream(await trio.open_tcp_stream(host, port))
+    link = Link(stream, codec, f"{host}:{port}", ping_interval=ping_interval, ttl=ttl)
+    codec.start()
+    try:
+        with trio.fail_after(call_timeout):
+            await link.handshake()
+    except BaseException:
+        with trio.CancelScope(shield=True):
+            await trio.aclose_forcefully(stream)
+        raise
+    return link

@@ -1,0 +1,250 @@
+"""The dialler: this node's links to other nodes, kept up (the outgoing side of the cluster).
+
+Theory of operation
+-------------------
+A cluster connection dials its static connectors, then every member it learns of through
+topology announcements (unless the connection is explicit: direct connections only, or the
+end of a chain). One task per connector keeps a link up:
+
+* a failed attempt is retried after ``retry-interval`` times ``retry-interval-multiplier``
+  per failure in a row, capped at ``max-retry-interval``; it gives up after
+  ``initial-connect-attempts`` failures before the first link, or ``reconnect-attempts``
+  after a link broke (-1: never; clusters §4.1);
+* a node that answers with this node's own id is a copied data directory, or this node
+  itself: the task ends; so does a second task that reaches a node already linked;
+* once a link is up, a :class:`~artemis_py.cluster.bridge.Bridge` drains the node's
+  store-and-forward queue over it, and the node's topology, bindings and confirmations
+  come back over it;
+* a link to a node that announced its departure (a graceful stop, a scale-down) ends
+  without a warning, and only a static connector is redialled.
+
+Refused links (wrong credentials, another cluster) are logged once, then ever less often
+(:class:`~artemis_py.cluster.retry.LogBackoff`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import trio
+
+from artemis_py.cluster.bridge import Bridge
+from artemis_py.cluster.retry import LogBackoff, unlogged
+from artemis_py.cluster.topology import connector
+from artemis_py.protocol import cluster as wire
+from artemis_py.transport.link import Link, LinkError, LinkRefused, connect
+
+if TYPE_CHECKING:
+    from artemis_py.cluster.cluster_connection import ClusterConnection
+
+log = logging.getLogger("artemis_py.cluster")
+
+#: Dials host:port and completes the handshake (raises OSError, LinkError, TooSlowError).
+Connect = Callable[[str, int], Awaitable[Link]]
+
+
+class Dialler:
+    """Keeps a link up to every node the cluster connection wants to reach."""
+
+    def __init__(self, cluster: ClusterConnection, connect: Connect | None = None) -> None:
+        self.cluster = cluster
+        self.connect = connect or self._connect
+        self.given_up: dict[str, str] = {}  # connector -> why the dialler stopped
+        self.unreachable: set[tuple[str, int]] = set()  # the last dial failed
+        self._dialling: set[tuple[str, int]] = set()
+
+    def dialling(self, host: str, port: int) -> bool:
+        return (host, port) in self._dialling
+
+    def dial(self, nursery: trio.Nursery, host: str, port: int, *, static: bool) -> None:
+        """Keep a link to the node at host:port up, unless a task already does."""
+        if (host, port) not in self._dialling:
+            self._dialling.add((host, port))
+            nursery.start_soon(self._keep_up, host, port, static)
+
+    async def _keep_up(self, host: str, port: int, static: bool) -> None:
+        # Long: one loop that reads as the retry rules read (module doc); its outcomes are
+        # one case each.
+        cluster, retry = self.cluster, self.cluster.retry
+        target = f"tcp://{host}:{port}"
+        failures = 0
+        connected_before = False
+        peer_node: str | None = None
+        refusals = LogBackoff()  # an episode per reason, until a link is up
+        try:
+            while not cluster.stopping:
+                if not retry.may_try(failures, connected_before=connected_before):
+                    self._give_up(target, failures)
+                    return
+                if failures:
+                    await trio.sleep(retry.delay(failures))
+                    if peer_node is not None and not static and cluster.departed(peer_node):
+                        return  # it shut down gracefully; it announces itself on restart
+                try:
+                    link = await self.connect(host, port)
+                except LinkRefused as exc:
+                    failures += 1
+                    quiet = refusals.occurred(str(exc), trio.current_time())
+                    if quiet is not None:
+                        log.error(
+                            "cluster %s: %s refused the link: %s%s",
+                            cluster.name,
+                            target,
+                            exc,
+                            unlogged(quiet),
+                        )
+                    continue
+                except (OSError, LinkError, trio.TooSlowError) as exc:
+                    failures += 1
+                    self.unreachable.add((host, port))
+                    log.log(
+                        logging.INFO if failures == 1 else logging.DEBUG,
+                        "cluster %s: cannot reach %s (%s); retrying",
+                        cluster.name,
+                        target,
+                        str(exc) or "timed out",
+                    )
+                    continue
+                peer_node = link.peer_node_id
+                if not await self._wanted(link, target):
+                    return
+                self.given_up.pop(target, None)
+                self.unreachable.discard((host, port))
+                failures = 0
+                refusals = LogBackoff()
+                connected_before = True
+                reason = await self._serve(link)
+                if cluster.stopping or peer_node in cluster.scaled_down:
+                    return  # a node that scaled down announces itself if it comes back
+                self._link_ended(peer_node, target, reason)
+                failures = 1
+        finally:
+            self._dialling.discard((host, port))
+
+    def _give_up(self, target: str, failures: int) -> None:
+        why = f"gave up after {failures} failed attempt(s)"
+        self.given_up[target] = why
+        log.warning(
+            "cluster %s: %s to %s; the node is considered down until it announces itself again",
+            self.cluster.name,
+            why,
+            target,
+        )
+
+    async def _wanted(self, link: Link, target: str) -> bool:
+        """Whether a new link is to be served: not this node itself, not a node another
+        task already has a link to (both are closed)."""
+        cluster = self.cluster
+        established = link.established
+        assert established is not None
+        if established.peer_node_id == cluster.node_id:
+            await link.goodbye(wire.Ping())
+            if established.peer_instance_id != cluster.instance_id:
+                log.error(
+                    "cluster %s: %s has this node's node ID %s (this node is %s). Each node "
+                    "needs its own data directory; a copied one makes nodes indistinguishable. "
+                    "Give one node a fresh data directory.",
+                    cluster.name,
+                    target,
+                    cluster.node_id,
+                    connector(cluster.local),
+                )
+            return False
+        if established.peer_node_id in cluster.outgoing:
+            await link.goodbye(wire.Ping())  # another dialler already has this node
+            return False
+        return True
+
+    def _link_ended(self, peer_node: str, target: str, reason: str) -> None:
+        if self.cluster.departed(peer_node):
+            # It announced a graceful stop before closing the link: a known departure,
+            # not a loss (it is redialled only if it is a static connector).
+            log.info(
+                "cluster %s: node %s at %s left the cluster (%s)",
+                self.cluster.name,
+                peer_node,
+                target,
+                reason,
+            )
+            return
+        log.warning(
+            "cluster %s: link to node %s at %s lost: %s; reconnecting",
+            self.cluster.name,
+            peer_node,
+            target,
+            reason,
+        )
+
+    async def _connect(self, host: str, port: int) -> Link:
+        cluster = self.cluster
+        codec = wire.ClientConnection(
+            node_id=cluster.node_id,
+            instance_id=cluster.instance_id,
+            cluster_name=cluster.name,
+            connector=(cluster.local.host, cluster.local.port),
+            user=cluster.user,
+            password=cluster.password,
+            max_hops=cluster.config.max_hops,
+            purpose="link",
+        )
+        return await connect(
+            host,
+            port,
+            codec,
+            call_timeout=cluster.call_timeout,
+            ping_interval=cluster.ping_interval,
+            ttl=cluster.ttl,
+        )
+
+    # -- a link that is up -------------------------------------------------------------
+
+    async def _serve(self, link: Link) -> str:
+        """Run the bridge over ``link`` until it ends; returns why it ended."""
+        cluster = self.cluster
+        peer = link.peer_node_id
+        cluster.outgoing[peer] = link
+        route = cluster.route_to(peer)
+        route.connected = True
+        link.send(wire.Topology(members=(cluster.local, *cluster.topology.others())))
+        bridge = Bridge(
+            cluster.broker,
+            route.sf_queue,
+            link.send,
+            lambda: link.writable,
+            cluster.config.producer_window_size,
+        )
+        cluster.bridges[peer] = bridge
+        queue = route.sf_queue
+        link.on_writable = lambda: queue.deliver() if queue.messages else None
+        log.info(
+            "cluster %s: bridge to node %s at %s up (%d message(s) waiting)",
+            cluster.name,
+            peer,
+            link.peer,
+            queue.message_count,
+        )
+        bridge.attach()
+        try:
+            return await link.serve(lambda event: self._event(link, bridge, event))
+        finally:
+            bridge.detach()
+            route.connected = False
+            if cluster.outgoing.get(peer) is link:
+                del cluster.outgoing[peer]
+
+    def _event(self, link: Link, bridge: Bridge, event: object) -> None:
+        cluster = self.cluster
+        if isinstance(event, wire.Confirm):
+            bridge.confirmed(event.seq)
+        elif isinstance(event, wire.Bindings):
+            cluster.exchange.apply_bindings(link.peer_node_id, event)
+        elif isinstance(event, wire.Consumers):
+            cluster.exchange.apply_consumers(link.peer_node_id, event)
+        elif isinstance(event, wire.Topology):
+            cluster.apply_topology(event, link)
+        elif isinstance(event, wire.Leaving):
+            cluster.neighbour_scaled_down(event, link)
+        else:
+            log.debug("cluster %s: ignoring %r from %s", cluster.name, event, link.peer)
