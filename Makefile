@@ -2,9 +2,9 @@
 # Run them from the virtual environment the package is installed in.
 PYTHON ?= python
 
-.PHONY: check lint format types sizes rust-format clippy test fix
+.PHONY: check lint format types imports sizes rust-format clippy test fix
 
-check: lint format types sizes rust-format clippy
+check: lint format types imports sizes rust-format clippy
 
 lint:  ## ruff, with the ASYNC rules that catch blocking calls in async code
 	ruff check python tests bench tools
@@ -14,6 +14,9 @@ format:  ## ruff format
 
 types:  ## mypy on the package (configured in pyproject.toml)
 	mypy
+
+imports:  ## the package layers (pyproject.toml [tool.importlinter]): no import goes upwards
+	lint-imports --no-cache
 
 sizes:  ## no module over 600 lines, no function over 80, unless it says why
 	$(PYTHON) tools/sizes.py python
