@@ -78,3 +78,11 @@ class ServerLockCorruptedError(StorageError):
     def __init__(self, message: str, file: str | None = None) -> None:
         super().__init__(message)
         self.file = file
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside ``exc``, through nested exception groups (``exc`` itself when
+    it is not a group): what to report of a nursery's failure."""
+    if not isinstance(exc, BaseExceptionGroup):
+        return [exc]
+    return [leaf for inner in exc.exceptions for leaf in leaves(inner)]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Final
@@ -41,7 +41,7 @@ from artemis_py.client import (
     stomp_destination,
 )
 from artemis_py.client.errors import connect_failure
-from artemis_py.exceptions import ArtemisError
+from artemis_py.exceptions import ArtemisError, leaves
 from artemis_py.protocol.stomp import SUPPORTED_VERSIONS
 
 __all__ = [
@@ -283,14 +283,6 @@ def resolve_destination(args: argparse.Namespace) -> str:
 # -- running -------------------------------------------------------------------------------
 
 
-def _leaves(exc: BaseException) -> Iterator[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            yield from _leaves(inner)
-    else:
-        yield exc
-
-
 def describe_failure(exc: BaseException, url: BrokerUrl) -> str:
     """One line for an error of a producer/consumer run."""
     if isinstance(exc, StompServerError):
@@ -367,7 +359,7 @@ def _run(name: str, main: Main, args: argparse.Namespace) -> _Outcome:
     try:
         trio.run(partial(run_interruptibly, body, outcome.interrupt))
     except* (ArtemisError, OSError) as group:
-        failure = describe_failure(next(_leaves(group)), args.url)
+        failure = describe_failure(leaves(group)[0], args.url)
     except* KeyboardInterrupt:
         outcome.interrupt.aborted = True  # a Ctrl-C before (or after) ours was listening
     finally:

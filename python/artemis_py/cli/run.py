@@ -13,7 +13,7 @@ import trio
 
 from artemis_py.cluster.scale_down import ScaleDownReport
 from artemis_py.config import BrokerConfig, default_config, load_config
-from artemis_py.exceptions import ArtemisError, ConfigError
+from artemis_py.exceptions import ArtemisError, ConfigError, leaves
 from artemis_py.node import open_broker
 
 log = logging.getLogger("artemis_py.cli")
@@ -92,13 +92,6 @@ def command(args: argparse.Namespace) -> int:
         if not report.complete:
             return 1
     return 1 if failures else 0
-
-
-def leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
-    found: list[BaseException] = []
-    for exc in group.exceptions:
-        found.extend(leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
-    return found
 
 
 async def serve(config: BrokerConfig, config_path: Path | None) -> ScaleDownReport | None:

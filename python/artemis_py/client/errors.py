@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Final
 
 import trio
 
-from artemis_py.exceptions import ArtemisError
+from artemis_py.exceptions import ArtemisError, leaves
 from artemis_py.protocol.stomp import Frame
 
 __all__ = [
@@ -123,14 +123,6 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _leaves(exc: BaseException) -> Iterator[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            yield from _leaves(inner)
-    else:
-        yield exc
-
-
 def _os_reason(exc: BaseException) -> str:
     if isinstance(exc, socket.gaierror) and exc.strerror:
         return exc.strerror  # "Name or service not known"
@@ -145,7 +137,7 @@ def connect_failure(exc: OSError) -> str:
     :func:`trio.open_tcp_stream` raises "all attempts to connect to HOST:PORT failed" with
     each attempt's error in ``__cause__``; their distinct reasons are joined with ``; ``.
     """
-    causes = list(_leaves(exc.__cause__)) if exc.__cause__ is not None else [exc]
+    causes = leaves(exc.__cause__) if exc.__cause__ is not None else [exc]
     reasons: list[str] = []
     for cause in causes:
         reason = _os_reason(cause)
