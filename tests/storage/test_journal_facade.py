@@ -18,6 +18,26 @@ from artemis_py.storage import Journal, JournalSettings, Op, open_journal
 SMALL = JournalSettings(file_size=64 * 1024)
 
 
+def blocking_wait(predicate: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
+    """Poll ``predicate`` without yielding to the event loop (the journal's writer thread
+    must get there on its own) until it holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.001)
+
+
+def blocking_stays(predicate: Callable[[], bool], window: float, what: str) -> None:
+    """Check, without yielding to the event loop, that ``predicate`` holds for ``window``
+    seconds (a stated window for something that must not happen)."""
+    deadline = time.monotonic() + window
+    while time.monotonic() < deadline:
+        if not predicate():
+            pytest.fail(f"{what} stopped holding within {window}s")
+        time.sleep(0.001)
+
+
 def file_names(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir())
 
@@ -149,8 +169,8 @@ async def test_the_submits_of_one_loop_pass_share_one_batch(
         await trio.sleep(0.05)  # the writer goes back to sleep
         before = journal.stats().batches
         ticket = journal.submit([Op.add(2, 1, b"lone")], sync=True)
-        time.sleep(0.05)  # noqa: ASYNC251 - the loop must not poll: woken by the submit
-        assert journal.stats().batches == before + 1
+        # Written while the loop is blocked: the submit itself woke the writer.
+        blocking_wait(lambda: journal.stats().batches == before + 1, "the lone write")
         await journal.wait(ticket)
         # A pass with two submits switches to one wake-up per pass.
         tickets = [journal.submit([Op.add(i, 1, b"x")], sync=True) for i in (3, 4)]
@@ -160,8 +180,8 @@ async def test_the_submits_of_one_loop_pass_share_one_batch(
         # No checkpoint between the submits: the writer is woken once, before the loop
         # polls, and writes them together (woken by the first, it would write it alone).
         tickets = [journal.submit([Op.add(i, 1, b"x")], sync=True) for i in range(5, 15)]
-        time.sleep(0.05)  # noqa: ASYNC251 - the loop must not poll meanwhile
-        assert journal.stats().batches == before  # still asleep
+        # The loop stays blocked: for 50 ms the writer must not write (it is still asleep).
+        blocking_stays(lambda: journal.stats().batches == before, 0.05, "the writer asleep")
         await journal.wait(tickets[-1])
         assert journal.stats().batches == before + 1
         # A submit of a later pass is written without a wait() to prompt it.

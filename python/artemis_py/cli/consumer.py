@@ -16,10 +16,9 @@ it had been sent beyond them. Hence:
 * **It takes one message at a time.** The SUBSCRIBE asks for ``consumer-window-size:0``
   (the STOMP flow control of Artemis and artemis-py, docs/stomp.md: the next message only
   once the previous one was acknowledged; ``activemq.prefetchSize:1`` asks ActiveMQ Classic
-  for the same). So at most
-  one message is delivered that the consumer does not take: the broker sends it after the
-  N-th ACK and gets it back, unacknowledged, at the DISCONNECT, to redeliver it (marked
-  ``redelivered``) to the next consumer.
+  for the same). So at most one message is delivered that the consumer does not take: the
+  broker sends it after the N-th ACK and gets it back, unacknowledged, at the DISCONNECT,
+  to redeliver it (marked ``redelivered``) to the next consumer.
 * **A clean end confirms.** The DISCONNECT receipt confirms every ACK before it. A first
   Ctrl-C stops after the message in hand, in the same clean way.
 """
