@@ -98,6 +98,12 @@ def test_wrong_credentials_are_refused(broker: Broker) -> None:
     assert not client.session.connected
 
 
+def test_a_connect_without_login_is_refused_saying_so(broker: Broker) -> None:
+    client = Client(broker, users={"alice": "secret"})
+    with pytest.raises(StompError, match=r"authentication failed \(no login header\)$"):
+        client.frame("CONNECT", accept_version="1.2")
+
+
 def test_a_sent_message_reaches_a_subscriber(broker: Broker) -> None:
     producer, consumer = Client(broker), Client(broker)
     producer.connect()

@@ -65,8 +65,6 @@ class Dialler:
             nursery.start_soon(self._keep_up, host, port, static)
 
     async def _keep_up(self, host: str, port: int, static: bool) -> None:
-        # Long: one loop that reads as the retry rules read (module doc); its outcomes are
-        # one case each.
         cluster, retry = self.cluster, self.cluster.retry
         target = f"tcp://{host}:{port}"
         failures = 0

@@ -235,10 +235,10 @@ class StompSession:
         except ProtocolError as exc:
             raise StompError(str(exc), exc.error_headers) from exc
         self.codec.accept_connect(self.version)
-        if not self.authenticator.authenticate(frame.get("login"), frame.get("passcode")):
-            raise StompError(
-                f"Security Error: authentication failed for user {frame.get('login')!r}"
-            )
+        login = frame.get("login")
+        if not self.authenticator.authenticate(login, frame.get("passcode")):
+            who = f"for user {login!r}" if login is not None else "(no login header)"
+            raise StompError(f"Security Error: authentication failed {who}")
         self.client_id = frame.get("client-id")
         try:
             plan = artemis_heartbeat(
