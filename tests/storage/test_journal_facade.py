@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -14,28 +13,12 @@ import trio.testing
 from artemis_py.exceptions import JournalClosedError
 from artemis_py.storage import Journal, JournalSettings, Op, open_journal
 
+# Blocking helpers: they poll without yielding, so the Trio loop cannot run meanwhile.
+from integration.conftest import stays
+from integration.conftest import wait_for as blocking_wait_for
+
 # Small files so tests that fill several files stay fast; 64 KiB is the journal's minimum.
 SMALL = JournalSettings(file_size=64 * 1024)
-
-
-def blocking_wait(predicate: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
-    """Poll ``predicate`` without yielding to the event loop (the journal's writer thread
-    must get there on its own) until it holds; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.001)
-
-
-def blocking_stays(predicate: Callable[[], bool], window: float, what: str) -> None:
-    """Check, without yielding to the event loop, that ``predicate`` holds for ``window``
-    seconds (a stated window for something that must not happen)."""
-    deadline = time.monotonic() + window
-    while time.monotonic() < deadline:
-        if not predicate():
-            pytest.fail(f"{what} stopped holding within {window}s")
-        time.sleep(0.001)
 
 
 def file_names(directory: Path) -> list[str]:
@@ -170,7 +153,7 @@ async def test_the_submits_of_one_loop_pass_share_one_batch(
         before = journal.stats().batches
         ticket = journal.submit([Op.add(2, 1, b"lone")], sync=True)
         # Written while the loop is blocked: the submit itself woke the writer.
-        blocking_wait(lambda: journal.stats().batches == before + 1, "the lone write")
+        blocking_wait_for(lambda: journal.stats().batches == before + 1, 5, 0.001, "the lone write")
         await journal.wait(ticket)
         # A pass with two submits switches to one wake-up per pass.
         tickets = [journal.submit([Op.add(i, 1, b"x")], sync=True) for i in (3, 4)]
@@ -181,7 +164,7 @@ async def test_the_submits_of_one_loop_pass_share_one_batch(
         # polls, and writes them together (woken by the first, it would write it alone).
         tickets = [journal.submit([Op.add(i, 1, b"x")], sync=True) for i in range(5, 15)]
         # The loop stays blocked: for 50 ms the writer must not write (it is still asleep).
-        blocking_stays(lambda: journal.stats().batches == before, 0.05, "the writer asleep")
+        stays(lambda: journal.stats().batches == before, 0.05, 0.001, "the writer asleep")
         await journal.wait(tickets[-1])
         assert journal.stats().batches == before + 1
         # A submit of a later pass is written without a wait() to prompt it.

@@ -46,7 +46,8 @@ class Pending:
 
         Raises the journal's StorageError if it failed; the effects then never happen.
         """
-        await durable(self.tickets)
+        if self.tickets:
+            await durable(self.tickets)
         self.complete()
 
 

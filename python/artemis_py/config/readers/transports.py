@@ -92,11 +92,7 @@ def read_acceptors(
         reader.check_attributes(element, VOCABULARIES["acceptor"])
         name, url, parsed = _transport(reader, element)
         if name is not None:
-            if name in names:
-                reader.error(
-                    element, f"duplicate acceptor name '{name}' (first at line {names[name]})"
-                )
-            names.setdefault(name, element.line)
+            reader.duplicate(element, name, names, "acceptor")  # reported; still checked below
         if name is None or parsed is None:
             continue
         for host in parsed.hosts:
@@ -218,11 +214,7 @@ def read_connectors(reader: ElementReader, kids: Children) -> tuple[ConnectorCon
         reader.check_attributes(element, VOCABULARIES["connector"])
         name, url, parsed = _transport(reader, element)
         if name is not None:
-            if name in names:
-                reader.error(
-                    element, f"duplicate connector name '{name}' (first at line {names[name]})"
-                )
-            names.setdefault(name, element.line)
+            reader.duplicate(element, name, names, "connector")  # reported; still checked below
         if name is None or parsed is None:
             continue
         if len(parsed.hosts) != 1:
