@@ -25,6 +25,7 @@ from pathlib import Path
 import trio
 
 from artemis_py.broker.broker import Broker
+from artemis_py.broker.paging import PagingManager
 from artemis_py.broker.persistence import Persistence
 from artemis_py.broker.security import Authenticator
 from artemis_py.cluster.cluster_connection import ClusterConnection
@@ -32,6 +33,7 @@ from artemis_py.cluster.scale_down import ScaleDownReport, scale_down
 from artemis_py.config import BrokerConfig, MessageLoadBalancing, default_config
 from artemis_py.config.defaults import CLUSTER_PASSWORD
 from artemis_py.storage import JournalSettings, open_storage
+from artemis_py.storage.paging import open_page_stores
 from artemis_py.transport.acceptor import Clients, serve_acceptor
 
 log = logging.getLogger("artemis_py.node")
@@ -182,12 +184,22 @@ async def open_broker(
                 )
             )
             persistence = Persistence(storage, storage.node_id)
+            paging_directory = base / config.paging_directory
+            stores = await open_page_stores(
+                paging_directory,
+                page_size_for=lambda a: config.address_settings_for(a).page_size_bytes,
+            )
+            paging = PagingManager(config, persistence, paging_directory, stores)
+            stack.push_async_callback(paging.close)  # before the journals close
         else:
             persistence = Persistence(None, str(uuid.uuid4()))
-        broker = Broker(config, persistence)
+            paging = PagingManager(config, persistence, None)
+        broker = Broker(config, persistence, paging)
         broker.recover()
+        await broker.recover_paging()
         authenticator = Authenticator.from_directory(config.security_enabled, config_dir)
         async with trio.open_nursery() as nursery:
+            await nursery.start(paging.run)
             node = Node(broker, nursery)
             node.cluster_connections = cluster_connections(broker)
             for connection in node.cluster_connections:

@@ -68,16 +68,28 @@ def summary_warning(config: BrokerConfig) -> ConfigProblem:
 # --- address settings --------------------------------------------------------------------------
 
 
-def test_max_size_bytes_is_named_with_its_line() -> None:
+def test_redelivery_delay_is_named_with_its_line() -> None:
     text = address_setting(
         "<dead-letter-address>DLQ</dead-letter-address>",
-        "<max-size-bytes>10MiB</max-size-bytes>",
+        "<redelivery-delay>5000</redelivery-delay>",
     )
     config = parse_config(text, "b.xml", environ={})
     warning = summary_warning(config)
     assert (warning.file, warning.line, warning.element) == ("b.xml", 6, "core")
-    assert named(config) == ["max-size-bytes (line 6)"]
-    assert config.address_settings_for("a").max_size_bytes == 10 * 1024 * 1024  # still parsed
+    assert named(config) == ["redelivery-delay (line 6)"]
+    assert config.address_settings_for("a").redelivery_delay == 5000  # still parsed
+
+
+def test_paging_settings_are_implemented() -> None:
+    text = address_setting(
+        "<max-size-bytes>10MiB</max-size-bytes>",
+        "<max-size-messages>1000</max-size-messages>",
+        "<address-full-policy>BLOCK</address-full-policy>",
+        "<page-limit-bytes>1GiB</page-limit-bytes>",
+        "<page-full-policy>FAIL</page-full-policy>",
+        "<max-read-page-messages>100</max-read-page-messages>",
+    )
+    assert parse_config(text, environ={}).warnings == ()
 
 
 def test_a_file_without_unimplemented_settings_gets_no_warning() -> None:
@@ -114,17 +126,17 @@ def test_per_address_id_cache_size_is_named_unless_it_is_the_broker_wide_value()
 def test_each_address_setting_is_named_where_it_is_set() -> None:
     text = core(
         "<address-settings>\n"
-        "<address-setting match='#'><address-full-policy>BLOCK</address-full-policy>"
+        "<address-setting match='#'><redelivery-delay>5</redelivery-delay>"
         "</address-setting>\n"
         "<address-setting match='orders.#'>\n"
-        "<address-full-policy>FAIL</address-full-policy>\n"
+        "<redelivery-delay>10</redelivery-delay>\n"
         "<max-size-bytes>-1</max-size-bytes>\n"
         "</address-setting>\n"
         "</address-settings>"
     )
     assert named(parse_config(text, environ={})) == [
-        "address-full-policy (line 4)",
-        "address-full-policy (line 6)",
+        "redelivery-delay (line 4)",
+        "redelivery-delay (line 6)",
     ]
 
 
@@ -278,7 +290,7 @@ def test_tls_that_would_be_plain_text_is_an_error() -> None:
 def test_one_warning_lists_everything_in_file_order(caplog: pytest.LogCaptureFixture) -> None:
     text = core(
         "<address-settings><address-setting match='#'>\n"
-        "<max-size-bytes>1MiB</max-size-bytes>\n"
+        "<redelivery-delay>1000</redelivery-delay>\n"
         "</address-setting></address-settings>\n"
         "<create-journal-dir>false</create-journal-dir>\n"
         "<jmx-domain>x</jmx-domain>"
@@ -288,7 +300,7 @@ def test_one_warning_lists_everything_in_file_order(caplog: pytest.LogCaptureFix
     warning = summary_warning(config)
     assert warning.line == 4
     assert named(config) == [
-        "max-size-bytes (line 4)",
+        "redelivery-delay (line 4)",
         "create-journal-dir (line 6)",
         "jmx-domain (line 7)",
     ]

@@ -25,15 +25,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
 from artemis_py.broker.duplicate_cache import DuplicateIDCache
 from artemis_py.broker.filter import Filter
-from artemis_py.broker.message import Message, MessageReference
-from artemis_py.broker.pending import Pending
-from artemis_py.broker.persistence import Persistence, Ticket
+from artemis_py.broker.message import Message, MessageReference, encode_message
+from artemis_py.broker.paging import Full, Held, PagingManager, Placement
+from artemis_py.broker.pending import Pending, durable
+from artemis_py.broker.persistence import Persistence, Ticket, page_tx_op
 from artemis_py.broker.queue import Queue, QueueSpec
 from artemis_py.broker.routing import (
     Address,
@@ -74,9 +75,16 @@ Forwarded = tuple[Message, Sequence[str], bytes, "bytes | None"]
 class Broker:
     """The server core of one node (Artemis's ActiveMQServer, minus the protocols)."""
 
-    def __init__(self, config: BrokerConfig, persistence: Persistence) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        persistence: Persistence,
+        paging: PagingManager | None = None,
+    ) -> None:
         self.config = config
         self.persistence = persistence
+        # Without a paging directory (persistence off) nothing pages; limits still apply.
+        self.paging = paging or PagingManager(config, persistence, None)
         self.post_office = PostOffice()
         self.node_id = persistence.node_id
         self.duplicates = DuplicateIDCache(config.id_cache_size, persist=config.persist_id_cache)
@@ -134,6 +142,7 @@ class Broker:
                 continue
             queue.add_many(MessageReference(m, queue, dc) for m, dc in refs)
             restored += len(refs)
+        self._recovered = state
         evicted = self.duplicates.recover(state.duplicate_ids)
         if evicted:
             self.persistence.remove_records(evicted)
@@ -144,6 +153,12 @@ class Broker:
             len(self.post_office.queues),
             restored,
         )
+
+    async def recover_paging(self) -> None:
+        """Rebuild the page cursors (after :meth:`recover`; reads the page stores)."""
+        state, self._recovered = self._recovered, None
+        if state is not None:
+            await self.paging.recover(state, self.post_office.queues.values())
 
     def _deploy_configured_addresses(self) -> None:
         for address_config in self.config.addresses:
@@ -272,6 +287,9 @@ class Broker:
         if refs:
             queue.delivering += len(refs)
             pending.tickets += self._acknowledge_refs(refs)
+        paging_records = self.paging.queue_removed(queue)
+        if paging_records:
+            pending.tickets += self.persistence.submit(paging_records)
         if queue.durable:
             pending.tickets += self.persistence.delete_queue(queue.id)
         address = self.post_office.address(queue.address)
@@ -337,14 +355,54 @@ class Broker:
                 ]
         return queues
 
-    def send(self, message: Message, queues: list[Queue]) -> Pending:
-        """Persist ``message`` for ``queues``; it reaches them when durable."""
-        durable_queues = [q for q in queues if q.durable] if message.durable else []
+    def send(self, message: Message, queues: list[Queue], *, internal: bool = False) -> Pending:
+        """Persist ``message`` for ``queues``; it reaches them when durable.
+
+        The address's limits decide first (:mod:`artemis_py.broker.paging`): memory, page
+        files, wait for room (BLOCK: the returned pending's gate waits), a BrokerError (FAIL)
+        or nothing (DROP). ``internal``: the node's own move (dead letters, expiry), which
+        never waits or fails.
+        """
+        try:
+            placement = self.paging.place(message, queues, internal=internal)
+        except Full as exc:
+            raise BrokerError(str(exc)) from None
+        if placement.wait is not None:
+            return self._after(placement.wait, partial(self.send, message, queues))
+        memory = placement.memory
+        durable_queues = [q for q in memory if q.durable] if message.durable else []
         pending = Pending()
         if durable_queues:
             pending.tickets += self.persistence.store_message(message, durable_queues)
-        message.ref_count += len(queues)
-        pending.on_durable.append(lambda: self._enqueue(message, queues))
+        message.ref_count += len(memory)
+        self._page(message, placement, pending)
+        pending.on_durable.append(partial(self._enqueue, message, placement.held))
+        return pending
+
+    def _page(self, message: Message, placement: Placement, pending: Pending, tx_id: int = 0) -> None:
+        """Append ``message`` to the page files of the addresses that page it."""
+        encoded = None
+        for paging, group in placement.paged:
+            if encoded is None:
+                encoded = encode_message(message)
+            ticket, settle = paging.page(message, group, encoded, tx_id)
+            pending.tickets.append(Ticket(paging.store, ticket))  # type: ignore[arg-type]
+            pending.on_durable.append(settle)
+
+    @staticmethod
+    def _after(wait: Callable[[], Awaitable[object]], again: Callable[[], Pending]) -> Pending:
+        """A pending that waits (for room) and then does the operation (``again``)."""
+        pending = Pending()
+
+        async def gate() -> None:
+            await wait()
+            inner = again()
+            if inner.gate is not None:
+                await inner.gate()
+            pending.tickets += inner.tickets
+            pending.on_durable += inner.on_durable
+
+        pending.gate = gate
         return pending
 
     def receive_forwarded(self, forwarded: Iterable[Forwarded]) -> Pending:
@@ -373,10 +431,27 @@ class Broker:
             accepted.append((message, queues, dup_id, encoded))
         if not accepted:
             return pending
-        pending.tickets += self.persistence.store_forwarded(accepted, self.duplicates)
-        for message, queues, _, _ in accepted:
-            message.ref_count += len(queues)
-            pending.on_durable.append(partial(self._enqueue, message, queues))
+        # Paged ones are appended to their pages now; their duplicate ids are stored once
+        # those are durable, so a crash never keeps an id without its message.
+        in_memory = []
+        effects: list[Callable[[], None]] = []
+        for message, queues, dup_id, encoded in accepted:
+            placement = self.paging.place(message, queues, internal=True)
+            self._page(message, placement, pending)
+            in_memory.append((message, placement.memory, dup_id, encoded))
+            message.ref_count += len(placement.memory)
+            effects.append(partial(self._enqueue, message, placement.held))
+        if pending.tickets:
+            paged, pending.tickets = pending.tickets, []
+
+            async def gate() -> None:
+                await durable(paged)
+                pending.tickets += self.persistence.store_forwarded(in_memory, self.duplicates)
+
+            pending.gate = gate
+        else:
+            pending.tickets += self.persistence.store_forwarded(in_memory, self.duplicates)
+        pending.on_durable += effects
         return pending
 
     def resolve(self, targets: Iterable[str]) -> list[Destination]:
@@ -431,37 +506,76 @@ class Broker:
             queue.delivering += len(queue_refs)  # acknowledged below
         return self.acknowledge(refs)
 
-    def _enqueue(self, message: Message, queues: Iterable[Queue]) -> None:
-        for queue in queues:
-            queue.add(MessageReference(message, queue))
+    def _enqueue(self, message: Message, held: list[tuple[Held, list[Queue]]]) -> None:
+        for share, queues in held:
+            for queue in queues:
+                ref = MessageReference(message, queue)
+                ref.held = share
+                queue.add(ref)
 
     def commit(self, tx: Transaction) -> Pending:
-        """Make a transaction's sends and acknowledgements durable together."""
+        """Make a transaction's sends and acknowledgements durable together.
+
+        Sends to addresses that page go to their page files marked with the transaction's
+        id; its journal commit (with a PAGE_TX record) is submitted once those are durable,
+        and page records of a transaction without that record never count.
+        """
+        placements = []
+        try:
+            for message, queues in tx.sends:
+                placements.append(self.paging.place(message, queues, internal=True))
+        except Full as exc:
+            for placement in placements:
+                placement.release()
+            raise BrokerError(str(exc)) from None
+        tx_id = self.next_id()
         stored = []
-        for message, queues in tx.sends:
-            message.ref_count += len(queues)
+        pending = Pending()
+        paged_ops = []
+        for (message, _), placement in zip(tx.sends, placements, strict=True):
+            message.ref_count += len(placement.memory)
             if message.durable:
-                durable_queues = [q for q in queues if q.durable]
+                durable_queues = [q for q in placement.memory if q.durable]
                 if durable_queues:
                     stored.append((message, durable_queues))
+            self._page(message, placement, pending, tx_id)
+        if pending.tickets:
+            record_id = self.next_id()
+            paged_ops.append(page_tx_op(tx_id, record_id))
+            self.paging.committing(tx_id, record_id)
         ack_records = []
         for ref in tx.acks:
-            ref.message.ref_count -= 1
-            ack_records.append(self._ack_record(ref))
-        try:
-            tickets = self.persistence.commit(stored, ack_records)
-        except StorageError:
-            # The journal refused the transaction (nothing was queued): undo the counts.
-            for message, queues in tx.sends:
-                message.ref_count -= len(queues)
-            for ref in tx.acks:
-                ref.message.ref_count += 1
-            raise
+            self._release(ref)
+            if ref.paged is not None:
+                op = self.paging.ack_op(ref, tx_id)
+                if op is not None:
+                    paged_ops.append(op)
+            else:
+                ref.message.ref_count -= 1
+                ack_records.append(self._ack_record(ref))
+        if pending.tickets:
+            paged, pending.tickets = pending.tickets, []
+
+            async def gate() -> None:
+                await durable(paged)
+                pending.tickets += self.persistence.commit(stored, ack_records, tx_id, paged_ops)
+
+            pending.gate = gate
+        else:
+            try:
+                pending.tickets += self.persistence.commit(stored, ack_records, tx_id, paged_ops)
+            except StorageError:
+                # The journal refused the transaction (nothing was queued): undo the counts.
+                for (message, _), placement in zip(tx.sends, placements, strict=True):
+                    message.ref_count -= len(placement.memory)
+                for ref in tx.acks:
+                    if ref.paged is None:
+                        ref.message.ref_count += 1
+                raise
         for ref in tx.acks:
             ref.queue.acknowledged()
-        pending = Pending(tickets=tickets)
-        for message, queues in tx.sends:
-            pending.on_durable.append(partial(self._enqueue, message, queues))
+        for (message, _), placement in zip(tx.sends, placements, strict=True):
+            pending.on_durable.append(partial(self._enqueue, message, placement.held))
         return pending
 
     # -- acknowledging ----------------------------------------------------------------
@@ -484,12 +598,26 @@ class Broker:
 
     def _acknowledge_refs(self, refs: list[MessageReference], awaited: bool = True) -> list[Ticket]:
         records = []
+        paged = []
         for ref in refs:
+            self._release(ref)
+            if ref.paged is not None:
+                op = self.paging.ack_op(ref)
+                if op is not None:
+                    paged.append(op)
+                continue
             ref.message.ref_count -= 1
             record = self._ack_record(ref)
             if record is not None:
                 records.append(record)
-        return self.persistence.acknowledge(records, awaited)
+        return self.persistence.acknowledge(records, awaited, paged)
+
+    @staticmethod
+    def _release(ref: MessageReference) -> None:
+        """``ref`` leaves memory for good: its share of the address's memory goes back."""
+        if ref.held is not None:
+            ref.held.release_one()
+            ref.held = None
 
     @staticmethod
     def _ack_record(ref: MessageReference) -> tuple[int, int, bool] | None:
@@ -513,7 +641,7 @@ class Broker:
         counts = []
         for ref in refs:
             by_queue.setdefault(id(ref.queue), []).append(ref)
-            if ref.message.durable and ref.queue.durable:
+            if ref.message.durable and ref.queue.durable and ref.paged is None:
                 counts.append((ref.message.message_id, ref.queue.id, ref.delivery_count))
         self.persistence.update_delivery_counts(counts)
         for queue_refs in by_queue.values():
@@ -553,7 +681,7 @@ class Broker:
                 # Stored before the original's acknowledgement in the same journal, so a
                 # crash can duplicate the message but never lose it. Internal moves do not
                 # wait for the sync before the copy becomes visible.
-                self.send(copy, queues).complete()
+                self.paging.settle_soon(self.send(copy, queues, internal=True))
             else:
                 log.warning(
                     "%s address %s has no queue: message %d dropped",

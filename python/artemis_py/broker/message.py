@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from artemis_py.config import RoutingType
 
 if TYPE_CHECKING:
+    from artemis_py.broker.paging.address import Held
     from artemis_py.broker.queue import Queue
 
 DEFAULT_PRIORITY = 4
@@ -158,14 +159,20 @@ _SPECIAL_IDENTIFIERS = {
 
 
 class MessageReference:
-    """One message in one queue, with its delivery count there."""
+    """One message in one queue, with its delivery count there.
 
-    __slots__ = ("message", "queue", "delivery_count")
+    ``paged``: where the message is in its address's page files when it was depaged (its
+    acknowledgement is then a PAGE_ACK record); ``held``: its share of the address's memory.
+    """
+
+    __slots__ = ("message", "queue", "delivery_count", "paged", "held")
 
     def __init__(self, message: Message, queue: Queue, delivery_count: int = 0) -> None:
         self.message = message
         self.queue = queue
         self.delivery_count = delivery_count
+        self.paged: tuple[int, int] | None = None
+        self.held: Held | None = None
 
     def __repr__(self) -> str:
         return f"Ref({self.message.message_id} in {self.queue.name}, dc={self.delivery_count})"

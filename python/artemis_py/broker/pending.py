@@ -10,13 +10,16 @@ operations were made:
 * ``await settle_in_order(pendings)`` for a run of them: one wait for the latest ticket of
   each journal (a journal completes its tickets in order), then every effect in order.
 
-Paging and large messages plug in here: whatever a send must wait for besides the journal
-becomes part of settling.
+Whatever a send must wait for besides the journal is part of settling: page files are
+"journals" here too (a :class:`Ticket` names the store), and a send that must wait before
+it can even be prepared (an address full under BLOCK; a transaction whose paged messages
+must be durable before its journal commit) carries a ``gate``: settling runs it first, and
+it fills in the tickets and effects.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -26,15 +29,17 @@ if TYPE_CHECKING:
 
 @dataclass(slots=True)
 class Pending:
-    """Journal ``tickets`` to wait for, then the ``on_durable`` effects to run."""
+    """Journal ``tickets`` to wait for, then the ``on_durable`` effects to run; a ``gate``
+    runs before both."""
 
     tickets: list[Ticket] = field(default_factory=list)
     on_durable: list[Callable[[], None]] = field(default_factory=list)
+    gate: Callable[[], Awaitable[None]] | None = None
 
     @property
     def immediate(self) -> bool:
         """Whether there is nothing to wait for: ``complete`` may run at once."""
-        return not self.tickets
+        return not self.tickets and self.gate is None
 
     def complete(self) -> None:
         """Make the effects visible; only once the tickets are done (or there are none)."""
@@ -46,6 +51,9 @@ class Pending:
 
         Raises the journal's StorageError if it failed; the effects then never happen.
         """
+        if self.gate is not None:
+            gate, self.gate = self.gate, None
+            await gate()
         if self.tickets:
             await durable(self.tickets)
         self.complete()
@@ -71,7 +79,15 @@ def latest(ticket_lists: Iterable[Sequence[Ticket]]) -> list[Ticket]:
 
 
 async def settle_in_order(pendings: Sequence[Pending]) -> None:
-    """Settle a run of pendings made in this order, with one wait per journal."""
-    await durable(latest(p.tickets for p in pendings))
-    for pending in pendings:
+    """Settle a run of pendings made in this order, with one wait per journal (a gated one
+    is settled on its own, in its place)."""
+    start = 0
+    for end, pending in enumerate(pendings):
+        if pending.gate is not None:
+            await settle_in_order(pendings[start:end])
+            await pending.settled()
+            start = end + 1
+    run = pendings[start:]
+    await durable(latest(p.tickets for p in run))
+    for pending in run:
         pending.complete()

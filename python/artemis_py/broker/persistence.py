@@ -11,6 +11,11 @@ whose record sits in the other journal. Every message write therefore also waits
 bindings journal's latest ticket, so a receipt never covers a message whose queue could be
 missing after a crash.
 
+Paging (see :mod:`artemis_py.broker.paging`): a paged message lives in its address's page
+files, not here; acknowledging one is a PAGE_ACK record, a page a queue has finished is one
+PAGE_COMPLETE record (which replaces that page's PAGE_ACKs), and a transaction that paged
+messages commits a PAGE_TX record, without which its page records do not count.
+
 Ids (messages, queues, addresses, transactions) come from one generator that reserves blocks
 in the bindings journal (Artemis's BatchingIDGenerator): a restart continues above every id
 ever handed out, so ids a client saw are never reused.
@@ -46,6 +51,9 @@ MESSAGE_RECORD = 10
 ADD_REF = 11
 ACK_REF = 12
 DELIVERY_COUNT = 13
+PAGE_ACK = 14  # <QQQ queue id, page, offset + address: a paged message acknowledged by a queue
+PAGE_COMPLETE = 15  # <QQ queue id, page + address: the queue is done with the page
+PAGE_TX = 16  # <Q tx id: the page records of that transaction are committed
 
 ID_BLOCK_SIZE = 1 << 16
 # Id-block records live in a record-id space of their own, above every id handed out.
@@ -53,6 +61,8 @@ _ID_BLOCK_RECORD_BASE = 1 << 63
 
 _U64 = struct.Struct("<Q")
 _REF_COUNT = struct.Struct("<QI")
+_PAGE_ACK = struct.Struct("<QQQ")
+_PAGE_COMPLETE = struct.Struct("<QQ")
 _ROUTING = {RoutingType.ANYCAST: "A", RoutingType.MULTICAST: "M"}
 _ROUTING_BY_CODE = {v: k for k, v in _ROUTING.items()}
 
@@ -73,6 +83,40 @@ class RecoveredState:
     messages_by_queue: dict[int, list[tuple[Message, int]]] = field(default_factory=dict)
     # (record id, duplicate id) of the duplicate-id cache
     duplicate_ids: list[tuple[int, bytes]] = field(default_factory=list)
+    # paging records: (record id, queue id, page, offset, address), (record id, queue id,
+    # page, address), tx id -> record id
+    page_acks: list[tuple[int, int, int, int, str]] = field(default_factory=list)
+    page_completes: list[tuple[int, int, int, str]] = field(default_factory=list)
+    page_txs: dict[int, int] = field(default_factory=dict)
+
+
+def page_ack_op(
+    record_id: int, queue_id: int, position: tuple[int, int], address: str, tx_id: int | None
+) -> Op:
+    payload = _PAGE_ACK.pack(queue_id, *position) + address.encode()
+    if tx_id is None:
+        return Op.add(record_id, PAGE_ACK, payload)
+    return Op.add_tx(tx_id, record_id, PAGE_ACK, payload)
+
+
+def decode_page_ack(payload: bytes) -> tuple[int, int, int, str]:
+    """(queue id, page, offset, address) of a PAGE_ACK record."""
+    queue_id, page, offset = _PAGE_ACK.unpack_from(payload)
+    return queue_id, page, offset, bytes(payload[_PAGE_ACK.size :]).decode()
+
+
+def page_complete_op(record_id: int, queue_id: int, page: int, address: str) -> Op:
+    return Op.add(record_id, PAGE_COMPLETE, _PAGE_COMPLETE.pack(queue_id, page) + address.encode())
+
+
+def decode_page_complete(payload: bytes) -> tuple[int, int, str]:
+    """(queue id, page, address) of a PAGE_COMPLETE record."""
+    queue_id, page = _PAGE_COMPLETE.unpack_from(payload)
+    return queue_id, page, bytes(payload[_PAGE_COMPLETE.size :]).decode()
+
+
+def page_tx_op(tx_id: int, record_id: int) -> Op:
+    return Op.add_tx(tx_id, record_id, PAGE_TX, _U64.pack(tx_id))
 
 
 def _encode_fields(*values: str) -> bytes:
@@ -182,6 +226,13 @@ class Persistence:
             tickets.append(self._last_bindings)
         return tickets
 
+    def submit(self, ops: list[Op], *, awaited: bool = True) -> list[Ticket]:
+        """Records of other parts of the broker (paging); not ``awaited``: written at once,
+        synced by the next synced batch."""
+        if awaited:
+            return self._submit_messages(ops)
+        return self._submit_messages(ops, sync=False, flush=True)
+
     def store_message(self, message: Message, queues: Iterable[Queue]) -> list[Ticket]:
         if self.storage is None:
             return []
@@ -191,14 +242,16 @@ class Persistence:
         return self._submit_messages(ops)
 
     def acknowledge(
-        self, records: list[tuple[int, int, bool]], awaited: bool = True
+        self, records: list[tuple[int, int, bool]], awaited: bool = True, paged: Iterable[Op] = ()
     ) -> list[Ticket]:
-        """``records``: (message id, queue id, last reference) for stored messages.
+        """``records``: (message id, queue id, last reference) for stored messages;
+        ``paged``: the PAGE_ACK ops of depaged ones.
 
         Not ``awaited``: written at once (the OS has them, a process crash cannot undo
         them) but not fdatasynced; the next synced batch makes them durable.
         """
         ops = [self._ack_op(*r) for r in records]
+        ops += paged
         if awaited:
             return self._submit_messages(ops)
         return self._submit_messages(ops, sync=False, flush=True)
@@ -217,13 +270,15 @@ class Persistence:
         self,
         sends: list[tuple[Message, list[Queue]]],
         acks: list[tuple[int, int, bool] | None],
+        tx_id: int,
+        paged: list[Op],
     ) -> list[Ticket]:
-        """One journal transaction for a client transaction's durable sends and acks."""
+        """One journal transaction (``tx_id``) for a client transaction's durable sends and
+        acks; ``paged``: its paging records (PAGE_ACK, PAGE_TX), already transactional."""
         ack_records = [a for a in acks if a is not None]
-        if self.storage is None or not (sends or ack_records):
+        if self.storage is None or not (sends or ack_records or paged):
             return []
-        tx_id = self.next_id()
-        ops: list[Op] = []
+        ops: list[Op] = list(paged)
         for message, queues in sends:
             message.stored = True
             ops.append(
@@ -363,6 +418,15 @@ class Persistence:
             highest = max(highest, record.id)
             if record.record_type == DUPLICATE_ID_RECORD:
                 state.duplicate_ids.append((record.id, bytes(record.payload)))
+                continue
+            if record.record_type == PAGE_ACK:
+                state.page_acks.append((record.id, *decode_page_ack(record.payload)))
+                continue
+            if record.record_type == PAGE_COMPLETE:
+                state.page_completes.append((record.id, *decode_page_complete(record.payload)))
+                continue
+            if record.record_type == PAGE_TX:
+                state.page_txs[_U64.unpack(record.payload)[0]] = record.id
                 continue
             if record.record_type != MESSAGE_RECORD:
                 continue

@@ -81,6 +81,7 @@ class Queue:
         self.delivering = 0  # references delivered and not yet acknowledged or cancelled
         self.messages_added = 0
         self.messages_acknowledged = 0
+        self.paged = 0  # messages for this queue still in page files (its cursor reads them)
         self._next_consumer = 0
         self._in_deliver = False
         self._redeliver = False
@@ -95,8 +96,9 @@ class Queue:
 
     @property
     def message_count(self) -> int:
-        """Messages in the queue, including those delivered and not yet acknowledged."""
-        return len(self.messages) + self.delivering
+        """Messages in the queue, including those delivered and not yet acknowledged and
+        those still in page files."""
+        return len(self.messages) + self.delivering + self.paged
 
     @property
     def consumer_count(self) -> int:
@@ -125,6 +127,13 @@ class Queue:
             self.messages.append(ref)
             self.messages_added += 1
         self.deliver()
+
+    def add_paged(self, refs: list[MessageReference]) -> None:
+        """Depaged references, at the tail in page order (counted as added when paged)."""
+        self.messages.extend(refs)
+        self.deliver()
+        if self.messages and self.on_undelivered is not None:
+            self.on_undelivered(self)
 
     def cancel(self, refs: list[MessageReference]) -> None:
         """Return delivered, unacknowledged references to the head, in their order."""

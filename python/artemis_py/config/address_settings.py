@@ -353,19 +353,9 @@ ADDRESS_SETTINGS_NOT_IMPLEMENTED = frozenset(
         "redelivery-delay-multiplier",
         "redelivery-collision-avoidance-factor",
         "max-redelivery-delay",
-        # Paging and flow control.
-        "max-size-bytes",
-        "max-size-messages",
-        "max-size-bytes-reject-threshold",
-        "page-size-bytes",
-        "page-limit-bytes",
-        "page-limit-messages",
-        "page-full-policy",
-        "max-read-page-messages",
-        "max-read-page-bytes",
+        # Paging: prefetching is what max-read-page-* already bound; the disk is not watched.
         "prefetch-page-messages",
         "prefetch-page-bytes",
-        "address-full-policy",
         "disk-full-policy",
         # Queue kinds and dispatch (last-value, non-destructive, exclusive, groups, rings).
         "last-value-queue",

@@ -301,8 +301,8 @@ class BrokerConfig:
     """One broker node's configuration, as read from broker.xml (or :func:`default_config`).
 
     Paths are kept as written; relative ones are relative to the broker instance directory,
-    which is the caller's business. ``paging_directory`` and ``large_messages_directory`` are
-    not used yet (nothing is paged, large messages are not split). ``wildcard_routing_enabled``
+    which is the caller's business. ``global_max_size`` / ``global_max_messages``: -1 means
+    the default (see :mod:`artemis_py.broker.paging`). ``wildcard_routing_enabled``
     is not acted upon: artemis-py does not route by wildcard addresses yet, whatever it says
     (``wildcards`` is used to match address settings).
     """
@@ -313,6 +313,8 @@ class BrokerConfig:
     journal: JournalConfig = JournalConfig()
     paging_directory: str = "data/paging"
     large_messages_directory: str = "data/largemessages"
+    global_max_size: int = -1
+    global_max_messages: int = -1
     id_cache_size: int = defaults.ID_CACHE_SIZE
     persist_id_cache: bool = True
     cluster_user: str = defaults.CLUSTER_USER

@@ -56,7 +56,7 @@ CORE_IMPLEMENTED = _names(
     create-journal-dir create-bindings-dir journal-file-size journal-min-files journal-pool-files
     journal-buffer-size journal-buffer-timeout journal-max-io journal-datasync
     journal-sync-transactional journal-sync-non-transactional journal-compact-min-files
-    journal-compact-percentage id-cache-size persist-id-cache
+    journal-compact-percentage id-cache-size persist-id-cache global-max-size global-max-messages
     cluster-user cluster-password connection-ttl-override wild-card-routing-enabled
     acceptors connectors address-settings addresses
     broadcast-groups discovery-groups cluster-connections ha-policy wildcard-addresses
@@ -82,8 +82,8 @@ CORE_UNIMPLEMENTED = _names(
     mqtt-subscription-persistence-enabled diverts queues bridges federations broker-connections
     connection-routers grouping-handler purge-page-folders page-max-concurrent-io read-whole-page
     journal-retention-directory node-manager-lock-directory journal-device-block-size
-    log-journal-write-rate journal-file-open-timeout server-dump-interval global-max-messages
-    global-max-size-percent-of-jvm-max-memory global-max-size max-disk-usage min-disk-free
+    log-journal-write-rate journal-file-open-timeout server-dump-interval
+    global-max-size-percent-of-jvm-max-memory max-disk-usage min-disk-free
     disk-scan-period memory-warning-threshold memory-measure-interval store critical-analyzer
     critical-analyzer-timeout critical-analyzer-check-period critical-analyzer-policy
     page-sync-timeout mirror-ack-manager-queue-attempts mirror-ack-manager-page-attempts

@@ -18,6 +18,7 @@ from ..values import (
     at_least,
     between,
     bytes32,
+    bytes64,
     checked,
     int32,
     int64,
@@ -118,6 +119,12 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
         paging_directory=reader.scalar(kids, "paging-directory", non_empty, "data/paging"),
         large_messages_directory=reader.scalar(
             kids, "large-messages-directory", non_empty, "data/largemessages"
+        ),
+        global_max_size=reader.scalar(
+            kids, "global-max-size", checked(bytes64, minus_one_or_at_least(0)), -1
+        ),
+        global_max_messages=reader.scalar(
+            kids, "global-max-messages", checked(int64, minus_one_or_at_least(0)), -1
         ),
         id_cache_size=id_cache_size,
         persist_id_cache=reader.scalar(kids, "persist-id-cache", parse_bool, True),

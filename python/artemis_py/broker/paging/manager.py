@@ -1,0 +1,372 @@
+"""The node's paging: global memory limits, every address's paging, recovery of cursors.
+
+The manager owns what spans addresses: the node's size and message count against
+``global-max-size`` / ``global-max-messages``, the page stores (one per address, created
+when the address first pages), the tasks that depage and delete completed pages, and the
+journal records of paging (PAGE_ACK, PAGE_COMPLETE, PAGE_TX; formats in
+:mod:`artemis_py.broker.persistence`).
+
+``global-max-size`` left at -1 means 1 GiB, or a quarter of the machine's memory if that is
+smaller: Artemis's default is half the JVM heap, 1 GiB with the 2 GiB heap of an instance
+it creates; artemis-py has no heap, and a Python message costs more than its size.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import trio
+
+from artemis_py.broker.paging.address import (
+    BLOCK,
+    DROP,
+    MEMORY,
+    PAGE,
+    AddressPaging,
+    Held,
+)
+from artemis_py.broker.paging.cursor import PageCursor
+from artemis_py.broker.pending import durable
+
+if TYPE_CHECKING:
+    from artemis_py.broker.message import Message, MessageReference
+    from artemis_py.broker.pending import Pending
+    from artemis_py.broker.persistence import Persistence, RecoveredState, Ticket
+    from artemis_py.broker.queue import Queue
+    from artemis_py.config import AddressSettings, BrokerConfig
+    from artemis_py.storage import Op
+    from artemis_py.storage.paging import PageStore
+
+log = logging.getLogger("artemis_py.broker.paging")
+
+GiB = 1 << 30
+
+
+def default_global_max_size() -> int:
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return GiB
+    return min(GiB, physical // 4)
+
+
+@dataclass(slots=True)
+class Placement:
+    """Where a send goes: queues in memory (with their memory shares), address page groups,
+    or a wait before placing it again (BLOCK, or a page store being created)."""
+
+    memory: list[Queue] = field(default_factory=list)
+    held: list[tuple[Held, list[Queue]]] = field(default_factory=list)
+    paged: list[tuple[AddressPaging, list[Queue]]] = field(default_factory=list)
+    wait: Callable[[], Awaitable[object]] | None = None
+
+    def release(self) -> None:
+        """Give back the memory reserved for a send that will not happen."""
+        for share, _ in self.held:
+            share.paging.release(share.size, 1)
+        self.held.clear()
+
+
+class PagingManager:
+    """Paging and memory limits for one node."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        persistence: Persistence,
+        paging_directory: Path | None,
+        stores: dict[str, PageStore] | None = None,
+    ) -> None:
+        self.config = config
+        self.persistence = persistence
+        self.directory = paging_directory
+        self.size = 0
+        self.messages = 0
+        self.global_max_size = (
+            config.global_max_size if config.global_max_size >= 0 else default_global_max_size()
+        )
+        self.global_max_messages = config.global_max_messages
+        self.addresses: dict[str, AddressPaging] = {}
+        self.committed_txs: dict[int, int] = {}  # tx id -> its PAGE_TX record id
+        self._nursery: trio.Nursery | None = None
+        self._stores = stores or {}
+        self._completions: list[Ticket] = []  # of the latest PAGE_COMPLETE records
+
+    # -- limits ----------------------------------------------------------------------------
+
+    def settings_for(self, address: str) -> AddressSettings:
+        return self.config.address_settings_for(address)
+
+    def global_full(self) -> bool:
+        return self.size >= self.global_max_size or (
+            0 <= self.global_max_messages <= self.messages
+        )
+
+    def global_limit_text(self) -> str:
+        if self.size >= self.global_max_size:
+            return f"global-max-size {self.global_max_size} ({self.size} bytes held)"
+        return f"global-max-messages {self.global_max_messages} ({self.messages} messages held)"
+
+    def pending_stores(self) -> list[str]:
+        """Addresses of the stores opened at start and not yet attached (recovery)."""
+        return list(self._stores)
+
+    def address(self, name: str) -> AddressPaging:
+        paging = self.addresses.get(name)
+        if paging is None:
+            paging = self.addresses[name] = AddressPaging(self, name)
+            store = self._stores.pop(name, None)
+            if store is not None:
+                paging.store = store
+        return paging
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def place(self, message: Message, queues: list[Queue], *, internal: bool = False) -> Placement:
+        """Decide, per address of ``queues``, whether ``message`` goes to memory or pages.
+
+        Raises :class:`~.address.Full` (FAIL) before anything is reserved.
+        """
+        groups: dict[str, list[Queue]] = {}
+        for queue in queues:
+            groups.setdefault(queue.address, []).append(queue)
+        placement = Placement()
+        decided = []
+        for name, group in groups.items():
+            paging = self.address(name)
+            decision = paging.decide(internal=internal)
+            if decision is BLOCK:
+                placement.wait = paging.room
+                return placement
+            if decision is PAGE and paging.store is None:
+                # The first message over the limit: its store is created in the background;
+                # until it exists the address's messages stay in memory (none are paged yet,
+                # so the order holds).
+                decision = MEMORY
+                self._create_store(paging)
+            decided.append((paging, decision, group))
+        for paging, decision, group in decided:
+            if decision is MEMORY:
+                placement.memory += group
+                placement.held.append((paging.hold(message.size, len(group)), group))
+            elif decision is PAGE:
+                placement.paged.append((paging, group))
+            # DROP: those queues do not get the message
+        return placement
+
+    def _create_store(self, paging: AddressPaging) -> None:
+        if self.directory is None or self._nursery is None or paging.creating:
+            return  # persistence is off (nowhere to page), or the node is not running yet
+        paging.creating = True
+        self._nursery.start_soon(self._open_store, paging)
+
+    async def _open_store(self, paging: AddressPaging) -> None:
+        try:
+            paging.store = await self.create_store(paging.address)
+        except Exception as exc:  # noqa: BLE001 - reported; the address keeps its messages in memory
+            log.error("address %s: cannot create its page store: %s", paging.address, exc)
+        finally:
+            paging.creating = False
+
+    def committing(self, tx_id: int, record_id: int) -> None:
+        """A transaction paged messages; its PAGE_TX record (kept until the last of its
+        pages is deleted) is ``record_id``."""
+        self.committed_txs[tx_id] = record_id
+
+    def settle_soon(self, pending: Pending) -> None:
+        """Settle an internal operation's pending in the background (nobody waits for it)."""
+        if pending.immediate or self._nursery is None:
+            pending.complete()  # nothing paged: effects at once, as before paging existed
+            return
+        self._nursery.start_soon(pending.settled)
+
+    async def create_store(self, address: str) -> PageStore:
+        from artemis_py.storage.paging import create_page_store
+
+        assert self.directory is not None
+        settings = self.settings_for(address)
+        return await create_page_store(
+            self.directory, address, page_size=settings.page_size_bytes
+        )
+
+    # -- depaging, completion, deletion ----------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Host the depaging and page-deletion tasks until cancelled."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            for paging in self.addresses.values():
+                for cursor in list(paging.cursors.values()):
+                    self.kick(paging, cursor)
+                self._delete_completed(paging)
+            await trio.sleep_forever()
+
+    def kick(self, paging: AddressPaging, cursor: PageCursor) -> None:
+        """Let ``cursor`` depage if its queue may take more."""
+        if cursor.reading or self._nursery is None or cursor.queue.paged <= 0:
+            return
+        cursor.reading = True
+        self._nursery.start_soon(self._depage, paging, cursor)
+
+    async def _depage(self, paging: AddressPaging, cursor: PageCursor) -> None:
+        try:
+            await paging.depage(cursor)
+        except Exception as exc:  # noqa: BLE001 - a broken page must not stop the node
+            log.error(
+                "address %s: cannot read the pages for queue %s: %s",
+                paging.address,
+                cursor.queue.name,
+                exc,
+            )
+        finally:
+            cursor.reading = False
+
+    def page_read(self, paging: AddressPaging, cursor: PageCursor, page: int) -> None:
+        """``cursor`` read to the end of ``page``."""
+        if cursor.may_complete(page):
+            self.complete(paging, cursor, page)
+
+    def complete_soon(self, paging: AddressPaging, cursor: PageCursor, page: int) -> None:
+        if self._nursery is not None:
+            self._nursery.start_soon(self._complete_later, paging, cursor, page)
+
+    async def _complete_later(self, paging: AddressPaging, cursor: PageCursor, page: int) -> None:
+        if cursor.may_complete(page) and paging.cursors.get(cursor.queue.id) is cursor:
+            self.complete(paging, cursor, page)
+
+    def complete(self, paging: AddressPaging, cursor: PageCursor, page: int) -> None:
+        """``page`` is done for ``cursor``'s queue: one record replaces its acks."""
+        from artemis_py.broker.persistence import page_complete_op
+
+        record_id = self.persistence.next_id()
+        ops = [page_complete_op(record_id, cursor.queue.id, page, paging.address)]
+        ops += [_delete(r) for r in cursor.ack_records.pop(page, ())]
+        cursor.completed[page] = record_id
+        if cursor.queue.durable:
+            # Synced: a page file goes only once every completion of it is durable.
+            self._completions = self.persistence.submit(ops)
+        self._delete_completed(paging)
+        self.check_paging_ended(paging)
+
+    def _delete_completed(self, paging: AddressPaging) -> None:
+        pages = paging.deletable()
+        if pages and self._nursery is not None:
+            paging._deleting.update(pages)  # noqa: SLF001 - the manager drives deletion
+            self._nursery.start_soon(self._delete_pages, paging, pages)
+
+    async def _delete_pages(self, paging: AddressPaging, pages: list[int]) -> None:
+        """Delete pages every queue completed: the completion records first become durable,
+        then the files go, then the records (a crash between leaves records of a missing
+        page, which recovery removes)."""
+        store = paging.store
+        assert store is not None
+        try:
+            await durable(self._completions)  # the journal completes tickets in order
+            for page in pages:
+                await store.delete_page(page)
+        except Exception as exc:  # noqa: BLE001 - kept for the next attempt after a restart
+            log.error("address %s: cannot delete page(s) %s: %s", paging.address, pages, exc)
+            return
+        finally:
+            paging._deleting.difference_update(pages)  # noqa: SLF001
+        ops: list[Op] = []
+        for page in pages:
+            paging.page_records.pop(page, None)
+            for cursor in paging.cursors.values():
+                record_id = cursor.completed.pop(page, None)
+                if record_id is not None and cursor.queue.durable:
+                    ops.append(_delete(record_id))
+            ops += self._forget_page_txs(paging, page)
+        if ops:
+            self.persistence.submit(ops, awaited=False)
+        log.debug("address %s: deleted page(s) %s", paging.address, pages)
+
+    def _forget_page_txs(self, paging: AddressPaging, page: int) -> list[Op]:
+        ops = []
+        for tx_id, pages in list(paging.tx_pages.items()):
+            pages.discard(page)
+            if not pages:
+                del paging.tx_pages[tx_id]
+                record_id = self.committed_txs.pop(tx_id, None)
+                if record_id is not None:
+                    ops.append(_delete(record_id))
+        return ops
+
+    def check_paging_ended(self, paging: AddressPaging) -> None:
+        if paging.paging and paging.drained() and not paging.full():
+            paging.paging = False
+            log.info("address %s: paging stops (every paged message is consumed)", paging.address)
+
+    # -- acknowledging and queues ------------------------------------------------------------
+
+    def ack_op(self, ref: MessageReference, tx_id: int | None = None) -> Op | None:
+        """The journal op acknowledging a depaged ``ref`` (None for a non-durable queue)."""
+        from artemis_py.broker.persistence import page_ack_op
+
+        assert ref.paged is not None
+        paging = self.address(ref.queue.address)
+        cursor = paging.cursors.get(ref.queue.id)
+        record_id = self.persistence.next_id()
+        op = None
+        if ref.queue.durable:
+            op = page_ack_op(record_id, ref.queue.id, ref.paged, paging.address, tx_id)
+        if cursor is not None:
+            paging.acknowledged(cursor, ref, record_id if op is not None else None)
+        return op
+
+    def queue_removed(self, queue: Queue) -> list[Op]:
+        """A queue was deleted: its cursor goes, and the records of it."""
+        paging = self.addresses.get(queue.address)
+        if paging is None:
+            return []
+        cursor = paging.remove_cursor(queue)
+        if cursor is None:
+            return []
+        ops = [_delete(r) for records in cursor.ack_records.values() for r in records]
+        ops += [_delete(r) for r in cursor.completed.values()]
+        queue.paged = 0
+        self._delete_completed(paging)
+        self.check_paging_ended(paging)
+        return ops if queue.durable else []
+
+    # -- recovery ----------------------------------------------------------------------------
+
+    async def recover(self, state: RecoveredState, queues: Iterable[Queue]) -> None:
+        """Rebuild every cursor from the pages and the journal's paging records."""
+        from artemis_py.broker.paging.recovery import recover
+
+        await recover(self, state, list(queues))
+
+    async def close(self) -> None:
+        """Close every page store (what is queued is written first)."""
+        stores = [p.store for p in self.addresses.values() if p.store is not None]
+        stores += self._stores.values()
+        for store in stores:
+            await store.close()
+
+    def status(self) -> dict[str, dict[str, int | bool]]:
+        return {
+            name: {
+                "size": p.size,
+                "messages": p.messages,
+                "paging": p.paging,
+                "pages": len(p.store.pages()) if p.store is not None else 0,
+                "dropped": p.dropped,
+            }
+            for name, p in self.addresses.items()
+        }
+
+
+def _delete(record_id: int) -> Op:
+    from artemis_py.storage import Op
+
+    return Op.delete(record_id)
+
+
+__all__ = ["DROP", "PAGE", "PagingManager", "Placement", "default_global_max_size"]
