@@ -68,6 +68,25 @@ class RecordTooLargeError(StorageError):
     """A record does not fit in one journal file (records never span files)."""
 
 
+class PageFileCorruptedError(JournalCorruptedError):
+    """A page file (or a page store's directory) holds what is neither valid nor a torn tail
+    of the last page: another format or version, or a bad record before the end.
+
+    ``file`` names it (the page file, or the store directory) and ``offset`` says where.
+    """
+
+
+class PageStoreFailedError(JournalFailedError):
+    """An earlier write or sync of a page store failed; it refuses further writes.
+
+    The message names the file; what was synced before the failure stays.
+    """
+
+
+class PageStoreClosedError(JournalClosedError):
+    """The page store was closed."""
+
+
 class ServerLockCorruptedError(StorageError):
     """``server.lock`` exists but does not hold a valid node ID.
 

@@ -13,6 +13,8 @@ Theory of operation (details in :mod:`artemis_py.storage.journal`):
   the role to a task still waiting.
 * Opening (recovery), compaction and close run in worker threads
   (``trio.to_thread.run_sync``, never abandoned), with the GIL released.
+* Paged messages live in **page stores**, one per address, with the same writer-thread and
+  eventfd shape (:mod:`artemis_py.storage.paging`).
 * ``server.lock`` in the journal directory holds the node ID and is locked while the node
   runs (:mod:`artemis_py.storage.node_manager`).
 
@@ -35,6 +37,14 @@ from artemis_py.storage.broker_storage import Storage, open_storage
 from artemis_py.storage.journal import Journal, open_journal
 from artemis_py.storage.node_manager import NodeManager, open_node_manager
 from artemis_py.storage.ops import Op
+from artemis_py.storage.paging import (
+    PagedRecord,
+    PageStore,
+    create_page_store,
+    open_page_store,
+    open_page_stores,
+    read_page_file,
+)
 from artemis_py.storage.settings import JournalSettings
 
 # A native sequence (len, indexing, slicing, iteration), so it passes isinstance checks too.
@@ -48,12 +58,18 @@ __all__ = [
     "LoadReport",
     "NodeManager",
     "Op",
+    "PageStore",
+    "PagedRecord",
     "PreparedTransaction",
     "Record",
     "Records",
     "Storage",
     "Update",
+    "create_page_store",
     "open_journal",
     "open_node_manager",
+    "open_page_store",
+    "open_page_stores",
     "open_storage",
+    "read_page_file",
 ]

@@ -1,7 +1,7 @@
 //! The one mapping from the Rust crates' errors to Python exceptions.
 //!
 //! Every variant is matched explicitly (no `_` arm), so adding a variant to `journal::Error`
-//! or `nodeid::Error` breaks this build until someone decides how Python should see it
+//! `paging::Error` or `nodeid::Error` breaks this build until someone decides how Python should see it
 //! (the polars `error.rs` approach). The exception classes live in
 //! `python/artemis_py/exceptions.py` and are looked up when an error is raised, so Python
 //! code and Rust agree on one hierarchy rooted in `ArtemisError`; I/O errors become the
@@ -119,5 +119,40 @@ pub fn nodeid_error(py: Python<'_>, err: &nodeid::Error) -> PyErr {
             message,
             &[("file", path_obj(py, path))],
         ),
+    }
+}
+
+/// Map a page-store error.
+pub fn paging_error(py: Python<'_>, err: &paging::Error) -> PyErr {
+    use paging::Error as E;
+    let message = err.to_string();
+    match err {
+        E::Io { op, path, source } => os_error(py, op, path, source),
+        E::Corrupted { path, offset, .. } => {
+            let offset = match offset.into_pyobject(py) {
+                Ok(offset) => offset.into_any(),
+                Err(never) => match never {},
+            };
+            artemis_error(
+                py,
+                "PageFileCorruptedError",
+                message,
+                &[("file", path_obj(py, path)), ("offset", offset)],
+            )
+        }
+        E::ForeignFile { path, .. } | E::NotAStore { path, .. } => artemis_error(
+            py,
+            "PageFileCorruptedError",
+            message,
+            &[("file", path_obj(py, path))],
+        ),
+        E::RecordTooLarge { .. } => artemis_error(py, "RecordTooLargeError", message, &[]),
+        E::BadPage { .. } | E::InvalidConfig(_) => PyValueError::new_err(message),
+        E::Failed(cause) => {
+            let exc = artemis_error(py, "PageStoreFailedError", message, &[]);
+            exc.set_cause(py, Some(paging_error(py, cause)));
+            exc
+        }
+        E::Closed { .. } => artemis_error(py, "PageStoreClosedError", message, &[]),
     }
 }

@@ -25,7 +25,7 @@ use crate::error::journal_error;
 use crate::ops::ops_from_py;
 use crate::report::{LoadData, PyCompactionReport, PyJournalStats, PyLoadReport};
 
-fn new_eventfd() -> std::io::Result<OwnedFd> {
+pub(crate) fn new_eventfd() -> std::io::Result<OwnedFd> {
     // SAFETY: plain syscall; on success we own the returned descriptor.
     let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
     if fd < 0 {
@@ -35,7 +35,7 @@ fn new_eventfd() -> std::io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn poke(fd: &OwnedFd) {
+pub(crate) fn poke(fd: &OwnedFd) {
     let one: u64 = 1;
     // SAFETY: writes 8 bytes from a live u64 to a descriptor kept open by the Arc.
     // The only possible failure is EAGAIN when the counter is near u64::MAX, and then the

@@ -1,12 +1,13 @@
 //! `artemis_py._native`: the Python face of the Rust storage crates.
 //!
-//! The only crate that depends on pyo3 (the tokenizers layout): `journal` and `nodeid` stay
+//! The only crate that depends on pyo3 (the tokenizers layout): `journal`, `paging` and `nodeid` stay
 //! pure Rust. Python reaches this module through the async facade `artemis_py.storage`.
 
 mod error;
 mod journal;
 mod node_manager;
 mod ops;
+mod paging;
 mod report;
 
 use pyo3::prelude::*;
@@ -15,6 +16,8 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<journal::PyJournal>()?;
     m.add_class::<node_manager::PyNodeManager>()?;
+    m.add_class::<paging::PyPageStore>()?;
+    m.add_function(wrap_pyfunction!(paging::read_page_file, m)?)?;
     m.add_class::<report::PyLoadReport>()?;
     m.add_class::<report::PyRecord>()?;
     m.add_class::<report::PyRecords>()?;
