@@ -51,9 +51,10 @@ MESSAGE_RECORD = 10
 ADD_REF = 11
 ACK_REF = 12
 DELIVERY_COUNT = 13
-PAGE_ACK = 14  # <QQQ queue id, page, offset + address: a paged message acknowledged by a queue
-PAGE_COMPLETE = 15  # <QQ queue id, page + address: the queue is done with the page
-PAGE_TX = 16  # <Q tx id: the page records of that transaction are committed
+# 14: DUPLICATE_ID_RECORD (duplicate_cache.py)
+PAGE_ACK = 15  # <QQQ queue id, page, offset + address: a paged message acknowledged by a queue
+PAGE_COMPLETE = 16  # <QQ queue id, page + address: the queue is done with the page
+PAGE_TX = 17  # <Q tx id: the page records of that transaction are committed
 
 ID_BLOCK_SIZE = 1 << 16
 # Id-block records live in a record-id space of their own, above every id handed out.

@@ -130,10 +130,11 @@ class PageStore:
         ``max_records`` and about ``max_bytes``, at least one if any is written.
 
         Returns ``(records, next_offset, page_done)``; ``page_done``: the page is finished
-        and ``next_offset`` is its end. Runs in a worker thread.
+        and ``next_offset`` is its end. Offset 0 means the page's first record. Runs in a
+        worker thread.
         """
         raw, next_offset, done = await trio.to_thread.run_sync(
-            self._native.read, page, offset, max_records, max_bytes
+            self._native.read, page, offset or PAGE_HEADER_SIZE, max_records, max_bytes
         )
         return _records(raw), next_offset, done
 
@@ -176,6 +177,10 @@ class PageStore:
         except PageStoreFailedError as exc:
             return exc
         return PageStoreFailedError(f"page store {self.directory} failed")
+
+
+#: Bytes before a page's first record (the page header; see docs/page-files.md).
+PAGE_HEADER_SIZE = 32
 
 
 async def open_page_store(
