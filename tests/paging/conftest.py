@@ -15,7 +15,9 @@ from integration.conftest import (  # noqa: F401 - fixtures used by the tests he
 
 
 def paging_settings(policy: str = "PAGE", extra: str = "", match: str = "paged.#") -> str:
-    return DEFAULT_ADDRESS_SETTINGS + f"""
+    return (
+        DEFAULT_ADDRESS_SETTINGS
+        + f"""
       <address-setting match="{match}">
         <max-size-bytes>20KiB</max-size-bytes>
         <page-size-bytes>16KiB</page-size-bytes>
@@ -23,6 +25,7 @@ def paging_settings(policy: str = "PAGE", extra: str = "", match: str = "paged.#
         <address-full-policy>{policy}</address-full-policy>{extra}
       </address-setting>
 """
+    )
 
 
 def page_files(node) -> list[Path]:

@@ -22,7 +22,9 @@ def consume(clients, node, destination: str, count: int, **sub_headers) -> list[
     """Take exactly ``count`` messages, acknowledging each as it comes (a queue depages
     only while its depaged messages in flight stay under max-read-page-messages)."""
     c = clients(node)
-    c.subscribe(destination, ack="client-individual", **{"consumer-window-size": "-1"}, **sub_headers)
+    c.subscribe(
+        destination, ack="client-individual", **{"consumer-window-size": "-1"}, **sub_headers
+    )
     acked = 0
     while acked < count:
         wait_for(lambda: len(c.messages) > acked, 30, message=lambda: f"{acked} of {count}")

@@ -379,7 +379,9 @@ class Broker:
         pending.on_durable.append(partial(self._enqueue, message, placement.held))
         return pending
 
-    def _page(self, message: Message, placement: Placement, pending: Pending, tx_id: int = 0) -> None:
+    def _page(
+        self, message: Message, placement: Placement, pending: Pending, tx_id: int = 0
+    ) -> None:
         """Append ``message`` to the page files of the addresses that page it."""
         encoded = None
         for paging, group in placement.paged:

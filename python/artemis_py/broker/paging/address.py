@@ -174,7 +174,9 @@ class AddressPaging:
         if not self._dropping:
             self._dropping = True
             log.warning(
-                "address %s is full (%s): dropping messages until there is room", self.address, limit
+                "address %s is full (%s): dropping messages until there is room",
+                self.address,
+                limit,
             )
         return DROP
 
@@ -195,8 +197,11 @@ class AddressPaging:
                 self._room.set()
             if self._dropping:
                 self._dropping = False
-                log.info("address %s has room again: %d message(s) were dropped", self.address,
-                         self.dropped)
+                log.info(
+                    "address %s has room again: %d message(s) were dropped",
+                    self.address,
+                    self.dropped,
+                )
             if self.paging:
                 self.manager.check_paging_ended(self)
 

@@ -103,9 +103,7 @@ class PagingManager:
         return self.config.address_settings_for(address)
 
     def global_full(self) -> bool:
-        return self.size >= self.global_max_size or (
-            0 <= self.global_max_messages <= self.messages
-        )
+        return self.size >= self.global_max_size or (0 <= self.global_max_messages <= self.messages)
 
     def global_limit_text(self) -> str:
         if self.size >= self.global_max_size:
@@ -190,9 +188,7 @@ class PagingManager:
 
         assert self.directory is not None
         settings = self.settings_for(address)
-        return await create_page_store(
-            self.directory, address, page_size=settings.page_size_bytes
-        )
+        return await create_page_store(self.directory, address, page_size=settings.page_size_bytes)
 
     # -- depaging, completion, deletion ----------------------------------------------------
 

@@ -92,7 +92,9 @@ async def recover(manager: PagingManager, state: RecoveredState, queues: list[Qu
             del manager.committed_txs[tx_id]
             stale.append(Op.delete(record_id))
     if stale:
-        log.info("recovery: removing %d paging record(s) of pages or queues that are gone", len(stale))
+        log.info(
+            "recovery: removing %d paging record(s) of pages or queues that are gone", len(stale)
+        )
         manager.persistence.submit(stale, awaited=False)
     if known:
         log.info(
