@@ -5,6 +5,9 @@ Messages journal (``journal-directory``): a message is one *add* record; each qu
 routed to is an *update* (ADD_REF); an acknowledgement is an ACK_REF update, or deletes the
 message when it was the last reference; a cancelled delivery records its delivery count.
 This is Artemis's layout, so recovery is: live messages minus acknowledged references.
+Paged messages' cursors are add records of their own in the messages journal (PAGE_ACK,
+PAGE_COMPLETE, PAGE_TX). Each format has its decoder here, next to its encoder, for
+recovery and for ``artemis-py data print``.
 
 Ordering between the journals: a message may refer to a queue created a moment earlier,
 whose record sits in the other journal. Every message write therefore also waits for the
