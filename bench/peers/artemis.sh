@@ -99,9 +99,26 @@ create_instance() { # NAME OFFSET [cluster]
     grep -q 'anycastPrefix=/queue/' "$dir/etc/broker.xml" || die "could not set STOMP prefixes in $dir"
 }
 
+# Scenario 6 of bench/run.py: address bench6 pages beyond 1 MiB (the same element as
+# run.py's PAGING_SETTING). Added to instances made before it existed too; idempotent.
+paging_setting() { # DIR
+    local xml=$1/etc/broker.xml
+    grep -q 'match="bench6"' "$xml" && return 0
+    sed -i '0,/<\/address-settings>/ s:</address-settings>:<address-setting match="bench6">\
+            <max-size-bytes>1MiB</max-size-bytes>\
+            <page-size-bytes>1MiB</page-size-bytes>\
+            <address-full-policy>PAGE</address-full-policy>\
+         </address-setting>\
+      </address-settings>:' "$xml"
+    grep -q 'match="bench6"' "$xml" || die "could not add the bench6 address-setting to $xml"
+}
+
 install() {
     download
-    for i in "${!NODES[@]}"; do create_instance "${NODES[$i]}" "${OFFSETS[$i]}"; done
+    for i in "${!NODES[@]}"; do
+        create_instance "${NODES[$i]}" "${OFFSETS[$i]}"
+        paging_setting "$(instance_dir "${NODES[$i]}")"
+    done
 }
 
 # line_count FILE: its number of lines, 0 when it does not exist yet (before a first start).

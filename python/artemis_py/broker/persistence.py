@@ -5,6 +5,9 @@ Messages journal (``journal-directory``): a message is one *add* record; each qu
 routed to is an *update* (ADD_REF); an acknowledgement is an ACK_REF update, or deletes the
 message when it was the last reference; a cancelled delivery records its delivery count.
 This is Artemis's layout, so recovery is: live messages minus acknowledged references.
+Paged messages' cursors are add records of their own in the messages journal (PAGE_ACK,
+PAGE_COMPLETE, PAGE_TX). Each format has its decoder here, next to its encoder, for
+recovery and for ``artemis-py data print``.
 
 Ordering between the journals: a message may refer to a queue created a moment earlier,
 whose record sits in the other journal. Every message write therefore also waits for the
@@ -62,10 +65,27 @@ _ID_BLOCK_RECORD_BASE = 1 << 63
 
 _U64 = struct.Struct("<Q")
 _REF_COUNT = struct.Struct("<QI")
-_PAGE_ACK = struct.Struct("<QQQ")
-_PAGE_COMPLETE = struct.Struct("<QQ")
 _ROUTING = {RoutingType.ANYCAST: "A", RoutingType.MULTICAST: "M"}
 _ROUTING_BY_CODE = {v: k for k, v in _ROUTING.items()}
+_PAGE_ACK = struct.Struct("<QQQ")
+_PAGE_COMPLETE = struct.Struct("<QQ")
+
+BINDINGS_RECORD_NAMES = {
+    ADDRESS_RECORD: "ADDRESS",
+    QUEUE_RECORD: "QUEUE",
+    ID_BLOCK_RECORD: "ID_BLOCK",
+}
+MESSAGES_RECORD_NAMES = {
+    MESSAGE_RECORD: "MESSAGE",
+    ADD_REF: "ADD_REF",
+    ACK_REF: "ACK_REF",
+    DELIVERY_COUNT: "DELIVERY_COUNT",
+    DUPLICATE_ID_RECORD: "DUPLICATE_ID",
+    PAGE_ACK: "PAGE_ACK",
+    PAGE_COMPLETE: "PAGE_COMPLETE",
+    PAGE_TX: "PAGE_TX",
+}
+"""Display names of each journal's record types (``artemis-py data print``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,30 +114,20 @@ class RecoveredState:
 def page_ack_op(
     record_id: int, queue_id: int, position: tuple[int, int], address: str, tx_id: int | None
 ) -> Op:
-    payload = _PAGE_ACK.pack(queue_id, *position) + address.encode()
+    payload = encode_page_ack(PageAck(queue_id, *position, address))
     if tx_id is None:
         return Op.add(record_id, PAGE_ACK, payload)
     return Op.add_tx(tx_id, record_id, PAGE_ACK, payload)
 
 
-def decode_page_ack(payload: bytes) -> tuple[int, int, int, str]:
-    """(queue id, page, offset, address) of a PAGE_ACK record."""
-    queue_id, page, offset = _PAGE_ACK.unpack_from(payload)
-    return queue_id, page, offset, bytes(payload[_PAGE_ACK.size :]).decode()
-
-
 def page_complete_op(record_id: int, queue_id: int, page: int, address: str) -> Op:
-    return Op.add(record_id, PAGE_COMPLETE, _PAGE_COMPLETE.pack(queue_id, page) + address.encode())
-
-
-def decode_page_complete(payload: bytes) -> tuple[int, int, str]:
-    """(queue id, page, address) of a PAGE_COMPLETE record."""
-    queue_id, page = _PAGE_COMPLETE.unpack_from(payload)
-    return queue_id, page, bytes(payload[_PAGE_COMPLETE.size :]).decode()
+    return Op.add(
+        record_id, PAGE_COMPLETE, encode_page_complete(PageComplete(queue_id, page, address))
+    )
 
 
 def page_tx_op(tx_id: int, record_id: int) -> Op:
-    return Op.add_tx(tx_id, record_id, PAGE_TX, _U64.pack(tx_id))
+    return Op.add_tx(tx_id, record_id, PAGE_TX, encode_page_tx(tx_id))
 
 
 def _encode_fields(*values: str) -> bytes:
@@ -126,6 +136,92 @@ def _encode_fields(*values: str) -> bytes:
 
 def _decode_fields(payload: bytes) -> list[str]:
     return payload.decode().split("\0")
+
+
+# -- record formats, for recovery and for ``artemis-py data print`` ---------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PageAck:
+    """PAGE_ACK: one paged message, at (page, offset) of ``address``'s store, acked by a queue."""
+
+    queue_id: int
+    page: int
+    offset: int
+    address: str
+
+
+@dataclass(frozen=True, slots=True)
+class PageComplete:
+    """PAGE_COMPLETE: the queue has completed ``page`` of ``address``'s store."""
+
+    queue_id: int
+    page: int
+    address: str
+
+
+def decode_address(record_id: int, payload: bytes) -> Address:
+    name, routing, auto = _decode_fields(payload)
+    return Address(
+        record_id, name, {_ROUTING_BY_CODE[c] for c in routing}, auto_created=auto == "1"
+    )
+
+
+def decode_queue(record_id: int, payload: bytes) -> QueueSpec:
+    name, address, routing, filt, max_consumers, purge, auto = _decode_fields(payload)
+    return QueueSpec(
+        queue_id=record_id,
+        name=name,
+        address=address,
+        routing_type=_ROUTING_BY_CODE[routing],
+        filter=filt or None,
+        max_consumers=int(max_consumers),
+        purge_on_no_consumers=purge == "1",
+        auto_created=auto == "1",
+    )
+
+
+def decode_id_block(payload: bytes) -> int:
+    """ID_BLOCK: the ceiling of the reserved ids."""
+    return int(_U64.unpack(payload)[0])
+
+
+def decode_ref(payload: bytes) -> int:
+    """ADD_REF / ACK_REF: the queue id."""
+    return int(_U64.unpack(payload)[0])
+
+
+def decode_delivery_count(payload: bytes) -> tuple[int, int]:
+    """DELIVERY_COUNT: (queue id, count)."""
+    queue_id, count = _REF_COUNT.unpack(payload)
+    return queue_id, count
+
+
+def encode_page_ack(ack: PageAck) -> bytes:
+    return _PAGE_ACK.pack(ack.queue_id, ack.page, ack.offset) + ack.address.encode()
+
+
+def decode_page_ack(payload: bytes) -> PageAck:
+    queue_id, page, offset = _PAGE_ACK.unpack_from(payload)
+    return PageAck(queue_id, page, offset, bytes(payload[_PAGE_ACK.size :]).decode())
+
+
+def encode_page_complete(done: PageComplete) -> bytes:
+    return _PAGE_COMPLETE.pack(done.queue_id, done.page) + done.address.encode()
+
+
+def decode_page_complete(payload: bytes) -> PageComplete:
+    queue_id, page = _PAGE_COMPLETE.unpack_from(payload)
+    return PageComplete(queue_id, page, bytes(payload[_PAGE_COMPLETE.size :]).decode())
+
+
+def encode_page_tx(tx_id: int) -> bytes:
+    return _U64.pack(tx_id)
+
+
+def decode_page_tx(payload: bytes) -> int:
+    """PAGE_TX: the committed transaction id of paged messages."""
+    return int(_U64.unpack(payload)[0])
 
 
 class Persistence:
@@ -383,30 +479,10 @@ class Persistence:
                 highest = max(highest, ceiling)
                 self._block_record = record.id
             elif record.record_type == ADDRESS_RECORD:
-                name, routing, auto = _decode_fields(payload)
-                state.addresses.append(
-                    Address(
-                        record.id,
-                        name,
-                        {_ROUTING_BY_CODE[c] for c in routing},
-                        auto_created=auto == "1",
-                    )
-                )
+                state.addresses.append(decode_address(record.id, payload))
                 self._persisted_addresses.add(record.id)
             elif record.record_type == QUEUE_RECORD:
-                name, address, routing, filt, max_consumers, purge, auto = _decode_fields(payload)
-                state.queues.append(
-                    QueueSpec(
-                        queue_id=record.id,
-                        name=name,
-                        address=address,
-                        routing_type=_ROUTING_BY_CODE[routing],
-                        filter=filt or None,
-                        max_consumers=int(max_consumers),
-                        purge_on_no_consumers=purge == "1",
-                        auto_created=auto == "1",
-                    )
-                )
+                state.queues.append(decode_queue(record.id, payload))
         return highest
 
     def _recover_messages(self, records: Iterable[Record], state: RecoveredState) -> int:
@@ -421,13 +497,15 @@ class Persistence:
                 state.duplicate_ids.append((record.id, bytes(record.payload)))
                 continue
             if record.record_type == PAGE_ACK:
-                state.page_acks.append((record.id, *decode_page_ack(record.payload)))
+                ack = decode_page_ack(record.payload)
+                state.page_acks.append((record.id, ack.queue_id, ack.page, ack.offset, ack.address))
                 continue
             if record.record_type == PAGE_COMPLETE:
-                state.page_completes.append((record.id, *decode_page_complete(record.payload)))
+                done = decode_page_complete(record.payload)
+                state.page_completes.append((record.id, done.queue_id, done.page, done.address))
                 continue
             if record.record_type == PAGE_TX:
-                state.page_txs[_U64.unpack(record.payload)[0]] = record.id
+                state.page_txs[decode_page_tx(record.payload)] = record.id
                 continue
             if record.record_type != MESSAGE_RECORD:
                 continue

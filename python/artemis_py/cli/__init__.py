@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from artemis_py import __version__
-from artemis_py.cli import cluster, create, run
+from artemis_py.cli import cluster, create, data, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_parser(commands)
     create.add_parser(commands)
     cluster.add_parser(commands)
+    data.add_parser(commands)
     try:
         from artemis_py.cli import clients
     except ImportError:  # pragma: no cover - the client commands are optional

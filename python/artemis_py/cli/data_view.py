@@ -1,0 +1,424 @@
+"""What ``artemis-py data print`` shows and ``data summary`` counts.
+
+:class:`Inventory` holds what the two journals recovered (the live records: what the node
+would load) and where the page stores are; it prints them as plain lines, each starting with
+what it is about (a record id, ``address``, ``queue``, ``page``), so ``grep`` finds them.
+Record payloads are decoded by the helpers next to their encoders
+(:mod:`artemis_py.broker.persistence`, :func:`~artemis_py.broker.message.decode_message`);
+page files are read by the page store's own ``read_page_file``.
+
+Counting paged messages (Artemis's page cursors): a record in a page file counts for each
+queue it names, unless its transaction was never committed (a tx id without a PAGE_TX
+record), the queue acknowledged it (PAGE_ACK at its position) or completed its page
+(PAGE_COMPLETE).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from artemis_py.broker import persistence as p
+from artemis_py.broker.message import decode_message
+from artemis_py.broker.queue import QueueSpec
+from artemis_py.cli.output import preview
+from artemis_py.exceptions import ArtemisError
+from artemis_py.storage import LoadReport, Op, Record
+
+PageReader = Callable[[Path], tuple[int, list[Any], "tuple[int, str] | None"]]
+
+ADDRESS_FILE = "address.txt"
+PAGE_SUFFIX = ".page"
+_PROPERTIES_SHOWN = 4
+_BODY_SHOWN = 60
+
+
+@dataclass(frozen=True, slots=True)
+class PageStoreFiles:
+    """One address's page store as found on disk (page files in page order)."""
+
+    directory: Path
+    address: str
+    pages: tuple[tuple[int, Path], ...]
+
+
+def list_page_stores(paging_dir: Path) -> list[PageStoreFiles]:
+    """Every store directory under ``paging_dir`` (none if it does not exist)."""
+    stores: list[PageStoreFiles] = []
+    if not paging_dir.is_dir():
+        return stores
+    for directory in sorted(d for d in paging_dir.iterdir() if d.is_dir()):
+        try:
+            address = (directory / ADDRESS_FILE).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            address = f"? ({ADDRESS_FILE}: {exc})"
+        pages = []
+        for entry in directory.glob(f"*{PAGE_SUFFIX}"):
+            if entry.stem.isdigit():
+                pages.append((int(entry.stem), entry))
+        stores.append(PageStoreFiles(directory, address, tuple(sorted(pages))))
+    return sorted(stores, key=lambda s: s.address)
+
+
+def _quote(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _message_summary(record_id: int, payload: bytes) -> str:
+    try:
+        message = decode_message(record_id, payload)
+    except ValueError as exc:
+        return f"unreadable ({exc})"
+    routing = message.routing_type.name if message.routing_type is not None else "-"
+    props = ", ".join(f"{k}={v}" for k, v in message.properties[:_PROPERTIES_SHOWN])
+    if len(message.properties) > _PROPERTIES_SHOWN:
+        props += f", ... ({len(message.properties)} in all)"
+    body = preview(message.body)
+    if len(body) > _BODY_SHOWN:
+        body = body[:_BODY_SHOWN] + "..."
+    return (
+        f"address={message.address} routing={routing} "
+        f"durable={'yes' if message.durable else 'no'} priority={message.priority} "
+        f"body-size={len(message.body)} properties=[{props}] body={_quote(body)}"
+    )
+
+
+@dataclass(slots=True)
+class Inventory:
+    """The journals' live records and the page stores of one data directory."""
+
+    messages: LoadReport
+    bindings: LoadReport
+    journal_dirs: dict[str, Path]
+    paging_dir: Path
+    read_page: PageReader | None
+    queues: dict[int, QueueSpec] = field(default_factory=dict)
+    # page cursors from the messages journal
+    page_acks: set[tuple[str, int, int, int]] = field(default_factory=set)  # addr, q, page, off
+    page_completes: set[tuple[str, int, int]] = field(default_factory=set)  # addr, queue, page
+    page_txs: set[int] = field(default_factory=set)
+
+    @classmethod
+    def build(
+        cls,
+        messages: LoadReport,
+        bindings: LoadReport,
+        *,
+        journal_dirs: dict[str, Path],
+        paging_dir: Path,
+        read_page: PageReader | None,
+    ) -> Inventory:
+        inventory = cls(messages, bindings, journal_dirs, paging_dir, read_page)
+        for record in bindings.records:
+            if record.record_type == p.QUEUE_RECORD:
+                inventory.queues[record.id] = p.decode_queue(record.id, _latest(record))
+        for record in messages.records:
+            if record.record_type == p.PAGE_ACK:
+                ack = p.decode_page_ack(record.payload)
+                inventory.page_acks.add((ack.address, ack.queue_id, ack.page, ack.offset))
+            elif record.record_type == p.PAGE_COMPLETE:
+                done = p.decode_page_complete(record.payload)
+                inventory.page_completes.add((done.address, done.queue_id, done.page))
+            elif record.record_type == p.PAGE_TX:
+                inventory.page_txs.add(p.decode_page_tx(record.payload))
+        return inventory
+
+    def queue_name(self, queue_id: int) -> str:
+        spec = self.queues.get(queue_id)
+        return f"{queue_id}({spec.name})" if spec else f"{queue_id}(deleted)"
+
+    # -- print --------------------------------------------------------------------------
+
+    def print_bindings(self) -> Iterator[str]:
+        records = self.bindings.records
+        yield f"# bindings journal {self.journal_dirs['bindings']}: {len(records)} live records"
+        yield from _torn(self.bindings)
+        for record in records:
+            payload = _latest(record)
+            name = p.BINDINGS_RECORD_NAMES.get(record.record_type, f"type-{record.record_type}")
+            if record.record_type == p.ADDRESS_RECORD:
+                a = p.decode_address(record.id, payload)
+                routing = ",".join(sorted(rt.name for rt in a.routing_types))
+                detail = f"name={a.name} routing={routing} auto-created={_yes(a.auto_created)}"
+            elif record.record_type == p.QUEUE_RECORD:
+                q = p.decode_queue(record.id, payload)
+                detail = (
+                    f"name={q.name} address={q.address} routing={q.routing_type.name} "
+                    f"filter={_quote(q.filter or '')} max-consumers={q.max_consumers} "
+                    f"purge-on-no-consumers={_yes(q.purge_on_no_consumers)} "
+                    f"auto-created={_yes(q.auto_created)}"
+                )
+            elif record.record_type == p.ID_BLOCK_RECORD:
+                detail = f"ids-below={p.decode_id_block(payload)}"
+            else:
+                detail = f"size={len(payload)}"
+            yield f"{record.id} {name} {detail}"
+
+    def print_messages(self) -> Iterator[str]:
+        records = self.messages.records
+        yield f"# messages journal {self.journal_dirs['messages']}: {len(records)} live records"
+        yield from _torn(self.messages)
+        for record in records:
+            yield from self._message_lines(record)
+        for tx in self.messages.prepared:
+            yield f"prepared tx={tx.tx_id} xid={bytes(tx.xid).hex()} ops={len(tx.ops)}"
+            for op in tx.ops:
+                yield f"prepared tx={tx.tx_id}   {_prepared_op(op)}"
+
+    def _message_lines(self, record: Record) -> Iterator[str]:
+        kind = record.record_type
+        name = p.MESSAGES_RECORD_NAMES.get(kind, f"type-{kind}")
+        payload = record.payload
+        if kind == p.MESSAGE_RECORD:
+            detail = _message_summary(record.id, payload)
+        elif kind == p.DUPLICATE_ID_RECORD:
+            detail = f"duplicate-id={bytes(payload).decode('utf-8', 'backslashreplace')}"
+        elif kind == p.PAGE_ACK:
+            ack = p.decode_page_ack(payload)
+            detail = (
+                f"queue={self.queue_name(ack.queue_id)} address={ack.address} "
+                f"page={ack.page} offset={ack.offset}"
+            )
+        elif kind == p.PAGE_COMPLETE:
+            done = p.decode_page_complete(payload)
+            detail = (
+                f"queue={self.queue_name(done.queue_id)} address={done.address} page={done.page}"
+            )
+        elif kind == p.PAGE_TX:
+            detail = f"tx={p.decode_page_tx(payload)}"
+        else:
+            detail = f"size={len(payload)}"
+        yield f"{record.id} {name} {detail}"
+        for update in record.updates:
+            utype = update.record_type
+            uname = p.MESSAGES_RECORD_NAMES.get(utype, f"type-{utype}")
+            if utype in (p.ADD_REF, p.ACK_REF):
+                udetail = f"queue={self.queue_name(p.decode_ref(update.payload))}"
+            elif utype == p.DELIVERY_COUNT:
+                queue_id, count = p.decode_delivery_count(update.payload)
+                udetail = f"queue={self.queue_name(queue_id)} count={count}"
+            else:
+                udetail = f"size={len(update.payload)}"
+            yield f"{record.id}   {uname} {udetail}"
+
+    def print_paging(self) -> Iterator[str]:
+        stores = list_page_stores(self.paging_dir)
+        yield f"# paging directory {self.paging_dir}: {len(stores)} page stores"
+        if stores and self.read_page is None:
+            yield "# page files not read: this build has no page store (artemis_py.storage.paging)"
+        for store in stores:
+            yield (
+                f"address {store.address} store={store.directory.name} "
+                f"pages={len(store.pages)} bytes={_store_bytes(store)}"
+            )
+            if self.read_page is None:
+                for number, path in store.pages:
+                    yield f"page {store.address} {number} bytes={_size(path)}"
+                continue
+            for number, path in store.pages:
+                yield from self._page_lines(store, number, path)
+        yield from self._cursor_lines()
+
+    def _page_lines(self, store: PageStoreFiles, number: int, path: Path) -> Iterator[str]:
+        records, bad, error = self._read(path)
+        if error is not None:
+            yield f"page {store.address} {number} unreadable: {error}"
+            return
+        yield f"page {store.address} {number} records={len(records)} bytes={_size(path)}"
+        for r in records:
+            queues = ",".join(self.queue_name(q) for q in r.queue_ids)
+            yield (
+                f"paged {store.address} {r.page}:{r.offset} message={r.message_id} tx={r.tx_id} "
+                f"queues={queues} {_message_summary(r.message_id, r.message)}"
+            )
+        if bad is not None:
+            yield f"page {store.address} {number} bad record at offset {bad[0]}: {bad[1]}"
+
+    def _cursor_lines(self) -> Iterator[str]:
+        acks: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
+        for address, queue_id, page, offset in self.page_acks:
+            acks[(address, queue_id)].append((page, offset))
+        completes: dict[tuple[str, int], list[int]] = defaultdict(list)
+        for address, queue_id, page in self.page_completes:
+            completes[(address, queue_id)].append(page)
+        for key in sorted(set(acks) | set(completes)):
+            address, queue_id = key
+            done = " ".join(str(n) for n in sorted(completes.get(key, [])))
+            acked = " ".join(f"{pg}:{off}" for pg, off in sorted(acks.get(key, [])))
+            yield (
+                f"cursor {address} queue={self.queue_name(queue_id)} "
+                f"completed-pages=[{done}] acked=[{acked}]"
+            )
+        if self.page_txs:
+            yield f"committed page transactions: {' '.join(map(str, sorted(self.page_txs)))}"
+
+    def _read(self, path: Path) -> tuple[Sequence[Any], tuple[int, str] | None, str | None]:
+        assert self.read_page is not None
+        try:
+            _, records, bad = self.read_page(path)
+        except (ArtemisError, OSError, ValueError) as exc:
+            return [], None, str(exc)
+        return records, bad, None
+
+    # -- summary ------------------------------------------------------------------------
+
+    def summary(self) -> dict[str, Any]:
+        in_journal: Counter[int] = Counter()
+        for record in self.messages.records:
+            if record.record_type == p.MESSAGE_RECORD:
+                for queue_id, n in _refs(record).items():
+                    if n > 0:
+                        in_journal[queue_id] += 1
+        paged: Counter[int] = Counter()
+        addresses = []
+        stores = list_page_stores(self.paging_dir)
+        # Without a page reader the paged counts are unknown, unless there is nothing paged.
+        known = self.read_page is not None or not stores
+        for store in stores:
+            counts = self._count_store(store, paged)
+            addresses.append(
+                {
+                    "address": store.address,
+                    "store": store.directory.name,
+                    "pages": len(store.pages),
+                    "bytes": _store_bytes(store),
+                    **counts,
+                }
+            )
+        queues = []
+        for queue_id in sorted(set(self.queues) | set(in_journal) | set(paged)):
+            spec = self.queues.get(queue_id)
+            queues.append(
+                {
+                    "id": queue_id,
+                    "name": spec.name if spec else None,
+                    "address": spec.address if spec else None,
+                    "journal": in_journal[queue_id],
+                    "paged": paged[queue_id] if known else None,
+                    "total": in_journal[queue_id] + paged[queue_id],
+                }
+            )
+        return {
+            "queues": queues,
+            "addresses": addresses,
+            "journals": {name: _journal_files(path) for name, path in self.journal_dirs.items()},
+            "paged_known": known,
+        }
+
+    def _count_store(self, store: PageStoreFiles, paged: Counter[int]) -> dict[str, Any]:
+        """Add the store's live paged messages to ``paged`` (per queue); return its totals."""
+        if self.read_page is None:
+            return {"records": None, "uncommitted": None, "unreadable": []}
+        records_total = uncommitted = 0
+        unreadable = []
+        for number, path in store.pages:
+            records, _, error = self._read(path)
+            if error is not None:
+                unreadable.append(f"{number}: {error}")
+            for r in records:
+                records_total += 1
+                if r.tx_id and r.tx_id not in self.page_txs:
+                    uncommitted += 1
+                    continue
+                for queue_id in r.queue_ids:
+                    if (store.address, queue_id, r.page) in self.page_completes:
+                        continue
+                    if (store.address, queue_id, r.page, r.offset) in self.page_acks:
+                        continue
+                    paged[queue_id] += 1
+        return {"records": records_total, "uncommitted": uncommitted, "unreadable": unreadable}
+
+
+def _prepared_op(op: Op) -> str:
+    """An op of a prepared transaction: ``add_tx`` / ``update_tx`` name their record type."""
+    if op.kind in ("add_tx", "update_tx"):
+        _, _, record_id, record_type, payload = op
+        name = p.MESSAGES_RECORD_NAMES.get(record_type, f"type-{record_type}")
+        if record_type == p.MESSAGE_RECORD:
+            return f"{op.kind} {record_id} {name} {_message_summary(record_id, payload)}"
+        if record_type in (p.ADD_REF, p.ACK_REF):
+            return f"{op.kind} {record_id} {name} queue={p.decode_ref(payload)}"
+        return f"{op.kind} {record_id} {name} size={len(payload)}"
+    return repr(op)
+
+
+def render_summary(summary: dict[str, Any]) -> Iterator[str]:
+    yield "queues (messages: in the journal + paged = total):"
+    for q in summary["queues"]:
+        name = q["name"] if q["name"] is not None else "(deleted)"
+        paged = "?" if q["paged"] is None else q["paged"]
+        yield (
+            f"queue {name} id={q['id']} address={q['address'] or '-'} journal={q['journal']} "
+            f"paged={paged} total={q['total']}"
+        )
+    yield "page stores:"
+    for a in summary["addresses"]:
+        records = "?" if a["records"] is None else a["records"]
+        line = (
+            f"address {a['address']} store={a['store']} pages={a['pages']} bytes={a['bytes']} "
+            f"records={records}"
+        )
+        if a["uncommitted"]:
+            line += f" uncommitted={a['uncommitted']}"
+        yield line
+        for why in a["unreadable"]:
+            yield f"address {a['address']} unreadable page {why}"
+    if not summary["addresses"]:
+        yield "  none"
+    yield "journals:"
+    for name, j in summary["journals"].items():
+        yield f"journal {name} {j['directory']} files={j['files']} bytes={j['bytes']}"
+    if not summary["paged_known"]:
+        yield "paged=?: page files not read: this build has no page store"
+
+
+def _latest(record: Record) -> bytes:
+    """A bindings record's payload after its updates (an address's routing types change)."""
+    payload = record.payload
+    for update in record.updates:
+        payload = update.payload
+    return bytes(payload)
+
+
+def _refs(record: Record) -> Counter[int]:
+    refs: Counter[int] = Counter()
+    for update in record.updates:
+        if update.record_type == p.ADD_REF:
+            refs[p.decode_ref(update.payload)] += 1
+        elif update.record_type == p.ACK_REF:
+            refs[p.decode_ref(update.payload)] -= 1
+    return refs
+
+
+def _torn(report: LoadReport) -> Iterator[str]:
+    if report.torn_tail is not None:
+        path, offset = report.torn_tail
+        yield f"# torn tail of {Path(path).name} at offset {offset} (ignored, as recovery does)"
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _store_bytes(store: PageStoreFiles) -> int:
+    return sum(_size(path) for _, path in store.pages)
+
+
+def _journal_files(directory: Path) -> dict[str, Any]:
+    files = [f for f in directory.iterdir() if f.is_file() and f.name != "server.lock"]
+    return {
+        "directory": str(directory),
+        "files": len(files),
+        "bytes": sum(_size(f) for f in files),
+    }
