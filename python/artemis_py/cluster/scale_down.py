@@ -360,18 +360,29 @@ async def _move_all(connection: ClusterConnection, target: str, report: ScaleDow
     sf_queue = connection.routes[target].sf_queue
     batch = connection.scale_down.commit_interval if connection.scale_down else -1
     mover = _Mover(connection, batch if batch > 0 else DEFAULT_BATCH)
-    for queue in _movable(connection):
-        if queue.name in has:
-            for ref in list(queue.messages):
-                await mover.add(ref, [(sf_queue, [queue.name])], queue.name)
-    for node_id, route in list(connection.routes.items()):
-        if node_id == target or _linked(connection, node_id):
-            continue
-        what = f"waiting for node {node_id}"
-        for ref in list(route.sf_queue.messages):
-            names = [n if "@" in n else f"{n}@{node_id}" for n in route_names(ref, route)]
-            await mover.add(ref, [(sf_queue, names)], what)
-    await mover.flush()
+    while True:
+        for queue in _movable(connection):
+            if queue.name in has:
+                for ref in list(queue.messages):
+                    await mover.add(ref, [(sf_queue, [queue.name])], queue.name)
+        departed = [
+            (node_id, route)
+            for node_id, route in list(connection.routes.items())
+            if node_id != target and not _linked(connection, node_id)
+        ]
+        for node_id, route in departed:
+            what = f"waiting for node {node_id}"
+            for ref in list(route.sf_queue.messages):
+                names = [n if "@" in n else f"{n}@{node_id}" for n in route_names(ref, route)]
+                await mover.add(ref, [(sf_queue, names)], what)
+        await mover.flush()
+        # Paged messages come into memory as the moved ones leave it: go round again.
+        paged = [q for q in _movable(connection) if q.name in has and q.paged > 0]
+        paged += [r.sf_queue for _, r in departed if r.sf_queue.paged > 0]
+        if not paged:
+            break
+        if not await until(lambda: any(q.messages or q.paged <= 0 for q in paged), STALL_TIMEOUT):
+            raise ScaleDownError("paged messages did not come back into memory")
     report.moved.update(mover.moved)
 
 

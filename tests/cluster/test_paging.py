@@ -1,0 +1,67 @@
+"""Paging in a cluster: a store-and-forward backlog for a node that is down pages like any
+other queue, and scale-down moves a paged backlog to the target, in order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .conftest import Client, unique, wait_binding, wait_for
+from .test_scale_down import scale_down_xml
+
+# The node's global limit makes every address page, store-and-forward ones included.
+SMALL_MEMORY = "<global-max-size>24KiB</global-max-size>"
+BODY = "y" * 1000
+
+
+def send_numbered(client: Client, destination: str, count: int) -> None:
+    for i in range(count):
+        client.send(destination, BODY, persistent="true", seq=str(i))
+
+
+def take_acking(client: Client, count: int) -> list[int]:
+    acked = 0
+    while acked < count:
+        wait_for(lambda: len(client.messages) > acked, 30, message=lambda: f"{acked} of {count}")
+        for frame in client.messages[acked:count]:
+            client.ack(frame, receipt=False)
+            acked += 1
+    client.sync()
+    return [int(m.headers["seq"]) for m in client.messages[:count]]
+
+
+def paging_dir_files(node: Any) -> int:
+    return len(list((node.data_dir / "paging").glob("*/*.page")))
+
+
+def test_a_store_and_forward_backlog_for_a_node_that_is_down_pages(
+    cluster: Any, clients: Any
+) -> None:
+    nodes = cluster(2, node_options={0: {"extra_core": SMALL_MEMORY}})
+    topic = unique("prices")
+    away = clients(nodes[1], client_id="c1")
+    away.subscribe(f"/topic/{topic}", **{"durable-subscription-name": "s1"})
+    away.disconnect()
+    wait_binding(nodes[0], "c1.s1", on=nodes[1])
+    nodes[1].stop()
+    send_numbered(clients(nodes[0]), f"/topic/{topic}", 150)
+    assert paging_dir_files(nodes[0]) >= 1, "the backlog for node1 must be in page files"
+    assert "paging starts" in nodes[0].log()
+    nodes[1].start()
+    back = clients(nodes[1], client_id="c1")
+    back.subscribe(
+        f"/topic/{topic}",
+        ack="client-individual",
+        **{"durable-subscription-name": "s1", "consumer-window-size": "-1"},
+    )
+    assert take_acking(back, 150) == list(range(150))
+
+
+def test_scale_down_moves_a_paged_backlog_in_order(cluster: Any, clients: Any) -> None:
+    nodes = cluster(2, node_options={0: {"extra_core": SMALL_MEMORY + scale_down_xml("node1")}})
+    q = unique("orders")
+    send_numbered(clients(nodes[0]), f"/queue/{q}", 120)
+    assert paging_dir_files(nodes[0]) >= 1 and "paging starts" in nodes[0].log()
+    nodes[0].stop()  # SIGTERM: scale down
+    consumer = clients(nodes[1])
+    consumer.subscribe(f"/queue/{q}", ack="client-individual", **{"consumer-window-size": "-1"})
+    assert take_acking(consumer, 120) == list(range(120))
