@@ -33,6 +33,7 @@ from artemis_py.cluster.scale_down import ScaleDownReport, scale_down
 from artemis_py.config import BrokerConfig, MessageLoadBalancing, default_config
 from artemis_py.config.defaults import CLUSTER_PASSWORD
 from artemis_py.storage import JournalSettings, open_storage
+from artemis_py.storage.large_messages import open_large_message_store
 from artemis_py.storage.paging import open_page_stores
 from artemis_py.transport.acceptor import Clients, serve_acceptor
 
@@ -183,7 +184,11 @@ async def open_broker(
                     journal_settings(config),
                 )
             )
-            persistence = Persistence(storage, storage.node_id)
+            # Entered after the journals, so it closes first: its deletes wait for them.
+            large_messages = await stack.enter_async_context(
+                open_large_message_store(base / config.large_messages_directory)
+            )
+            persistence = Persistence(storage, storage.node_id, large_messages)
             paging_directory = base / config.paging_directory
             stores = await open_page_stores(
                 paging_directory,

@@ -223,25 +223,6 @@ def test_graceful_stop_returns_deliveries_with_their_delivery_count(node, client
     assert again.headers.get("redelivered") == "true"
 
 
-def test_persistent_message_larger_than_a_journal_file_is_refused_cleanly(node, raw_clients):
-    q = unique("/queue/huge")
-    raw = raw_clients(node)
-    raw.connect("1.2")
-    body = b"H" * (3 * 1024 * 1024)
-    headers = {"destination": q, "persistent": "true", "content-length": str(len(body))}
-    reply = raw.receipt("SEND", headers, body)
-    assert reply.command == "ERROR", reply
-    assert reply.get("receipt-id"), reply
-    assert raw.wait_closed() == []
-    # The node goes on, and a non-persistent message of that size is fine (memory only).
-    other = raw_clients(node)
-    other.connect("1.2")
-    assert other.receipt("SUBSCRIBE", {"destination": q, "id": "s"}).command == "RECEIPT"
-    headers["persistent"] = "false"
-    assert other.receipt("SEND", headers, body).command == "RECEIPT"
-    assert other.read_until("MESSAGE").body == body
-
-
 def test_journal_churn_with_reclaim_and_compaction_survives_crashes(make_broker, clients):
     """~16 MiB through 1 MiB journal files: dead files are reclaimed, the few live records
     (one kept message per round, written mid-churn) are compacted, and a crash at the end

@@ -30,6 +30,7 @@ _HEAD = struct.Struct("<BBBBqqH")
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _FLAG_DURABLE = 1
+_FLAG_LARGE = 2  # a neighbour stores a forwarded large message as large too
 
 _ROUTING_CODES = {None: 0, RoutingType.ANYCAST: 1, RoutingType.MULTICAST: 2}
 _ROUTING_BY_CODE = {code: rt for rt, code in _ROUTING_CODES.items()}
@@ -50,6 +51,7 @@ class Message:
         "body",
         "ref_count",
         "stored",
+        "large",
         "_property_map",
     )
 
@@ -77,6 +79,8 @@ class Message:
         self.body = body
         self.ref_count = 0
         self.stored = False  # written to the messages journal
+        # Stored as a file of its own (see broker/large_messages.py); decided on arrival.
+        self.large = False
         self._property_map: dict[str, str] | None = None
 
     @property
@@ -112,7 +116,7 @@ class Message:
 
     def copy(self, message_id: int) -> Message:
         """The same message under a new id (redistribution moves a copy)."""
-        return Message(
+        copy = Message(
             message_id,
             self.address,
             body=self.body,
@@ -123,10 +127,12 @@ class Message:
             timestamp=self.timestamp,
             expiration=self.expiration,
         )
+        copy.large = self.large
+        return copy
 
     def with_address(self, message_id: int, address: str) -> Message:
         """A copy under a new id and address (dead-lettering, expiry)."""
-        return Message(
+        copy = Message(
             message_id,
             address,
             body=self.body,
@@ -137,6 +143,8 @@ class Message:
             timestamp=self.timestamp,
             expiration=0,
         )
+        copy.large = self.large
+        return copy
 
     def __repr__(self) -> str:
         return f"Message(id={self.message_id}, address={self.address!r}, size={len(self.body)})"
@@ -179,17 +187,21 @@ class MessageReference:
 
 
 def encode_message(
-    message: Message, properties: tuple[tuple[str, str], ...] | None = None
+    message: Message,
+    properties: tuple[tuple[str, str], ...] | None = None,
+    *,
+    with_body: bool = True,
 ) -> bytes:
     """The journal record of ``message``; ``properties`` replace its own (a bridge leaves
-    out the routing ones without copying the message)."""
+    out the routing ones without copying the message). ``with_body=False``: the headers
+    only (a large message's journal record; its body is in a file)."""
     if properties is None:
         properties = message.properties
     address = message.address.encode()
     parts = [
         _HEAD.pack(
             _ENCODING_VERSION,
-            _FLAG_DURABLE if message.durable else 0,
+            (_FLAG_DURABLE if message.durable else 0) | (_FLAG_LARGE if message.large else 0),
             _ROUTING_CODES[message.routing_type],
             message.priority,
             message.timestamp,
@@ -203,7 +215,8 @@ def encode_message(
         k = key.encode()
         v = value.encode()
         parts += (_U16.pack(len(k)), k, _U32.pack(len(v)), v)
-    parts.append(message.body)
+    if with_body:
+        parts.append(message.body)
     return b"".join(parts)
 
 
@@ -230,7 +243,7 @@ def decode_message(message_id: int, data: bytes) -> Message:
             pos += vlen
     except (struct.error, UnicodeDecodeError, KeyError) as exc:
         raise ValueError(f"unreadable message record {message_id}: {exc}") from exc
-    return Message(
+    message = Message(
         message_id,
         address,
         body=bytes(data[pos:]),
@@ -241,3 +254,5 @@ def decode_message(message_id: int, data: bytes) -> Message:
         timestamp=timestamp,
         expiration=expiration,
     )
+    message.large = bool(flags & _FLAG_LARGE)
+    return message

@@ -8,6 +8,8 @@ This is Artemis's layout, so recovery is: live messages minus acknowledged refer
 Paged messages' cursors are add records of their own in the messages journal (PAGE_ACK,
 PAGE_COMPLETE, PAGE_TX). Each format has its decoder here, next to its encoder, for
 recovery and for ``artemis-py data print``.
+A large message is a LARGE_MESSAGE add record instead, its body in a file of its own
+(:mod:`artemis_py.broker.large_messages`).
 
 Ordering between the journals: a message may refer to a queue created a moment earlier,
 whose record sits in the other journal. Every message write therefore also waits for the
@@ -31,9 +33,11 @@ import struct
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Protocol
 
 from artemis_py.broker.duplicate_cache import DUPLICATE_ID_RECORD, DuplicateIDCache
+from artemis_py.broker.large_messages import LARGE_MESSAGE_RECORD, LargeMessages
 from artemis_py.broker.message import Message, decode_message, encode_message
 from artemis_py.broker.queue import Queue, QueueSpec
 from artemis_py.broker.routing.post_office import Address
@@ -41,7 +45,8 @@ from artemis_py.config import RoutingType
 from artemis_py.storage import Op
 
 if TYPE_CHECKING:
-    from artemis_py.storage import Journal, Record, Storage
+    from artemis_py.storage import Record, Storage
+    from artemis_py.storage.large_messages import LargeMessageStore
 
 log = logging.getLogger("artemis_py.broker.persistence")
 
@@ -88,11 +93,17 @@ MESSAGES_RECORD_NAMES = {
 """Display names of each journal's record types (``artemis-py data print``)."""
 
 
+class Waitable(Protocol):
+    """What tickets number: a journal, or the large-message store (tickets done in order)."""
+
+    async def wait(self, number: int) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Ticket:
-    """A journal submission to wait for."""
+    """A journal submission (or a large-message file write) to wait for."""
 
-    journal: Journal
+    journal: Waitable
     number: int
 
 
@@ -227,8 +238,16 @@ def decode_page_tx(payload: bytes) -> int:
 class Persistence:
     """Journal records for the broker; with ``storage=None`` (persistence disabled) a no-op."""
 
-    def __init__(self, storage: Storage | None, node_id: str) -> None:
+    def __init__(
+        self,
+        storage: Storage | None,
+        node_id: str,
+        large_messages: LargeMessageStore | None = None,
+    ) -> None:
         self.storage = storage
+        # Half a journal file: the record's updates and other records of its batch fit too.
+        limit = storage.messages.settings.file_size // 2 if storage is not None else 0
+        self.large = LargeMessages(large_messages if storage is not None else None, limit)
         self.node_id = node_id
         self._next_id = 1
         self._ceiling = 0  # ids below this are reserved
@@ -334,9 +353,39 @@ class Persistence:
         if self.storage is None:
             return []
         message.stored = True
-        ops = [Op.add(message.message_id, MESSAGE_RECORD, encode_message(message))]
+        op, files = self._add_message(message)
+        ops = [op]
         ops += [Op.update(message.message_id, ADD_REF, _U64.pack(q.id)) for q in queues]
-        return self._submit_messages(ops)
+        try:
+            return self._submit_messages(ops) + files
+        except BaseException:
+            self._abandon([message], files)
+            raise
+
+    def _abandon(self, messages: Iterable[Message], files: list[Ticket]) -> None:
+        """The journal refused records whose large-message files were queued: the files
+        go once written (they would be orphans at the next start otherwise)."""
+        self.large.delete_after(
+            partial(self.wait, files), self.large.forget(m.message_id for m in messages)
+        )
+
+    def _add_message(
+        self, message: Message, tx_id: int | None = None, encoded: bytes | None = None
+    ) -> tuple[Op, list[Ticket]]:
+        """The add record of ``message`` (a large one's body goes to its file meanwhile)
+        and what besides the journal its durability waits for."""
+        tickets: list[Ticket] = []
+        record_type = MESSAGE_RECORD
+        if self.large.is_large(message):
+            assert self.large.store is not None
+            encoded, number = self.large.write(message)
+            record_type = LARGE_MESSAGE_RECORD
+            tickets.append(Ticket(self.large.store, number))
+        elif encoded is None:
+            encoded = encode_message(message)
+        if tx_id is None:
+            return Op.add(message.message_id, record_type, encoded), tickets
+        return Op.add_tx(tx_id, message.message_id, record_type, encoded), tickets
 
     def acknowledge(
         self, records: list[tuple[int, int, bool]], awaited: bool = True, paged: Iterable[Op] = ()
@@ -349,8 +398,12 @@ class Persistence:
         """
         ops = [self._ack_op(*r) for r in records]
         ops += paged
-        if awaited:
-            return self._submit_messages(ops)
+        large = self.large.forget(r[0] for r in records if r[2])
+        if awaited or large:
+            # A large message's file goes once its delete is durable: synced, waited or not.
+            tickets = self._submit_messages(ops)
+            self.large.delete_after(partial(self.wait, tickets), large)
+            return tickets
         return self._submit_messages(ops, sync=False, flush=True)
 
     @staticmethod
@@ -376,17 +429,25 @@ class Persistence:
         if self.storage is None or not (sends or ack_records or paged):
             return []
         ops: list[Op] = list(paged)
+        files: list[Ticket] = []
         for message, queues in sends:
             message.stored = True
-            ops.append(
-                Op.add_tx(tx_id, message.message_id, MESSAGE_RECORD, encode_message(message))
-            )
+            op, tickets = self._add_message(message, tx_id)
+            ops.append(op)
+            files += tickets
             ops += [
                 Op.update_tx(tx_id, message.message_id, ADD_REF, _U64.pack(q.id)) for q in queues
             ]
         ops += [self._ack_op(*a, tx_id=tx_id) for a in ack_records]
         ops.append(Op.commit(tx_id))
-        return self._submit_messages(ops)
+        try:
+            tickets = self._submit_messages(ops)
+        except BaseException:
+            self._abandon((m for m, _ in sends), files)
+            raise
+        large = self.large.forget(a[0] for a in ack_records if a[2])
+        self.large.delete_after(partial(self.wait, tickets), large)
+        return tickets + files
 
     def store_forwarded(
         self,
@@ -402,6 +463,7 @@ class Persistence:
         would be (journal-sync-transactional).
         """
         ops: list[Op] = []
+        files: list[Ticket] = []
         remembered: list[bytes] = []
         stored: list[Message] = []
         try:
@@ -414,14 +476,18 @@ class Persistence:
                 message.stored = True
                 stored.append(message)
                 message_id = message.message_id
-                ops.append(Op.add(message_id, MESSAGE_RECORD, encoded or encode_message(message)))
+                op, tickets = self._add_message(message, encoded=encoded)
+                ops.append(op)
+                files += tickets
                 ops += [Op.update(message_id, ADD_REF, _U64.pack(q.id)) for q in durable_queues]
                 ops += duplicates.add(dup_id, self.next_id())
                 remembered.append(dup_id)
             if self.storage is None:
                 return []
-            return self._submit_messages(ops, self.storage.messages.settings.sync_transactional)
+            sync = self.storage.messages.settings.sync_transactional
+            return self._submit_messages(ops, sync) + files
         except BaseException:
+            self._abandon(stored, files)
             for dup_id in remembered:
                 duplicates.discard(dup_id)
             for message in stored:
@@ -491,6 +557,7 @@ class Persistence:
         queue_ids = {spec.queue_id for spec in state.queues}
         highest = 0
         orphans: list[Op] = []
+        gone_files: list[int] = []
         for record in records:
             highest = max(highest, record.id)
             if record.record_type == DUPLICATE_ID_RECORD:
@@ -507,9 +574,16 @@ class Persistence:
             if record.record_type == PAGE_TX:
                 state.page_txs[decode_page_tx(record.payload)] = record.id
                 continue
-            if record.record_type != MESSAGE_RECORD:
+            if record.record_type == LARGE_MESSAGE_RECORD:
+                large = self.large.recover(record.id, record.payload)
+                if large is None:  # its file is missing: logged, and the record goes
+                    orphans.append(Op.delete(record.id))
+                    continue
+                message = large
+            elif record.record_type == MESSAGE_RECORD:
+                message = decode_message(record.id, record.payload)
+            else:
                 continue
-            message = decode_message(record.id, record.payload)
             message.stored = True
             refs: Counter[int] = Counter()
             counts: dict[int, int] = {}
@@ -524,6 +598,7 @@ class Persistence:
             live = [qid for qid, n in refs.items() if n > 0 and qid in queue_ids]
             if not live:
                 orphans.append(Op.delete(record.id))
+                gone_files += self.large.forget([record.id])
                 continue
             message.ref_count = len(live)
             for qid in live:
@@ -533,5 +608,7 @@ class Persistence:
                     orphans.append(Op.update(record.id, ACK_REF, _U64.pack(qid)))
         if orphans:
             log.info("recovery: removing %d message record(s) of deleted queues", len(orphans))
-            self._submit_messages(orphans)
+            tickets = self._submit_messages(orphans)
+            self.large.delete_after(partial(self.wait, tickets), gone_files)
+        self.large.finish_recovery()
         return highest

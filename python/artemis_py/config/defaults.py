@@ -48,6 +48,8 @@ CONNECTION_TTL = 60_000  # ms; STOMP manual: "The default connectionTtl is 60,00
 CONNECTION_TTL_MIN = 1_000  # ms; connectionTtlMin
 CONNECTION_TTL_MAX = 2**63 - 1  # ms; connectionTtlMax: Artemis's Long.MAX_VALUE, i.e. no maximum
 HEART_BEAT_TO_CONNECTION_TTL_MODIFIER = 2.0
+# stompMinLargeMessageSize (TransportConstants), Artemis's 100 KiB large-message threshold
+MIN_LARGE_MESSAGE_SIZE = 100 * KiB
 STOMP_CONSUMER_WINDOW_SIZE = 10 * KiB  # for client/client-individual acks (-1 for auto acks)
 TCP_SEND_BUFFER_SIZE = 1 * MiB  # tcpSendBufferSize (TransportConstants); -1: the OS's autotuning
 TCP_RECEIVE_BUFFER_SIZE = 1 * MiB  # tcpReceiveBufferSize

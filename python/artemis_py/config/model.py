@@ -102,6 +102,11 @@ class AcceptorConfig:
         ``SO_SNDBUF`` / ``SO_RCVBUF`` of every connection accepted; -1 leaves them to the
         operating system. Linux caps them at ``net.core.wmem_max`` / ``rmem_max``.
 
+    ``stomp_min_large_message_size``
+        ``stompMinLargeMessageSize`` (100 KiB, Artemis's default): a persistent message of
+        at least this many bytes (body and headers) is stored as a file of its own in
+        ``large-messages-directory`` (docs/large-messages.md).
+
     artemis-py's own STOMP frame limits, in the same URL style (byte notation allowed for
     sizes); they map onto the STOMP codec's ``FrameLimits``:
 
@@ -131,6 +136,7 @@ class AcceptorConfig:
     stomp_enable_message_id: bool = False
     tcp_send_buffer_size: int = defaults.TCP_SEND_BUFFER_SIZE
     tcp_receive_buffer_size: int = defaults.TCP_RECEIVE_BUFFER_SIZE
+    stomp_min_large_message_size: int = defaults.MIN_LARGE_MESSAGE_SIZE
     stomp_max_body_size: int = defaults.STOMP_MAX_BODY_SIZE
     stomp_max_headers: int = defaults.STOMP_MAX_HEADERS
     stomp_max_header_length: int = defaults.STOMP_MAX_HEADER_LENGTH
@@ -302,7 +308,8 @@ class BrokerConfig:
 
     Paths are kept as written; relative ones are relative to the broker instance directory,
     which is the caller's business. ``global_max_size`` / ``global_max_messages``: -1 means
-    the default (see :mod:`artemis_py.broker.paging`). ``wildcard_routing_enabled``
+    the default (see :mod:`artemis_py.broker.paging`); ``large_messages_directory`` holds
+    large messages (docs/large-messages.md). ``wildcard_routing_enabled``
     is not acted upon: artemis-py does not route by wildcard addresses yet, whatever it says
     (``wildcards`` is used to match address settings).
     """

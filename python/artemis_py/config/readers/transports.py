@@ -56,6 +56,7 @@ ACCEPTOR_PARAMS: dict[str, tuple[Callable[[str], object], str]] = {
     "tcpSendBufferSize": (checked(int32, minus_one_or_at_least(1)), "tcp_send_buffer_size"),
     "tcpReceiveBufferSize": (checked(int32, minus_one_or_at_least(1)), "tcp_receive_buffer_size"),
     "stompMaxBodySize": (checked(bytes64, at_least(1)), "stomp_max_body_size"),
+    "stompMinLargeMessageSize": (checked(bytes32, at_least(1)), "stomp_min_large_message_size"),
     "stompMaxHeaders": (checked(int32, at_least(1)), "stomp_max_headers"),
     "stompMaxHeaderLength": (checked(bytes32, at_least(1)), "stomp_max_header_length"),
     "stompMaxHeadersSize": (checked(bytes64, at_least(1)), "stomp_max_headers_size"),

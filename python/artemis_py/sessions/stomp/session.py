@@ -108,8 +108,8 @@ class StompError(ArtemisError):
         self.error_headers = error_headers
 
 
-# What a verb may raise that refuses the frame (StorageError: e.g. a persistent message
-# too large for a journal file, or a journal that failed).
+# What a verb may raise that refuses the frame (StorageError: e.g. a journal or the
+# large-message store that failed).
 _REFUSALS = (BrokerError, FilterSyntaxError, MaxConsumersReachedError, StorageError)
 
 
@@ -316,6 +316,8 @@ class StompSession:
             timestamp=now_ms(),
             expiration=max(0, expiration),
         )
+        # Artemis's stompMinLargeMessageSize: stored as a file of its own when persisted.
+        message.large = message.size >= self.acceptor.stomp_min_large_message_size
         queues = self.broker.route(message, target.queue)
         tx_name = first.get("transaction")
         if tx_name is not None:
