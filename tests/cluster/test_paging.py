@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conftest import Client, unique, wait_binding, wait_for
+from paging.conftest import take_acking
+
+from .conftest import Client, unique, wait_binding
 from .test_scale_down import scale_down_xml
 
 # The node's global limit makes every address page, store-and-forward ones included.
@@ -16,17 +18,6 @@ BODY = "y" * 1000
 def send_numbered(client: Client, destination: str, count: int) -> None:
     for i in range(count):
         client.send(destination, BODY, persistent="true", seq=str(i))
-
-
-def take_acking(client: Client, count: int) -> list[int]:
-    acked = 0
-    while acked < count:
-        wait_for(lambda: len(client.messages) > acked, 30, message=lambda: f"{acked} of {count}")
-        for frame in client.messages[acked:count]:
-            client.ack(frame, receipt=False)
-            acked += 1
-    client.sync()
-    return [int(m.headers["seq"]) for m in client.messages[:count]]
 
 
 def paging_dir_files(node: Any) -> int:

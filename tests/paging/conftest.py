@@ -11,6 +11,7 @@ from integration.conftest import (  # noqa: F401 - fixtures used by the tests he
     clients,
     make_broker,
     raw_clients,
+    wait_for,
 )
 
 
@@ -35,3 +36,21 @@ def page_files(node) -> list[Path]:
 @pytest.fixture
 def paged_node(make_broker):  # noqa: F811
     return make_broker(persistence=True, address_settings=paging_settings())
+
+
+def take_acking(client, count: int, *, receipt: bool = True) -> list[int]:
+    """Receive ``count`` messages on a subscription, acknowledging each as it comes (a queue
+    depages only while its depaged messages in flight stay under max-read-page-messages);
+    returns their ``seq`` headers."""
+    acked = 0
+    while acked < count:
+        wait_for(
+            lambda done=acked: len(client.messages) > done,
+            30,
+            message=lambda done=acked: f"{done} of {count}",
+        )
+        for frame in client.messages[acked:count]:
+            client.ack(frame, receipt=receipt)
+            acked += 1
+    client.sync()
+    return [int(m.headers["seq"]) for m in client.messages[:count]]

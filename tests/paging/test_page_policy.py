@@ -7,7 +7,7 @@ import pytest
 
 from integration.conftest import unique, wait_for
 
-from .conftest import page_files
+from .conftest import page_files, take_acking
 
 PERSISTENT = {"persistent": "true"}
 BODY = "x" * 1000
@@ -19,22 +19,14 @@ def send_numbered(client, destination: str, count: int, start: int = 0, **header
 
 
 def consume(clients, node, destination: str, count: int, **sub_headers) -> list[int]:
-    """Take exactly ``count`` messages, acknowledging each as it comes (a queue depages
-    only while its depaged messages in flight stay under max-read-page-messages)."""
+    """Take exactly ``count`` messages on a new subscription (client-individual acks)."""
     c = clients(node)
     c.subscribe(
         destination, ack="client-individual", **{"consumer-window-size": "-1"}, **sub_headers
     )
-    acked = 0
-    while acked < count:
-        wait_for(lambda: len(c.messages) > acked, 30, message=lambda: f"{acked} of {count}")
-        for frame in c.messages[acked:count]:
-            c.ack(frame)
-            acked += 1
-    c.sync()
-    got = [int(m.headers["seq"]) for m in c.messages]
+    got = take_acking(c, count)
     c.disconnect()
-    return got[:count] if len(got) >= count else got
+    return got
 
 
 def test_a_backlog_pages_and_drains_in_order(paged_node, clients):
@@ -58,17 +50,6 @@ def test_a_paged_backlog_survives_a_restart(paged_node, clients, crash):
     producer = clients(paged_node)
     send_numbered(producer, q, 20, start=150)  # after the restart: still behind the pages
     assert consume(clients, paged_node, q, 110) == list(range(60, 170))
-
-
-def take_acking(client, count: int) -> list[int]:
-    """Receive ``count`` messages on a subscription, acknowledging each as it comes."""
-    acked = 0
-    while acked < count:
-        wait_for(lambda: len(client.messages) > acked, 30, message=lambda: f"{acked} of {count}")
-        for frame in client.messages[acked:count]:
-            client.ack(frame)
-            acked += 1
-    return [int(m.headers["seq"]) for m in client.messages[:count]]
 
 
 def test_multicast_subscriptions_read_the_pages_at_their_own_pace(paged_node, clients):

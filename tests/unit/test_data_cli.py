@@ -216,7 +216,7 @@ def pages_fixture(root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         number = int(path.stem)
         return number, PAGES[number], (200, "bad length") if number == 2 else None
 
-    monkeypatch.setattr(data, "page_reader", lambda: read_page_file)
+    monkeypatch.setattr(data, "read_page_file", read_page_file)
     return store
 
 

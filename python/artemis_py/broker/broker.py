@@ -19,6 +19,9 @@ in memory at once and are durable when their pending settles.
 
 Other packages (protocol sessions, the cluster) use the broker through the methods of
 :class:`Broker` only; the post office and persistence behind it are the broker's own.
+
+Long: paging (placement, gates) and large messages landed in the same pass; splitting the
+sending and acknowledging halves into modules of their own is the next step.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from artemis_py.broker.filter import Filter
 from artemis_py.broker.message import Message, MessageReference, encode_message
 from artemis_py.broker.paging import Full, Held, PagingManager, Placement
 from artemis_py.broker.pending import Pending, durable
-from artemis_py.broker.persistence import Persistence, Ticket, page_tx_op
+from artemis_py.broker.persistence import Persistence, RecoveredState, Ticket, page_tx_op
 from artemis_py.broker.queue import Queue, QueueSpec
 from artemis_py.broker.routing import (
     Address,
@@ -88,6 +91,7 @@ class Broker:
         self.post_office = PostOffice()
         self.node_id = persistence.node_id
         self.duplicates = DuplicateIDCache(config.id_cache_size, persist=config.persist_id_cache)
+        self._recovered: RecoveredState | None = None  # kept by recover() for recover_paging()
 
     # -- lookups and the cluster's hooks -------------------------------------------------
 

@@ -24,6 +24,8 @@ messages commits a PAGE_TX record, without which its page records do not count.
 Ids (messages, queues, addresses, transactions) come from one generator that reserves blocks
 in the bindings journal (Artemis's BatchingIDGenerator): a restart continues above every id
 ever handed out, so ids a client saw are never reused.
+
+Long: one module holds every record format of both journals, so each has one home.
 """
 
 from __future__ import annotations

@@ -50,6 +50,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 import trio
@@ -381,9 +382,14 @@ async def _move_all(connection: ClusterConnection, target: str, report: ScaleDow
         paged += [r.sf_queue for _, r in departed if r.sf_queue.paged > 0]
         if not paged:
             break
-        if not await until(lambda: any(q.messages or q.paged <= 0 for q in paged), STALL_TIMEOUT):
+        if not await until(partial(_depaged, paged), STALL_TIMEOUT):
             raise ScaleDownError("paged messages did not come back into memory")
     report.moved.update(mover.moved)
+
+
+def _depaged(queues: list[Queue]) -> bool:
+    """Some paged messages came into memory (or none are left)."""
+    return any(q.messages or q.paged <= 0 for q in queues)
 
 
 def route_names(ref: MessageReference, route: NeighbourRoute) -> list[str]:
