@@ -297,6 +297,11 @@ impl PageStore {
         Ok((ticket, positions))
     }
 
+    /// Whether the writer thread is asleep waiting for work (for tests and diagnostics).
+    pub fn writer_idle(&self) -> bool {
+        self.inner.state().writer_waiting
+    }
+
     /// Wakes the writer if a deferred append left it asleep. Takes the lock briefly.
     pub fn wake_writer(&self) {
         let mut st = self.inner.state();
