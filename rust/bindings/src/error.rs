@@ -63,6 +63,20 @@ fn os_error(py: Python<'_>, op: &str, path: &Path, source: &std::io::Error) -> P
     ))
 }
 
+/// A corrupted-file exception naming the file and the offset of the bad bytes.
+fn corrupted(py: Python<'_>, class: &str, message: String, path: &Path, offset: u64) -> PyErr {
+    let offset = match offset.into_pyobject(py) {
+        Ok(offset) => offset.into_any(),
+        Err(never) => match never {},
+    };
+    artemis_error(
+        py,
+        class,
+        message,
+        &[("file", path_obj(py, path)), ("offset", offset)],
+    )
+}
+
 /// Map a journal error to the Python exception the facade documents.
 pub fn journal_error(py: Python<'_>, err: &journal::Error) -> PyErr {
     use journal::Error as E;
@@ -70,16 +84,7 @@ pub fn journal_error(py: Python<'_>, err: &journal::Error) -> PyErr {
     match err {
         E::Io { op, path, source } => os_error(py, op, path, source),
         E::Corrupted { path, offset, .. } => {
-            let offset = match offset.into_pyobject(py) {
-                Ok(offset) => offset.into_any(),
-                Err(never) => match never {},
-            };
-            artemis_error(
-                py,
-                "JournalCorruptedError",
-                message,
-                &[("file", path_obj(py, path)), ("offset", offset)],
-            )
+            corrupted(py, "JournalCorruptedError", message, path, *offset)
         }
         E::ForeignFile { path, .. } | E::WrongFileSize { path, .. } => artemis_error(
             py,
@@ -129,16 +134,7 @@ pub fn paging_error(py: Python<'_>, err: &paging::Error) -> PyErr {
     match err {
         E::Io { op, path, source } => os_error(py, op, path, source),
         E::Corrupted { path, offset, .. } => {
-            let offset = match offset.into_pyobject(py) {
-                Ok(offset) => offset.into_any(),
-                Err(never) => match never {},
-            };
-            artemis_error(
-                py,
-                "PageFileCorruptedError",
-                message,
-                &[("file", path_obj(py, path)), ("offset", offset)],
-            )
+            corrupted(py, "PageFileCorruptedError", message, path, *offset)
         }
         E::ForeignFile { path, .. } | E::NotAStore { path, .. } => artemis_error(
             py,

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, deque
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -80,6 +79,7 @@ class AddressPaging:
         self.size = 0
         self.messages = 0
         self.paging = False
+        self._settings: AddressSettings | None = None
         self.store: PageStore | None = None
         self.cursors: dict[int, PageCursor] = {}
         self._unsettled: deque[_Appended] = deque()
@@ -88,7 +88,7 @@ class AddressPaging:
         self._dropping = False  # in a DROP episode (logged once)
         self._room = trio.Event()
         self.creating = False  # its page store is being created
-        self._deleting: set[int] = set()
+        self.deleting: set[int] = set()  # pages being deleted (by the manager)
         # Records before this position were written before the last restart.
         self.recovered_below: Position = (0, 0)
         # tx id -> pages holding its records (PAGE_TX records live while those pages do)
@@ -98,7 +98,11 @@ class AddressPaging:
 
     @property
     def settings(self) -> AddressSettings:
-        return self.manager.settings_for(self.address)
+        # Resolved once: the settings repository never changes while the node runs, and
+        # every send asks (the per-message path).
+        if self._settings is None:
+            self._settings = self.manager.settings_for(self.address)
+        return self._settings
 
     def full(self) -> bool:
         settings = self.settings
@@ -340,7 +344,7 @@ class AddressPaging:
             page
             for page in self.store.pages()
             if page != current
-            and page not in self._deleting
+            and page not in self.deleting
             and all(c.done_with(page) for c in self.cursors.values())
         ]
 
@@ -352,9 +356,6 @@ class AddressPaging:
 
     def remove_cursor(self, queue: Queue) -> PageCursor | None:
         return self.cursors.pop(queue.id, None)
-
-    def queues_with_pages(self) -> Iterable[PageCursor]:
-        return (c for c in self.cursors.values() if c.queue.paged > 0)
 
 
 class Full(Exception):  # noqa: N818 - the address is full: the text is for the client

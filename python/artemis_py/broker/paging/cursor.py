@@ -44,11 +44,6 @@ class PageCursor:
     in_memory_bytes: int = 0
     reading: bool = False
 
-    @property
-    def unread(self) -> int:
-        """Messages for the queue still in page files (shown in its message count)."""
-        return self.queue.paged
-
     def done_with(self, page: int) -> bool:
         """Whether ``page`` no longer matters to this queue."""
         return page < self.first_page or page in self.completed
