@@ -498,3 +498,26 @@ def test_a_producer_keeps_its_order_across_persistent_and_non_persistent(node, r
     )
     got = [raw.read_until("MESSAGE").get("n") for _ in kinds]
     assert got == [str(i) for i in range(len(kinds))]
+
+
+def test_a_send_racing_the_last_consumers_departure_is_not_lost(node, clients):
+    """The consumer's DISCONNECT and another connection's SEND cross: the queue (auto-created,
+    emptied) must not be auto-deleted while that receipted send is on its way to it."""
+    q = unique("/queue/race")
+    producer = clients(node)
+    for round_number in range(3):
+        for i in range(5):
+            producer.send(q, f"old{i}", **PERSISTENT)
+        consumer = clients(node)
+        consumer.subscribe(q, ack="client-individual", **{"consumer-window-size": "-1"})
+        for frame in consumer.wait_messages(5):
+            consumer.ack(frame)
+        consumer.sync()
+        consumer.disconnect()
+        producer.send(q, f"new{round_number}", **PERSISTENT)  # right after the DISCONNECT
+        c = clients(node)
+        c.subscribe(q)
+        c.wait_messages(1)
+        c.sync()
+        assert [m.body for m in c.messages] == [f"new{round_number}"]
+        c.disconnect()

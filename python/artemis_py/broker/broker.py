@@ -318,6 +318,7 @@ class Broker:
             queue.auto_created
             and settings.auto_delete_queues
             and queue.message_count == 0
+            and not queue.arriving  # a send routed here before the consumer left
             and queue.routing_type is RoutingType.ANYCAST
         ):
             return self.delete_queue(queue)
@@ -515,6 +516,7 @@ class Broker:
     def _enqueue(self, message: Message, held: list[tuple[Held, list[Queue]]]) -> None:
         for share, queues in held:
             for queue in queues:
+                queue.arriving -= 1
                 ref = MessageReference(message, queue)
                 ref.held = share
                 queue.add(ref)

@@ -82,6 +82,8 @@ class Queue:
         self.messages_added = 0
         self.messages_acknowledged = 0
         self.paged = 0  # messages for this queue still in page files (its cursor reads them)
+        # Messages routed here whose send has not settled yet: auto-delete waits for them.
+        self.arriving = 0
         self._next_consumer = 0
         self._in_deliver = False
         self._redeliver = False

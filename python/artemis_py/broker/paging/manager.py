@@ -67,8 +67,10 @@ class Placement:
 
     def release(self) -> None:
         """Give back the memory reserved for a send that will not happen."""
-        for share, _ in self.held:
+        for share, queues in self.held:
             share.paging.release(share.size, 1)
+            for queue in queues:
+                queue.arriving -= 1
         self.held.clear()
 
 
@@ -152,6 +154,8 @@ class PagingManager:
             if decision is MEMORY:
                 placement.memory += group
                 placement.held.append((paging.hold(message.size, len(group)), group))
+                for queue in group:
+                    queue.arriving += 1  # until the broker enqueues it
             elif decision is PAGE:
                 placement.paged.append((paging, group))
             # DROP: those queues do not get the message
@@ -253,7 +257,7 @@ class PagingManager:
     def _delete_completed(self, paging: AddressPaging) -> None:
         pages = paging.deletable()
         if pages and self._nursery is not None:
-            paging._deleting.update(pages)  # noqa: SLF001 - the manager drives deletion
+            paging.deleting.update(pages)
             self._nursery.start_soon(self._delete_pages, paging, pages)
 
     async def _delete_pages(self, paging: AddressPaging, pages: list[int]) -> None:
@@ -270,7 +274,7 @@ class PagingManager:
             log.error("address %s: cannot delete page(s) %s: %s", paging.address, pages, exc)
             return
         finally:
-            paging._deleting.difference_update(pages)  # noqa: SLF001
+            paging.deleting.difference_update(pages)
         ops: list[Op] = []
         for page in pages:
             paging.page_records.pop(page, None)
@@ -345,18 +349,6 @@ class PagingManager:
         stores += self._stores.values()
         for store in stores:
             await store.close()
-
-    def status(self) -> dict[str, dict[str, int | bool]]:
-        return {
-            name: {
-                "size": p.size,
-                "messages": p.messages,
-                "paging": p.paging,
-                "pages": len(p.store.pages()) if p.store is not None else 0,
-                "dropped": p.dropped,
-            }
-            for name, p in self.addresses.items()
-        }
 
 
 def _delete(record_id: int) -> Op:
