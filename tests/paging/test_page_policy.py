@@ -65,3 +65,21 @@ def test_multicast_subscriptions_read_the_pages_at_their_own_pace(paged_node, cl
     assert len(page_files(paged_node)) > 3
     assert take_acking(slow, 120) == list(range(120))
     wait_for(lambda: len(page_files(paged_node)) <= 1, 10, message="completed pages deleted")
+
+
+def test_data_summary_counts_a_stopped_nodes_paged_backlog(paged_node, clients):
+    """`artemis-py data summary` on real page files and cursor records: paged messages minus
+    the acknowledged ones, per queue."""
+    from integration.test_cli import artemis_py
+
+    q = unique("/queue/paged.summary")
+    send_numbered(clients(paged_node), q, 150)
+    assert consume(clients, paged_node, q, 60) == list(range(60))
+    paged_node.stop()
+    result = artemis_py("data", "summary", str(paged_node.data_dir))
+    assert result.returncode == 0, result.stderr
+    (line,) = [x for x in result.stdout.splitlines() if x.startswith(f"queue {q[7:]} ")]
+    fields = dict(f.split("=") for f in line.split()[2:])
+    assert int(fields["total"]) == 90, line
+    assert int(fields["paged"]) > 0, line
+    paged_node.start()

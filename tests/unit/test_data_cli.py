@@ -246,11 +246,3 @@ def test_summary_counts_paged_messages_minus_acks_completions_and_open_transacti
     # audit completed page 1: only 32
     assert "queue audit id=102 address=orders journal=1 paged=1 total=2" in out
     assert "address orders store=0123abcd pages=2 bytes=20 records=4 uncommitted=1" in out
-
-
-def test_without_a_page_reader_paged_counts_are_unknown(pages, monkeypatch, capsys) -> None:
-    monkeypatch.setattr(data, "page_reader", lambda: None)
-    status, out, err = run(capsys, "summary", str(pages.parent.parent))
-    assert status == 0, err
-    assert "queue audit id=102 address=orders journal=1 paged=? total=1" in out
-    assert "page files not read" in out

@@ -95,7 +95,7 @@ class Inventory:
     bindings: LoadReport
     journal_dirs: dict[str, Path]
     paging_dir: Path
-    read_page: PageReader | None
+    read_page: PageReader
     queues: dict[int, QueueSpec] = field(default_factory=dict)
     # page cursors from the messages journal
     page_acks: set[tuple[str, int, int, int]] = field(default_factory=set)  # addr, q, page, off
@@ -110,7 +110,7 @@ class Inventory:
         *,
         journal_dirs: dict[str, Path],
         paging_dir: Path,
-        read_page: PageReader | None,
+        read_page: PageReader,
     ) -> Inventory:
         inventory = cls(messages, bindings, journal_dirs, paging_dir, read_page)
         for record in bindings.records:
@@ -208,17 +208,11 @@ class Inventory:
     def print_paging(self) -> Iterator[str]:
         stores = list_page_stores(self.paging_dir)
         yield f"# paging directory {self.paging_dir}: {len(stores)} page stores"
-        if stores and self.read_page is None:
-            yield "# page files not read: this build has no page store (artemis_py.storage.paging)"
         for store in stores:
             yield (
                 f"address {store.address} store={store.directory.name} "
                 f"pages={len(store.pages)} bytes={_store_bytes(store)}"
             )
-            if self.read_page is None:
-                for number, path in store.pages:
-                    yield f"page {store.address} {number} bytes={_size(path)}"
-                continue
             for number, path in store.pages:
                 yield from self._page_lines(store, number, path)
         yield from self._cursor_lines()
@@ -276,8 +270,6 @@ class Inventory:
         paged: Counter[int] = Counter()
         addresses = []
         stores = list_page_stores(self.paging_dir)
-        # Without a page reader the paged counts are unknown, unless there is nothing paged.
-        known = self.read_page is not None or not stores
         for store in stores:
             counts = self._count_store(store, paged)
             addresses.append(
@@ -298,7 +290,7 @@ class Inventory:
                     "name": spec.name if spec else None,
                     "address": spec.address if spec else None,
                     "journal": in_journal[queue_id],
-                    "paged": paged[queue_id] if known else None,
+                    "paged": paged[queue_id],
                     "total": in_journal[queue_id] + paged[queue_id],
                 }
             )
@@ -306,13 +298,10 @@ class Inventory:
             "queues": queues,
             "addresses": addresses,
             "journals": {name: _journal_files(path) for name, path in self.journal_dirs.items()},
-            "paged_known": known,
         }
 
     def _count_store(self, store: PageStoreFiles, paged: Counter[int]) -> dict[str, Any]:
         """Add the store's live paged messages to ``paged`` (per queue); return its totals."""
-        if self.read_page is None:
-            return {"records": None, "uncommitted": None, "unreadable": []}
         records_total = uncommitted = 0
         unreadable = []
         for number, path in store.pages:
@@ -350,17 +339,15 @@ def render_summary(summary: dict[str, Any]) -> Iterator[str]:
     yield "queues (messages: in the journal + paged = total):"
     for q in summary["queues"]:
         name = q["name"] if q["name"] is not None else "(deleted)"
-        paged = "?" if q["paged"] is None else q["paged"]
         yield (
             f"queue {name} id={q['id']} address={q['address'] or '-'} journal={q['journal']} "
-            f"paged={paged} total={q['total']}"
+            f"paged={q['paged']} total={q['total']}"
         )
     yield "page stores:"
     for a in summary["addresses"]:
-        records = "?" if a["records"] is None else a["records"]
         line = (
             f"address {a['address']} store={a['store']} pages={a['pages']} bytes={a['bytes']} "
-            f"records={records}"
+            f"records={a['records']}"
         )
         if a["uncommitted"]:
             line += f" uncommitted={a['uncommitted']}"
@@ -372,8 +359,6 @@ def render_summary(summary: dict[str, Any]) -> Iterator[str]:
     yield "journals:"
     for name, j in summary["journals"].items():
         yield f"journal {name} {j['directory']} files={j['files']} bytes={j['bytes']}"
-    if not summary["paged_known"]:
-        yield "paged=?: page files not read: this build has no page store"
 
 
 def _latest(record: Record) -> bytes:
