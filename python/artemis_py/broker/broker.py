@@ -448,16 +448,9 @@ class Broker:
             in_memory.append((message, placement.memory, dup_id, encoded))
             message.ref_count += len(placement.memory)
             effects.append(partial(self._enqueue, message, placement.held))
-        if pending.tickets:
-            paged, pending.tickets = pending.tickets, []
-
-            async def gate() -> None:
-                await durable(paged)
-                pending.tickets += self.persistence.store_forwarded(in_memory, self.duplicates)
-
-            pending.gate = gate
-        else:
-            pending.tickets += self.persistence.store_forwarded(in_memory, self.duplicates)
+        _journal_after_pages(
+            pending, partial(self.persistence.store_forwarded, in_memory, self.duplicates)
+        )
         pending.on_durable += effects
         return pending
 
@@ -561,25 +554,18 @@ class Broker:
             else:
                 ref.message.ref_count -= 1
                 ack_records.append(self._ack_record(ref))
-        if pending.tickets:
-            paged, pending.tickets = pending.tickets, []
-
-            async def gate() -> None:
-                await durable(paged)
-                pending.tickets += self.persistence.commit(stored, ack_records, tx_id, paged_ops)
-
-            pending.gate = gate
-        else:
-            try:
-                pending.tickets += self.persistence.commit(stored, ack_records, tx_id, paged_ops)
-            except StorageError:
-                # The journal refused the transaction (nothing was queued): undo the counts.
-                for (message, _), placement in zip(tx.sends, placements, strict=True):
-                    message.ref_count -= len(placement.memory)
-                for ref in tx.acks:
-                    if ref.paged is None:
-                        ref.message.ref_count += 1
-                raise
+        try:
+            _journal_after_pages(
+                pending, partial(self.persistence.commit, stored, ack_records, tx_id, paged_ops)
+            )
+        except StorageError:
+            # The journal refused the transaction (nothing was queued): undo the counts.
+            for (message, _), placement in zip(tx.sends, placements, strict=True):
+                message.ref_count -= len(placement.memory)
+            for ref in tx.acks:
+                if ref.paged is None:
+                    ref.message.ref_count += 1
+            raise
         for ref in tx.acks:
             ref.queue.acknowledged()
         for (message, _), placement in zip(tx.sends, placements, strict=True):
@@ -705,6 +691,22 @@ class Broker:
                 why,
             )
         self._acknowledge_refs([ref])
+
+
+def _journal_after_pages(pending: Pending, submit: Callable[[], list[Ticket]]) -> None:
+    """Submit an operation's journal records (``submit``) once the page records already in
+    ``pending`` are durable, at once when nothing was paged: a crash never leaves the
+    journal's half (a commit, duplicate ids) without the paged messages it refers to."""
+    if not pending.tickets:
+        pending.tickets += submit()
+        return
+    paged, pending.tickets = pending.tickets, []
+
+    async def gate() -> None:
+        await durable(paged)
+        pending.tickets += submit()
+
+    pending.gate = gate
 
 
 def _by_queue(refs: Iterable[MessageReference]) -> list[tuple[Queue, list[MessageReference]]]:
