@@ -37,8 +37,8 @@ The nodes that stay
 -------------------
 :func:`take_over` runs on every neighbour that hears ``Leaving``: it stops routing to the
 departed node (its bindings go), lets the bridge's messages in flight be confirmed, closes
-the link, and moves what still waits in the departed node's store-and-forward queue to the
-target (on the target itself: into the queues of the same names), then deletes that queue.
+the link, and moves what still waits in the departed node's store-and-forward queue (paged
+or not) to the target (on the target itself: into the queues of the same names), then deletes that queue.
 A message the ``Leaving`` frame lists as received is dropped instead: the departed node
 stored it (only the confirmation was lost) and has moved it to the target itself.
 """
@@ -377,14 +377,24 @@ async def _move_all(connection: ClusterConnection, target: str, report: ScaleDow
                 names = [n if "@" in n else f"{n}@{node_id}" for n in route_names(ref, route)]
                 await mover.add(ref, [(sf_queue, names)], what)
         await mover.flush()
-        # Paged messages come into memory as the moved ones leave it: go round again.
-        paged = [q for q in _movable(connection) if q.name in has and q.paged > 0]
-        paged += [r.sf_queue for _, r in departed if r.sf_queue.paged > 0]
-        if not paged:
+        queues = [q for q in _movable(connection) if q.name in has]
+        if not await _more_depaged(queues + [r.sf_queue for _, r in departed]):
             break
-        if not await until(partial(_depaged, paged), STALL_TIMEOUT):
-            raise ScaleDownError("paged messages did not come back into memory")
     report.moved.update(mover.moved)
+
+
+async def _more_depaged(queues: list[Queue]) -> bool:
+    """After a pass over the messages in memory: whether to go round again. Paged messages
+    come into memory as the moved ones leave it (the last of them may have come during the
+    pass, after its snapshot); wait until some of them have."""
+    if any(q.messages for q in queues):
+        return True
+    paged = [q for q in queues if q.paged > 0]
+    if not paged:
+        return False
+    if not await until(partial(_depaged, paged), STALL_TIMEOUT):
+        raise ScaleDownError("paged messages did not come back into memory")
+    return True
 
 
 def _depaged(queues: list[Queue]) -> bool:
@@ -463,16 +473,21 @@ async def take_over(
         return [(sf_queue, names)]
 
     have = {dup_id.encode() for dup_id in received}
-    arrived: list[MessageReference] = []
+    arrived = 0
     mover = _Mover(connection, DEFAULT_BATCH)
     try:
-        for ref in list(route.sf_queue.messages):
-            if duplicate_id(connection.node_id, ref.message.message_id) in have:
-                arrived.append(ref)  # its confirmation was lost; the departed node moved it
-            else:
-                await mover.add(ref, destinations(route_names(ref, route)), "")
-        await mover.flush()
-        await _discard(connection, arrived)
+        while True:
+            reached: list[MessageReference] = []
+            for ref in list(route.sf_queue.messages):
+                if duplicate_id(connection.node_id, ref.message.message_id) in have:
+                    reached.append(ref)  # its confirmation was lost; the departed node moved it
+                else:
+                    await mover.add(ref, destinations(route_names(ref, route)), "")
+            await mover.flush()
+            await _discard(connection, reached)
+            arrived += len(reached)
+            if not await _more_depaged([route.sf_queue]):
+                break
     except ScaleDownError as exc:
         log.error(
             "cluster %s: cannot take over the messages that waited for node %s: %s",
@@ -487,9 +502,9 @@ async def take_over(
             "cluster %s: %d message(s) that waited for node %s: %d had reached it before it "
             "left (not sent again), %d go to node %s",
             connection.name,
-            moved + len(arrived),
+            moved + arrived,
             departed,
-            len(arrived),
+            arrived,
             moved,
             target,
         )
