@@ -60,6 +60,8 @@ __all__ = [
     "wait_binding",
     "wait_for",
     "wait_formed",
+    "SMALL_MEMORY",
+    "FEW_DEPAGED",
 ]
 
 CLUSTER_NAME = "test"
@@ -73,6 +75,15 @@ CLUSTER_ADDRESS_SETTINGS = DEFAULT_ADDRESS_SETTINGS.replace(
     "<auto-create-addresses>true</auto-create-addresses>\n"
     "        <auto-delete-queues>false</auto-delete-queues>\n"
     "        <auto-delete-addresses>false</auto-delete-addresses>",
+)
+
+# Paging in a cluster: the node's global limit makes every address page, store-and-forward
+# ones included; FEW_DEPAGED keeps only a few paged messages in memory at a time, so what
+# moves them (scale-down) goes round several times.
+SMALL_MEMORY = "<global-max-size>24KiB</global-max-size>"
+FEW_DEPAGED = CLUSTER_ADDRESS_SETTINGS.replace(
+    "<auto-delete-queues>",
+    "<max-read-page-messages>10</max-read-page-messages><auto-delete-queues>",
 )
 
 

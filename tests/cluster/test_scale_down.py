@@ -11,8 +11,14 @@ from __future__ import annotations
 import signal
 from typing import Any
 
+import pytest
+
+from paging.conftest import take_acking
+
 from .conftest import (
     CLUSTER_ADDRESS_SETTINGS,
+    FEW_DEPAGED,
+    SMALL_MEMORY,
     Client,
     cli,
     node_id,
@@ -227,16 +233,20 @@ def test_a_new_node_joins_through_one_member_and_receives_redistributed_backlog(
     assert sorted(m.body for m in consumer.messages[40:]) == sorted(more)
 
 
+@pytest.mark.parametrize("paged", [False, True], ids=["in-memory", "paged"])
 def test_the_others_send_what_waited_for_the_departed_node_to_the_target(
-    cluster: Any, clients: Any
+    cluster: Any, clients: Any, paged: bool
 ) -> None:
     # node2 gives up on a link to node0 that breaks (reconnect-attempts 0), so its backlog
-    # for node0 is still waiting when node0 scales down.
+    # for node0 is still waiting when node0 scales down. Paged: most of that backlog is in
+    # node2's page files, and all of it goes, in order.
+    count = 150 if paged else 20
+    paging = {"extra_core": SMALL_MEMORY, "address_settings": FEW_DEPAGED} if paged else {}
     nodes = cluster(
         3,
         node_options={
             0: {"extra_core": scale_down_xml("node1")},
-            2: {"cluster_extra": "<reconnect-attempts>0</reconnect-attempts>"},
+            2: {"cluster_extra": "<reconnect-attempts>0</reconnect-attempts>", **paging},
         },
     )
     q = unique("only0")
@@ -245,29 +255,32 @@ def test_the_others_send_what_waited_for_the_departed_node_to_the_target(
     wait_binding(nodes[2], q, on=nodes[0])
     departed = node_id(nodes[0])
 
-    def backlog(connected: bool) -> bool:
+    def disconnected(depth: int) -> bool:
         b = next((b for b in status(nodes[2])["bridges"] if b["node_id"] == departed), None)
-        return b is not None and b["depth"] == 20 and b["connected"] is connected
+        return b is not None and b["depth"] == depth and not b["connected"]
 
     assert nodes[0].process is not None
     nodes[0].process.send_signal(signal.SIGSTOP)  # frozen until node2's TTL drops the link
     try:
-        sent = send_many(clients(nodes[2]), f"/queue/{q}", 20, "m")
-        wait_for(lambda: backlog(False), message=lambda: f"node2: {status(nodes[2])}")
+        # Sent once the link is down, so none of it reaches node0 before it leaves.
+        wait_for(lambda: disconnected(0), message=lambda: f"node2: {status(nodes[2])}")
+        sent = send_many(clients(nodes[2]), f"/queue/{q}", count, "m")
+        assert disconnected(count)
     finally:
         nodes[0].process.send_signal(signal.SIGCONT)
+    if paged:
+        assert list((nodes[2].data_dir / "paging").glob("*/*.page")), "node2 must have paged"
     # node0 dials node2 again (node2 does not dial back), so it hears node0 leave.
     wait_for(
         lambda: any(m["incoming"] for m in status(nodes[2])["members"] if m["node_id"] == departed),
         message=lambda: f"node0 to link to node2 again: {status(nodes[2])}",
     )
-    assert backlog(False)
     assert nodes[0].stop() == 0
     consumer = clients(nodes[1])
-    consumer.subscribe(f"/queue/{q}")
-    assert sorted(received(consumer, 20)) == sorted(sent)
+    consumer.subscribe(f"/queue/{q}", ack="client-individual", **{"consumer-window-size": "-1"})
+    assert take_acking(consumer, count, key="body") == sent
     wait_for(
         lambda: not [b for b in status(nodes[2])["bridges"] if b["node_id"] == departed],
         message=lambda: f"node2 to drop its queue for node0: {status(nodes[2])}",
     )
-    assert "20 message(s) that waited for node" in nodes[2].log(since_start=True)
+    assert f"{count} message(s) that waited for node" in nodes[2].log(since_start=True)

@@ -38,10 +38,10 @@ def paged_node(make_broker):  # noqa: F811
     return make_broker(persistence=True, address_settings=paging_settings())
 
 
-def take_acking(client, count: int, *, receipt: bool = True) -> list[int]:
+def take_acking(client, count: int, *, receipt: bool = True, key: str = "seq") -> list:
     """Receive ``count`` messages on a subscription, acknowledging each as it comes (a queue
     depages only while its depaged messages in flight stay under max-read-page-messages);
-    returns their ``seq`` headers."""
+    returns their ``seq`` headers as numbers (``key="body"``: their bodies)."""
     acked = 0
     while acked < count:
         wait_for(
@@ -53,4 +53,6 @@ def take_acking(client, count: int, *, receipt: bool = True) -> list[int]:
             client.ack(frame, receipt=receipt)
             acked += 1
     client.sync()
-    return [int(m.headers["seq"]) for m in client.messages[:count]]
+    if key == "body":
+        return [m.body for m in client.messages[:count]]
+    return [int(m.headers[key]) for m in client.messages[:count]]
