@@ -135,6 +135,7 @@ class Run:
     label: str
     total: int
     idle_rss: int = 0
+    send_peak_rss: int = 0  # the peak while the backlog builds
     peak_rss: int = 0
     sent: int = 0
     send_s: float = 0.0
@@ -225,6 +226,7 @@ def measure(label: str, total: int, max_size: str, workdir: Path) -> Run:
         with RssSampler(node.pid) as sampler:
             limit = ARGS.rss_limit
             trio.run(produce, port, run, sampler, limit)
+            run.send_peak_rss = sampler.peak
             run.paging_bytes = tree_bytes(workdir / "data" / "paging")
             run.journal_bytes = tree_bytes(workdir / "data" / "journal")
             trio.run(drain, port, run)
@@ -244,7 +246,8 @@ def report(run: Run) -> None:
     print(f"{run.label}: {run.total / MiB:,.0f} MiB of {ARGS.message_size}-byte persistent "
           f"messages, {ARGS.producers} producers")  # fmt: skip
     print(f"  idle RSS    {run.idle_rss / MiB:9,.1f} MiB")
-    print(f"  peak RSS    {run.peak_rss / MiB:9,.1f} MiB   growth {growth / MiB:,.1f} MiB")
+    print(f"  peak RSS    {run.peak_rss / MiB:9,.1f} MiB   growth {growth / MiB:,.1f} MiB "
+          f"(while sending: {run.send_peak_rss / MiB:,.1f} MiB)")  # fmt: skip
     print(f"  on disk     paging {run.paging_bytes / MiB:,.1f} MiB, "
           f"journal {run.journal_bytes / MiB:,.1f} MiB (after the send)")  # fmt: skip
     print(f"  send        {run.rate(run.sent, run.send_s)}")

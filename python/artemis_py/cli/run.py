@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import ctypes
 import logging
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -19,6 +21,9 @@ from artemis_py.node import open_broker
 log = logging.getLogger("artemis_py.cli")
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+# glibc's mallopt parameter for its number of malloc arenas.
+_M_ARENA_MAX = -8
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -70,8 +75,23 @@ def setup_logging(level: str) -> None:
     )
 
 
+def limit_malloc_arenas(arenas: int = 2) -> None:
+    """Let glibc keep at most ``arenas`` malloc arenas (unless ``MALLOC_ARENA_MAX`` says
+    otherwise). By default every thread that allocates gets an arena of its own (up to
+    8 per core), and each keeps the high-water mark of what it once held: page reads
+    and journal writes in worker threads made a node draining a paged backlog grow by
+    about 25 MiB more than the messages it holds. Elsewhere than glibc this does nothing."""
+    if "MALLOC_ARENA_MAX" in os.environ or not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None).mallopt(_M_ARENA_MAX, arenas)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
 def command(args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
+    limit_malloc_arenas()
     try:
         config = load_config(args.config) if args.config else default_config()
     except ConfigError as exc:
