@@ -520,9 +520,11 @@ class Broker:
         return self.acknowledge(refs)
 
     def _enqueue(self, message: Message, held: list[tuple[Held, list[Queue]]]) -> None:
-        size = message.memory_size  # less than when placed once a large body is in its file
+        if message.body_ref is not None:  # its body went to its file since it was placed
+            size = message.memory_size
+            for share, _ in held:
+                share.shrink(size)
         for share, queues in held:
-            share.shrink(size)
             for queue in queues:
                 queue.arriving -= 1
                 ref = MessageReference(message, queue)
