@@ -50,6 +50,7 @@ from artemis_py.broker.routing import (
 )
 from artemis_py.config import AddressSettings, BrokerConfig, MessageLoadBalancing, RoutingType
 from artemis_py.exceptions import ArtemisError, StorageError
+from artemis_py.storage import Op
 
 log = logging.getLogger("artemis_py.broker")
 
@@ -377,7 +378,8 @@ class Broker:
         memory = placement.memory
         durable_queues = [q for q in memory if q.durable] if message.durable else []
         pending = Pending()
-        if durable_queues:
+        if durable_queues or (memory and message.body_ref is not None):
+            # (a copy of a message whose body is in a file is stored whatever its queues)
             pending.tickets += self.persistence.store_message(message, durable_queues)
         message.ref_count += len(memory)
         self._page(message, placement, pending)
@@ -387,14 +389,25 @@ class Broker:
     def _page(
         self, message: Message, placement: Placement, pending: Pending, tx_id: int = 0
     ) -> None:
-        """Append ``message`` to the page files of the addresses that page it."""
+        """Append ``message`` to the page files of the addresses that page it (a large
+        one as a reference to its file, see :mod:`artemis_py.broker.large_messages`)."""
         encoded = None
+        large = self.persistence.large
+        by_reference = bool(placement.paged) and large.pages_by_reference(message)
         for paging, group in placement.paged:
             if encoded is None:
-                encoded = encode_message(message)
-            ticket, settle = paging.page(message, group, encoded, tx_id)
+                if by_reference:
+                    body = large.write_file(message)
+                    assert large.store is not None
+                    pending.tickets.append(Ticket(large.store, body.ticket))
+                encoded = encode_message(message, body_in_file=by_reference)
+            ticket, settle, position = paging.page(message, group, encoded, tx_id)
             pending.tickets.append(Ticket(paging.store, ticket))  # type: ignore[arg-type]
             pending.on_durable.append(settle)
+            if by_reference:
+                pending.tickets += self.persistence.store_page_ref(
+                    message, paging.address, position, group, tx_id
+                )
 
     @staticmethod
     def _after(wait: Callable[[], Awaitable[object]], again: Callable[[], Pending]) -> Pending:
@@ -507,6 +520,10 @@ class Broker:
         return self.acknowledge(refs)
 
     def _enqueue(self, message: Message, held: list[tuple[Held, list[Queue]]]) -> None:
+        if message.body_ref is not None:  # its body went to its file since it was placed
+            size = message.memory_size
+            for share, _ in held:
+                share.shrink(size)
         for share, queues in held:
             for queue in queues:
                 queue.arriving -= 1
@@ -537,7 +554,7 @@ class Broker:
             message.ref_count += len(placement.memory)
             if message.durable:
                 durable_queues = [q for q in placement.memory if q.durable]
-                if durable_queues:
+                if durable_queues or (placement.memory and message.body_ref is not None):
                     stored.append((message, durable_queues))
             self._page(message, placement, pending, tx_id)
         if pending.tickets:
@@ -551,6 +568,7 @@ class Broker:
                 op = self.paging.ack_op(ref, tx_id)
                 if op is not None:
                     paged_ops.append(op)
+                paged_ops += self._page_ref_acked(ref, tx_id)
             else:
                 ref.message.ref_count -= 1
                 ack_records.append(self._ack_record(ref))
@@ -599,12 +617,20 @@ class Broker:
                 op = self.paging.ack_op(ref)
                 if op is not None:
                     paged.append(op)
+                paged += self._page_ref_acked(ref, None)
                 continue
             ref.message.ref_count -= 1
             record = self._ack_record(ref)
             if record is not None:
                 records.append(record)
         return self.persistence.acknowledge(records, awaited, paged)
+
+    def _page_ref_acked(self, ref: MessageReference, tx_id: int | None) -> list[Op]:
+        """A depaged large message by reference: its LARGE_PAGE_REF record's delete once
+        the last of its queues acknowledged it."""
+        if ref.message.body_ref is None or ref.paged is None:
+            return []
+        return self.persistence.large.page_acked(ref.queue.address, ref.paged, ref.queue.id, tx_id)
 
     @staticmethod
     def _release(ref: MessageReference) -> None:

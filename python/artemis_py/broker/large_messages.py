@@ -22,18 +22,40 @@ body's length only. Here:
 * **Deleting.** When the last queue acknowledges the message, the journal delete is
   synced (even for an acknowledgement nobody waits for) and the file is removed only once
   that delete is durable: a crash never leaves a live record without its file.
-* **Memory.** The body is held once, in the message, shared by every queue's reference
-  and every store-and-forward queue; the file store writes it without a copy.
+* **Memory.** Until its file is durable the body is held once, in the message, shared by
+  every queue's reference and every store-and-forward queue; the file store writes it
+  without a copy. Once the file is durable the message keeps only a reference to it
+  (:class:`~artemis_py.broker.message.LargeBody`) and senders stream the body from the
+  file. Recovery checks each file's length and keeps the reference; no body is read.
+* **Paging by reference.** A persistent large message that pages has its file
+  written as usual and a page record with its headers and the body's length only; a
+  LARGE_PAGE_REF journal record (the file, the page position, the queues) keeps the file
+  alive while a queue still has to read that page record. When the last of those queues
+  acknowledges it, the record's delete goes with that acknowledgement's PAGE_ACK, and the
+  file goes once that is durable and no other record (LARGE_MESSAGE or LARGE_PAGE_REF)
+  holds it. At start the orphan sweep keeps every file such a record names; the paging
+  recovery then drops the records whose page record is acknowledged, completed, torn off
+  or of a transaction never committed (:meth:`LargeMessages.check_page_refs`). A
+  transaction's LARGE_PAGE_REF records are written before its commit, like its page
+  records; if it never commits they are dropped at the next start.
+* **Copies.** A copy under a new id (redistribution, dead letters, expiry) shares the
+  original's reference until it is stored; storing it links its own file to the
+  original's (no body is read or written). A copy of a message whose body is in a file
+  is always stored, even for non-durable queues only: its body exists nowhere else.
 """
 
 from __future__ import annotations
 
 import logging
 import struct
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
-from artemis_py.broker.message import Message, decode_message, encode_message
+from artemis_py.broker.message import LargeBody, Message, decode_message, encode_message
+from artemis_py.storage import Op
 
 if TYPE_CHECKING:
     from artemis_py.storage.large_messages import LargeMessageStore
@@ -44,7 +66,40 @@ log = logging.getLogger("artemis_py.broker.large_messages")
 #: Artemis's number for its large-message add record (JournalRecordIds); 10-14 are taken.
 LARGE_MESSAGE_RECORD = 30
 
+#: Messages journal record type: a page record refers to a large message's file.
+LARGE_PAGE_REF = 31
+
 _LENGTH = struct.Struct("<Q")
+_PAGE_REF = struct.Struct("<QQQQH")  # file id, page, offset, tx id, queue count
+_QUEUE_ID = struct.Struct("<Q")
+
+
+@dataclass(slots=True)
+class PageRef:
+    """LARGE_PAGE_REF: the page record at (``page``, ``offset``) of ``address``'s store
+    refers to the file of ``file_id``, for ``queue_ids`` (those that have still to
+    acknowledge it, at run time)."""
+
+    file_id: int
+    address: str
+    page: int
+    offset: int
+    tx_id: int
+    queue_ids: set[int]
+
+
+def encode_page_ref(ref: PageRef) -> bytes:
+    head = _PAGE_REF.pack(ref.file_id, ref.page, ref.offset, ref.tx_id, len(ref.queue_ids))
+    ids = b"".join(_QUEUE_ID.pack(q) for q in sorted(ref.queue_ids))
+    return head + ids + ref.address.encode()
+
+
+def decode_page_ref(payload: bytes) -> PageRef:
+    file_id, page, offset, tx_id, count = _PAGE_REF.unpack_from(payload)
+    pos = _PAGE_REF.size
+    ids = {_QUEUE_ID.unpack_from(payload, pos + 8 * i)[0] for i in range(count)}
+    address = bytes(payload[pos + 8 * count :]).decode()
+    return PageRef(file_id, address, page, offset, tx_id, ids)
 
 
 class LargeMessages:
@@ -57,27 +112,153 @@ class LargeMessages:
         # whatever it was marked: records never span journal files.
         self.record_limit = record_limit
         self.ids: set[int] = set()  # stored large messages with a file
+        # LARGE_PAGE_REF records by record id, by page position, and per file
+        self.page_refs: dict[int, PageRef] = {}
+        self._by_position: dict[tuple[str, int, int], int] = {}
+        self._paged_files: Counter[int] = Counter()
+        self._released: dict[int, list[int]] = {}  # tx id (0: none) -> files page acks freed
 
     def is_large(self, message: Message) -> bool:
-        return self.store is not None and (message.large or message.size > self.record_limit)
+        return self.store is not None and (
+            message.large or message.body_ref is not None or message.size > self.record_limit
+        )
 
     def write(self, message: Message) -> tuple[bytes, int]:
-        """Queue ``message``'s body file; returns its journal record payload and the file
-        store's ticket (wait for both before the send is durable)."""
-        assert self.store is not None
-        number = self.store.submit(message.message_id, message.body)
+        """Queue ``message``'s body file (a link for a copy; nothing if it has its file
+        already); returns its journal record payload and the file store's ticket (wait
+        for both before the send is durable). Once the file is durable the message drops
+        its body and keeps the reference."""
+        ref = self.write_file(message)
         message.large = True
         self.ids.add(message.message_id)
-        payload = _LENGTH.pack(len(message.body)) + encode_message(message, with_body=False)
-        return payload, number
+        payload = _LENGTH.pack(ref.length) + encode_message(message, with_body=False)
+        return payload, ref.ticket
+
+    def write_file(self, message: Message) -> LargeBody:
+        """Queue ``message``'s file unless it has it; its reference (with the ticket)."""
+        store = self.store
+        assert store is not None
+        message_id = message.message_id
+        ref = message.body_ref
+        if ref is None or ref.file_id != message_id:
+            own = LargeBody(store, message_id, message.body_length)
+            if ref is None:
+                own.ticket = store.submit(message_id, message.body, partial(_drop_body, message))
+            else:  # a copy: its file is a link to the original's
+                own.ticket = store.submit(message_id, ref.file_id)
+            message.body_ref = ref = own
+        return ref
+
+    # -- paging by reference -------------------------------------------------------------
+
+    def pages_by_reference(self, message: Message) -> bool:
+        """Whether ``message`` pages as a reference to its file."""
+        return message.durable and self.is_large(message)
+
+    def page_ref_op(
+        self,
+        record_id: int,
+        message: Message,
+        address: str,
+        position: tuple[int, int],
+        queues: Iterable[int],
+        tx_id: int = 0,
+    ) -> Op:
+        """The LARGE_PAGE_REF record of ``message`` paged at ``position`` for ``queues``
+        (by transaction ``tx_id``: it counts only once that commits, like the page record)."""
+        ref = PageRef(message.message_id, address, *position, tx_id, set(queues))
+        self._add_page_ref(record_id, ref)
+        return Op.add(record_id, LARGE_PAGE_REF, encode_page_ref(ref))
+
+    def _add_page_ref(self, record_id: int, ref: PageRef) -> None:
+        self.page_refs[record_id] = ref
+        self._by_position[(ref.address, ref.page, ref.offset)] = record_id
+        self._paged_files[ref.file_id] += 1
+
+    def page_acked(
+        self, address: str, position: tuple[int, int], queue_id: int, tx_id: int | None
+    ) -> list[Op]:
+        """A queue acknowledged a depaged message: the delete of its LARGE_PAGE_REF record
+        when it was the last queue (its file goes after the acknowledgement's batch)."""
+        record_id = self._by_position.get((address, *position))
+        if record_id is None:
+            return []
+        ref = self.page_refs[record_id]
+        ref.queue_ids.discard(queue_id)
+        if ref.queue_ids:
+            return []
+        self._released.setdefault(tx_id or 0, []).extend(self._drop_page_ref(record_id))
+        return [Op.delete(record_id) if tx_id is None else Op.delete_tx(tx_id, record_id)]
+
+    def _drop_page_ref(self, record_id: int) -> list[int]:
+        """Forget a LARGE_PAGE_REF record; its file if nothing else holds it."""
+        ref = self.page_refs.pop(record_id)
+        self._by_position.pop((ref.address, ref.page, ref.offset), None)
+        self._paged_files[ref.file_id] -= 1
+        if self._paged_files[ref.file_id] > 0:
+            return []
+        del self._paged_files[ref.file_id]
+        return [] if ref.file_id in self.ids else [ref.file_id]
+
+    def released(self, tx_id: int | None = None) -> list[int]:
+        """Files freed by the page acknowledgements of ``tx_id`` (None: outside one)."""
+        return self._released.pop(tx_id or 0, [])
+
+    def attach(self, message: Message, address: str, position: tuple[int, int]) -> bool:
+        """A message decoded from a page record refers to its file in this store; False
+        when no LARGE_PAGE_REF record holds that file (it was never made durable: the
+        message's SEND was never receipted)."""
+        ref = message.body_ref
+        if ref is None:
+            return True
+        if (address, *position) not in self._by_position:
+            log.error(
+                "paged large message %d skipped: no record keeps its file %s (a crash before "
+                "its SEND was receipted leaves this)",
+                message.message_id,
+                self.store.path(ref.file_id) if self.store is not None else ref.file_id,
+            )
+            return False
+        ref.store = self.store
+        return True
+
+    def recover_page_ref(self, record_id: int, payload: bytes) -> bool:
+        """A LARGE_PAGE_REF record at start: its file is kept (the orphan sweep spares it)
+        until :meth:`check_page_refs`; False when the file is missing or not found."""
+        ref = decode_page_ref(payload)
+        if self.store is None or ref.file_id not in self.store.found:
+            log.error(
+                "large message %d skipped from the pages of %s: its file %s is missing",
+                ref.file_id,
+                ref.address,
+                self.store.path(ref.file_id) if self.store is not None else ref.file_id,
+            )
+            return False
+        self._add_page_ref(record_id, ref)
+        return True
+
+    def check_page_refs(self, live: Callable[[PageRef, int], bool]) -> list[Op]:
+        """After the paging recovery: keep of each LARGE_PAGE_REF record the queues for
+        which ``live(ref, queue id)``; the records left without one are deleted (returned)
+        and so are the files nothing else holds (after those deletes)."""
+        ops: list[Op] = []
+        files: list[int] = []
+        for record_id, ref in list(self.page_refs.items()):
+            ref.queue_ids = {q for q in ref.queue_ids if live(ref, q)}
+            if not ref.queue_ids:
+                ops.append(Op.delete(record_id))
+                files += self._drop_page_ref(record_id)
+        self._released.setdefault(0, []).extend(files)
+        return ops
 
     def forget(self, message_ids: Iterable[int]) -> list[int]:
-        """Of ``message_ids`` (messages whose journal record goes), the large ones."""
+        """Of ``message_ids`` (messages whose journal record goes), the large ones whose
+        file goes too (no page record refers to it)."""
         if not self.ids:
             return []
         gone = [i for i in message_ids if i in self.ids]
         self.ids.difference_update(gone)
-        return gone
+        return [i for i in gone if i not in self._paged_files]
 
     def delete_after(self, after: Callable[[], Awaitable[None]], message_ids: list[int]) -> None:
         """Remove the files of ``message_ids`` once ``after()`` (their journal deletes
@@ -88,14 +269,14 @@ class LargeMessages:
     # -- recovery ----------------------------------------------------------------------
 
     def recover(self, record_id: int, payload: bytes) -> Message | None:
-        """The message of a LARGE_MESSAGE record with its body from its file; None (and
-        an error in the log) when the file is missing or incomplete."""
+        """The message of a LARGE_MESSAGE record, referring to its file; None (and an
+        error in the log) when the file is missing or not of the recorded length."""
         (length,) = _LENGTH.unpack_from(payload)
         message = decode_message(record_id, payload[_LENGTH.size :])
-        body = self.store.found.pop(record_id, None) if self.store is not None else None
-        if body is None or len(body) != length:
+        found = self.store.found.get(record_id) if self.store is not None else None
+        if found is None or found != length:
             path = self.store.path(record_id) if self.store is not None else f"{record_id}.msg"
-            problem = "is missing" if body is None else f"holds {len(body)} bytes, not {length}"
+            problem = "is missing" if found is None else f"holds {found} bytes, not {length}"
             log.error(
                 "large message %d skipped: its file %s %s (a crash before its SEND was "
                 "receipted leaves this; otherwise the file was removed or damaged by hand)",
@@ -103,14 +284,21 @@ class LargeMessages:
                 path,
                 problem,
             )
-            if body is not None and self.store is not None:
+            if found is not None and self.store is not None:
                 self.store.delete_after(None, [record_id])
             return None
-        message.body = body
+        message.body_ref = LargeBody(self.store, record_id, length)
         self.ids.add(record_id)
         return message
 
     def finish_recovery(self) -> None:
         """Remove the files that no journal record claimed (logged once, with a count)."""
         if self.store is not None:
-            self.store.remove_orphans(list(self.store.found))
+            held = self.ids.union(self._paged_files)  # LARGE_MESSAGE, LARGE_PAGE_REF records
+            self.store.remove_orphans([i for i in self.store.found if i not in held])
+            self.store.found.clear()
+
+
+def _drop_body(message: Message) -> None:
+    """The file is durable: the message keeps only its reference (senders stream it)."""
+    message.body = b""

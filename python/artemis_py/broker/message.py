@@ -6,6 +6,10 @@ the storage layer knows when the last acknowledgement may delete it from the jou
 
 The journal encoding (:func:`encode_message` / :func:`decode_message`) is versioned and
 independent of any wire protocol: protocol headers that are user data travel as properties.
+
+A stored large message keeps its body in a file, not in memory: :attr:`Message.body_ref`
+(a :class:`LargeBody`) names the file and its length, and whoever sends the message
+streams the body from the file (:mod:`artemis_py.storage.large_messages`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from artemis_py.config import RoutingType
 if TYPE_CHECKING:
     from artemis_py.broker.paging.address import Held
     from artemis_py.broker.queue import Queue
+    from artemis_py.storage.large_messages import LargeMessageStore
 
 DEFAULT_PRIORITY = 4
 # A message bound for other nodes carries, per store-and-forward queue, the names of the
@@ -29,8 +34,36 @@ _ENCODING_VERSION = 1
 _HEAD = struct.Struct("<BBBBqqH")
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
 _FLAG_DURABLE = 1
 _FLAG_LARGE = 2  # a neighbour stores a forwarded large message as large too
+# The body is in the large-message file of the record's message id; the record ends with
+# the body's length instead of the body (a page record of a large message).
+_FLAG_BODY_IN_FILE = 4
+
+#: What a message whose body is in a file costs in memory besides its headers: the
+#: reference object and the message's slots (an estimate, as the 64 bytes of ``size`` are).
+REFERENCE_OVERHEAD = 128
+
+
+class LargeBody:
+    """A body kept in a large-message file: the file of message ``file_id``, ``length``
+    bytes. ``store`` is None until the broker attaches it (a decoded page record)."""
+
+    __slots__ = ("store", "file_id", "length", "ticket")
+
+    def __init__(self, store: LargeMessageStore | None, file_id: int, length: int) -> None:
+        self.store = store
+        self.file_id = file_id
+        self.length = length
+        self.ticket = 0  # the store's ticket that writes the file (0: written before a restart)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __repr__(self) -> str:
+        return f"LargeBody(file_id={self.file_id}, length={self.length})"
+
 
 _ROUTING_CODES = {None: 0, RoutingType.ANYCAST: 1, RoutingType.MULTICAST: 2}
 _ROUTING_BY_CODE = {code: rt for rt, code in _ROUTING_CODES.items()}
@@ -52,6 +85,7 @@ class Message:
         "ref_count",
         "stored",
         "large",
+        "body_ref",
         "_property_map",
     )
 
@@ -81,12 +115,33 @@ class Message:
         self.stored = False  # written to the messages journal
         # Stored as a file of its own (see broker/large_messages.py); decided on arrival.
         self.large = False
+        # Set once the body is in a file; ``body`` is then emptied once the file is durable.
+        self.body_ref: LargeBody | None = None
         self._property_map: dict[str, str] | None = None
 
     @property
+    def body_length(self) -> int:
+        ref = self.body_ref
+        return len(self.body) if ref is None else ref.length
+
+    @property
     def size(self) -> int:
-        """Approximate memory/wire size in bytes, what flow-control windows count."""
-        return len(self.body) + sum(len(k) + len(v) + 2 for k, v in self.properties) + 64
+        """Approximate wire size in bytes (body included, in memory or not), what
+        flow-control windows and ``AMQSize`` count."""
+        return self.body_length + sum(len(k) + len(v) + 2 for k, v in self.properties) + 64
+
+    @property
+    def memory_size(self) -> int:
+        """What the message holds in memory, what paging's limits count: its size, or
+        for a body in a file, the headers and :data:`REFERENCE_OVERHEAD`."""
+        if self.body_ref is None:
+            return self.size
+        return (
+            len(self.body)
+            + sum(len(k) + len(v) + 2 for k, v in self.properties)
+            + 64
+            + (REFERENCE_OVERHEAD)
+        )
 
     def property(self, name: str) -> str | None:
         """The first value of a user property (STOMP: first header wins)."""
@@ -128,6 +183,7 @@ class Message:
             expiration=self.expiration,
         )
         copy.large = self.large
+        copy.body_ref = self.body_ref  # stored under its own id, its file is a link to this one
         return copy
 
     def with_address(self, message_id: int, address: str) -> Message:
@@ -144,10 +200,11 @@ class Message:
             expiration=0,
         )
         copy.large = self.large
+        copy.body_ref = self.body_ref
         return copy
 
     def __repr__(self) -> str:
-        return f"Message(id={self.message_id}, address={self.address!r}, size={len(self.body)})"
+        return f"Message(id={self.message_id}, address={self.address!r}, size={self.body_length})"
 
 
 _SPECIAL_IDENTIFIERS = {
@@ -191,17 +248,22 @@ def encode_message(
     properties: tuple[tuple[str, str], ...] | None = None,
     *,
     with_body: bool = True,
+    body_in_file: bool = False,
 ) -> bytes:
     """The journal record of ``message``; ``properties`` replace its own (a bridge leaves
     out the routing ones without copying the message). ``with_body=False``: the headers
-    only (a large message's journal record; its body is in a file)."""
+    only (a large message's journal record; its body is in a file). ``body_in_file``: the
+    headers and the body's length, marked so (a large message's page record, whose body is
+    the file of the record's message id)."""
     if properties is None:
         properties = message.properties
     address = message.address.encode()
     parts = [
         _HEAD.pack(
             _ENCODING_VERSION,
-            (_FLAG_DURABLE if message.durable else 0) | (_FLAG_LARGE if message.large else 0),
+            (_FLAG_DURABLE if message.durable else 0)
+            | (_FLAG_LARGE if message.large else 0)
+            | (_FLAG_BODY_IN_FILE if body_in_file else 0),
             _ROUTING_CODES[message.routing_type],
             message.priority,
             message.timestamp,
@@ -215,7 +277,9 @@ def encode_message(
         k = key.encode()
         v = value.encode()
         parts += (_U16.pack(len(k)), k, _U32.pack(len(v)), v)
-    if with_body:
+    if body_in_file:
+        parts.append(_U64.pack(message.body_length))
+    elif with_body:
         parts.append(message.body)
     return b"".join(parts)
 
@@ -241,12 +305,13 @@ def decode_message(message_id: int, data: bytes) -> Message:
             pos += 4
             properties.append((key, data[pos : pos + vlen].decode()))
             pos += vlen
+        length = _U64.unpack_from(data, pos)[0] if flags & _FLAG_BODY_IN_FILE else -1
     except (struct.error, UnicodeDecodeError, KeyError) as exc:
         raise ValueError(f"unreadable message record {message_id}: {exc}") from exc
     message = Message(
         message_id,
         address,
-        body=bytes(data[pos:]),
+        body=bytes(data[pos:]) if length < 0 else b"",
         properties=tuple(properties),
         routing_type=_ROUTING_BY_CODE.get(routing),
         durable=bool(flags & _FLAG_DURABLE),
@@ -255,4 +320,6 @@ def decode_message(message_id: int, data: bytes) -> Message:
         expiration=expiration,
     )
     message.large = bool(flags & _FLAG_LARGE)
+    if length >= 0:
+        message.body_ref = LargeBody(None, message_id, length)
     return message

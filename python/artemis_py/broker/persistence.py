@@ -39,7 +39,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from artemis_py.broker.duplicate_cache import DUPLICATE_ID_RECORD, DuplicateIDCache
-from artemis_py.broker.large_messages import LARGE_MESSAGE_RECORD, LargeMessages
+from artemis_py.broker.large_messages import LARGE_MESSAGE_RECORD, LARGE_PAGE_REF, LargeMessages
 from artemis_py.broker.message import Message, decode_message, encode_message
 from artemis_py.broker.queue import Queue, QueueSpec
 from artemis_py.broker.routing.post_office import Address
@@ -91,6 +91,8 @@ MESSAGES_RECORD_NAMES = {
     PAGE_ACK: "PAGE_ACK",
     PAGE_COMPLETE: "PAGE_COMPLETE",
     PAGE_TX: "PAGE_TX",
+    LARGE_MESSAGE_RECORD: "LARGE_MESSAGE",
+    LARGE_PAGE_REF: "LARGE_PAGE_REF",
 }
 """Display names of each journal's record types (``artemis-py data print``)."""
 
@@ -400,7 +402,7 @@ class Persistence:
         """
         ops = [self._ack_op(*r) for r in records]
         ops += paged
-        large = self.large.forget(r[0] for r in records if r[2])
+        large = self.large.forget(r[0] for r in records if r[2]) + self.large.released()
         if awaited or large:
             # A large message's file goes once its delete is durable: synced, waited or not.
             tickets = self._submit_messages(ops)
@@ -448,7 +450,7 @@ class Persistence:
             self._abandon((m for m, _ in sends), files)
             raise
         large = self.large.forget(a[0] for a in ack_records if a[2])
-        self.large.delete_after(partial(self.wait, tickets), large)
+        self.large.delete_after(partial(self.wait, tickets), large + self.large.released(tx_id))
         return tickets + files
 
     def store_forwarded(
@@ -495,6 +497,21 @@ class Persistence:
             for message in stored:
                 message.stored = False
             raise
+
+    def store_page_ref(
+        self,
+        message: Message,
+        address: str,
+        position: tuple[int, int],
+        queues: list[Queue],
+        tx_id: int = 0,
+    ) -> list[Ticket]:
+        """The LARGE_PAGE_REF record of a large message paged by reference (its file is
+        written by :meth:`LargeMessages.write_file`); waited for like the page record."""
+        op = self.large.page_ref_op(
+            self.next_id(), message, address, position, [q.id for q in queues], tx_id
+        )
+        return self._submit_messages([op])
 
     def remove_records(self, ops: list[Op]) -> None:
         """Deletes found during recovery (not waited for)."""
@@ -575,6 +592,10 @@ class Persistence:
                 continue
             if record.record_type == PAGE_TX:
                 state.page_txs[decode_page_tx(record.payload)] = record.id
+                continue
+            if record.record_type == LARGE_PAGE_REF:
+                if not self.large.recover_page_ref(record.id, record.payload):
+                    orphans.append(Op.delete(record.id))
                 continue
             if record.record_type == LARGE_MESSAGE_RECORD:
                 large = self.large.recover(record.id, record.payload)

@@ -16,6 +16,7 @@ record), the queue acknowledged it (PAGE_ACK at its position) or completed its p
 from __future__ import annotations
 
 import json
+import struct
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -23,11 +24,17 @@ from pathlib import Path
 from typing import Any
 
 from artemis_py.broker import persistence as p
+from artemis_py.broker.large_messages import (
+    LARGE_MESSAGE_RECORD,
+    LARGE_PAGE_REF,
+    decode_page_ref,
+)
 from artemis_py.broker.message import decode_message
 from artemis_py.broker.queue import QueueSpec
 from artemis_py.cli.output import preview
 from artemis_py.exceptions import ArtemisError
 from artemis_py.storage import LoadReport, Op, Record
+from artemis_py.storage.large_messages import file_name
 
 PageReader = Callable[[Path], tuple[int, list[Any], "tuple[int, str] | None"]]
 
@@ -77,13 +84,26 @@ def _message_summary(record_id: int, payload: bytes) -> str:
     props = ", ".join(f"{k}={v}" for k, v in message.properties[:_PROPERTIES_SHOWN])
     if len(message.properties) > _PROPERTIES_SHOWN:
         props += f", ... ({len(message.properties)} in all)"
-    body = preview(message.body)
-    if len(body) > _BODY_SHOWN:
-        body = body[:_BODY_SHOWN] + "..."
+    if message.body_ref is not None:  # a large message's page record: a reference
+        shown = f"in-file={file_name(message.body_ref.file_id)}"
+    else:
+        body = preview(message.body)
+        if len(body) > _BODY_SHOWN:
+            body = body[:_BODY_SHOWN] + "..."
+        shown = f"body={_quote(body)}"
     return (
         f"address={message.address} routing={routing} "
         f"durable={'yes' if message.durable else 'no'} priority={message.priority} "
-        f"body-size={len(message.body)} properties=[{props}] body={_quote(body)}"
+        f"body-size={message.body_length} properties=[{props}] {shown}"
+    )
+
+
+def _large_summary(record_id: int, payload: bytes) -> str:
+    """LARGE_MESSAGE: the body's length, then the headers; the body is in its file."""
+    (length,) = struct.unpack_from("<Q", payload)
+    summary = _message_summary(record_id, payload[8:])
+    return summary.replace("body-size=0 ", f"body-size={length} ").replace(
+        ' body=""', f" in-file={file_name(record_id)}"
     )
 
 
@@ -175,6 +195,15 @@ class Inventory:
         payload = record.payload
         if kind == p.MESSAGE_RECORD:
             detail = _message_summary(record.id, payload)
+        elif kind == LARGE_MESSAGE_RECORD:
+            detail = _large_summary(record.id, payload)
+        elif kind == LARGE_PAGE_REF:
+            ref = decode_page_ref(payload)
+            queues = ",".join(self.queue_name(q) for q in sorted(ref.queue_ids))
+            detail = (
+                f"file={file_name(ref.file_id)} address={ref.address} page={ref.page} "
+                f"offset={ref.offset} queues=[{queues}]"
+            )
         elif kind == p.DUPLICATE_ID_RECORD:
             detail = f"duplicate-id={bytes(payload).decode('utf-8', 'backslashreplace')}"
         elif kind == p.PAGE_ACK:

@@ -29,7 +29,10 @@ def duplicate_id(node_id: str, message_id: int) -> bytes:
 
 
 def wire_payload(message: Message) -> bytes:
-    """The message as the neighbour stores it: without this node's routing properties."""
+    """The message as the neighbour stores it: without this node's routing properties.
+    For a body in a file: everything before the body (the link streams the body after)."""
+    if message.body_ref is not None and not message.body:
+        return encode_message(message, message.user_properties(), with_body=False)
     return encode_message(message, message.user_properties())
 
 
@@ -78,6 +81,7 @@ class Bridge:
                 targets=self._targets(targets) if targets else (),
                 message_id=message.message_id,
                 payload=wire_payload(message),
+                body_file=message.body_ref if not message.body else None,
             )
         )
         self.in_flight[seq] = ref

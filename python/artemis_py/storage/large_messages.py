@@ -21,9 +21,18 @@ broker's business (:mod:`artemis_py.broker.large_messages`).
   delete of the message becoming durable) and removes the files after it: a crash never
   leaves a journal record whose file is gone. A file that outlives its record (a crash
   between the two) is an orphan, removed at the next start.
-* **Opening reads the directory** (in a thread): every ``<id>.msg`` file is read into
-  :attr:`LargeMessageStore.found`, from which recovery takes the bodies it needs; what is
-  left there afterwards are orphans for :meth:`remove_orphans`.
+* **A copy is a hard link.** A message copied under a new id (redistribution, dead
+  letters, expiry) gets its file by :meth:`submit` with the source's id: a link (a copy
+  where links are not supported), durable like a write.
+* **Opening lists the directory** (in a thread): every ``<id>.msg`` file's length goes
+  into :attr:`LargeMessageStore.found` (no body is read), from which recovery takes the
+  files it needs; what is left there afterwards are orphans for :meth:`remove_orphans`.
+* **Reading streams.** :func:`send_body` reads a file in chunks of :data:`CHUNK` bytes in
+  a worker thread and hands each to the sender: a body is never in memory whole. A file
+  being sent is *pinned* (:meth:`pin`): a delete that comes meanwhile (an auto-ack
+  acknowledges at delivery) waits until it is unpinned.
+* **A delete never overtakes a write**: it waits for every write (and link) submitted
+  before it, so a link made from a file is durable before that file can go.
 """
 
 from __future__ import annotations
@@ -31,9 +40,12 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shutil
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Protocol
 
 import trio
 
@@ -42,6 +54,10 @@ from artemis_py.exceptions import StorageError
 log = logging.getLogger("artemis_py.storage.large_messages")
 
 SUFFIX = ".msg"
+CHUNK = 256 * 1024  # bytes read from a file at a time when streaming a body
+
+#: A write job: (ticket, message id, the body or the id of the file to link, when written).
+_Job = tuple[int, int, "bytes | int", "Callable[[], None] | None"]
 
 
 class LargeMessageError(StorageError):
@@ -55,14 +71,16 @@ def file_name(message_id: int) -> str:
 class LargeMessageStore:
     """Large-message files of one node. Get one from :func:`open_large_message_store`."""
 
-    def __init__(self, directory: Path, found: dict[int, bytes]) -> None:
+    def __init__(self, directory: Path, found: dict[int, int]) -> None:
         self.directory = directory
-        #: Bodies found at open, by message id; recovery pops the ones it uses.
+        #: Lengths of the files found at open, by message id; recovery pops the ones it uses.
         self.found = found
-        self._writes_send, self._writes = trio.open_memory_channel[tuple[int, int, bytes]](math.inf)
+        self._writes_send, self._writes = trio.open_memory_channel[_Job](math.inf)
         self._deletes_send, self._deletes = trio.open_memory_channel[
-            tuple[Callable[[], Awaitable[None]] | None, list[int]]
+            tuple[Callable[[], Awaitable[None]] | None, list[int], int]
         ](math.inf)
+        self._pins: Counter[int] = Counter()  # files being sent
+        self._unpinned_deletes: set[int] = set()  # deletes waiting for an unpin
         self._last_ticket = 0
         self._done = 0  # every ticket <= this one is durable (or failed)
         self._failed_at: int | None = None  # first ticket that failed
@@ -76,15 +94,19 @@ class LargeMessageStore:
 
     # -- writing -------------------------------------------------------------------------
 
-    def submit(self, message_id: int, body: bytes) -> int:
-        """Queue ``body`` as the file of ``message_id``; returns the ticket for :meth:`wait`.
+    def submit(
+        self, message_id: int, body: bytes | int, written: Callable[[], None] | None = None
+    ) -> int:
+        """Queue ``body`` as the file of ``message_id`` (an int: link the file of that
+        message id); returns the ticket for :meth:`wait`. ``written`` is called once the
+        file is durable.
 
         Never blocks and never copies ``body``. Raises at once if the store has failed.
         """
         if self._failure is not None:
             raise LargeMessageError(str(self._failure))
         self._last_ticket += 1
-        self._writes_send.send_nowait((self._last_ticket, message_id, body))
+        self._writes_send.send_nowait((self._last_ticket, message_id, body, written))
         return self._last_ticket
 
     async def wait(self, number: int) -> None:
@@ -110,6 +132,9 @@ class LargeMessageStore:
                 try:
                     await trio.to_thread.run_sync(self._write_files, batch)
                     self.written += len(batch)
+                    for job in batch:
+                        if job[3] is not None:
+                            job[3]()
                 except OSError as exc:
                     self._failed_at = batch[0][0]
                     self._failure = LargeMessageError(
@@ -120,10 +145,13 @@ class LargeMessageStore:
             self._progress.set()
             self._progress = trio.Event()
 
-    def _write_files(self, batch: list[tuple[int, int, bytes]]) -> None:
+    def _write_files(self, batch: list[_Job]) -> None:
         """In a worker thread: write and fsync every file of ``batch``, then the directory."""
-        for _, message_id, body in batch:
+        for _, message_id, body, _ in batch:
             path = self.path(message_id)
+            if isinstance(body, int):
+                _link(self.path(body), path)
+                continue
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
                 try:
@@ -142,10 +170,23 @@ class LargeMessageStore:
     # -- deleting ------------------------------------------------------------------------
 
     def delete_after(self, after: Callable[[], Awaitable[None]] | None, ids: list[int]) -> None:
-        """Remove the files of ``ids`` once ``after()`` returns (None: at once). If it
-        raises (the journal failed), the files stay: the next start sorts them out."""
+        """Remove the files of ``ids`` once ``after()`` returns (None: at once) and every
+        write submitted before is done. If it raises (the journal failed), the files stay:
+        the next start sorts them out."""
         if ids:
-            self._deletes_send.send_nowait((after, ids))
+            self._deletes_send.send_nowait((after, ids, self._last_ticket))
+
+    def pin(self, message_id: int) -> None:
+        """The file is being sent: a delete waits until :meth:`unpin`."""
+        self._pins[message_id] += 1
+
+    def unpin(self, message_id: int) -> None:
+        self._pins[message_id] -= 1
+        if self._pins[message_id] <= 0:
+            del self._pins[message_id]
+            if message_id in self._unpinned_deletes:
+                self._unpinned_deletes.discard(message_id)
+                self.delete_after(None, [message_id])
 
     def remove_orphans(self, ids: Iterable[int]) -> None:
         """Files no journal record refers to (found at open): removed, logged once."""
@@ -164,14 +205,22 @@ class LargeMessageStore:
         self.delete_after(None, orphans)
 
     async def _delete_loop(self) -> None:
-        async for after, ids in self._deletes:
-            if after is not None:
-                try:
+        async for after, ids, writes in self._deletes:
+            try:
+                if after is not None:
                     await after()
-                except StorageError as exc:
-                    log.warning("large message files %s kept: %s", ids, exc)
-                    continue
-            await trio.to_thread.run_sync(self._delete_files, ids)
+                # Earlier writes first (a link from one of these files, or the file itself).
+                while self._done < writes:
+                    await self._progress.wait()
+            except StorageError as exc:
+                log.warning("large message files %s kept: %s", ids, exc)
+                continue
+            pinned = [i for i in ids if i in self._pins]
+            if pinned:
+                self._unpinned_deletes.update(pinned)
+                ids = [i for i in ids if i not in self._pins]
+            if ids:
+                await trio.to_thread.run_sync(self._delete_files, ids)
 
     def _delete_files(self, ids: list[int]) -> None:
         for message_id in ids:
@@ -194,17 +243,79 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def _scan(directory: Path) -> dict[int, bytes]:
-    """In a worker thread: create the directory if needed and read every ``<id>.msg``."""
+def _link(source: Path, target: Path) -> None:
+    """``target`` becomes another name of ``source`` (fsynced by the caller's directory
+    fsync); a copy where the file system has no hard links."""
+    target.unlink(missing_ok=True)
+    try:
+        os.link(source, target)
+    except OSError as exc:
+        if not source.exists():
+            raise
+        log.debug("cannot link %s (%s): copying it", source, exc)
+        shutil.copyfile(source, target)
+        fd = os.open(target, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _scan(directory: Path) -> dict[int, int]:
+    """In a worker thread: create the directory if needed and list every ``<id>.msg``
+    with its length."""
     directory.mkdir(parents=True, exist_ok=True)
-    found: dict[int, bytes] = {}
+    found: dict[int, int] = {}
     for entry in os.scandir(directory):
         name = entry.name
         if not name.endswith(SUFFIX) or not name[: -len(SUFFIX)].isdigit():
             continue
-        with open(entry.path, "rb") as f:
-            found[int(name[: -len(SUFFIX)])] = f.read()
+        found[int(name[: -len(SUFFIX)])] = entry.stat().st_size
     return found
+
+
+class _Body(Protocol):
+    """What :func:`send_body` needs of a body in a file (a broker ``LargeBody``)."""
+
+    store: LargeMessageStore | None
+    file_id: int
+    length: int
+
+
+async def send_body(
+    body: _Body,
+    send: Callable[[bytes], Awaitable[object]],
+    sent: Callable[[int], None] | None = None,
+) -> None:
+    """Stream ``body``'s file to ``send`` in chunks of at most :data:`CHUNK` bytes, each
+    read in a worker thread; ``sent(n)`` after each chunk. Raises
+    :class:`LargeMessageError` if the file cannot be read or is shorter than it should be.
+    The caller pinned the file (:meth:`LargeMessageStore.pin`)."""
+    assert body.store is not None
+    path = body.store.path(body.file_id)
+    try:
+        fd = await trio.to_thread.run_sync(os.open, path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise LargeMessageError(f"cannot read large message file {path}: {exc}") from exc
+    try:
+        offset, length = 0, body.length
+        while offset < length:
+            try:
+                data = await trio.to_thread.run_sync(
+                    os.pread, fd, min(CHUNK, length - offset), offset
+                )
+            except OSError as exc:
+                raise LargeMessageError(f"cannot read large message file {path}: {exc}") from exc
+            if not data:
+                raise LargeMessageError(
+                    f"large message file {path} holds {offset} bytes, not {length}"
+                )
+            await send(data)
+            offset += len(data)
+            if sent is not None:
+                sent(len(data))
+    finally:
+        os.close(fd)
 
 
 @asynccontextmanager

@@ -15,7 +15,8 @@ socket's send side, the reader that hands each event to the cluster connection
 (:mod:`artemis_py.cluster`, which gives them their meaning), and the heart-beat task: both
 sides send a ping every ``check-period`` and give up on a link that has been silent for
 ``connection-ttl``, which catches half-open connections. :func:`connect` dials a node and
-completes the handshake.
+completes the handshake. A message whose body is in a large-message file is streamed from
+the file by the writer task in its turn (:mod:`.bodies`); the high-water mark counts it.
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from artemis_py.broker.message import LargeBody
 from artemis_py.protocol import cluster as wire
 from artemis_py.protocol.errors import ProtocolError
+from artemis_py.storage.large_messages import LargeMessageError
+from artemis_py.transport.bodies import BodyQueue
 from artemis_py.transport.sockets import FastSocketStream
 
 log = logging.getLogger("artemis_py.cluster")
@@ -63,6 +67,7 @@ class Link:
         self.established: wire.Established | None = None
         self.closing = False
         self._outgoing = bytearray()
+        self._bodies = BodyQueue()  # sent before _outgoing: parts ahead of it, large bodies
         self._data_ready = trio.Event()
         self._last_received = trio.current_time()
         self._cancel_scope: trio.CancelScope | None = None
@@ -83,7 +88,7 @@ class Link:
 
     @property
     def writable(self) -> bool:
-        return not self.closing and len(self._outgoing) < HIGH_WATER
+        return not self.closing and len(self._outgoing) + self._bodies.queued < HIGH_WATER
 
     def send(self, frame: object) -> None:
         if self.closing:
@@ -97,6 +102,11 @@ class Link:
             self.close()
             return
         self._take_codec_output()
+        body = getattr(frame, "body_file", None)
+        if body is not None:
+            assert isinstance(body, LargeBody)
+            self._bodies.push(self._outgoing, body)
+            self._outgoing = bytearray()
 
     def _take_codec_output(self) -> None:
         data = self.codec.data_to_send()
@@ -108,7 +118,16 @@ class Link:
         while True:
             await self._data_ready.wait()
             self._data_ready = trio.Event()
-            while self._outgoing:
+            while self._outgoing or self._bodies.parts:
+                if self._bodies.parts:
+                    self._sending = True
+                    try:
+                        await self._bodies.send(self.stream.send_all)
+                    except LargeMessageError as exc:
+                        raise LinkError(str(exc)) from exc  # half a frame is on the wire
+                    finally:
+                        self._sending = False
+                    continue
                 chunk = bytes(self._outgoing)
                 self._outgoing.clear()
                 self._sending = True
@@ -209,6 +228,7 @@ class Link:
             reason = f"connection lost: {group.exceptions[0]}"
         finally:
             self.closing = True
+            self._bodies.close()
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self.stream)
         if self._ttl_expired:
@@ -242,7 +262,7 @@ class Link:
         with trio.move_on_after(1):
             if self._serving:  # the writer task owns the stream: let it drain
                 self._drained = trio.Event()
-                if self._outgoing or self._sending:
+                if self._outgoing or self._bodies.parts or self._sending:
                     await self._drained.wait()
             else:
                 await self._flush_now()

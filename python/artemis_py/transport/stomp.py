@@ -17,7 +17,9 @@ shell moves bytes and time. Each connection runs four tasks:
   message costs no task switch;
 * the *writer* owns the socket's send side: frames are appended to one outgoing buffer and
   written in large chunks; consumers stop taking messages while it is above a high-water
-  mark, and delivery resumes when it drains (TCP back-pressure reaches the queues);
+  mark, and delivery resumes when it drains (TCP back-pressure reaches the queues). A body
+  in a large-message file is streamed from the file in its turn (:mod:`.bodies`) and
+  counts toward the high-water mark;
 * the *heart-beat* task sends heart-beats and enforces the connection TTL.
 
 A refused frame or a protocol error is answered with an ERROR frame (with the receipt-id of
@@ -32,11 +34,14 @@ import logging
 import trio
 
 from artemis_py.broker.broker import Broker
+from artemis_py.broker.message import LargeBody
 from artemis_py.broker.pending import Pending
 from artemis_py.broker.security import Authenticator
 from artemis_py.config import AcceptorConfig
 from artemis_py.protocol.stomp import NEED_DATA, ConnectionClosed, Frame, Heartbeat, ProtocolError
 from artemis_py.sessions.stomp import StompError, StompSession
+from artemis_py.storage.large_messages import LargeMessageError
+from artemis_py.transport.bodies import BodyQueue
 
 log = logging.getLogger("artemis_py.stomp")
 
@@ -63,11 +68,17 @@ class StompConnection:
         self.stream = stream
         self.peer = peer
         self.session = StompSession(
-            broker, acceptor, authenticator, send=self.send_frame, writable=self.writable
+            broker,
+            acceptor,
+            authenticator,
+            send=self.send_frame,
+            writable=self.writable,
+            send_body=self.send_frame_with_body,
         )
         self.id = self.session.id
         self._codec = self.session.codec
         self._outgoing = bytearray()
+        self._bodies = BodyQueue()  # sent before _outgoing: parts ahead of it, large bodies
         self._data_ready = trio.Event()
         self._drained = trio.Event()
         self._pipeline_send, self._pipeline_recv = trio.open_memory_channel[Step](PIPELINE_DEPTH)
@@ -83,12 +94,21 @@ class StompConnection:
     # -- outgoing ----------------------------------------------------------------------
 
     def writable(self) -> bool:
-        return not self._closing and len(self._outgoing) < HIGH_WATER
+        return not self._closing and len(self._outgoing) + self._bodies.queued < HIGH_WATER
 
     def send_frame(self, frame: Frame) -> None:
         if self._closing and frame.command != "ERROR":
             return
         self._outgoing += self._codec.send(frame)
+        self._data_ready.set()
+
+    def send_frame_with_body(self, frame: Frame, body: LargeBody) -> None:
+        """Send ``frame`` (without its body) and then ``body``, streamed from its file."""
+        if self._closing:
+            return
+        self._outgoing += self._codec.send(frame, body.length)
+        self._bodies.push(self._outgoing, body)
+        self._outgoing = bytearray(b"\x00")
         self._data_ready.set()
 
     async def _writer(self) -> None:
@@ -98,7 +118,10 @@ class StompConnection:
             # one journal batch, a burst of deliveries) go out in the same send.
             await trio.lowlevel.checkpoint()
             self._data_ready = trio.Event()
-            while self._outgoing:
+            while self._outgoing or self._bodies.parts:
+                if self._bodies.parts:
+                    await self._send_bodies()
+                    continue
                 # Swap buffers instead of copying: frames encoded meanwhile go to a new one.
                 chunk, self._outgoing = self._outgoing, bytearray()
                 await self.stream.send_all(chunk)
@@ -107,6 +130,20 @@ class StompConnection:
                 self.session.resume()
             if self._closing:
                 self._drained.set()
+
+    async def _send_bodies(self) -> None:
+        try:
+            await self._bodies.send(self.stream.send_all)
+        except LargeMessageError as exc:
+            # Half a frame is on the wire: the connection cannot go on. The delivery goes
+            # back to its queue (unless auto-acknowledged) when the session closes.
+            log.error("connection %s from %s closed: %s", self.id, self.peer, exc)
+            self._closing = True
+            if self._cancel_scope is not None:
+                self._cancel_scope.cancel()
+            return
+        self._last_sent = trio.current_time()
+        self.session.resume()
 
     # -- running -----------------------------------------------------------------------
 
@@ -126,6 +163,7 @@ class StompConnection:
             log.debug("connection %s from %s lost: %s", self.id, self.peer, group.exceptions[0])
         finally:
             self._closing = True
+            self._bodies.close()
             self.session.close()
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self.stream)
@@ -217,7 +255,7 @@ class StompConnection:
         self._pipeline_send.close()
         await self._pipeline_done.wait()
         self._closing = True
-        if self._outgoing:
+        if self._outgoing or self._bodies.parts:
             self._data_ready.set()
             with trio.move_on_after(5):
                 await self._drained.wait()

@@ -63,6 +63,12 @@ class Held:
         if self.refs == 0:
             self.paging.release(self.size, 1)
 
+    def shrink(self, size: int) -> None:
+        """The message now holds only ``size`` bytes (its body went to a file)."""
+        if 0 <= size < self.size and self.refs > 0:
+            self.paging.release(self.size - size, 0)
+            self.size = size
+
 
 @dataclass(slots=True)
 class _Appended:
@@ -227,7 +233,8 @@ class AddressPaging:
         return cursor
 
     def page(self, message: Message, queues: list[Queue], encoded: bytes, tx_id: int = 0):
-        """Append ``message`` for ``queues``; returns (ticket, the position's settle)."""
+        """Append ``message`` for ``queues``; returns (ticket, the position's settle, the
+        position)."""
         assert self.store is not None
         if not self.paging:
             self.paging = True
@@ -243,7 +250,7 @@ class AddressPaging:
         for queue in queues:
             self.cursor(queue)
             queue.paged += 1
-        return ticket, lambda: self._settled(appended)
+        return ticket, lambda: self._settled(appended), position
 
     def _settled(self, appended: _Appended) -> None:
         appended.settled = True
@@ -305,12 +312,14 @@ class AddressPaging:
             message = decode_message(record.message_id, record.message)
             if not message.durable and self.recovered_below > position:
                 continue  # a non-persistent message does not survive a restart
+            if not self.manager.persistence.large.attach(message, self.address, position):
+                continue  # a large message's file that was never made durable
             ref = MessageReference(message, queue)
             ref.paged = position
-            ref.held = self.hold(message.size, 1)
+            ref.held = self.hold(message.memory_size, 1)
             cursor.outstanding[record.page] += 1
             cursor.in_memory += 1
-            cursor.in_memory_bytes += message.size
+            cursor.in_memory_bytes += message.memory_size
             refs.append(ref)
         if refs:
             queue.add_paged(refs)
@@ -329,7 +338,7 @@ class AddressPaging:
         if not cursor.outstanding[page]:
             del cursor.outstanding[page]
         cursor.in_memory -= 1
-        cursor.in_memory_bytes -= ref.message.size
+        cursor.in_memory_bytes -= ref.message.memory_size
         if cursor.may_complete(page):
             # Later in this loop pass: the caller submits this ack's record first.
             self.manager.complete_soon(self, cursor, page)

@@ -153,7 +153,7 @@ class PagingManager:
         for paging, decision, group in decided:
             if decision is MEMORY:
                 placement.memory += group
-                placement.held.append((paging.hold(message.size, len(group)), group))
+                placement.held.append((paging.hold(message.memory_size, len(group)), group))
                 for queue in group:
                     queue.arriving += 1  # until the broker enqueues it
             elif decision is PAGE:

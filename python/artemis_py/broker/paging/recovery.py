@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from functools import partial
 from typing import TYPE_CHECKING
 
 from artemis_py.broker.paging.cursor import PageCursor
 from artemis_py.storage import Op
 
 if TYPE_CHECKING:
+    from artemis_py.broker.large_messages import PageRef
     from artemis_py.broker.paging.manager import PagingManager
     from artemis_py.broker.persistence import RecoveredState
     from artemis_py.broker.queue import Queue
@@ -91,12 +93,40 @@ async def recover(manager: PagingManager, state: RecoveredState, queues: list[Qu
         if tx_id not in tx_seen:
             del manager.committed_txs[tx_id]
             stale.append(Op.delete(record_id))
+    stale += _check_large_page_refs(manager, known)
     if stale:
         log.info(
             "recovery: removing %d paging record(s) of pages or queues that are gone", len(stale)
         )
-        manager.persistence.submit(stale, awaited=False)
+        large = manager.persistence.large
+        files = large.released()
+        tickets = manager.persistence.submit(stale, awaited=bool(files))
+        large.delete_after(partial(manager.persistence.wait, tickets), files)
     if known:
         log.info(
             "recovered %d page store(s) with %d paged message reference(s)", len(known), paged_total
         )
+
+
+def _check_large_page_refs(
+    manager: PagingManager, known: dict[str, dict[int, PageCursor]]
+) -> list[Op]:
+    """LARGE_PAGE_REF records keep, of their queues, those that still have to read the page
+    record (not acknowledged, page not completed, record not torn off, its transaction
+    committed, queue durable and there); the records left with none are deleted, and their
+    files."""
+    ends = {a: manager.address(a).recovered_below for a in known}
+    pages = {a: set(s.pages()) for a in known if (s := manager.address(a).store) is not None}
+
+    def live(ref: PageRef, queue_id: int) -> bool:
+        cursor = known.get(ref.address, {}).get(queue_id)
+        return (
+            cursor is not None
+            and (not ref.tx_id or ref.tx_id in manager.committed_txs)
+            and (ref.page, ref.offset) < ends[ref.address]
+            and ref.page in pages.get(ref.address, ())
+            and ref.page not in cursor.completed
+            and ref.offset not in cursor.acked.get(ref.page, ())
+        )
+
+    return manager.persistence.large.check_page_refs(live)

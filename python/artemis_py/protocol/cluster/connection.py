@@ -475,6 +475,8 @@ class Connection:
         except FrameFormatError as exc:
             raise LocalProtocolError(str(exc)) from None
         length = sum(map(len, parts)) - 4
+        if type(frame) is Message and frame.body_file is not None:
+            length += len(frame.body_file)  # sent after these parts by the transport
         if length > self.max_frame_size:
             raise LocalProtocolError(
                 f"{type(frame).__name__} frame of {length} bytes exceeds the maximum frame "

@@ -18,6 +18,7 @@ Who sends what (enforced by the connection, both when sending and when receiving
 from __future__ import annotations
 
 import enum
+from collections.abc import Sized
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Literal, TypeAlias
 
@@ -293,7 +294,9 @@ class Message:
     ``seq`` (u64) numbers the messages of one connection, strictly increasing; the server's
     :class:`Confirm` refers to it. ``dup_id`` lets the receiver drop a message it already has
     (re-sent after a reconnect). ``message_id`` is the sender's id, for logs only. ``payload``
-    is the broker's own message encoding, opaque here.
+    is the broker's own message encoding, opaque here. ``body_file``, when set, is sent
+    after ``payload`` as part of it by the transport (a large body streamed from its file):
+    only its length (``len``) matters here, and the receiver sees one payload.
     """
 
     TYPE: ClassVar[FrameType] = FrameType.MESSAGE
@@ -302,6 +305,7 @@ class Message:
     targets: tuple[str, ...]
     message_id: int
     payload: bytes
+    body_file: Sized | None = None
 
     def __repr__(self) -> str:
         payload = self.payload

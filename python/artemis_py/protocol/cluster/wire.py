@@ -371,7 +371,8 @@ def _encode_message(message: Message) -> list[bytes]:
             _fail(f"Message target longer than {_U16_MAX} bytes")
         head += _U16.pack(len(raw))
         head += raw
-    length = len(head) - 4 + len(payload)
+    # A body sent from its file by the transport follows the payload: the length counts it.
+    length = len(head) - 4 + len(payload) + (len(message.body_file) if message.body_file else 0)
     if length > 0xFFFFFFFF:
         _fail("Message larger than 4 GiB")
     _HEAD.pack_into(head, 0, length, FrameType.MESSAGE)

@@ -242,17 +242,20 @@ class Connection:
 
     # --- sending -------------------------------------------------------------------------
 
-    def send(self, frame: Frame) -> bytes:
-        """The bytes to write for ``frame``. Raises :class:`LocalProtocolError`."""
+    def send(self, frame: Frame, body_length: int | None = None) -> bytes:
+        """The bytes to write for ``frame``. Raises :class:`LocalProtocolError`.
+
+        ``body_length``: the caller sends the body (that long) and the closing NUL itself
+        after the returned bytes (a MESSAGE whose body is streamed from a file)."""
         if self._our_state is _ERROR:
             raise LocalProtocolError("cannot send: an earlier send() failed")
         try:
-            return self._send(frame)
+            return self._send(frame, body_length)
         except LocalProtocolError:
             self._our_state = _ERROR
             raise
 
-    def _send(self, frame: Frame) -> bytes:
+    def _send(self, frame: Frame, body_length: int | None) -> bytes:
         command = frame.command
         if command not in self._sendable:
             raise LocalProtocolError(f"a {self.our_role.value} cannot send {show(command)} frames")
@@ -268,7 +271,7 @@ class Connection:
                     raise LocalProtocolError(f"cannot send {command} before CONNECTED")
             elif command == Command.CONNECTED:
                 raise LocalProtocolError("CONNECTED was already sent")
-            data = encode_frame(frame, rules_for(command, self._version))
+            data = encode_frame(frame, rules_for(command, self._version), body_length)
             if command == Command.CONNECTED:
                 if self._version is None:  # no accept_connect(): CONNECTED decides
                     self._version = frame.get("version", "1.0")
@@ -287,7 +290,7 @@ class Connection:
             raise LocalProtocolError(
                 f"cannot send {command} before CONNECTED arrives (the version is not negotiated)"
             )
-        data = encode_frame(frame, rules_for(command, self._version))
+        data = encode_frame(frame, rules_for(command, self._version), body_length)
         if state is _CONNECTING:
             self._offered = parse_versions(frame.get("accept-version"))
             self._our_state = _CONNECTED

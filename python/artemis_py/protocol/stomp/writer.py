@@ -21,19 +21,28 @@ __all__ = ["encode_frame"]
 _KNOWN_COMMANDS: Final = frozenset(member.value for member in Command)
 
 
-def encode_frame(frame: Frame, rules: HeaderRules) -> bytes:
-    """The wire bytes of ``frame``: command, headers, blank line, body, NUL (no trailing EOL)."""
+def encode_frame(frame: Frame, rules: HeaderRules, body_length: int | None = None) -> bytes:
+    """The wire bytes of ``frame``: command, headers, blank line, body, NUL (no trailing EOL).
+
+    ``body_length``: the body is sent apart (streamed from a file by the caller) and is
+    that long: only the command, headers and blank line are returned, and the caller sends
+    the body and the NUL. ``frame.body`` must then be empty and ``content-length`` given.
+    """
     command = frame.command
     if command not in _KNOWN_COMMANDS:
         raise LocalProtocolError(f"unknown STOMP command {show(command)}")
     body = frame.body
-    if body and command not in BODY_COMMANDS:
+    if body_length is not None:
+        if body or command not in BODY_COMMANDS or frame.get("content-length") is None:
+            raise LocalProtocolError("a body sent apart needs an empty body and content-length")
+    length = len(body) if body_length is None else body_length
+    if length and command not in BODY_COMMANDS:
         raise LocalProtocolError(f"{command} frames cannot have a body (only SEND, MESSAGE, ERROR)")
     content_length = frame.get("content-length")
     if content_length is not None:
-        if content_length != str(len(body)):
+        if content_length != str(length):
             raise LocalProtocolError(
-                f"content-length {show(content_length)} does not match the {len(body)}-byte body"
+                f"content-length {show(content_length)} does not match the {length}-byte body"
             )
     elif b"\x00" in body:
         raise LocalProtocolError("a body containing NUL needs a content-length header")
@@ -59,4 +68,6 @@ def encode_frame(frame: Frame, rules: HeaderRules) -> bytes:
         raise LocalProtocolError(
             f"frame headers are not encodable as UTF-8 ({exc.reason})"
         ) from None
+    if body_length is not None:
+        return head
     return b"".join((head, body, b"\x00"))

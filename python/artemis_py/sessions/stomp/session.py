@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from artemis_py import __version__
 from artemis_py.broker.broker import Broker, BrokerError, Transaction, now_ms
 from artemis_py.broker.filter import Filter, FilterSyntaxError
-from artemis_py.broker.message import DEFAULT_PRIORITY
+from artemis_py.broker.message import DEFAULT_PRIORITY, LargeBody
 from artemis_py.broker.pending import Pending
 from artemis_py.broker.queue import MaxConsumersReachedError, Queue
 from artemis_py.broker.routing import split_fqqn
@@ -126,7 +126,8 @@ class StompSession:
     """One client's STOMP 1.0, 1.1 or 1.2 session with the broker (see the module doc).
 
     ``send`` takes every frame the session sends; ``writable`` says whether the connection
-    takes more (consumers pause while it does not).
+    takes more (consumers pause while it does not); ``send_body`` takes a MESSAGE whose
+    body is streamed from its large-message file (the frame's own body is empty).
     """
 
     def __init__(
@@ -137,12 +138,14 @@ class StompSession:
         *,
         send: Callable[[Frame], None],
         writable: Callable[[], bool],
+        send_body: Callable[[Frame, LargeBody], None] | None = None,
     ) -> None:
         self.broker = broker
         self.acceptor = acceptor
         self.authenticator = authenticator
         self.send = send
         self.writable = writable
+        self.send_body = send_body
         self.id = f"{broker.node_id[:8]}-{next(_session_ids)}"
         self.codec = StompCodec(StompRole.SERVER, limits=frame_limits(acceptor))
         self.version = "1.0"

@@ -3,7 +3,8 @@
 It takes messages while the connection is writable and its ack window has room (Artemis's
 ``consumer-window-size``, in bytes; -1 unbounded, 0 one at a time), keeps what it sent
 until the client acknowledges it (in ``client`` and ``client-individual`` mode), and gives
-it back when the subscription or the connection closes.
+it back when the subscription or the connection closes. A body in a large-message file is
+handed to the connection as a reference, which streams it (the window counts it whole).
 """
 
 from __future__ import annotations
@@ -92,8 +93,15 @@ class Subscription:
             headers.extend(p for p in message.properties if _carriable_in_10(p))
         else:
             headers.extend(message.properties)
-        headers.append(("content-length", str(len(message.body))))
-        self._send(Frame("MESSAGE", tuple(headers), message.body))
+        body_ref = message.body_ref
+        if body_ref is None or message.body:
+            headers.append(("content-length", str(len(message.body))))
+            self._send(Frame("MESSAGE", tuple(headers), message.body))
+        else:  # the body is in its file: the connection streams it from there
+            headers.append(("content-length", str(body_ref.length)))
+            send_body = self.session.send_body
+            assert send_body is not None, "a connection that delivers large messages"
+            send_body(Frame("MESSAGE", tuple(headers), b""), body_ref)
         if self.ack_mode == "auto":
             self.session.broker.acknowledge([ref], awaited=False)
         else:

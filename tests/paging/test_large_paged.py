@@ -1,0 +1,81 @@
+"""Large messages on a paging address are paged by reference (docs/paging.md): the page
+record holds the headers and the body's length, the body stays in its file, which survives
+kill -9 and the orphan sweep at start, and goes when the last queue acknowledges."""
+
+from __future__ import annotations
+
+from integration.test_large_messages import PERSISTENT, UNBOUNDED, body_of, files
+
+from .conftest import page_files, wait_for
+
+LARGE = 200 * 1024
+
+
+def test_a_large_message_is_paged_by_reference_and_survives_kill_9(paged_node, clients):
+    node = paged_node
+    q = "/queue/paged.large"
+    producer = clients(node)
+    producer.send(q, body_of(30 * 1024, "fill"), **PERSISTENT, seq="0")  # fills memory
+    bodies = [body_of(LARGE, f"p{i}") for i in range(3)]
+    for i, body in enumerate(bodies, start=1):
+        producer.send(q, body, **PERSISTENT, seq=str(i))  # over the limit: paged
+    assert len(files(node)) == 3
+    paged = sum(p.stat().st_size for p in page_files(node))
+    assert 0 < paged < 4096, f"page files hold {paged} bytes: bodies went into the pages"
+    node.kill()
+    from integration.test_cli import artemis_py
+
+    shown = artemis_py("data", "print", "--paging", "--journal", str(node.data_dir))
+    assert shown.returncode == 0, shown.stderr
+    # References to the files, not bodies: the first message over the limit stays in memory
+    # (a LARGE_MESSAGE record) while the page store is created; the others are paged (a
+    # page record and a LARGE_PAGE_REF record each).
+    lines = shown.stdout.splitlines()
+    refs = [x for x in lines if " LARGE_PAGE_REF " in x]
+    in_memory = [x for x in lines if " LARGE_MESSAGE " in x]
+    paged_records = [x for x in lines if x.startswith("paged ") and "in-file=" in x]
+    assert refs and len(refs) + len(in_memory) == 3, shown.stdout
+    assert len(paged_records) == len(refs), shown.stdout
+    assert all("in-file=" in x for x in in_memory), shown.stdout
+    # A file no record refers to is an orphan: removed; the paged messages' files are kept.
+    (node.data_dir / "largemessages" / "999999999.msg").write_bytes(b"orphan")
+    node.start()
+    wait_for(lambda: len(files(node)) == 3, message="the orphan to go")
+    consumer = clients(node)
+    consumer.subscribe(q, ack="client-individual", **UNBOUNDED)
+    got = consumer.wait_messages(4, timeout=30)
+    assert [m.headers["seq"] for m in got] == ["0", "1", "2", "3"]
+    assert [m.body for m in got[1:]] == bodies
+    for m in got:
+        consumer.ack(m)
+    consumer.sync()
+    wait_for(lambda: files(node) == [], message="the files to go after the acks")
+    node.restart(crash=True)
+    assert files(node) == []
+    again = clients(node)
+    again.subscribe(q, ack="client-individual", **UNBOUNDED)
+    again.sync()
+    assert again.messages == []
+
+
+def test_large_messages_paged_in_a_transaction_and_acknowledged_in_one(paged_node, clients):
+    node = paged_node
+    q = "/queue/paged.largetx"
+    producer = clients(node)
+    producer.send(q, body_of(30 * 1024, "fill"), **PERSISTENT, seq="0")  # fills memory
+    producer.send(q, body_of(LARGE, "first"), **PERSISTENT, seq="1")  # the store is made
+    bodies = [body_of(LARGE, f"t{i}") for i in range(2)]
+    producer.begin("t1")
+    for i, body in enumerate(bodies, start=2):
+        producer.send(q, body, transaction="t1", **PERSISTENT, seq=str(i))
+    producer.commit("t1")
+    assert sum(p.stat().st_size for p in page_files(node)) < 4096
+    node.restart(crash=True)
+    consumer = clients(node)
+    consumer.subscribe(q, ack="client", **UNBOUNDED)
+    got = consumer.wait_messages(4, timeout=30)
+    assert [m.body for m in got[2:]] == bodies
+    consumer.begin("t2")
+    consumer.ack(got[-1], transaction="t2")  # cumulative: all four
+    consumer.commit("t2")
+    wait_for(lambda: files(node) == [], message="the files to go after the commit")
