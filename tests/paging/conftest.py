@@ -54,3 +54,14 @@ def take_acking(client, count: int, *, receipt: bool = True) -> list[int]:
             acked += 1
     client.sync()
     return [int(m.headers["seq"]) for m in client.messages[:count]]
+
+
+def data_summary(node) -> dict[str, int]:
+    """``artemis-py data summary --json`` of a stopped node: total messages per queue name."""
+    import json
+
+    from integration.test_cli import artemis_py
+
+    result = artemis_py("data", "summary", "--json", str(node.data_dir))
+    assert result.returncode == 0, f"data summary failed: {result.stderr.strip()[-2000:]}"
+    return {q["name"]: q["total"] for q in json.loads(result.stdout)["queues"]}
