@@ -5,9 +5,9 @@ Theory of operation
 * **Shape.** One persistent node whose addresses ``paged.crash.q`` (anycast, queue Q) and
   ``paged.crash.t`` (multicast, durable subscriptions A and B) page beyond 64 KiB into
   pages of 64 KiB: with messages of 0.3-2.5 KiB, pages roll over and are deleted every few
-  dozen messages. Producers ``qa`` and ``qb`` send to Q, ``t`` to the topic; about a third
-  of their messages go in transactions (BEGIN, SENDs, COMMIT with a receipt), the others
-  are plain SENDs with receipts; both pipelined. Consumers acknowledge each message
+  dozen messages. Producers ``qa`` and ``qb`` send to Q, ``t`` to the topic; three in ten
+  of their steps are transactions of 2-6 messages (BEGIN, SENDs, COMMIT with a receipt),
+  the others plain SENDs with receipts; both pipelined. Consumers acknowledge each message
   (client-individual) with a receipt, pipelined too. Each round picks a pace per consumer,
   off, slow or fast; B is mostly off or slow, so it holds the topic's pages while A
   completes them.
@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from integration.conftest import DEFAULT_ADDRESS_SETTINGS, Client, wait_for
+from integration.conftest import DEFAULT_ADDRESS_SETTINGS, BrokerProcess, Client, wait_for
 
 from .conftest import data_summary, page_files
 
@@ -353,7 +353,7 @@ class Model:
 class Run:
     """One test run: the node, the model, the seeded choices and what was observed."""
 
-    node: object
+    node: BrokerProcess
     seed: int
     rng: random.Random = field(init=False)
     model: Model = field(default_factory=Model)
