@@ -56,3 +56,19 @@ def take_acking(client, count: int, *, receipt: bool = True, key: str = "seq") -
     if key == "body":
         return [m.body for m in client.messages[:count]]
     return [int(m.headers[key]) for m in client.messages[:count]]
+
+
+def data_summary_queues(node) -> list[dict]:
+    """``artemis-py data summary --json`` of a stopped node: its queues (id, name, counts)."""
+    import json
+
+    from integration.test_cli import artemis_py
+
+    result = artemis_py("data", "summary", "--json", str(node.data_dir))
+    assert result.returncode == 0, f"data summary failed: {result.stderr.strip()[-2000:]}"
+    return json.loads(result.stdout)["queues"]
+
+
+def data_summary(node) -> dict[str, int]:
+    """Total messages per queue name of a stopped node (``data summary``)."""
+    return {q["name"]: q["total"] for q in data_summary_queues(node)}

@@ -15,6 +15,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from artemis_py.broker.paging.cursor import PageCursor
+from artemis_py.broker.pending import durable
 from artemis_py.storage import Op
 
 if TYPE_CHECKING:
@@ -41,6 +42,11 @@ async def recover(manager: PagingManager, state: RecoveredState, queues: list[Qu
         assert store is not None
         pages = store.pages()
         paging.recovered_below = store.end()
+        # The page appends go to is new at every start (the one after the last file), so a
+        # record naming it, or a later page, is of an earlier page of that number: deleted,
+        # with a crash before its records went. (A store left without files numbers its
+        # pages from 1 again.)
+        fresh = store.current_page
         first = pages[0] if pages else store.current_page
         cursors = {
             q.id: PageCursor(q, (first, 0), first) for q in by_address.get(address, []) if q.durable
@@ -61,13 +67,13 @@ async def recover(manager: PagingManager, state: RecoveredState, queues: list[Qu
         known[address] = cursors
         for record_id, queue_id, page, _ in (c for c in state.page_completes if c[3] == address):
             cursor = cursors.get(queue_id)
-            if cursor is None or page not in counts:
+            if cursor is None or page not in counts or page >= fresh:
                 stale.append(Op.delete(record_id))
             else:
                 cursor.completed[page] = record_id
         for record_id, queue_id, page, offset, _ in (a for a in state.page_acks if a[4] == address):
             cursor = cursors.get(queue_id)
-            if cursor is None or page not in counts or page in cursor.completed:
+            if cursor is None or page not in counts or page >= fresh or page in cursor.completed:
                 stale.append(Op.delete(record_id))
             else:
                 cursor.acked.setdefault(page, set()).add(offset)
@@ -100,7 +106,10 @@ async def recover(manager: PagingManager, state: RecoveredState, queues: list[Qu
         )
         large = manager.persistence.large
         files = large.released()
-        tickets = manager.persistence.submit(stale, awaited=bool(files))
+        # Durable before anything is paged: once the new page of that number holds
+        # records, an old record of it would count for them.
+        tickets = manager.persistence.submit(stale)
+        await durable(tickets)
         large.delete_after(partial(manager.persistence.wait, tickets), files)
     if known:
         log.info(
