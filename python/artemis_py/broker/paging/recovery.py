@@ -101,20 +101,24 @@ async def recover(manager: PagingManager, state: RecoveredState, queues: list[Qu
             stale.append(Op.delete(record_id))
     stale += _check_large_page_refs(manager, known)
     if stale:
-        log.info(
-            "recovery: removing %d paging record(s) of pages or queues that are gone", len(stale)
-        )
-        large = manager.persistence.large
-        files = large.released()
-        # Durable before anything is paged: once the new page of that number holds
-        # records, an old record of it would count for them.
-        tickets = manager.persistence.submit(stale)
-        await durable(tickets)
-        large.delete_after(partial(manager.persistence.wait, tickets), files)
+        await _remove_stale(manager, stale)
     if known:
         log.info(
             "recovered %d page store(s) with %d paged message reference(s)", len(known), paged_total
         )
+
+
+async def _remove_stale(manager: PagingManager, stale: list[Op]) -> None:
+    """Delete paging records of pages or queues that are gone, then the large-message files
+    only they kept."""
+    log.info("recovery: removing %d paging record(s) of pages or queues that are gone", len(stale))
+    large = manager.persistence.large
+    files = large.released()
+    # Durable before anything is paged: once the new page of that number holds records, an
+    # old record of it would count for them.
+    tickets = manager.persistence.submit(stale)
+    await durable(tickets)
+    large.delete_after(partial(manager.persistence.wait, tickets), files)
 
 
 def _check_large_page_refs(
