@@ -503,12 +503,16 @@ class Run:
         self.fail(round_no, [f"left after the drain: {left}"] if any(left.values()) else [])
 
 
-def test_paging_survives_sigkill_at_random_moments(make_broker, clients):
+# "with-large": messages of 2,000 bytes or more (about a quarter) are large messages, kept
+# in files of their own and paged by reference.
+@pytest.mark.parametrize("large", [False, True], ids=["small", "with-large"])
+def test_paging_survives_sigkill_at_random_moments(make_broker, clients, large):
     seed = int(os.environ.get("ARTEMIS_CRASH_SEED", random.randrange(2**32)))
     node = make_broker(
         persistence=True,
         address_settings=DEFAULT_ADDRESS_SETTINGS + CRASH_SETTINGS,
         addresses=CRASH_ADDRESSES,
+        acceptor_params=";stompMinLargeMessageSize=2000" if large else "",
     )
     for destination, client_id, headers, _ in CONSUMERS.values():
         if client_id is not None:  # create the durable subscriptions
@@ -527,6 +531,8 @@ def test_paging_survives_sigkill_at_random_moments(make_broker, clients):
     log = node.log()
     assert f"address {Q} is full" in log and f"address {T} is full" in log, "both must page"
     assert run.pages_deleted, "completed pages must have been deleted along the way"
+    files = list((node.data_dir / "largemessages").glob("*"))
+    assert not files, f"{len(files)} large-message file(s) left after everything was acked"
     print(
         f"seed {seed}: {ROUNDS} rounds in {time.monotonic() - started:.1f}s, "
         f"{sum(run.model.next.values())} messages sent, up to {run.max_pages} page files, "

@@ -378,19 +378,38 @@ class Broker:
         memory = placement.memory
         durable_queues = [q for q in memory if q.durable] if message.durable else []
         pending = Pending()
+        records: list[Callable[[], list[Ticket]]] = []
         if durable_queues or (memory and message.body_ref is not None):
             # (a copy of a message whose body is in a file is stored whatever its queues)
-            pending.tickets += self.persistence.store_message(message, durable_queues)
+            self._file_first(message, pending)
+            records.append(partial(self.persistence.store_message, message, durable_queues))
+        self._page(message, placement, pending, records)
+        _journal_after_pages(pending, partial(_submit_all, records))
         message.ref_count += len(memory)
-        self._page(message, placement, pending)
         pending.on_durable.append(partial(self._enqueue, message, placement.held))
         return pending
 
+    def _file_first(self, message: Message, pending: Pending) -> None:
+        """A large message's file (or link) is queued now and the pending's journal records
+        wait for it (:func:`_journal_after_pages`): a record never outlives a crash that
+        its file did not, so no transaction comes back in part and no queue ever holds a
+        message whose file is empty."""
+        large = self.persistence.large
+        if large.is_large(message):
+            assert large.store is not None
+            pending.tickets.append(Ticket(large.store, large.write_file(message).ticket))
+
     def _page(
-        self, message: Message, placement: Placement, pending: Pending, tx_id: int = 0
+        self,
+        message: Message,
+        placement: Placement,
+        pending: Pending,
+        records: list[Callable[[], list[Ticket]]],
+        tx_id: int = 0,
     ) -> None:
         """Append ``message`` to the page files of the addresses that page it (a large
-        one as a reference to its file, see :mod:`artemis_py.broker.large_messages`)."""
+        one as a reference to its file, see :mod:`artemis_py.broker.large_messages`: its
+        LARGE_PAGE_REF journal record joins ``records``, written once the file is durable)."""
         encoded = None
         large = self.persistence.large
         by_reference = bool(placement.paged) and large.pages_by_reference(message)
@@ -405,8 +424,15 @@ class Broker:
             pending.tickets.append(Ticket(paging.store, ticket))  # type: ignore[arg-type]
             pending.on_durable.append(settle)
             if by_reference:
-                pending.tickets += self.persistence.store_page_ref(
-                    message, paging.address, position, group, tx_id
+                records.append(
+                    partial(
+                        self.persistence.store_page_ref,
+                        message,
+                        paging.address,
+                        position,
+                        group,
+                        tx_id,
+                    )
                 )
 
     @staticmethod
@@ -455,15 +481,17 @@ class Broker:
         # those are durable, so a crash never keeps an id without its message.
         in_memory = []
         effects: list[Callable[[], None]] = []
+        records: list[Callable[[], list[Ticket]]] = []
         for message, queues, dup_id, encoded in accepted:
             placement = self.paging.place(message, queues, internal=True)
-            self._page(message, placement, pending)
+            self._page(message, placement, pending, records)
+            if message.durable and any(q.durable for q in placement.memory):
+                self._file_first(message, pending)
             in_memory.append((message, placement.memory, dup_id, encoded))
             message.ref_count += len(placement.memory)
             effects.append(partial(self._enqueue, message, placement.held))
-        _journal_after_pages(
-            pending, partial(self.persistence.store_forwarded, in_memory, self.duplicates)
-        )
+        records.append(partial(self.persistence.store_forwarded, in_memory, self.duplicates))
+        _journal_after_pages(pending, partial(_submit_all, records))
         pending.on_durable += effects
         return pending
 
@@ -550,13 +578,14 @@ class Broker:
         stored = []
         pending = Pending()
         paged_ops = []
+        records: list[Callable[[], list[Ticket]]] = []
         for (message, _), placement in zip(tx.sends, placements, strict=True):
             message.ref_count += len(placement.memory)
             if message.durable:
                 durable_queues = [q for q in placement.memory if q.durable]
                 if durable_queues or (placement.memory and message.body_ref is not None):
                     stored.append((message, durable_queues))
-            self._page(message, placement, pending, tx_id)
+            self._page(message, placement, pending, records, tx_id)
         if pending.tickets:
             record_id = self.next_id()
             paged_ops.append(page_tx_op(tx_id, record_id))
@@ -572,10 +601,11 @@ class Broker:
             else:
                 ref.message.ref_count -= 1
                 ack_records.append(self._ack_record(ref))
+        for message, _ in stored:
+            self._file_first(message, pending)
+        records.append(partial(self.persistence.commit, stored, ack_records, tx_id, paged_ops))
         try:
-            _journal_after_pages(
-                pending, partial(self.persistence.commit, stored, ack_records, tx_id, paged_ops)
-            )
+            _journal_after_pages(pending, partial(_submit_all, records))
         except StorageError:
             # The journal refused the transaction (nothing was queued): undo the counts.
             for (message, _), placement in zip(tx.sends, placements, strict=True):
@@ -733,6 +763,10 @@ def _journal_after_pages(pending: Pending, submit: Callable[[], list[Ticket]]) -
         pending.tickets += submit()
 
     pending.gate = gate
+
+
+def _submit_all(records: list[Callable[[], list[Ticket]]]) -> list[Ticket]:
+    return [ticket for submit in records for ticket in submit()]
 
 
 def _by_queue(refs: Iterable[MessageReference]) -> list[tuple[Queue, list[MessageReference]]]:

@@ -18,7 +18,8 @@ body's length only. Here:
   tickets before its receipt (the store stands in for a journal in a ``Ticket``). A crash
   between the two leaves either an orphaned file (removed at the next start) or a record
   without its complete file, for a message whose SEND was never receipted (skipped at the
-  next start, with an error naming the file).
+  next start, with a warning naming the file: a crash leaves this in the normal course, so
+  it is not an error; a receipted message's file is durable before its receipt).
 * **Deleting.** When the last queue acknowledges the message, the journal delete is
   synced (even for an acknowledgement nobody waits for) and the file is removed only once
   that delete is durable: a crash never leaves a live record without its file.
@@ -212,7 +213,7 @@ class LargeMessages:
         if ref is None:
             return True
         if (address, *position) not in self._by_position:
-            log.error(
+            log.warning(
                 "paged large message %d skipped: no record keeps its file %s (a crash before "
                 "its SEND was receipted leaves this)",
                 message.message_id,
@@ -227,8 +228,10 @@ class LargeMessages:
         until :meth:`check_page_refs`; False when the file is missing or not found."""
         ref = decode_page_ref(payload)
         if self.store is None or ref.file_id not in self.store.found:
-            log.error(
-                "large message %d skipped from the pages of %s: its file %s is missing",
+            log.warning(
+                "large message %d skipped from the pages of %s: its file %s is missing (a "
+                "crash before its SEND was receipted leaves this; otherwise the file was "
+                "removed by hand)",
                 ref.file_id,
                 ref.address,
                 self.store.path(ref.file_id) if self.store is not None else ref.file_id,
@@ -277,7 +280,7 @@ class LargeMessages:
         if found is None or found != length:
             path = self.store.path(record_id) if self.store is not None else f"{record_id}.msg"
             problem = "is missing" if found is None else f"holds {found} bytes, not {length}"
-            log.error(
+            log.warning(
                 "large message %d skipped: its file %s %s (a crash before its SEND was "
                 "receipted leaves this; otherwise the file was removed or damaged by hand)",
                 record_id,

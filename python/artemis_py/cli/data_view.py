@@ -121,6 +121,8 @@ class Inventory:
     page_acks: set[tuple[str, int, int, int]] = field(default_factory=set)  # addr, q, page, off
     page_completes: set[tuple[str, int, int]] = field(default_factory=set)  # addr, queue, page
     page_txs: set[int] = field(default_factory=set)
+    # page records of large messages that a LARGE_PAGE_REF record keeps: addr, page, offset
+    page_refs: set[tuple[str, int, int]] = field(default_factory=set)
 
     @classmethod
     def build(
@@ -145,6 +147,9 @@ class Inventory:
                 inventory.page_completes.add((done.address, done.queue_id, done.page))
             elif record.record_type == p.PAGE_TX:
                 inventory.page_txs.add(p.decode_page_tx(record.payload))
+            elif record.record_type == LARGE_PAGE_REF:
+                ref = decode_page_ref(record.payload)
+                inventory.page_refs.add((ref.address, ref.page, ref.offset))
         return inventory
 
     def queue_name(self, queue_id: int) -> str:
@@ -292,7 +297,7 @@ class Inventory:
     def summary(self) -> dict[str, Any]:
         in_journal: Counter[int] = Counter()
         for record in self.messages.records:
-            if record.record_type == p.MESSAGE_RECORD:
+            if record.record_type in (p.MESSAGE_RECORD, LARGE_MESSAGE_RECORD):
                 for queue_id, n in _refs(record).items():
                     if n > 0:
                         in_journal[queue_id] += 1
@@ -342,6 +347,8 @@ class Inventory:
                 if r.tx_id and r.tx_id not in self.page_txs:
                     uncommitted += 1
                     continue
+                if not self._kept(store.address, r):
+                    continue
                 for queue_id in r.queue_ids:
                     if (store.address, queue_id, r.page) in self.page_completes:
                         continue
@@ -349,6 +356,15 @@ class Inventory:
                         continue
                     paged[queue_id] += 1
         return {"records": records_total, "uncommitted": uncommitted, "unreadable": unreadable}
+
+    def _kept(self, address: str, record: Any) -> bool:
+        """Whether recovery keeps a page record: a large message's reference only with the
+        LARGE_PAGE_REF record that keeps its file (none: its SEND was never receipted)."""
+        try:
+            by_reference = decode_message(record.message_id, record.message).body_ref
+        except ValueError:
+            return False
+        return by_reference is None or (address, record.page, record.offset) in self.page_refs
 
 
 def _prepared_op(op: Op) -> str:
