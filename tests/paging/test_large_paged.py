@@ -1,9 +1,11 @@
 """Large messages on a paging address are paged by reference (docs/paging.md): the page
 record holds the headers and the body's length, the body stays in its file, which survives
-kill -9 and the orphan sweep at start, and goes when the last queue acknowledges."""
+kill -9 and the orphan sweep at start, and goes when the last queue acknowledges it or is
+deleted."""
 
 from __future__ import annotations
 
+from integration.conftest import stays, unique
 from integration.test_large_messages import PERSISTENT, UNBOUNDED, body_of, files
 
 from .conftest import page_files, wait_for
@@ -79,3 +81,41 @@ def test_large_messages_paged_in_a_transaction_and_acknowledged_in_one(paged_nod
     consumer.ack(got[-1], transaction="t2")  # cumulative: all four
     consumer.commit("t2")
     wait_for(lambda: files(node) == [], message="the files to go after the commit")
+
+
+def test_deleting_the_last_subscription_with_a_paged_large_backlog_removes_the_files(
+    paged_node, clients
+):
+    node = paged_node
+    topic = unique("/topic/paged.largesub")
+    client_id = unique("cid")
+    # Deleting a subscription takes subscribing to it: a window of one byte and client acks
+    # keep it from consuming more than one message meanwhile.
+    held = {"ack": "client-individual", "consumer-window-size": "1"}
+    subs = {}
+    for name in ("s1", "s2"):
+        reader = clients(node, client_id=f"{client_id}-{name}")
+        durable = {"durable-subscription-name": name}
+        subs[name] = (reader, reader.subscribe(topic, **held, **durable), durable)
+        reader.unsubscribe(subs[name][1])  # offline, subscription kept
+    producer = clients(node)
+    producer.send(topic, body_of(30 * 1024, "fill"), **PERSISTENT)  # fills memory
+    # More than max-read-page-messages (10): some stay in the pages, unread by either.
+    for i in range(14):  # the first goes to memory while the page store is made
+        producer.send(topic, body_of(LARGE, f"b{i}"), **PERSISTENT)
+    assert len(files(node)) == 14
+    assert sum(p.stat().st_size for p in page_files(node)) < 8192
+    reader, sub, durable = subs["s1"]
+    reader.subscribe(topic, sub, **held, **durable)
+    reader.unsubscribe(sub, **durable)  # deletes s1; s2 still has to read every file
+    stays(lambda: len(files(node)) == 14, 0.5, message="s2's files must stay")
+    reader, sub, durable = subs["s2"]
+    reader.subscribe(topic, sub, **held, **durable)
+    reader.unsubscribe(sub, **durable)  # deletes s2 with its paged backlog
+    wait_for(lambda: files(node) == [], message=lambda: f"the files to go: {files(node)}")
+    node.kill()
+    from integration.test_cli import artemis_py
+
+    shown = artemis_py("data", "print", "--journal", str(node.data_dir))
+    assert shown.returncode == 0, shown.stderr
+    assert " LARGE_PAGE_REF " not in shown.stdout, shown.stdout

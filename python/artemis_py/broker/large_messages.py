@@ -31,9 +31,9 @@ body's length only. Here:
   written as usual and a page record with its headers and the body's length only; a
   LARGE_PAGE_REF journal record (the file, the page position, the queues) keeps the file
   alive while a queue still has to read that page record. When the last of those queues
-  acknowledges it, the record's delete goes with that acknowledgement's PAGE_ACK, and the
-  file goes once that is durable and no other record (LARGE_MESSAGE or LARGE_PAGE_REF)
-  holds it. At start the orphan sweep keeps every file such a record names; the paging
+  acknowledges it (or is deleted), the record's delete goes with that acknowledgement's
+  PAGE_ACK (or on its own), and the file goes once that is durable and no other record
+  (LARGE_MESSAGE or LARGE_PAGE_REF) holds it. At start the orphan sweep keeps every file such a record names; the paging
   recovery then drops the records whose page record is acknowledged, completed, torn off
   or of a transaction never committed (:meth:`LargeMessages.check_page_refs`). A
   transaction's LARGE_PAGE_REF records are written before its commit, like its page
@@ -189,6 +189,21 @@ class LargeMessages:
             return []
         self._released.setdefault(tx_id or 0, []).extend(self._drop_page_ref(record_id))
         return [Op.delete(record_id) if tx_id is None else Op.delete_tx(tx_id, record_id)]
+
+    def queue_removed(self, queue_id: int) -> tuple[list[Op], list[int]]:
+        """A queue was deleted: the LARGE_PAGE_REF records forget it (it will never read
+        their page records). Returns the deletes of the records it was the last queue of,
+        and the files to remove once those deletes are durable."""
+        ops: list[Op] = []
+        files: list[int] = []
+        for record_id, ref in list(self.page_refs.items()):
+            if queue_id not in ref.queue_ids:
+                continue
+            ref.queue_ids.discard(queue_id)
+            if not ref.queue_ids:
+                ops.append(Op.delete(record_id))
+                files += self._drop_page_ref(record_id)
+        return ops, files
 
     def _drop_page_ref(self, record_id: int) -> list[int]:
         """Forget a LARGE_PAGE_REF record; its file if nothing else holds it."""

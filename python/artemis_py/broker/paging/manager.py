@@ -17,6 +17,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -321,19 +322,34 @@ class PagingManager:
         return op
 
     def queue_removed(self, queue: Queue) -> list[Op]:
-        """A queue was deleted: its cursor goes, and the records of it."""
+        """A queue was deleted: its cursor goes, and the records of it (its paged large
+        messages' references go at once, see :meth:`_release_page_refs`)."""
         paging = self.addresses.get(queue.address)
         if paging is None:
             return []
         cursor = paging.remove_cursor(queue)
         if cursor is None:
             return []
+        self._release_page_refs(queue)
         ops = [_delete(r) for records in cursor.ack_records.values() for r in records]
         ops += [_delete(r) for r in cursor.completed.values()]
         queue.paged = 0
         self._delete_completed(paging)
         self.check_paging_ended(paging)
         return ops if queue.durable else []
+
+    def _release_page_refs(self, queue: Queue) -> None:
+        """The paged large messages ``queue`` had still to read lose it: the LARGE_PAGE_REF
+        records it was the last queue of are deleted (synced, durable or not: a reference of
+        a non-durable queue is written too) and their files go once that is durable, as
+        after an acknowledgement, not at the next start."""
+        large = self.persistence.large
+        if not large.page_refs:
+            return
+        ops, files = large.queue_removed(queue.id)
+        if ops:
+            tickets = self.persistence.submit(ops)
+            large.delete_after(partial(self.persistence.wait, tickets), files)
 
     # -- recovery ----------------------------------------------------------------------------
 
