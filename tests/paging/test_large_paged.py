@@ -5,10 +5,15 @@ deleted."""
 
 from __future__ import annotations
 
-from integration.conftest import stays, unique
+import trio
+
+from artemis_py.broker.broker import Transaction
+from artemis_py.config import RoutingType, parse_config
+from artemis_py.node import open_broker
+from integration.conftest import BrokerProcess, stays, unique
 from integration.test_large_messages import PERSISTENT, UNBOUNDED, body_of, files
 
-from .conftest import page_files, wait_for
+from .conftest import page_files, paging_settings, wait_for
 
 LARGE = 200 * 1024
 
@@ -119,3 +124,34 @@ def test_deleting_the_last_subscription_with_a_paged_large_backlog_removes_the_f
     shown = artemis_py("data", "print", "--journal", str(node.data_dir))
     assert shown.returncode == 0, shown.stderr
     assert " LARGE_PAGE_REF " not in shown.stdout, shown.stdout
+
+
+async def test_a_transaction_whose_commit_is_abandoned_releases_its_paged_large_files(
+    tmp_path, wait_for
+):
+    # In this process, so that the commit can be abandoned exactly while its page records
+    # are being written (as when the connection that committed goes away meanwhile).
+    spec = BrokerProcess(tmp_path / "node", persistence=True, address_settings=paging_settings())
+    async with open_broker(parse_config(spec.broker_xml())) as node:
+        broker = node.broker
+        queue = broker.create_queue("paged.tx", "paged.tx", RoutingType.ANYCAST)
+        durable = {"durable": True, "routing_type": RoutingType.ANYCAST}
+        fill = broker.new_message("paged.tx", body=b"f" * (30 * 1024), **durable)
+        await broker.send(fill, [queue]).settled()  # over max-size-bytes: the address pages
+        more = broker.new_message("paged.tx", body=b"m", **durable)
+        await broker.send(more, [queue]).settled()  # to memory while the page store is made
+        paging = broker.paging.address("paged.tx")
+        await wait_for(lambda: paging.store is not None, message="the page store")
+        large = broker.persistence.large
+        store = large.store
+        assert store is not None
+        message = broker.new_message("paged.tx", body=b"L" * LARGE, **durable)
+        message.large = True
+        pending = broker.commit(Transaction(sends=[(message, [queue])]))
+        assert pending.gate is not None and large.page_refs  # paged by reference
+        with trio.CancelScope() as scope:
+            scope.cancel()  # the commit's wait for its page records is abandoned
+            await pending.settled()
+        await wait_for(lambda: store.deleted == 1, message="the file to go")
+        assert not large.page_refs
+        assert not store.path(message.message_id).exists()

@@ -574,7 +574,9 @@ class Broker:
                 ack_records.append(self._ack_record(ref))
         try:
             _journal_after_pages(
-                pending, partial(self.persistence.commit, stored, ack_records, tx_id, paged_ops)
+                pending,
+                partial(self.persistence.commit, stored, ack_records, tx_id, paged_ops),
+                abandoned=partial(self._abandon_paged_tx, tx_id),
             )
         except StorageError:
             # The journal refused the transaction (nothing was queued): undo the counts.
@@ -589,6 +591,11 @@ class Broker:
         for (message, _), placement in zip(tx.sends, placements, strict=True):
             pending.on_durable.append(partial(self._enqueue, message, placement.held))
         return pending
+
+    def _abandon_paged_tx(self, tx_id: int) -> None:
+        """The commit of ``tx_id`` will not be written: its large messages paged by
+        reference let go of their files now, not at the next start."""
+        self.paging.drop_page_refs(*self.persistence.large.abandon_tx(tx_id))
 
     # -- acknowledging ----------------------------------------------------------------
 
@@ -719,17 +726,28 @@ class Broker:
         self._acknowledge_refs([ref])
 
 
-def _journal_after_pages(pending: Pending, submit: Callable[[], list[Ticket]]) -> None:
+def _journal_after_pages(
+    pending: Pending,
+    submit: Callable[[], list[Ticket]],
+    abandoned: Callable[[], None] | None = None,
+) -> None:
     """Submit an operation's journal records (``submit``) once the page records already in
     ``pending`` are durable, at once when nothing was paged: a crash never leaves the
-    journal's half (a commit, duplicate ids) without the paged messages it refers to."""
+    journal's half (a commit, duplicate ids) without the paged messages it refers to.
+    ``abandoned`` runs if that wait fails or is cancelled (the records are never
+    submitted)."""
     if not pending.tickets:
         pending.tickets += submit()
         return
     paged, pending.tickets = pending.tickets, []
 
     async def gate() -> None:
-        await durable(paged)
+        try:
+            await durable(paged)
+        except BaseException:
+            if abandoned is not None:
+                abandoned()
+            raise
         pending.tickets += submit()
 
     pending.gate = gate

@@ -37,7 +37,8 @@ body's length only. Here:
   recovery then drops the records whose page record is acknowledged, completed, torn off
   or of a transaction never committed (:meth:`LargeMessages.check_page_refs`). A
   transaction's LARGE_PAGE_REF records are written before its commit, like its page
-  records; if it never commits they are dropped at the next start.
+  records; if its commit is abandoned (its page records never became durable, or whoever
+  waited for them went away) they are dropped then, and at the next start after a crash.
 * **Copies.** A copy under a new id (redistribution, dead letters, expiry) shares the
   original's reference until it is stored; storing it links its own file to the
   original's (no body is read or written). A copy of a message whose body is in a file
@@ -201,6 +202,18 @@ class LargeMessages:
                 continue
             ref.queue_ids.discard(queue_id)
             if not ref.queue_ids:
+                ops.append(Op.delete(record_id))
+                files += self._drop_page_ref(record_id)
+        return ops, files
+
+    def abandon_tx(self, tx_id: int) -> tuple[list[Op], list[int]]:
+        """Transaction ``tx_id`` will never commit (its page records never count): the
+        deletes of its LARGE_PAGE_REF records, and the files to remove once they are
+        durable (rather than at the next start)."""
+        ops: list[Op] = []
+        files: list[int] = []
+        for record_id, ref in list(self.page_refs.items()):
+            if ref.tx_id == tx_id:
                 ops.append(Op.delete(record_id))
                 files += self._drop_page_ref(record_id)
         return ops, files

@@ -33,6 +33,7 @@ from artemis_py.broker.paging.address import (
 )
 from artemis_py.broker.paging.cursor import PageCursor
 from artemis_py.broker.pending import durable
+from artemis_py.exceptions import StorageError
 
 if TYPE_CHECKING:
     from artemis_py.broker.message import Message, MessageReference
@@ -343,13 +344,20 @@ class PagingManager:
         records it was the last queue of are deleted (synced, durable or not: a reference of
         a non-durable queue is written too) and their files go once that is durable, as
         after an acknowledgement, not at the next start."""
-        large = self.persistence.large
-        if not large.page_refs:
+        if self.persistence.large.page_refs:
+            self.drop_page_refs(*self.persistence.large.queue_removed(queue.id))
+
+    def drop_page_refs(self, ops: list[Op], files: list[int]) -> None:
+        """Submit the deletes of LARGE_PAGE_REF records (synced) and remove ``files`` once
+        they are durable: a crash never leaves a live record without its file."""
+        if not ops:
             return
-        ops, files = large.queue_removed(queue.id)
-        if ops:
+        try:
             tickets = self.persistence.submit(ops)
-            large.delete_after(partial(self.persistence.wait, tickets), files)
+        except StorageError as exc:  # the journal failed: the next start drops them
+            log.error("cannot delete %d paged large message reference(s): %s", len(ops), exc)
+            return
+        self.persistence.large.delete_after(partial(self.persistence.wait, tickets), files)
 
     # -- recovery ----------------------------------------------------------------------------
 
