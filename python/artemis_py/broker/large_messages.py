@@ -33,12 +33,13 @@ body's length only. Here:
   alive while a queue still has to read that page record. When the last of those queues
   acknowledges it (or is deleted), the record's delete goes with that acknowledgement's
   PAGE_ACK (or on its own), and the file goes once that is durable and no other record
-  (LARGE_MESSAGE or LARGE_PAGE_REF) holds it. At start the orphan sweep keeps every file such a record names; the paging
-  recovery then drops the records whose page record is acknowledged, completed, torn off
-  or of a transaction never committed (:meth:`LargeMessages.check_page_refs`). A
-  transaction's LARGE_PAGE_REF records are written before its commit, like its page
-  records; if its commit is abandoned (its page records never became durable, or whoever
-  waited for them went away) they are dropped then, and at the next start after a crash.
+  (LARGE_MESSAGE or LARGE_PAGE_REF) holds it. At start the orphan sweep keeps every file
+  such a record names; the paging recovery then drops the records whose page record is
+  acknowledged, completed, torn off or of a transaction never committed
+  (:meth:`LargeMessages.check_page_refs`). A transaction's LARGE_PAGE_REF records are
+  written before its commit, like its page records; if its commit is abandoned (its page
+  records never became durable, or whoever waited for them went away) they are dropped
+  then, and at the next start after a crash.
 * **Copies.** A copy under a new id (redistribution, dead letters, expiry) shares the
   original's reference until it is stored; storing it links its own file to the
   original's (no body is read or written). A copy of a message whose body is in a file

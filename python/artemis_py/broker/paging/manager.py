@@ -340,10 +340,10 @@ class PagingManager:
         return ops if queue.durable else []
 
     def _release_page_refs(self, queue: Queue) -> None:
-        """The paged large messages ``queue`` had still to read lose it: the LARGE_PAGE_REF
-        records it was the last queue of are deleted (synced, durable or not: a reference of
-        a non-durable queue is written too) and their files go once that is durable, as
-        after an acknowledgement, not at the next start."""
+        """``queue`` will never read its paged large messages: the LARGE_PAGE_REF records
+        it was the last queue of are deleted (whether or not ``queue`` is durable: its id is
+        in the records too) and their files go once that is durable, as after an
+        acknowledgement, not at the next start."""
         if self.persistence.large.page_refs:
             self.drop_page_refs(*self.persistence.large.queue_removed(queue.id))
 
