@@ -384,7 +384,9 @@ class Broker:
             self._file_first(message, pending)
             records.append(partial(self.persistence.store_message, message, durable_queues))
         self._page(message, placement, pending, records)
-        _journal_after_pages(pending, partial(_submit_all, records))
+        _journal_after_pages(
+            pending, partial(_submit_all, records), partial(self._abandon_files, [message])
+        )
         message.ref_count += len(memory)
         pending.on_durable.append(partial(self._enqueue, message, placement.held))
         return pending
@@ -491,7 +493,11 @@ class Broker:
             message.ref_count += len(placement.memory)
             effects.append(partial(self._enqueue, message, placement.held))
         records.append(partial(self.persistence.store_forwarded, in_memory, self.duplicates))
-        _journal_after_pages(pending, partial(_submit_all, records))
+        _journal_after_pages(
+            pending,
+            partial(_submit_all, records),
+            partial(self._abandon_files, [m for m, _, _, _ in accepted]),
+        )
         pending.on_durable += effects
         return pending
 
@@ -605,7 +611,11 @@ class Broker:
             self._file_first(message, pending)
         records.append(partial(self.persistence.commit, stored, ack_records, tx_id, paged_ops))
         try:
-            _journal_after_pages(pending, partial(_submit_all, records))
+            _journal_after_pages(
+                pending,
+                partial(_submit_all, records),
+                abandoned=partial(self._abandon_files, [m for m, _ in tx.sends]),
+            )
         except StorageError:
             # The journal refused the transaction (nothing was queued): undo the counts.
             for (message, _), placement in zip(tx.sends, placements, strict=True):
@@ -619,6 +629,12 @@ class Broker:
         for (message, _), placement in zip(tx.sends, placements, strict=True):
             pending.on_durable.append(partial(self._enqueue, message, placement.held))
         return pending
+
+    def _abandon_files(self, messages: Iterable[Message]) -> None:
+        """An operation's journal records will never be written (its wait for its files
+        and pages failed or was cancelled): the files its large messages got for it go now,
+        not as orphans at the next start."""
+        self.persistence.large.abandon(messages)
 
     # -- acknowledging ----------------------------------------------------------------
 
@@ -749,17 +765,28 @@ class Broker:
         self._acknowledge_refs([ref])
 
 
-def _journal_after_pages(pending: Pending, submit: Callable[[], list[Ticket]]) -> None:
+def _journal_after_pages(
+    pending: Pending,
+    submit: Callable[[], list[Ticket]],
+    abandoned: Callable[[], None] | None = None,
+) -> None:
     """Submit an operation's journal records (``submit``) once the page records already in
     ``pending`` are durable, at once when nothing was paged: a crash never leaves the
-    journal's half (a commit, duplicate ids) without the paged messages it refers to."""
+    journal's half (a commit, duplicate ids) without the paged messages it refers to.
+    ``abandoned`` runs if that wait fails or is cancelled (the records are never
+    submitted)."""
     if not pending.tickets:
         pending.tickets += submit()
         return
     paged, pending.tickets = pending.tickets, []
 
     async def gate() -> None:
-        await durable(paged)
+        try:
+            await durable(paged)
+        except BaseException:
+            if abandoned is not None:
+                abandoned()
+            raise
         pending.tickets += submit()
 
     pending.gate = gate

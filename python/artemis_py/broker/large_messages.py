@@ -13,13 +13,15 @@ body's length only. Here:
   journal file anyway (whatever threshold is configured, a persistent message never fails
   for being bigger than a journal file). Non-durable large messages stay in memory only:
   they do not survive a restart in any case.
-* **Storing.** The body is queued to the file store and the LARGE_MESSAGE record to the
-  journal, at the same moment, so journal order is unchanged; the send waits for both
-  tickets before its receipt (the store stands in for a journal in a ``Ticket``). A crash
-  between the two leaves either an orphaned file (removed at the next start) or a record
-  without its complete file, for a message whose SEND was never receipted (skipped at the
-  next start, with a warning naming the file: a crash leaves this in the normal course, so
-  it is not an error; a receipted message's file is durable before its receipt).
+* **Storing.** The body is queued to the file store first; the message's journal records
+  (LARGE_MESSAGE, LARGE_PAGE_REF, a transaction's commit, a forwarded message's duplicate
+  id) are submitted only once the file is durable (the broker gates them like the records
+  that follow page records), and the receipt waits for both. So after a crash a record
+  always has its complete file: no transaction comes back in part and no queue holds a
+  message whose file is empty. A crash before the records leaves an orphaned file (removed
+  at the next start) or, for a paged one, a page record no LARGE_PAGE_REF keeps (skipped).
+  A record without its file can then only mean the file was removed or damaged by hand:
+  the message is skipped with a warning naming the file.
 * **Deleting.** When the last queue acknowledges the message, the journal delete is
   synced (even for an acknowledgement nobody waits for) and the file is removed only once
   that delete is durable: a crash never leaves a live record without its file.
@@ -32,13 +34,15 @@ body's length only. Here:
   written as usual and a page record with its headers and the body's length only; a
   LARGE_PAGE_REF journal record (the file, the page position, the queues) keeps the file
   alive while a queue still has to read that page record. When the last of those queues
-  acknowledges it, the record's delete goes with that acknowledgement's PAGE_ACK, and the
-  file goes once that is durable and no other record (LARGE_MESSAGE or LARGE_PAGE_REF)
-  holds it. At start the orphan sweep keeps every file such a record names; the paging
-  recovery then drops the records whose page record is acknowledged, completed, torn off
-  or of a transaction never committed (:meth:`LargeMessages.check_page_refs`). A
-  transaction's LARGE_PAGE_REF records are written before its commit, like its page
-  records; if it never commits they are dropped at the next start.
+  acknowledges it (or is deleted), the record's delete goes with that acknowledgement's
+  PAGE_ACK (or on its own), and the file goes once that is durable and no other record
+  (LARGE_MESSAGE or LARGE_PAGE_REF) holds it. At start the orphan sweep keeps every file
+  such a record names; the paging recovery then drops the records whose page record is
+  acknowledged, completed, torn off or of a transaction never committed
+  (:meth:`LargeMessages.check_page_refs`). A transaction's LARGE_PAGE_REF records are
+  written with its commit, once its files and page records are durable; if that wait
+  fails or is abandoned (whoever waited went away) no record is written and the files go
+  at once (:meth:`LargeMessages.abandon`).
 * **Copies.** A copy under a new id (redistribution, dead letters, expiry) shares the
   original's reference until it is stored; storing it links its own file to the
   original's (no body is read or written). A copy of a message whose body is in a file
@@ -190,6 +194,32 @@ class LargeMessages:
             return []
         self._released.setdefault(tx_id or 0, []).extend(self._drop_page_ref(record_id))
         return [Op.delete(record_id) if tx_id is None else Op.delete_tx(tx_id, record_id)]
+
+    def queue_removed(self, queue_id: int) -> tuple[list[Op], list[int]]:
+        """A queue was deleted: the LARGE_PAGE_REF records forget it (it will never read
+        their page records). Returns the deletes of the records it was the last queue of,
+        and the files to remove once those deletes are durable."""
+        ops: list[Op] = []
+        files: list[int] = []
+        for record_id, ref in list(self.page_refs.items()):
+            if queue_id not in ref.queue_ids:
+                continue
+            ref.queue_ids.discard(queue_id)
+            if not ref.queue_ids:
+                ops.append(Op.delete(record_id))
+                files += self._drop_page_ref(record_id)
+        return ops, files
+
+    def abandon(self, messages: Iterable[Message]) -> None:
+        """The journal records of ``messages`` will never be written (they wait for the
+        files, see :meth:`write_file`): remove the files written for them."""
+        own = [
+            m.message_id
+            for m in messages
+            if m.body_ref is not None and m.body_ref.file_id == m.message_id
+        ]
+        if own and self.store is not None:
+            self.store.delete_after(None, own)
 
     def _drop_page_ref(self, record_id: int) -> list[int]:
         """Forget a LARGE_PAGE_REF record; its file if nothing else holds it."""

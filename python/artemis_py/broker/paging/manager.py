@@ -17,6 +17,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,6 +33,7 @@ from artemis_py.broker.paging.address import (
 )
 from artemis_py.broker.paging.cursor import PageCursor
 from artemis_py.broker.pending import durable
+from artemis_py.exceptions import StorageError
 
 if TYPE_CHECKING:
     from artemis_py.broker.message import Message, MessageReference
@@ -321,19 +323,41 @@ class PagingManager:
         return op
 
     def queue_removed(self, queue: Queue) -> list[Op]:
-        """A queue was deleted: its cursor goes, and the records of it."""
+        """A queue was deleted: its cursor goes, and the records of it (its paged large
+        messages' references go at once, see :meth:`_release_page_refs`)."""
         paging = self.addresses.get(queue.address)
         if paging is None:
             return []
         cursor = paging.remove_cursor(queue)
         if cursor is None:
             return []
+        self._release_page_refs(queue)
         ops = [_delete(r) for records in cursor.ack_records.values() for r in records]
         ops += [_delete(r) for r in cursor.completed.values()]
         queue.paged = 0
         self._delete_completed(paging)
         self.check_paging_ended(paging)
         return ops if queue.durable else []
+
+    def _release_page_refs(self, queue: Queue) -> None:
+        """``queue`` will never read its paged large messages: the LARGE_PAGE_REF records
+        it was the last queue of are deleted (whether or not ``queue`` is durable: its id is
+        in the records too) and their files go once that is durable, as after an
+        acknowledgement, not at the next start."""
+        if self.persistence.large.page_refs:
+            self.drop_page_refs(*self.persistence.large.queue_removed(queue.id))
+
+    def drop_page_refs(self, ops: list[Op], files: list[int]) -> None:
+        """Submit the deletes of LARGE_PAGE_REF records (synced) and remove ``files`` once
+        they are durable: a crash never leaves a live record without its file."""
+        if not ops:
+            return
+        try:
+            tickets = self.persistence.submit(ops)
+        except StorageError as exc:  # the journal failed: the next start drops them
+            log.error("cannot delete %d paged large message reference(s): %s", len(ops), exc)
+            return
+        self.persistence.large.delete_after(partial(self.persistence.wait, tickets), files)
 
     # -- recovery ----------------------------------------------------------------------------
 
