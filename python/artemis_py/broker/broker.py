@@ -20,23 +20,27 @@ in memory at once and are durable when their pending settles.
 Other packages (protocol sessions, the cluster) use the broker through the methods of
 :class:`Broker` only; the post office and persistence behind it are the broker's own.
 
-Long: paging (placement, gates) and large messages landed in the same pass; splitting the
-sending and acknowledging halves into modules of their own is the next step.
+The order in which a send's files, page records and journal records are written lives in
+:mod:`artemis_py.broker.write_order`.
+
+Long: one class holds every operation protocols and the cluster may do on a node's queues
+and messages (Artemis's ActiveMQServer and ServerSession in one); the acknowledging half
+(acknowledge, cancel, dead letters, expiry) is the next to move to a module of its own.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
 from artemis_py.broker.duplicate_cache import DuplicateIDCache
 from artemis_py.broker.filter import Filter
-from artemis_py.broker.message import Message, MessageReference, encode_message
-from artemis_py.broker.paging import Full, Held, PagingManager, Placement
-from artemis_py.broker.pending import Pending, durable
+from artemis_py.broker.message import Message, MessageReference
+from artemis_py.broker.paging import Full, Held, PagingManager
+from artemis_py.broker.pending import Pending
 from artemis_py.broker.persistence import Persistence, RecoveredState, Ticket, page_tx_op
 from artemis_py.broker.queue import Queue, QueueSpec
 from artemis_py.broker.routing import (
@@ -48,6 +52,7 @@ from artemis_py.broker.routing import (
     forwarding,
     tag,
 )
+from artemis_py.broker.write_order import Records, after, file_first, journal_after, page
 from artemis_py.config import AddressSettings, BrokerConfig, MessageLoadBalancing, RoutingType
 from artemis_py.exceptions import ArtemisError, StorageError
 from artemis_py.storage import Op
@@ -374,83 +379,19 @@ class Broker:
         except Full as exc:
             raise BrokerError(str(exc)) from None
         if placement.wait is not None:
-            return self._after(placement.wait, partial(self.send, message, queues))
+            return after(placement.wait, partial(self.send, message, queues))
         memory = placement.memory
         durable_queues = [q for q in memory if q.durable] if message.durable else []
         pending = Pending()
-        records: list[Callable[[], list[Ticket]]] = []
+        records: Records = []
         if durable_queues or (memory and message.body_ref is not None):
             # (a copy of a message whose body is in a file is stored whatever its queues)
-            self._file_first(message, pending)
+            file_first(self.persistence, message, pending)
             records.append(partial(self.persistence.store_message, message, durable_queues))
-        self._page(message, placement, pending, records)
-        _journal_after_pages(
-            pending, partial(_submit_all, records), partial(self._abandon_files, [message])
-        )
+        page(self.persistence, message, placement, pending, records)
+        journal_after(pending, records, partial(self.persistence.large.abandon, [message]))
         message.ref_count += len(memory)
         pending.on_durable.append(partial(self._enqueue, message, placement.held))
-        return pending
-
-    def _file_first(self, message: Message, pending: Pending) -> None:
-        """A large message's file (or link) is queued now and the pending's journal records
-        wait for it (:func:`_journal_after_pages`): a record never outlives a crash that
-        its file did not, so no transaction comes back in part and no queue ever holds a
-        message whose file is empty."""
-        large = self.persistence.large
-        if large.is_large(message):
-            assert large.store is not None
-            pending.tickets.append(Ticket(large.store, large.write_file(message).ticket))
-
-    def _page(
-        self,
-        message: Message,
-        placement: Placement,
-        pending: Pending,
-        records: list[Callable[[], list[Ticket]]],
-        tx_id: int = 0,
-    ) -> None:
-        """Append ``message`` to the page files of the addresses that page it (a large
-        one as a reference to its file, see :mod:`artemis_py.broker.large_messages`: its
-        LARGE_PAGE_REF journal record joins ``records``, written once the file is durable)."""
-        encoded = None
-        large = self.persistence.large
-        by_reference = bool(placement.paged) and large.pages_by_reference(message)
-        for paging, group in placement.paged:
-            if encoded is None:
-                if by_reference:
-                    body = large.write_file(message)
-                    assert large.store is not None
-                    pending.tickets.append(Ticket(large.store, body.ticket))
-                encoded = encode_message(message, body_in_file=by_reference)
-            ticket, settle, position = paging.page(message, group, encoded, tx_id)
-            pending.tickets.append(Ticket(paging.store, ticket))  # type: ignore[arg-type]
-            pending.on_durable.append(settle)
-            if by_reference:
-                records.append(
-                    partial(
-                        self.persistence.store_page_ref,
-                        message,
-                        paging.address,
-                        position,
-                        group,
-                        tx_id,
-                    )
-                )
-
-    @staticmethod
-    def _after(wait: Callable[[], Awaitable[object]], again: Callable[[], Pending]) -> Pending:
-        """A pending that waits (for room) and then does the operation (``again``)."""
-        pending = Pending()
-
-        async def gate() -> None:
-            await wait()
-            inner = again()
-            if inner.gate is not None:
-                await inner.gate()
-            pending.tickets += inner.tickets
-            pending.on_durable += inner.on_durable
-
-        pending.gate = gate
         return pending
 
     def receive_forwarded(self, forwarded: Iterable[Forwarded]) -> Pending:
@@ -483,20 +424,18 @@ class Broker:
         # those are durable, so a crash never keeps an id without its message.
         in_memory = []
         effects: list[Callable[[], None]] = []
-        records: list[Callable[[], list[Ticket]]] = []
+        records: Records = []
         for message, queues, dup_id, encoded in accepted:
             placement = self.paging.place(message, queues, internal=True)
-            self._page(message, placement, pending, records)
+            page(self.persistence, message, placement, pending, records)
             if message.durable and any(q.durable for q in placement.memory):
-                self._file_first(message, pending)
+                file_first(self.persistence, message, pending)
             in_memory.append((message, placement.memory, dup_id, encoded))
             message.ref_count += len(placement.memory)
             effects.append(partial(self._enqueue, message, placement.held))
         records.append(partial(self.persistence.store_forwarded, in_memory, self.duplicates))
-        _journal_after_pages(
-            pending,
-            partial(_submit_all, records),
-            partial(self._abandon_files, [m for m, _, _, _ in accepted]),
+        journal_after(
+            pending, records, partial(self.persistence.large.abandon, [m for m, *_ in accepted])
         )
         pending.on_durable += effects
         return pending
@@ -584,14 +523,14 @@ class Broker:
         stored = []
         pending = Pending()
         paged_ops = []
-        records: list[Callable[[], list[Ticket]]] = []
+        records: Records = []
         for (message, _), placement in zip(tx.sends, placements, strict=True):
             message.ref_count += len(placement.memory)
             if message.durable:
                 durable_queues = [q for q in placement.memory if q.durable]
                 if durable_queues or (placement.memory and message.body_ref is not None):
                     stored.append((message, durable_queues))
-            self._page(message, placement, pending, records, tx_id)
+            page(self.persistence, message, placement, pending, records, tx_id)
         if pending.tickets:
             record_id = self.next_id()
             paged_ops.append(page_tx_op(tx_id, record_id))
@@ -608,13 +547,11 @@ class Broker:
                 ref.message.ref_count -= 1
                 ack_records.append(self._ack_record(ref))
         for message, _ in stored:
-            self._file_first(message, pending)
+            file_first(self.persistence, message, pending)
         records.append(partial(self.persistence.commit, stored, ack_records, tx_id, paged_ops))
         try:
-            _journal_after_pages(
-                pending,
-                partial(_submit_all, records),
-                abandoned=partial(self._abandon_files, [m for m, _ in tx.sends]),
+            journal_after(
+                pending, records, partial(self.persistence.large.abandon, [m for m, _ in tx.sends])
             )
         except StorageError:
             # The journal refused the transaction (nothing was queued): undo the counts.
@@ -629,12 +566,6 @@ class Broker:
         for (message, _), placement in zip(tx.sends, placements, strict=True):
             pending.on_durable.append(partial(self._enqueue, message, placement.held))
         return pending
-
-    def _abandon_files(self, messages: Iterable[Message]) -> None:
-        """An operation's journal records will never be written (its wait for its files
-        and pages failed or was cancelled): the files its large messages got for it go now,
-        not as orphans at the next start."""
-        self.persistence.large.abandon(messages)
 
     # -- acknowledging ----------------------------------------------------------------
 
@@ -763,37 +694,6 @@ class Broker:
                 why,
             )
         self._acknowledge_refs([ref])
-
-
-def _journal_after_pages(
-    pending: Pending,
-    submit: Callable[[], list[Ticket]],
-    abandoned: Callable[[], None] | None = None,
-) -> None:
-    """Submit an operation's journal records (``submit``) once the page records already in
-    ``pending`` are durable, at once when nothing was paged: a crash never leaves the
-    journal's half (a commit, duplicate ids) without the paged messages it refers to.
-    ``abandoned`` runs if that wait fails or is cancelled (the records are never
-    submitted)."""
-    if not pending.tickets:
-        pending.tickets += submit()
-        return
-    paged, pending.tickets = pending.tickets, []
-
-    async def gate() -> None:
-        try:
-            await durable(paged)
-        except BaseException:
-            if abandoned is not None:
-                abandoned()
-            raise
-        pending.tickets += submit()
-
-    pending.gate = gate
-
-
-def _submit_all(records: list[Callable[[], list[Ticket]]]) -> list[Ticket]:
-    return [ticket for submit in records for ticket in submit()]
 
 
 def _by_queue(refs: Iterable[MessageReference]) -> list[tuple[Queue, list[MessageReference]]]:
