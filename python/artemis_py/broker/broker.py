@@ -21,11 +21,8 @@ Other packages (protocol sessions, the cluster) use the broker through the metho
 :class:`Broker` only; the post office and persistence behind it are the broker's own.
 
 The order in which a send's files, page records and journal records are written lives in
-:mod:`artemis_py.broker.write_order`.
-
-Long: one class holds every operation protocols and the cluster may do on a node's queues
-and messages (Artemis's ActiveMQServer and ServerSession in one); the acknowledging half
-(acknowledge, cancel, dead letters, expiry) is the next to move to a module of its own.
+:mod:`artemis_py.broker.write_order`; what acknowledging, cancelling and expiring do, in
+:mod:`artemis_py.broker.acknowledging`.
 """
 
 from __future__ import annotations
@@ -36,12 +33,18 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
+from artemis_py.broker.acknowledging import (
+    Acknowledgements,
+    ack_record,
+    page_ref_acked,
+    release,
+)
 from artemis_py.broker.duplicate_cache import DuplicateIDCache
 from artemis_py.broker.filter import Filter
 from artemis_py.broker.message import Message, MessageReference
 from artemis_py.broker.paging import Full, Held, PagingManager
 from artemis_py.broker.pending import Pending
-from artemis_py.broker.persistence import Persistence, RecoveredState, Ticket, page_tx_op
+from artemis_py.broker.persistence import Persistence, RecoveredState, page_tx_op
 from artemis_py.broker.queue import Queue, QueueSpec
 from artemis_py.broker.routing import (
     Address,
@@ -55,7 +58,6 @@ from artemis_py.broker.routing import (
 from artemis_py.broker.write_order import Records, after, file_first, journal_after, page
 from artemis_py.config import AddressSettings, BrokerConfig, MessageLoadBalancing, RoutingType
 from artemis_py.exceptions import ArtemisError, StorageError
-from artemis_py.storage import Op
 
 log = logging.getLogger("artemis_py.broker")
 
@@ -98,6 +100,7 @@ class Broker:
         self.node_id = persistence.node_id
         self.duplicates = DuplicateIDCache(config.id_cache_size, persist=config.persist_id_cache)
         self._recovered: RecoveredState | None = None  # kept by recover() for recover_paging()
+        self.acks = Acknowledgements(self)
 
     # -- lookups and the cluster's hooks -------------------------------------------------
 
@@ -285,7 +288,7 @@ class Broker:
             max_consumers=spec.max_consumers,
             purge_on_no_consumers=spec.purge_on_no_consumers,
             auto_created=spec.auto_created,
-            on_expired=self._expire,
+            on_expired=self.acks.expire,
             clock_ms=now_ms,
         )
 
@@ -296,7 +299,7 @@ class Broker:
         refs = queue.remove_all()
         if refs:
             queue.delivering += len(refs)
-            pending.tickets += self._acknowledge_refs(refs)
+            pending.tickets += self.acks.acknowledge_refs(refs)
         paging_records = self.paging.queue_removed(queue)
         if paging_records:
             pending.tickets += self.persistence.submit(paging_records)
@@ -331,7 +334,7 @@ class Broker:
         if queue.purge_on_no_consumers and queue.messages:
             refs = queue.remove_all()
             queue.delivering += len(refs)
-            return Pending(tickets=self._acknowledge_refs(refs))
+            return Pending(tickets=self.acks.acknowledge_refs(refs))
         return None
 
     # -- sending -----------------------------------------------------------------------
@@ -537,15 +540,15 @@ class Broker:
             self.paging.committing(tx_id, record_id)
         ack_records = []
         for ref in tx.acks:
-            self._release(ref)
+            release(ref)
             if ref.paged is not None:
                 op = self.paging.ack_op(ref, tx_id)
                 if op is not None:
                     paged_ops.append(op)
-                paged_ops += self._page_ref_acked(ref, tx_id)
+                paged_ops += page_ref_acked(self.persistence, ref, tx_id)
             else:
                 ref.message.ref_count -= 1
-                ack_records.append(self._ack_record(ref))
+                ack_records.append(ack_record(ref))
         for message, _ in stored:
             file_first(self.persistence, message, pending)
         records.append(partial(self.persistence.commit, stored, ack_records, tx_id, paged_ops))
@@ -567,133 +570,16 @@ class Broker:
             pending.on_durable.append(partial(self._enqueue, message, placement.held))
         return pending
 
-    # -- acknowledging ----------------------------------------------------------------
+    # -- acknowledging (see :mod:`artemis_py.broker.acknowledging`) ----------------------
 
     def acknowledge(self, refs: list[MessageReference], *, awaited: bool = True) -> Pending:
-        """Consumers acknowledged delivered references: they are gone for good.
-
-        ``awaited=False`` when nobody waits for the acknowledgement (auto-ack, a bridge's
-        confirmed messages, an ACK without a receipt): its records are written at once but
-        not fdatasynced on their own, as Artemis appends message deletes without sync. A
-        process crash cannot undo them; the next synced batch makes them durable, and only
-        a machine crash before it can bring such a message back (redelivered, never lost).
-        """
-        for ref in refs:
-            ref.queue.acknowledged()
-        if awaited:
-            return Pending(tickets=self._acknowledge_refs(refs))
-        self._acknowledge_refs(refs, awaited=False)
-        return Pending()
-
-    def _acknowledge_refs(self, refs: list[MessageReference], awaited: bool = True) -> list[Ticket]:
-        records = []
-        paged = []
-        for ref in refs:
-            self._release(ref)
-            if ref.paged is not None:
-                op = self.paging.ack_op(ref)
-                if op is not None:
-                    paged.append(op)
-                paged += self._page_ref_acked(ref, None)
-                continue
-            ref.message.ref_count -= 1
-            record = self._ack_record(ref)
-            if record is not None:
-                records.append(record)
-        return self.persistence.acknowledge(records, awaited, paged)
-
-    def _page_ref_acked(self, ref: MessageReference, tx_id: int | None) -> list[Op]:
-        """A depaged large message by reference: its LARGE_PAGE_REF record's delete once
-        the last of its queues acknowledged it."""
-        if ref.message.body_ref is None or ref.paged is None:
-            return []
-        return self.persistence.large.page_acked(ref.queue.address, ref.paged, ref.queue.id, tx_id)
-
-    @staticmethod
-    def _release(ref: MessageReference) -> None:
-        """``ref`` leaves memory for good: its share of the address's memory goes back."""
-        if ref.held is not None:
-            ref.held.release_one()
-            ref.held = None
-
-    @staticmethod
-    def _ack_record(ref: MessageReference) -> tuple[int, int, bool] | None:
-        """(message id, queue id, last reference) when the journal must hear of this ack.
-
-        Call after decrementing the message's reference count. The last reference deletes
-        a stored message whatever queue it was in; an earlier one is recorded only for a
-        durable queue (non-durable queues' references were never written).
-        """
-        message = ref.message
-        if not message.stored:
-            return None
-        last = message.ref_count <= 0
-        if not (last or ref.queue.durable):
-            return None
-        return (message.message_id, ref.queue.id, last)
+        """Consumers acknowledged delivered references: they are gone for good
+        (:meth:`Acknowledgements.acknowledge`)."""
+        return self.acks.acknowledge(refs, awaited=awaited)
 
     def cancel(self, refs: list[MessageReference]) -> None:
         """Delivered references come back unacknowledged (consumer closed, NACK)."""
-        by_queue: dict[int, list[MessageReference]] = {}
-        counts = []
-        for ref in refs:
-            by_queue.setdefault(id(ref.queue), []).append(ref)
-            if ref.message.durable and ref.queue.durable and ref.paged is None:
-                counts.append((ref.message.message_id, ref.queue.id, ref.delivery_count))
-        self.persistence.update_delivery_counts(counts)
-        for queue_refs in by_queue.values():
-            queue = queue_refs[0].queue
-            max_attempts = self.address_settings(queue.address).max_delivery_attempts
-            keep = []
-            for ref in queue_refs:
-                if 0 < max_attempts <= ref.delivery_count:
-                    self._dead_letter(ref)
-                else:
-                    keep.append(ref)
-            if keep:
-                if self.post_office.queue(queue.name) is queue:
-                    queue.cancel(keep)
-                else:  # the queue was deleted meanwhile
-                    self._acknowledge_refs(keep)
-
-    def _dead_letter(self, ref: MessageReference) -> None:
-        settings = self.address_settings(ref.queue.address)
-        self._move(ref, settings.dead_letter_address, "dead letter")
-
-    def _expire(self, ref: MessageReference) -> None:
-        settings = self.address_settings(ref.queue.address)
-        self._move(ref, settings.expiry_address, "expiry")
-
-    def _move(self, ref: MessageReference, target: str | None, why: str) -> None:
-        """Acknowledge ``ref`` and, when ``target`` is set, send a copy there."""
-        ref.queue.acknowledged()
-        if target:
-            copy = ref.message.with_address(self.persistence.next_id(), target)
-            copy.properties += (
-                ("_AMQ_ORIG_ADDRESS", ref.message.address),
-                ("_AMQ_ORIG_QUEUE", ref.queue.name),
-            )
-            queues = self.route(copy)
-            if queues:
-                # Stored before the original's acknowledgement in the same journal, so a
-                # crash can duplicate the message but never lose it. Internal moves do not
-                # wait for the sync before the copy becomes visible.
-                self.paging.settle_soon(self.send(copy, queues, internal=True))
-            else:
-                log.warning(
-                    "%s address %s has no queue: message %d dropped",
-                    why,
-                    target,
-                    ref.message.message_id,
-                )
-        else:
-            log.warning(
-                "message %d dropped from queue %s: no %s address is configured",
-                ref.message.message_id,
-                ref.queue.name,
-                why,
-            )
-        self._acknowledge_refs([ref])
+        self.acks.cancel(refs)
 
 
 def _by_queue(refs: Iterable[MessageReference]) -> list[tuple[Queue, list[MessageReference]]]:

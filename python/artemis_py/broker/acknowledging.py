@@ -1,0 +1,170 @@
+"""What happens to references that leave their queue other than by a move: acknowledged
+for good, cancelled back to their queue (or dead-lettered after too many deliveries), or
+expired.
+
+Theory of operation
+-------------------
+An acknowledgement takes effect in memory at once (the queue's counts, the reference's
+share of its address's memory) and is durable when its journal records are: for a message
+in the journal, an ACK_REF update, or its delete with the last reference; for a depaged
+message, a PAGE_ACK record (:mod:`artemis_py.broker.paging`), and for a large message paged
+by reference, the delete of its LARGE_PAGE_REF record with its last queue. A cancelled
+reference goes back to its queue with its delivery count kept in the journal; once the
+count reaches ``max-delivery-attempts`` a copy goes to the dead-letter address instead,
+stored before the original's acknowledgement, so a crash can duplicate it but never lose
+it. Expiry moves a message the same way, to the expiry address.
+
+:class:`~artemis_py.broker.broker.Broker` owns one :class:`Acknowledgements`; the
+functions here are what its transactions share with it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from artemis_py.broker.message import MessageReference
+from artemis_py.broker.pending import Pending
+from artemis_py.broker.persistence import Persistence, Ticket
+from artemis_py.storage import Op
+
+if TYPE_CHECKING:
+    from artemis_py.broker.broker import Broker
+
+log = logging.getLogger("artemis_py.broker")
+
+
+class Acknowledgements:
+    """Acknowledging, cancelling and expiring the references of one broker's queues."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def acknowledge(self, refs: list[MessageReference], *, awaited: bool = True) -> Pending:
+        """Consumers acknowledged delivered references: they are gone for good.
+
+        ``awaited=False`` when nobody waits for the acknowledgement (auto-ack, a bridge's
+        confirmed messages, an ACK without a receipt): its records are written at once but
+        not fdatasynced on their own, as Artemis appends message deletes without sync. A
+        process crash cannot undo them; the next synced batch makes them durable, and only
+        a machine crash before it can bring such a message back (redelivered, never lost).
+        """
+        for ref in refs:
+            ref.queue.acknowledged()
+        if awaited:
+            return Pending(tickets=self.acknowledge_refs(refs))
+        self.acknowledge_refs(refs, awaited=False)
+        return Pending()
+
+    def acknowledge_refs(self, refs: list[MessageReference], awaited: bool = True) -> list[Ticket]:
+        """Release ``refs`` and queue their acknowledgement records (the queues' counts
+        are the caller's)."""
+        records = []
+        paged = []
+        for ref in refs:
+            release(ref)
+            if ref.paged is not None:
+                op = self.broker.paging.ack_op(ref)
+                if op is not None:
+                    paged.append(op)
+                paged += page_ref_acked(self.broker.persistence, ref, None)
+                continue
+            ref.message.ref_count -= 1
+            record = ack_record(ref)
+            if record is not None:
+                records.append(record)
+        return self.broker.persistence.acknowledge(records, awaited, paged)
+
+    def cancel(self, refs: list[MessageReference]) -> None:
+        """Delivered references come back unacknowledged (consumer closed, NACK)."""
+        by_queue: dict[int, list[MessageReference]] = {}
+        counts = []
+        for ref in refs:
+            by_queue.setdefault(id(ref.queue), []).append(ref)
+            if ref.message.durable and ref.queue.durable and ref.paged is None:
+                counts.append((ref.message.message_id, ref.queue.id, ref.delivery_count))
+        self.broker.persistence.update_delivery_counts(counts)
+        for queue_refs in by_queue.values():
+            queue = queue_refs[0].queue
+            max_attempts = self.broker.address_settings(queue.address).max_delivery_attempts
+            keep = []
+            for ref in queue_refs:
+                if 0 < max_attempts <= ref.delivery_count:
+                    self._dead_letter(ref)
+                else:
+                    keep.append(ref)
+            if keep:
+                if self.broker.post_office.queue(queue.name) is queue:
+                    queue.cancel(keep)
+                else:  # the queue was deleted meanwhile
+                    self.acknowledge_refs(keep)
+
+    def _dead_letter(self, ref: MessageReference) -> None:
+        settings = self.broker.address_settings(ref.queue.address)
+        self._move(ref, settings.dead_letter_address, "dead letter")
+
+    def expire(self, ref: MessageReference) -> None:
+        settings = self.broker.address_settings(ref.queue.address)
+        self._move(ref, settings.expiry_address, "expiry")
+
+    def _move(self, ref: MessageReference, target: str | None, why: str) -> None:
+        """Acknowledge ``ref`` and, when ``target`` is set, send a copy there."""
+        ref.queue.acknowledged()
+        if target:
+            copy = ref.message.with_address(self.broker.persistence.next_id(), target)
+            copy.properties += (
+                ("_AMQ_ORIG_ADDRESS", ref.message.address),
+                ("_AMQ_ORIG_QUEUE", ref.queue.name),
+            )
+            queues = self.broker.route(copy)
+            if queues:
+                # Stored before the original's acknowledgement in the same journal, so a
+                # crash can duplicate the message but never lose it. Internal moves do not
+                # wait for the sync before the copy becomes visible.
+                self.broker.paging.settle_soon(self.broker.send(copy, queues, internal=True))
+            else:
+                log.warning(
+                    "%s address %s has no queue: message %d dropped",
+                    why,
+                    target,
+                    ref.message.message_id,
+                )
+        else:
+            log.warning(
+                "message %d dropped from queue %s: no %s address is configured",
+                ref.message.message_id,
+                ref.queue.name,
+                why,
+            )
+        self.acknowledge_refs([ref])
+
+
+def page_ref_acked(persistence: Persistence, ref: MessageReference, tx_id: int | None) -> list[Op]:
+    """A depaged large message by reference: its LARGE_PAGE_REF record's delete once
+    the last of its queues acknowledged it."""
+    if ref.message.body_ref is None or ref.paged is None:
+        return []
+    return persistence.large.page_acked(ref.queue.address, ref.paged, ref.queue.id, tx_id)
+
+
+def release(ref: MessageReference) -> None:
+    """``ref`` leaves memory for good: its share of the address's memory goes back."""
+    if ref.held is not None:
+        ref.held.release_one()
+        ref.held = None
+
+
+def ack_record(ref: MessageReference) -> tuple[int, int, bool] | None:
+    """(message id, queue id, last reference) when the journal must hear of this ack.
+
+    Call after decrementing the message's reference count. The last reference deletes
+    a stored message whatever queue it was in; an earlier one is recorded only for a
+    durable queue (non-durable queues' references were never written).
+    """
+    message = ref.message
+    if not message.stored:
+        return None
+    last = message.ref_count <= 0
+    if not (last or ref.queue.durable):
+        return None
+    return (message.message_id, ref.queue.id, last)
