@@ -10,9 +10,9 @@ from typing import Any
 from integration.test_large_messages import LARGE, body_of
 from paging.conftest import take_acking
 
-from .conftest import FEW_DEPAGED, SMALL_MEMORY, ClusterNode, unique, wait_binding, wait_for
+from .conftest import ClusterNode, unique, wait_binding, wait_for
+from .test_paging import PAGED_NODE0_SCALES_DOWN
 from .test_redistribution import settings as redistribution_settings
-from .test_scale_down import scale_down_xml
 
 UNBOUNDED = {"consumer-window-size": "-1"}
 
@@ -52,15 +52,7 @@ def test_message_bigger_than_a_journal_file_is_forwarded_and_stored_as_a_file(
 def test_scale_down_moves_large_messages_in_memory_and_paged_byte_identical(
     cluster: Any, clients: Any
 ) -> None:
-    nodes = cluster(
-        2,
-        node_options={
-            0: {
-                "extra_core": SMALL_MEMORY + scale_down_xml("node1"),
-                "address_settings": FEW_DEPAGED,
-            }
-        },
-    )
+    nodes = cluster(2, node_options=PAGED_NODE0_SCALES_DOWN)
     q = unique("largesd")
     producer = clients(nodes[0])
     sent = [body_of(LARGE, "m0")]  # in memory (a LARGE_MESSAGE record)

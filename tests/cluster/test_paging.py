@@ -12,6 +12,10 @@ from .conftest import FEW_DEPAGED, SMALL_MEMORY, Client, unique, wait_binding
 from .test_scale_down import scale_down_xml
 
 BODY = "y" * 1000
+# node0 pages nearly everything, reads few paged messages at a time, scales down to node1.
+PAGED_NODE0_SCALES_DOWN = {
+    0: {"extra_core": SMALL_MEMORY + scale_down_xml("node1"), "address_settings": FEW_DEPAGED}
+}
 
 
 def send_numbered(client: Client, destination: str, count: int) -> None:
@@ -47,15 +51,7 @@ def test_a_store_and_forward_backlog_for_a_node_that_is_down_pages(
 
 
 def test_scale_down_moves_a_paged_backlog_in_order(cluster: Any, clients: Any) -> None:
-    nodes = cluster(
-        2,
-        node_options={
-            0: {
-                "extra_core": SMALL_MEMORY + scale_down_xml("node1"),
-                "address_settings": FEW_DEPAGED,
-            }
-        },
-    )
+    nodes = cluster(2, node_options=PAGED_NODE0_SCALES_DOWN)
     q = unique("orders")
     send_numbered(clients(nodes[0]), f"/queue/{q}", 120)
     assert paging_dir_files(nodes[0]) >= 1 and "paging starts" in nodes[0].log()

@@ -362,6 +362,23 @@ class PortTaken(Exception):
     pass
 
 
+def start_refused(node: BrokerProcess) -> str:
+    """Start ``node`` and expect it to give up before listening, with no traceback; the
+    log of this start."""
+    node.start(wait=False)
+    assert node.process is not None
+    wait_for(
+        lambda: node.process.poll() is not None,
+        20,
+        message=lambda: f"the node to give up; log:\n{node.log_tail()}",
+    )
+    log = node.log(since_start=True)
+    assert node.process.returncode != 0, log
+    assert "Traceback" not in log, log
+    assert "listening for STOMP" not in log, "it must not serve clients"
+    return log
+
+
 @pytest.fixture
 def make_broker(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
     """``make_broker(**options)`` -> a started node of its own; ``start=False`` leaves it

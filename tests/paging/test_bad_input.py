@@ -6,27 +6,12 @@ from __future__ import annotations
 
 import shutil
 
-from integration.conftest import wait_for
+from integration.conftest import start_refused
 
 from .conftest import page_files, take_acking
 from .test_page_policy import consume, send_numbered
 
 Q = "/queue/paged.bad"
-
-
-def refused_start(node) -> str:
-    """Start ``node``, expect it to give up before listening; its log of this start."""
-    node.start(wait=False)
-    wait_for(
-        lambda: node.process.poll() is not None,
-        20,
-        message=lambda: f"the node to give up; log:\n{node.log_tail()}",
-    )
-    log = node.log(since_start=True)
-    assert node.process.returncode != 0, log
-    assert "Traceback" not in log, log
-    assert "listening for STOMP" not in log, "it must not serve clients"
-    return log
 
 
 def paged_backlog(node, clients, count: int = 60) -> None:
@@ -40,7 +25,7 @@ def test_a_paging_directory_that_is_not_a_directory_is_named(paged_node, clients
     paging = paged_node.data_dir / "paging"
     shutil.rmtree(paging, ignore_errors=True)
     paging.write_text("not a directory")
-    log = refused_start(paged_node)
+    log = start_refused(paged_node)
     assert f"paging directory {paging} is not usable" in log, log
 
 
@@ -49,7 +34,7 @@ def test_a_page_file_of_another_format_is_refused_and_nothing_is_lost(paged_node
     first = page_files(paged_node)[0]
     original = first.read_bytes()
     first.write_bytes(b"NOTAPAGE" + original[8:])
-    log = refused_start(paged_node)
+    log = start_refused(paged_node)
     assert str(first) in log and "not a page file" in log, log
     first.write_bytes(original)  # put back: every synced message is still there, in order
     paged_node.start()
@@ -63,7 +48,7 @@ def test_a_damaged_record_before_the_end_is_an_error_naming_file_and_offset(page
     damaged = bytearray(original)
     damaged[100] ^= 0xFF  # inside the first record, in a page that is not the last
     first.write_bytes(bytes(damaged))
-    log = refused_start(paged_node)
+    log = start_refused(paged_node)
     assert str(first) in log and "offset" in log, log
     first.write_bytes(original)
     paged_node.start()
