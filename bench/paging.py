@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -40,6 +39,7 @@ from pathlib import Path
 import trio
 
 from artemis_py.client import open_stomp_connection
+from artemis_py.config.values import parse_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import artemis_py_command, port_open  # noqa: E402 - the benchmark's own helpers
@@ -47,8 +47,6 @@ from run import artemis_py_command, port_open  # noqa: E402 - the benchmark's ow
 MiB = 1024 * 1024
 QUEUE = "paged"
 GROWTH_TARGET = 64 * MiB
-_UNITS = {"": 1, "k": 1024, "kib": 1024, "m": MiB, "mib": MiB, "g": 1024 * MiB, "gib": 1024 * MiB}
-
 BROKER_XML = """<?xml version="1.0" encoding="UTF-8"?>
 <configuration xmlns="urn:activemq">
   <core xmlns="urn:activemq:core">
@@ -77,11 +75,11 @@ BROKER_XML = """<?xml version="1.0" encoding="UTF-8"?>
 
 
 def size(text: str) -> int:
-    """``2GiB``, ``50MiB``, ``4096``: Artemis's byte notation (binary units)."""
-    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
-    if not match or match.group(2).lower() not in _UNITS:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 2GiB, 50MiB, 4096)")
-    return int(match.group(1)) * _UNITS[match.group(2).lower()]
+    """``2GiB``, ``50MiB``, ``4096``: Artemis's byte notation, as broker.xml reads it."""
+    try:
+        return parse_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def free_port() -> int:
