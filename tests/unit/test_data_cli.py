@@ -51,8 +51,9 @@ async def _write(root: Path) -> None:
             spec = QueueSpec(queue_id, name, "orders", RoutingType.MULTICAST, filter="x > 1")
             await persistence.wait(persistence.store_queue(spec))
         both = [queue(ORDERS, "orders-eu", "orders"), queue(AUDIT, "audit", "orders")]
-        await persistence.wait(persistence.store_message(message(1, b"first", color="red"), both))
-        await persistence.wait(persistence.store_message(message(2, b"second"), both))
+        first = message(1, b"first", color="red")
+        await persistence.wait(persistence.store_message(first, both, 3))
+        await persistence.wait(persistence.store_message(message(2, b"second"), both, 4))
         # message 1 acknowledged by audit, message 2 redelivered twice to orders-eu
         await persistence.wait(persistence.acknowledge([(1, AUDIT, False)]))
         persistence.update_delivery_counts([(2, ORDERS, 2)])
@@ -102,7 +103,7 @@ def test_print_journal_shows_messages_references_and_cursors(root, capsys) -> No
         "1 MESSAGE address=orders routing=MULTICAST durable=yes priority=4 body-size=5 "
         'properties=[color=red] body="first"'
     ) in lines
-    assert f"1   ADD_REF queue={ORDERS}(orders-eu)" in lines
+    assert f"1   ADD_REF queue={ORDERS}(orders-eu) offset=3" in lines
     assert f"1   ACK_REF queue={AUDIT}(audit)" in lines
     assert f"2   DELIVERY_COUNT queue={ORDERS}(orders-eu) count=2" in lines
     assert f"10 PAGE_ACK queue={ORDERS}(orders-eu) address=orders page=1 offset=0" in lines

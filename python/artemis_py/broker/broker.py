@@ -42,7 +42,8 @@ from artemis_py.broker.acknowledging import (
 from artemis_py.broker.duplicate_cache import DuplicateIDCache
 from artemis_py.broker.filter import Filter
 from artemis_py.broker.message import Message, MessageReference
-from artemis_py.broker.paging import Full, Held, PagingManager
+from artemis_py.broker.offsets import OffsetReading
+from artemis_py.broker.paging import Full, PagingManager, Placement
 from artemis_py.broker.pending import Pending
 from artemis_py.broker.persistence import Persistence, RecoveredState, page_tx_op
 from artemis_py.broker.queue import Queue, QueueSpec
@@ -101,6 +102,9 @@ class Broker:
         self.duplicates = DuplicateIDCache(config.id_cache_size, persist=config.persist_id_cache)
         self._recovered: RecoveredState | None = None  # kept by recover() for recover_paging()
         self.acks = Acknowledgements(self)
+        self.offsets = OffsetReading(self)
+        # The ids of the other live members of this node's cluster (set by the node).
+        self.cluster_members: Callable[[], list[str]] = list
 
     # -- lookups and the cluster's hooks -------------------------------------------------
 
@@ -153,10 +157,11 @@ class Broker:
             queue = next((q for q in self.post_office.queues.values() if q.id == queue_id), None)
             if queue is None:
                 continue
-            queue.add_many(MessageReference(m, queue, dc) for m, dc in refs)
+            queue.add_many(MessageReference(m, queue, dc, offset) for m, dc, offset in refs)
             restored += len(refs)
         self._recovered = state
         evicted = self.duplicates.recover(state.duplicate_ids)
+        evicted += self.offsets.recover(state.offset_marks, self.post_office.queues.values())
         if evicted:
             self.persistence.remove_records(evicted)
         self._deploy_configured_addresses()
@@ -300,7 +305,7 @@ class Broker:
         if refs:
             queue.delivering += len(refs)
             pending.tickets += self.acks.acknowledge_refs(refs)
-        paging_records = self.paging.queue_removed(queue)
+        paging_records = self.paging.queue_removed(queue) + self.offsets.queue_removed(queue)
         if paging_records:
             pending.tickets += self.persistence.submit(paging_records)
         if queue.durable:
@@ -378,7 +383,7 @@ class Broker:
         never waits or fails.
         """
         try:
-            placement = self.paging.place(message, queues, internal=internal)
+            placement = self.paging.place(message, queues, self.next_id(), internal=internal)
         except Full as exc:
             raise BrokerError(str(exc)) from None
         if placement.wait is not None:
@@ -390,11 +395,13 @@ class Broker:
         if durable_queues or (memory and message.body_ref is not None):
             # (a copy of a message whose body is in a file is stored whatever its queues)
             file_first(self.persistence, message, pending)
-            records.append(partial(self.persistence.store_message, message, durable_queues))
+            records.append(
+                partial(self.persistence.store_message, message, durable_queues, placement.offset)
+            )
         page(self.persistence, message, placement, pending, records)
         journal_after(pending, records, partial(self.persistence.large.abandon, [message]))
         message.ref_count += len(memory)
-        pending.on_durable.append(partial(self._enqueue, message, placement.held))
+        pending.on_durable.append(partial(self._enqueue, message, placement))
         return pending
 
     def receive_forwarded(self, forwarded: Iterable[Forwarded]) -> Pending:
@@ -429,13 +436,13 @@ class Broker:
         effects: list[Callable[[], None]] = []
         records: Records = []
         for message, queues, dup_id, encoded in accepted:
-            placement = self.paging.place(message, queues, internal=True)
+            placement = self.paging.place(message, queues, self.next_id(), internal=True)
             page(self.persistence, message, placement, pending, records)
             if message.durable and any(q.durable for q in placement.memory):
                 file_first(self.persistence, message, pending)
-            in_memory.append((message, placement.memory, dup_id, encoded))
+            in_memory.append((message, placement.memory, placement.offset, dup_id, encoded))
             message.ref_count += len(placement.memory)
-            effects.append(partial(self._enqueue, message, placement.held))
+            effects.append(partial(self._enqueue, message, placement))
         records.append(partial(self.persistence.store_forwarded, in_memory, self.duplicates))
         journal_after(
             pending, records, partial(self.persistence.large.abandon, [m for m, *_ in accepted])
@@ -495,15 +502,16 @@ class Broker:
             queue.delivering += len(queue_refs)  # acknowledged below
         return self.acknowledge(refs)
 
-    def _enqueue(self, message: Message, held: list[tuple[Held, list[Queue]]]) -> None:
+    def _enqueue(self, message: Message, placement: Placement) -> None:
         if message.body_ref is not None:  # its body went to its file since it was placed
             size = message.memory_size
-            for share, _ in held:
+            for share, _ in placement.held:
                 share.shrink(size)
-        for share, queues in held:
+        offset = placement.offset
+        for share, queues in placement.held:
             for queue in queues:
-                queue.arriving -= 1
-                ref = MessageReference(message, queue)
+                queue.arriving.discard(offset)
+                ref = MessageReference(message, queue, 0, offset)
                 ref.held = share
                 queue.add(ref)
 
@@ -517,7 +525,7 @@ class Broker:
         placements = []
         try:
             for message, queues in tx.sends:
-                placements.append(self.paging.place(message, queues, internal=True))
+                placements.append(self.paging.place(message, queues, self.next_id(), internal=True))
         except Full as exc:
             for placement in placements:
                 placement.release()
@@ -532,7 +540,7 @@ class Broker:
             if message.durable:
                 durable_queues = [q for q in placement.memory if q.durable]
                 if durable_queues or (placement.memory and message.body_ref is not None):
-                    stored.append((message, durable_queues))
+                    stored.append((message, durable_queues, placement.offset))
             page(self.persistence, message, placement, pending, records, tx_id)
         if pending.tickets:
             record_id = self.next_id()
@@ -549,7 +557,7 @@ class Broker:
             else:
                 ref.message.ref_count -= 1
                 ack_records.append(ack_record(ref))
-        for message, _ in stored:
+        for message, *_ in stored:
             file_first(self.persistence, message, pending)
         records.append(partial(self.persistence.commit, stored, ack_records, tx_id, paged_ops))
         try:
@@ -560,6 +568,7 @@ class Broker:
             # The journal refused the transaction (nothing was queued): undo the counts.
             for (message, _), placement in zip(tx.sends, placements, strict=True):
                 message.ref_count -= len(placement.memory)
+                placement.release()
             for ref in tx.acks:
                 if ref.paged is None:
                     ref.message.ref_count += 1
@@ -567,7 +576,7 @@ class Broker:
         for ref in tx.acks:
             ref.queue.acknowledged()
         for (message, _), placement in zip(tx.sends, placements, strict=True):
-            pending.on_durable.append(partial(self._enqueue, message, placement.held))
+            pending.on_durable.append(partial(self._enqueue, message, placement))
         return pending
 
     # -- acknowledging (see :mod:`artemis_py.broker.acknowledging`) ----------------------

@@ -226,16 +226,20 @@ _SPECIAL_IDENTIFIERS = {
 class MessageReference:
     """One message in one queue, with its delivery count there.
 
-    ``paged``: where the message is in its address's page files when it was depaged (its
+    ``offset``: its position in the queue (:mod:`artemis_py.broker.offsets`); ``paged``:
+    where the message is in its address's page files when it was depaged (its
     acknowledgement is then a PAGE_ACK record); ``held``: its share of the address's memory.
     """
 
-    __slots__ = ("message", "queue", "delivery_count", "paged", "held")
+    __slots__ = ("message", "queue", "delivery_count", "offset", "paged", "held")
 
-    def __init__(self, message: Message, queue: Queue, delivery_count: int = 0) -> None:
+    def __init__(
+        self, message: Message, queue: Queue, delivery_count: int = 0, offset: int = 0
+    ) -> None:
         self.message = message
         self.queue = queue
         self.delivery_count = delivery_count
+        self.offset = offset
         self.paged: tuple[int, int] | None = None
         self.held: Held | None = None
 

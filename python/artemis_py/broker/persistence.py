@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Protocol
 from artemis_py.broker.duplicate_cache import DUPLICATE_ID_RECORD, DuplicateIDCache
 from artemis_py.broker.large_messages import LARGE_MESSAGE_RECORD, LARGE_PAGE_REF, LargeMessages
 from artemis_py.broker.message import Message, decode_message, encode_message
+from artemis_py.broker.offsets import OFFSET_MARK, decode_offset_mark
 from artemis_py.broker.queue import Queue, QueueSpec
 from artemis_py.broker.routing.post_office import Address
 from artemis_py.config import RoutingType
@@ -58,7 +59,7 @@ QUEUE_RECORD = 2
 ID_BLOCK_RECORD = 3
 # Messages journal record types.
 MESSAGE_RECORD = 10
-ADD_REF = 11
+ADD_REF = 11  # <QQ queue id, offset (an 8-byte one, written before offsets: the message id)
 ACK_REF = 12
 DELIVERY_COUNT = 13
 # 14: DUPLICATE_ID_RECORD (duplicate_cache.py)
@@ -72,6 +73,7 @@ _ID_BLOCK_RECORD_BASE = 1 << 63
 
 _U64 = struct.Struct("<Q")
 _REF_COUNT = struct.Struct("<QI")
+_ADD_REF = struct.Struct("<QQ")
 _ROUTING = {RoutingType.ANYCAST: "A", RoutingType.MULTICAST: "M"}
 _ROUTING_BY_CODE = {v: k for k, v in _ROUTING.items()}
 _PAGE_ACK = struct.Struct("<QQQ")
@@ -91,6 +93,7 @@ MESSAGES_RECORD_NAMES = {
     PAGE_ACK: "PAGE_ACK",
     PAGE_COMPLETE: "PAGE_COMPLETE",
     PAGE_TX: "PAGE_TX",
+    OFFSET_MARK: "OFFSET_MARK",
     LARGE_MESSAGE_RECORD: "LARGE_MESSAGE",
     LARGE_PAGE_REF: "LARGE_PAGE_REF",
 }
@@ -115,8 +118,8 @@ class Ticket:
 class RecoveredState:
     addresses: list[Address] = field(default_factory=list)
     queues: list[QueueSpec] = field(default_factory=list)
-    # queue id -> [(message, delivery count)] in id order
-    messages_by_queue: dict[int, list[tuple[Message, int]]] = field(default_factory=dict)
+    # queue id -> [(message, delivery count, offset)] in offset order
+    messages_by_queue: dict[int, list[tuple[Message, int, int]]] = field(default_factory=dict)
     # (record id, duplicate id) of the duplicate-id cache
     duplicate_ids: list[tuple[int, bytes]] = field(default_factory=list)
     # paging records: (record id, queue id, page, offset, address), (record id, queue id,
@@ -124,6 +127,8 @@ class RecoveredState:
     page_acks: list[tuple[int, int, int, int, str]] = field(default_factory=list)
     page_completes: list[tuple[int, int, int, str]] = field(default_factory=list)
     page_txs: dict[int, int] = field(default_factory=dict)
+    # offset marks: (record id, queue id, stream, mark)
+    offset_marks: list[tuple[int, int, str, int]] = field(default_factory=list)
 
 
 def page_ack_op(
@@ -201,9 +206,25 @@ def decode_id_block(payload: bytes) -> int:
     return int(_U64.unpack(payload)[0])
 
 
+def add_ref_op(message_id: int, queue_id: int, offset: int, tx_id: int | None = None) -> Op:
+    """The ADD_REF update that puts message ``message_id`` in a queue at ``offset``."""
+    payload = _ADD_REF.pack(queue_id, offset)
+    if tx_id is None:
+        return Op.update(message_id, ADD_REF, payload)
+    return Op.update_tx(tx_id, message_id, ADD_REF, payload)
+
+
+def decode_add_ref(message_id: int, payload: bytes) -> tuple[int, int]:
+    """ADD_REF: (queue id, offset); a record from before offsets has the message id."""
+    if len(payload) == _U64.size:
+        return _U64.unpack(payload)[0], message_id
+    queue_id, offset = _ADD_REF.unpack(payload)
+    return queue_id, offset
+
+
 def decode_ref(payload: bytes) -> int:
-    """ADD_REF / ACK_REF: the queue id."""
-    return int(_U64.unpack(payload)[0])
+    """ADD_REF / ACK_REF: the queue id (an ADD_REF's offset follows it)."""
+    return int(_U64.unpack_from(payload)[0])
 
 
 def decode_delivery_count(payload: bytes) -> tuple[int, int]:
@@ -261,6 +282,11 @@ class Persistence:
         self._persisted_addresses: set[int] = set()
 
     # -- ids ---------------------------------------------------------------------------
+
+    @property
+    def next_free_id(self) -> int:
+        """The id :meth:`next_id` hands out next (every id handed out is below it)."""
+        return self._next_id
 
     def next_id(self) -> int:
         if self._next_id >= self._ceiling:
@@ -353,13 +379,13 @@ class Persistence:
             return self._submit_messages(ops)
         return self._submit_messages(ops, sync=False, flush=True)
 
-    def store_message(self, message: Message, queues: Iterable[Queue]) -> list[Ticket]:
+    def store_message(self, message: Message, queues: Iterable[Queue], offset: int) -> list[Ticket]:
         if self.storage is None:
             return []
         message.stored = True
         op, files = self._add_message(message)
         ops = [op]
-        ops += [Op.update(message.message_id, ADD_REF, _U64.pack(q.id)) for q in queues]
+        ops += [add_ref_op(message.message_id, q.id, offset) for q in queues]
         try:
             return self._submit_messages(ops) + files
         except BaseException:
@@ -422,32 +448,31 @@ class Persistence:
 
     def commit(
         self,
-        sends: list[tuple[Message, list[Queue]]],
+        sends: list[tuple[Message, list[Queue], int]],
         acks: list[tuple[int, int, bool] | None],
         tx_id: int,
         paged: list[Op],
     ) -> list[Ticket]:
-        """One journal transaction (``tx_id``) for a client transaction's durable sends and
-        acks; ``paged``: its paging records (PAGE_ACK, PAGE_TX), already transactional."""
+        """One journal transaction (``tx_id``) for a client transaction's durable sends
+        (message, queues, offset) and acks; ``paged``: its paging records (PAGE_ACK,
+        PAGE_TX), already transactional."""
         ack_records = [a for a in acks if a is not None]
         if self.storage is None or not (sends or ack_records or paged):
             return []
         ops: list[Op] = list(paged)
         files: list[Ticket] = []
-        for message, queues in sends:
+        for message, queues, offset in sends:
             message.stored = True
             op, tickets = self._add_message(message, tx_id)
             ops.append(op)
             files += tickets
-            ops += [
-                Op.update_tx(tx_id, message.message_id, ADD_REF, _U64.pack(q.id)) for q in queues
-            ]
+            ops += [add_ref_op(message.message_id, q.id, offset, tx_id) for q in queues]
         ops += [self._ack_op(*a, tx_id=tx_id) for a in ack_records]
         ops.append(Op.commit(tx_id))
         try:
             tickets = self._submit_messages(ops)
         except BaseException:
-            self._abandon((m for m, _ in sends), files)
+            self._abandon((m for m, *_ in sends), files)
             raise
         large = self.large.forget(a[0] for a in ack_records if a[2])
         self.large.delete_after(partial(self.wait, tickets), large + self.large.released(tx_id))
@@ -455,12 +480,13 @@ class Persistence:
 
     def store_forwarded(
         self,
-        forwarded: list[tuple[Message, list[Queue], bytes, bytes | None]],
+        forwarded: list[tuple[Message, list[Queue], int, bytes, bytes | None]],
         duplicates: DuplicateIDCache,
     ) -> list[Ticket]:
         """Store messages a cluster bridge forwarded, each with its duplicate id.
 
-        ``forwarded``: (message, queues, duplicate id, the message's encoding if known).
+        ``forwarded``: (message, queues, offset, duplicate id, the message's encoding if
+        known).
         Everything goes into one submit, which the journal writes as one batch, all or
         nothing: after a crash a message and its duplicate id are both there or both not
         (what a journal transaction gave, without its commit record). Synced as a commit
@@ -471,7 +497,7 @@ class Persistence:
         remembered: list[bytes] = []
         stored: list[Message] = []
         try:
-            for message, queues, dup_id, encoded in forwarded:
+            for message, queues, offset, dup_id, encoded in forwarded:
                 durable_queues = [q for q in queues if q.durable] if message.durable else []
                 if self.storage is None or not durable_queues:
                     ops += duplicates.add(dup_id, None)
@@ -483,7 +509,7 @@ class Persistence:
                 op, tickets = self._add_message(message, encoded=encoded)
                 ops.append(op)
                 files += tickets
-                ops += [Op.update(message_id, ADD_REF, _U64.pack(q.id)) for q in durable_queues]
+                ops += [add_ref_op(message_id, q.id, offset) for q in durable_queues]
                 ops += duplicates.add(dup_id, self.next_id())
                 remembered.append(dup_id)
             if self.storage is None:
@@ -593,6 +619,11 @@ class Persistence:
             if record.record_type == PAGE_TX:
                 state.page_txs[decode_page_tx(record.payload)] = record.id
                 continue
+            if record.record_type == OFFSET_MARK:
+                payload = record.updates[-1].payload if record.updates else record.payload
+                queue_id, stream, mark = decode_offset_mark(payload)
+                state.offset_marks.append((record.id, queue_id, stream, mark))
+                continue
             if record.record_type == LARGE_PAGE_REF:
                 if not self.large.recover_page_ref(record.id, record.payload):
                     orphans.append(Op.delete(record.id))
@@ -610,9 +641,11 @@ class Persistence:
             message.stored = True
             refs: Counter[int] = Counter()
             counts: dict[int, int] = {}
+            offsets: dict[int, int] = {}
             for update in record.updates:
                 if update.record_type == ADD_REF:
-                    refs[_U64.unpack(update.payload)[0]] += 1
+                    queue_id, offsets[queue_id] = decode_add_ref(record.id, update.payload)
+                    refs[queue_id] += 1
                 elif update.record_type == ACK_REF:
                     refs[_U64.unpack(update.payload)[0]] -= 1
                 elif update.record_type == DELIVERY_COUNT:
@@ -625,7 +658,9 @@ class Persistence:
                 continue
             message.ref_count = len(live)
             for qid in live:
-                state.messages_by_queue.setdefault(qid, []).append((message, counts.get(qid, 0)))
+                state.messages_by_queue.setdefault(qid, []).append(
+                    (message, counts.get(qid, 0), offsets[qid])
+                )
             for qid, n in refs.items():
                 if n > 0 and qid not in queue_ids:  # its queue is gone
                     orphans.append(Op.update(record.id, ACK_REF, _U64.pack(qid)))
@@ -634,4 +669,10 @@ class Persistence:
             tickets = self._submit_messages(orphans)
             self.large.delete_after(partial(self.wait, tickets), gone_files)
         self.large.finish_recovery()
+        for queue_refs in state.messages_by_queue.values():
+            queue_refs.sort(key=_offset_of)
         return highest
+
+
+def _offset_of(ref: tuple[Message, int, int]) -> int:
+    return ref[2]

@@ -16,6 +16,9 @@ the queue, in place, and does not block the ones behind it.
 Delivered references belong to their consumer until it acknowledges them (the broker then
 deletes them) or goes away (they are cancelled back to the head of the queue with their
 delivery count kept, so the next delivery is marked redelivered).
+
+Every reference has an offset (:mod:`artemis_py.broker.offsets`); a queue that readers
+browse by offset keeps its ready references in an :class:`OffsetIndex` as well.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from artemis_py.broker.offsets import OffsetIndex
 from artemis_py.config import RoutingType
 from artemis_py.exceptions import ArtemisError
 
@@ -82,8 +86,14 @@ class Queue:
         self.messages_added = 0
         self.messages_acknowledged = 0
         self.paged = 0  # messages for this queue still in page files (its cursor reads them)
-        # Messages routed here whose send has not settled yet: auto-delete waits for them.
-        self.arriving = 0
+        # Offsets of messages routed here whose send has not settled yet: auto-delete
+        # waits for them, and readers by offset never plan past the lowest.
+        self.arriving: set[int] = set()
+        # Ready references by offset, once someone browses the queue by offset.
+        self.index: OffsetIndex | None = None
+        # Offset marks by stream: how far readers by offset acknowledged (a queue with a
+        # mark is owned by such a reader).
+        self.marks: dict[str, int] = {}
         self._next_consumer = 0
         self._in_deliver = False
         self._redeliver = False
@@ -110,6 +120,17 @@ class Queue:
         """Whether the queue's filter lets a message in."""
         return self.filter is None or self.filter.matches(lookup)
 
+    def stable_end(self, next_id: int) -> int:
+        """The lowest offset that may still appear here (see :mod:`.offsets`); ``next_id``
+        is the id generator's next value."""
+        return min(self.arriving, default=next_id)
+
+    def offset_index(self) -> OffsetIndex:
+        """The ready references by offset, kept from now on."""
+        if self.index is None:
+            self.index = OffsetIndex(self.messages)
+        return self.index
+
     def has_matching_consumer(self, lookup: Callable[[str], object]) -> bool:
         """Whether some consumer's selector (or lack of one) takes the message."""
         return any(c.selector is None or c.selector.matches(lookup) for c in self.consumers)
@@ -119,6 +140,8 @@ class Queue:
     def add(self, ref: MessageReference) -> None:
         self.messages.append(ref)
         self.messages_added += 1
+        if self.index is not None:
+            self.index.add(ref)
         self.deliver()
         if self.messages and self.on_undelivered is not None:
             self.on_undelivered(self)
@@ -128,11 +151,16 @@ class Queue:
         for ref in refs:
             self.messages.append(ref)
             self.messages_added += 1
+            if self.index is not None:
+                self.index.add(ref)
         self.deliver()
 
     def add_paged(self, refs: list[MessageReference]) -> None:
         """Depaged references, at the tail in page order (counted as added when paged)."""
         self.messages.extend(refs)
+        if self.index is not None:
+            for ref in refs:
+                self.index.add(ref)
         self.deliver()
         if self.messages and self.on_undelivered is not None:
             self.on_undelivered(self)
@@ -141,6 +169,9 @@ class Queue:
         """Return delivered, unacknowledged references to the head, in their order."""
         self.delivering -= len(refs)
         self.messages.extendleft(reversed(refs))
+        if self.index is not None:
+            for ref in refs:
+                self.index.add(ref)
         self.deliver()
         if self.messages and self.on_undelivered is not None:
             self.on_undelivered(self)
@@ -154,12 +185,22 @@ class Queue:
         """Take every ready reference out (purge, queue deletion)."""
         refs = list(self.messages)
         self.messages.clear()
+        if self.index is not None:
+            self.index.clear()
         return refs
 
     def remove(self, refs: list[MessageReference]) -> None:
         """Take some ready references out (they move elsewhere: redistribution)."""
+        messages = self.messages
+        if self.index is not None:
+            for ref in refs:
+                self.index.discard(ref)
+        if len(refs) <= len(messages) and all(a is b for a, b in zip(refs, messages, strict=False)):
+            for _ in refs:  # the usual case: the oldest ones
+                messages.popleft()
+            return
         taken = {id(r) for r in refs}
-        self.messages = deque(r for r in self.messages if id(r) not in taken)
+        self.messages = deque(r for r in messages if id(r) not in taken)
 
     # -- consumers ---------------------------------------------------------------------
 
@@ -214,6 +255,8 @@ class Queue:
             if consumer is None:
                 return
             ref = messages.popleft()
+            if self.index is not None:
+                self.index.discard(ref)
             if self._expired(ref):
                 continue
             self.delivering += 1
@@ -226,6 +269,8 @@ class Queue:
         while messages and self.consumers:
             ref = messages.popleft()
             if self._expired(ref):
+                if self.index is not None:
+                    self.index.discard(ref)
                 continue
             consumer = self._take_consumer(ref)
             if consumer is None:
@@ -233,6 +278,8 @@ class Queue:
                 if not any(c.has_credit() for c in self.consumers):
                     break
                 continue
+            if self.index is not None:
+                self.index.discard(ref)
             self.delivering += 1
             ref.delivery_count += 1
             consumer.deliver(ref)

@@ -230,7 +230,10 @@ class Inventory:
         for update in record.updates:
             utype = update.record_type
             uname = p.MESSAGES_RECORD_NAMES.get(utype, f"type-{utype}")
-            if utype in (p.ADD_REF, p.ACK_REF):
+            if utype == p.ADD_REF:
+                queue_id, offset = p.decode_add_ref(record.id, update.payload)
+                udetail = f"queue={self.queue_name(queue_id)} offset={offset}"
+            elif utype == p.ACK_REF:
                 udetail = f"queue={self.queue_name(p.decode_ref(update.payload))}"
             elif utype == p.DELIVERY_COUNT:
                 queue_id, count = p.decode_delivery_count(update.payload)
@@ -374,7 +377,10 @@ def _prepared_op(op: Op) -> str:
         name = p.MESSAGES_RECORD_NAMES.get(record_type, f"type-{record_type}")
         if record_type == p.MESSAGE_RECORD:
             return f"{op.kind} {record_id} {name} {_message_summary(record_id, payload)}"
-        if record_type in (p.ADD_REF, p.ACK_REF):
+        if record_type == p.ADD_REF:
+            queue_id, offset = p.decode_add_ref(record_id, payload)
+            return f"{op.kind} {record_id} {name} queue={queue_id} offset={offset}"
+        if record_type == p.ACK_REF:
             return f"{op.kind} {record_id} {name} queue={p.decode_ref(payload)}"
         return f"{op.kind} {record_id} {name} size={len(payload)}"
     return repr(op)

@@ -60,19 +60,21 @@ def default_global_max_size() -> int:
 @dataclass(slots=True)
 class Placement:
     """Where a send goes: queues in memory (with their memory shares), address page groups,
-    or a wait before placing it again (BLOCK, or a page store being created)."""
+    or a wait before placing it again (BLOCK, or a page store being created). ``offset``:
+    the message's offset in the queues in memory, arriving there until it is enqueued."""
 
     memory: list[Queue] = field(default_factory=list)
     held: list[tuple[Held, list[Queue]]] = field(default_factory=list)
     paged: list[tuple[AddressPaging, list[Queue]]] = field(default_factory=list)
     wait: Callable[[], Awaitable[object]] | None = None
+    offset: int = 0
 
     def release(self) -> None:
         """Give back the memory reserved for a send that will not happen."""
         for share, queues in self.held:
             share.paging.release(share.size, 1)
             for queue in queues:
-                queue.arriving -= 1
+                queue.arriving.discard(self.offset)
         self.held.clear()
 
 
@@ -129,15 +131,18 @@ class PagingManager:
 
     # -- sending ---------------------------------------------------------------------------
 
-    def place(self, message: Message, queues: list[Queue], *, internal: bool = False) -> Placement:
-        """Decide, per address of ``queues``, whether ``message`` goes to memory or pages.
+    def place(
+        self, message: Message, queues: list[Queue], offset: int, *, internal: bool = False
+    ) -> Placement:
+        """Decide, per address of ``queues``, whether ``message`` goes to memory or pages;
+        in memory it is at ``offset`` (:mod:`artemis_py.broker.offsets`).
 
         Raises :class:`~.address.Full` (FAIL) before anything is reserved.
         """
         groups: dict[str, list[Queue]] = {}
         for queue in queues:
             groups.setdefault(queue.address, []).append(queue)
-        placement = Placement()
+        placement = Placement(offset=offset)
         decided = []
         for name, group in groups.items():
             paging = self.address(name)
@@ -157,7 +162,7 @@ class PagingManager:
                 placement.memory += group
                 placement.held.append((paging.hold(message.memory_size, len(group)), group))
                 for queue in group:
-                    queue.arriving += 1  # until the broker enqueues it
+                    queue.arriving.add(offset)  # until the broker enqueues it
             elif decision is PAGE:
                 placement.paged.append((paging, group))
             # DROP: those queues do not get the message

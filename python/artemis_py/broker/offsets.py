@@ -1,0 +1,253 @@
+"""Queue offsets: a position for every message reference, for readers that replay by range.
+
+Theory of operation
+-------------------
+Every reference gets an *offset* when its records are built (its send, or the commit of its
+transaction): a fresh id from the node's id generator, one per routed message, journaled in
+its ADD_REF record. The generator reserves blocks of ids in the bindings journal before it
+hands them out, so an offset is never handed out twice, even after ``kill -9``, and the
+offsets of one queue grow in the order its references were stored. Gaps are normal (ids
+serve messages and transactions too, and a filtered or abandoned send leaves one).
+
+Offsets are for readers that come back to a range (a Spark query re-running a batch,
+:mod:`artemis_py.spark`): such a reader may only plan up to a queue's *stable end*, the
+lowest offset that could still become visible. A send becomes visible when its records are
+durable, and sends of several connections settle out of order; the queue keeps the offsets
+routed to it that have not settled (:attr:`~artemis_py.broker.queue.Queue.arriving`), and
+the stable end is the lowest of them, or the generator's next id when there are none. No
+reference can appear below it later, so a reader that has passed it misses nothing (Kafka's
+"last stable offset" plays the same part).
+
+A queue that readers browse keeps an :class:`OffsetIndex` of its ready references, so a
+range is found without scanning the queue; queues nobody browses pay nothing.
+"""
+
+from __future__ import annotations
+
+import struct
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from artemis_py.broker.pending import Pending
+from artemis_py.exceptions import ArtemisError
+from artemis_py.storage import Op
+
+if TYPE_CHECKING:
+    from artemis_py.broker.broker import Broker
+    from artemis_py.broker.message import MessageReference
+    from artemis_py.broker.persistence import Ticket
+    from artemis_py.broker.queue import Queue
+
+
+class OffsetReadError(ArtemisError):
+    """A read by offset the broker cannot serve (the text is for the client)."""
+
+
+class OffsetIndex:
+    """Ready references by offset: a dict for membership and a sorted list of offsets,
+    pruned lazily (references leave from anywhere, usually the low end)."""
+
+    __slots__ = ("_refs", "_offsets")
+
+    def __init__(self, refs: Iterable[MessageReference] = ()) -> None:
+        self._refs: dict[int, MessageReference] = {r.offset: r for r in refs}
+        self._offsets = sorted(self._refs)
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+    def add(self, ref: MessageReference) -> None:
+        self._refs[ref.offset] = ref
+        offsets = self._offsets
+        if not offsets or offsets[-1] < ref.offset:
+            offsets.append(ref.offset)  # the usual case: a new arrival
+        else:
+            insort(offsets, ref.offset)  # a cancelled delivery coming back
+
+    def discard(self, ref: MessageReference) -> None:
+        if self._refs.get(ref.offset) is ref:
+            del self._refs[ref.offset]
+            # Stale offsets stay in the list until they outnumber the live ones.
+            if len(self._offsets) > 2 * len(self._refs) + 64:
+                self._offsets = sorted(self._refs)
+
+    def clear(self) -> None:
+        self._refs.clear()
+        self._offsets.clear()
+
+    def low(self) -> int | None:
+        """The lowest offset held, if any."""
+        for offset in self._range_offsets(0):
+            return offset
+        return None
+
+    def range(self, start: int, end: int) -> Iterator[MessageReference]:
+        """References with ``start <= offset < end``, in offset order."""
+        refs = self._refs
+        for offset in self._range_offsets(start):
+            if offset >= end:
+                return
+            yield refs[offset]
+
+    def _range_offsets(self, start: int) -> Iterator[int]:
+        refs = self._refs
+        offsets = self._offsets
+        previous = -1
+        for i in range(bisect_left(offsets, start), len(offsets)):
+            offset = offsets[i]
+            # A reference that left and came back is listed twice: yield it once.
+            if offset != previous and offset in refs:
+                previous = offset
+                yield offset
+
+
+@dataclass(frozen=True, slots=True)
+class Browse:
+    """What a browse by offset found: ``refs`` in offset order, where to continue
+    (``next``), the stream's stable end, the lowest offset held in it (None: none), its
+    offset mark (0: none) and its state."""
+
+    refs: list[MessageReference]
+    next: int
+    end: int
+    low: int | None
+    mark: int
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamInfo:
+    """One stream of a queue on this node: its id, lowest offset held (or its stable end
+    when it holds nothing), stable end, state and number of messages held."""
+
+    stream: str
+    low: int
+    end: int
+    state: str
+    count: int
+
+
+NATIVE = "native"  # the stream of the messages this node stored itself
+ABSENT = "absent"  # a stream this node does not hold
+
+
+class OffsetReading:
+    """Browsing a broker's queues by offset, acknowledging up to an offset, and the
+    queues' offset marks (see the module doc)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._mark_records: dict[tuple[int, str], int] = {}
+
+    @property
+    def stream(self) -> str:
+        """The id of this node's own stream: its node id."""
+        return self.broker.node_id
+
+    def stable_end(self, queue: Queue) -> int:
+        return queue.stable_end(self.broker.persistence.next_free_id)
+
+    def _check(self, queue: Queue) -> None:
+        if queue.paged:
+            # Page records carry no offsets yet: a reader could miss what depages later.
+            raise OffsetReadError(
+                f"queue {queue.name} has {queue.paged} paged message(s): reading by offset "
+                "does not cover paged messages yet"
+            )
+
+    def browse(self, queue: Queue, stream: str, start: int, end: int | None, limit: int) -> Browse:
+        """Ready references of ``stream`` with ``start <= offset < end`` (``end`` capped at
+        the stable end), at most ``limit`` of them (-1: no limit). Nothing is taken."""
+        self._check(queue)
+        stable = self.stable_end(queue)
+        mark = queue.marks.get(stream, 0)
+        if stream != self.stream:
+            return Browse([], start, start, None, mark, ABSENT)
+        index = queue.offset_index()
+        stop = stable if end is None else min(end, stable)
+        refs: list[MessageReference] = []
+        following = max(start, stop)
+        for ref in index.range(start, stop):
+            if len(refs) == limit:
+                following = ref.offset
+                break
+            refs.append(ref)
+        return Browse(refs, following, stable, index.low(), mark, NATIVE)
+
+    def streams(self, queue: Queue) -> list[StreamInfo]:
+        """The streams of ``queue`` on this node (its own; more once scale-down adopts)."""
+        self._check(queue)
+        index = queue.offset_index()
+        end = self.stable_end(queue)
+        low = index.low()
+        return [StreamInfo(self.stream, end if low is None else low, end, NATIVE, len(index))]
+
+    def acknowledge_up_to(self, queue: Queue, stream: str, offset: int) -> Pending:
+        """Acknowledge every ready reference of ``stream`` below ``offset`` and raise the
+        queue's offset mark for it to ``offset``; cumulative and idempotent."""
+        self._check(queue)
+        pending = Pending()
+        if stream == self.stream:
+            refs = list(queue.offset_index().range(0, offset))
+            if refs:
+                pending = self.broker.discard(refs)
+        if offset > queue.marks.get(stream, -1):
+            queue.marks[stream] = offset
+            pending.tickets += self._store_mark(queue, stream, offset)
+        return pending
+
+    def remove_marks(self, queue: Queue) -> Pending:
+        """Forget ``queue``'s offset marks: it is an ordinary queue again."""
+        queue.marks.clear()
+        return Pending(tickets=self.broker.persistence.submit(self.queue_removed(queue)))
+
+    def _store_mark(self, queue: Queue, stream: str, offset: int) -> list[Ticket]:
+        persistence = self.broker.persistence
+        if not queue.durable or persistence.storage is None:
+            return []
+        payload = encode_offset_mark(queue.id, stream, offset)
+        key = (queue.id, stream)
+        record_id = self._mark_records.get(key)
+        if record_id is None:
+            record_id = self._mark_records[key] = persistence.next_id()
+            op = Op.add(record_id, OFFSET_MARK, payload)
+        else:
+            op = Op.update(record_id, OFFSET_MARK, payload)
+        return persistence.submit([op])
+
+    def recover(
+        self, marks: Iterable[tuple[int, int, str, int]], queues: Iterable[Queue]
+    ) -> list[Op]:
+        """Restore the marks (record id, queue id, stream, mark) of ``queues``; returns the
+        deletes of marks whose queue is gone."""
+        by_id = {q.id: q for q in queues}
+        gone = []
+        for record_id, queue_id, stream, mark in marks:
+            queue = by_id.get(queue_id)
+            if queue is None:
+                gone.append(Op.delete(record_id))
+                continue
+            queue.marks[stream] = mark
+            self._mark_records[(queue_id, stream)] = record_id
+        return gone
+
+    def queue_removed(self, queue: Queue) -> list[Op]:
+        """The deletes of a removed queue's mark records."""
+        keys = [k for k in self._mark_records if k[0] == queue.id]
+        return [Op.delete(self._mark_records.pop(k)) for k in keys]
+
+
+OFFSET_MARK = 18  # <QQ queue id, mark + the stream id: a queue's offset mark for a stream
+_MARK = struct.Struct("<QQ")
+
+
+def encode_offset_mark(queue_id: int, stream: str, mark: int) -> bytes:
+    return _MARK.pack(queue_id, mark) + stream.encode()
+
+
+def decode_offset_mark(payload: bytes) -> tuple[int, str, int]:
+    """(queue id, stream, mark)."""
+    queue_id, mark = _MARK.unpack_from(payload)
+    return queue_id, bytes(payload[_MARK.size :]).decode(), mark
