@@ -141,6 +141,18 @@ def cluster_connections(broker: Broker) -> list[ClusterConnection]:
         return None
 
     broker.balance_with(load_balancing)
+
+    def members() -> list[str]:
+        return sorted(
+            {
+                m.node_id
+                for c in connections
+                for m in c.topology.others()
+                if not c.departed(m.node_id)
+            }
+        )
+
+    broker.cluster_members = members
     return connections
 
 

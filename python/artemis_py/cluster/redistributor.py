@@ -83,7 +83,9 @@ class Redistributor:
 
     def check(self, queue: Queue) -> None:
         """Something changed that may let ``queue``'s messages move."""
-        if not self.enabled or queue.temporary or not queue.messages:
+        # A queue with offset marks belongs to a reader by offset: moving its messages
+        # would give them other offsets.
+        if not self.enabled or queue.temporary or not queue.messages or queue.marks:
             return
         delay = self.broker.address_settings(queue.address).redistribution_delay
         if delay < 0:

@@ -28,6 +28,7 @@ BROKER_NAME = "localhost"  # ConfigurationImpl.name
 CLUSTER_USER = "ACTIVEMQ.CLUSTER.ADMIN.USER"
 CLUSTER_PASSWORD = "CHANGE ME!!"  # Artemis warns on every start while this is unchanged
 ID_CACHE_SIZE = 20000
+MANAGEMENT_ADDRESS = "activemq.management"  # where management operations are sent
 
 # --- journal ------------------------------------------------------------------------------------
 # journal-buffer-timeout is in nanoseconds. Artemis: 1e9/2000 for ASYNCIO, 1e9/300 for NIO.

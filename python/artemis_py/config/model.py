@@ -324,6 +324,8 @@ class BrokerConfig:
     global_max_messages: int = -1
     id_cache_size: int = defaults.ID_CACHE_SIZE
     persist_id_cache: bool = True
+    # Where management operations are sent (Artemis's <management-address>).
+    management_address: str = defaults.MANAGEMENT_ADDRESS
     cluster_user: str = defaults.CLUSTER_USER
     cluster_password: str = field(default=defaults.CLUSTER_PASSWORD, repr=False)
     connection_ttl_override: int = -1

@@ -128,6 +128,9 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
         ),
         id_cache_size=id_cache_size,
         persist_id_cache=reader.scalar(kids, "persist-id-cache", parse_bool, True),
+        management_address=reader.scalar(
+            kids, "management-address", non_empty, defaults.MANAGEMENT_ADDRESS
+        ),
         cluster_user=reader.scalar(kids, "cluster-user", str.strip, defaults.CLUSTER_USER),
         cluster_password=cluster_password,
         connection_ttl_override=connection_ttl_override,

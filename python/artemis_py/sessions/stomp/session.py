@@ -36,12 +36,13 @@ from artemis_py import __version__
 from artemis_py.broker.broker import Broker, BrokerError, Transaction, now_ms
 from artemis_py.broker.filter import Filter, FilterSyntaxError
 from artemis_py.broker.message import DEFAULT_PRIORITY, LargeBody
+from artemis_py.broker.offsets import OffsetReadError
 from artemis_py.broker.pending import Pending
 from artemis_py.broker.queue import MaxConsumersReachedError, Queue
 from artemis_py.broker.routing import split_fqqn
 from artemis_py.broker.security import Authenticator
 from artemis_py.config import AcceptorConfig, RoutingType
-from artemis_py.exceptions import ArtemisError, StorageError
+from artemis_py.exceptions import StorageError
 from artemis_py.protocol.stomp import Connection as StompCodec
 from artemis_py.protocol.stomp import (
     Frame,
@@ -52,6 +53,8 @@ from artemis_py.protocol.stomp import (
     negotiate_version,
 )
 from artemis_py.protocol.stomp import Role as StompRole
+from artemis_py.sessions.stomp import offsets
+from artemis_py.sessions.stomp.errors import StompError
 from artemis_py.sessions.stomp.subscription import Subscription
 
 log = logging.getLogger("artemis_py.stomp")
@@ -100,17 +103,16 @@ def heartbeat_settings(acceptor: AcceptorConfig) -> HeartbeatSettings:
     )
 
 
-class StompError(ArtemisError):
-    """A frame the broker refuses; the text (and any extra headers) go into the ERROR frame."""
-
-    def __init__(self, message: str, error_headers: tuple[tuple[str, str], ...] = ()) -> None:
-        super().__init__(message)
-        self.error_headers = error_headers
-
-
 # What a verb may raise that refuses the frame (StorageError: e.g. a journal or the
 # large-message store that failed).
-_REFUSALS = (BrokerError, FilterSyntaxError, MaxConsumersReachedError, StorageError)
+_REFUSALS = (
+    BrokerError,
+    FilterSyntaxError,
+    MaxConsumersReachedError,
+    StorageError,
+    OffsetReadError,
+)
+_BROWSES_REMEMBERED = 1024  # ids of finished browses an UNSUBSCRIBE may still name
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +159,7 @@ class StompSession:
         self.heartbeat_interval = 0.0
         self.ttl = acceptor.connection_ttl / 1000 if acceptor.connection_ttl > 0 else math.inf
         self.subscriptions: dict[str, Subscription] = {}
+        self.browsed: set[str] = set()  # ids of finished browse subscriptions
         self.transactions: dict[str, Transaction] = {}
         # SEND's (destination, destination-type) -> where it goes: the same few each time.
         self._targets: dict[tuple[str | None, str | None], Target] = {}
@@ -303,6 +306,8 @@ class StompSession:
             if len(self._targets) >= _DESTINATION_CACHE:
                 self._targets.clear()
             self._targets[key] = target
+        if target.address == self.broker.config.management_address:
+            return offsets.manage(self, frame)
         try:
             priority = int(first.get("priority") or DEFAULT_PRIORITY)
             expiration = int(first.get("expires") or 0)
@@ -338,6 +343,12 @@ class StompSession:
             raise StompError("SUBSCRIBE without an id header")
         if sub_id in self.subscriptions:
             raise StompError(f"subscription {sub_id} already exists")
+        if (frame.get("browser") or "").lower() == "true":
+            offsets.browse(self, frame, target, sub_id)
+            if len(self.browsed) >= _BROWSES_REMEMBERED:
+                self.browsed.clear()
+            self.browsed.add(sub_id)
+            return
         ack_mode = frame.get("ack", "auto")
         if ack_mode not in _ACK_MODES:
             raise StompError(f"unknown ack mode {ack_mode!r}")
@@ -431,6 +442,9 @@ class StompSession:
             "durable-subscriber-name"
         )
         if sub is None:
+            if sub_id in self.browsed:  # a browse ends by itself: nothing to do
+                self.browsed.discard(sub_id)
+                return None
             raise StompError(f"no subscription {sub_id!r} on this connection")
         self._close_subscription(sub)
         if durable_name and sub.queue.durable and not sub.queue.consumers:

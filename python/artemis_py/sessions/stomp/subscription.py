@@ -13,7 +13,7 @@ import itertools
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
-from artemis_py.broker.message import DEFAULT_PRIORITY, MessageReference
+from artemis_py.broker.message import DEFAULT_PRIORITY, Message, MessageReference
 from artemis_py.protocol.stomp import Frame
 
 if TYPE_CHECKING:
@@ -28,6 +28,31 @@ def _carriable_in_10(header: tuple[str, str]) -> bool:
     out of that consumer's MESSAGE rather than breaking the frame."""
     name, value = header
     return not any(c in name for c in ":\r\n") and "\n" not in value and "\r" not in value
+
+
+def send_message(session: StompSession, message: Message, headers: list[tuple[str, str]]) -> None:
+    """Send ``message`` as a MESSAGE frame that starts with ``headers`` (a body in a
+    large-message file is streamed from there)."""
+    if message.durable:
+        headers.append(("persistent", "true"))
+    if message.priority != DEFAULT_PRIORITY:
+        headers.append(("priority", str(message.priority)))
+    if message.expiration:
+        headers.append(("expires", str(message.expiration)))
+    headers.append(("timestamp", str(message.timestamp)))
+    if session.version == "1.0":
+        headers.extend(p for p in message.properties if _carriable_in_10(p))
+    else:
+        headers.extend(message.properties)
+    body_ref = message.body_ref
+    if body_ref is None or message.body:
+        headers.append(("content-length", str(len(message.body))))
+        session.send(Frame("MESSAGE", tuple(headers), message.body))
+    else:  # the body is in its file: the connection streams it from there
+        headers.append(("content-length", str(body_ref.length)))
+        send_body = session.send_body
+        assert send_body is not None, "a connection that delivers large messages"
+        send_body(Frame("MESSAGE", tuple(headers), b""), body_ref)
 
 
 class Subscription:
@@ -56,7 +81,6 @@ class Subscription:
         self.in_flight_bytes = 0
         self._ack_ids = itertools.count(1)
         self._writable = session.writable
-        self._send = session.send
 
     # -- Consumer protocol -------------------------------------------------------------
 
@@ -71,37 +95,17 @@ class Subscription:
 
     def deliver(self, ref: MessageReference) -> None:
         message = ref.message
-        version = self.session.version
         ack_id = f"{self.id}:{next(self._ack_ids)}"
         headers = [
             ("subscription", self.id),
             ("message-id", str(message.message_id)),
             ("destination", self.destination),
         ]
-        if self.ack_mode != "auto" and version == "1.2":
+        if self.ack_mode != "auto" and self.session.version == "1.2":
             headers.append(("ack", ack_id))
         if ref.delivery_count > 1:
             headers.append(("redelivered", "true"))
-        if message.durable:
-            headers.append(("persistent", "true"))
-        if message.priority != DEFAULT_PRIORITY:
-            headers.append(("priority", str(message.priority)))
-        if message.expiration:
-            headers.append(("expires", str(message.expiration)))
-        headers.append(("timestamp", str(message.timestamp)))
-        if version == "1.0":
-            headers.extend(p for p in message.properties if _carriable_in_10(p))
-        else:
-            headers.extend(message.properties)
-        body_ref = message.body_ref
-        if body_ref is None or message.body:
-            headers.append(("content-length", str(len(message.body))))
-            self._send(Frame("MESSAGE", tuple(headers), message.body))
-        else:  # the body is in its file: the connection streams it from there
-            headers.append(("content-length", str(body_ref.length)))
-            send_body = self.session.send_body
-            assert send_body is not None, "a connection that delivers large messages"
-            send_body(Frame("MESSAGE", tuple(headers), b""), body_ref)
+        send_message(self.session, message, headers)
         if self.ack_mode == "auto":
             self.session.broker.acknowledge([ref], awaited=False)
         else:
