@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conftest import CLUSTER_ADDRESS_SETTINGS, Client, stays, unique, wait_binding, wait_for
+from .conftest import (
+    CLUSTER_ADDRESS_SETTINGS,
+    Client,
+    node_id,
+    stays,
+    unique,
+    wait_binding,
+    wait_for,
+)
 
 
 def settings(delay: int) -> str:
@@ -149,3 +157,33 @@ def test_messages_follow_a_consumer_back_and_forth(cluster: Any, clients: Any) -
         received += bodies(consumer)
         consumer.close()
     assert sorted(received) == sorted(f"r{r}-{i}" for r in range(3) for i in range(5))
+
+
+def test_a_queue_owned_by_a_reader_by_offset_is_never_redistributed(
+    cluster: Any, clients: Any
+) -> None:
+    """acknowledgeUpTo gives the queue an offset mark: its messages keep their offsets on
+    their node, so a consumer elsewhere does not pull them; removeOffsetMarks ends that."""
+    nodes = cluster(2, address_settings=settings(0))
+    q = unique("owned")
+    sent = backlog(clients(nodes[0]), q, 5)
+    manager = clients(nodes[0])
+    manager.send(
+        "activemq.management",
+        f'["{node_id(nodes[0])}", 0]',
+        _AMQ_ResourceName=f"queue.{q}",
+        _AMQ_OperationName="acknowledgeUpTo",
+    )
+    consumer = clients(nodes[1])
+    consumer.subscribe(f"/queue/{q}")
+    stays(lambda: not consumer.messages, 1.5, message="no message redistributed")
+    manager.send(
+        "activemq.management",
+        "[]",
+        _AMQ_ResourceName=f"queue.{q}",
+        _AMQ_OperationName="removeOffsetMarks",
+    )
+    # The next consumer change makes the node look at the queue again.
+    clients(nodes[1]).subscribe(f"/queue/{q}", selector="never = 'yes'")
+    consumer.wait_messages(5)
+    assert sorted(bodies(consumer)) == sorted(sent)
