@@ -39,10 +39,10 @@ from artemis_py.broker.acknowledging import (
     page_ref_acked,
     release,
 )
-from artemis_py.broker.duplicate_cache import DuplicateIDCache
+from artemis_py.broker.duplicate_cache import Claim, ClientDuplicates, DuplicateIDCache
 from artemis_py.broker.filter import Filter
 from artemis_py.broker.message import Message, MessageReference
-from artemis_py.broker.paging import Full, Held, PagingManager
+from artemis_py.broker.paging import Full, Held, PagingManager, Placement
 from artemis_py.broker.pending import Pending
 from artemis_py.broker.persistence import Persistence, RecoveredState, page_tx_op
 from artemis_py.broker.queue import Queue, QueueSpec
@@ -99,6 +99,12 @@ class Broker:
         self.post_office = PostOffice()
         self.node_id = persistence.node_id
         self.duplicates = DuplicateIDCache(config.id_cache_size, persist=config.persist_id_cache)
+        # Clients' _AMQ_DUPL_ID, one cache per address (docs/duplicate-detection.md).
+        self.client_duplicates = ClientDuplicates(
+            lambda address: self.address_settings(address).id_cache_size,
+            persistence.next_id,
+            persist=config.persist_id_cache and persistence.storage is not None,
+        )
         self._recovered: RecoveredState | None = None  # kept by recover() for recover_paging()
         self.acks = Acknowledgements(self)
 
@@ -157,6 +163,7 @@ class Broker:
             restored += len(refs)
         self._recovered = state
         evicted = self.duplicates.recover(state.duplicate_ids)
+        evicted += self.client_duplicates.recover(state.client_duplicate_ids)
         if evicted:
             self.persistence.remove_records(evicted)
         self._deploy_configured_addresses()
@@ -369,20 +376,32 @@ class Broker:
                 ]
         return queues
 
-    def send(self, message: Message, queues: list[Queue], *, internal: bool = False) -> Pending:
+    def send(
+        self,
+        message: Message,
+        queues: list[Queue],
+        *,
+        internal: bool = False,
+        claim: Claim | None = None,
+    ) -> Pending:
         """Persist ``message`` for ``queues``; it reaches them when durable.
 
         The address's limits decide first (:mod:`artemis_py.broker.paging`): memory, page
         files, wait for room (BLOCK: the returned pending's gate waits), a BrokerError (FAIL)
         or nothing (DROP). ``internal``: the node's own move (dead letters, expiry), which
-        never waits or fails.
+        never waits or fails. ``claim``: the message's reserved duplicate id.
         """
         try:
             placement = self.paging.place(message, queues, internal=internal)
         except Full as exc:
             raise BrokerError(str(exc)) from None
         if placement.wait is not None:
-            return after(placement.wait, partial(self.send, message, queues))
+            return after(placement.wait, partial(self.send, message, queues, claim=claim))
+        if claim is not None:
+            # As Artemis does, a send with a duplicate id is a transaction of its own: its
+            # id record commits with the message, in memory or paged.
+            tx = Transaction(sends=[(message, queues)])
+            return self.commit(tx, claim=claim, placements=[placement])
         memory = placement.memory
         durable_queues = [q for q in memory if q.durable] if message.durable else []
         pending = Pending()
@@ -507,32 +526,44 @@ class Broker:
                 ref.held = share
                 queue.add(ref)
 
-    def commit(self, tx: Transaction) -> Pending:
+    def commit(
+        self,
+        tx: Transaction,
+        *,
+        claim: Claim | None = None,
+        placements: list[Placement] | None = None,
+    ) -> Pending:
         """Make a transaction's sends and acknowledgements durable together.
 
         Sends to addresses that page go to their page files marked with the transaction's
         id; its journal commit (with a PAGE_TX record) is submitted once those are durable,
-        and page records of a transaction without that record never count.
+        and page records of a transaction without that record never count. ``claim``: the
+        sends' reserved duplicate ids, journaled in the commit (:mod:`.duplicate_cache`);
+        ``placements``: the sends' placements when already decided (:meth:`send`).
         """
-        placements = []
-        try:
-            for message, queues in tx.sends:
-                placements.append(self.paging.place(message, queues, internal=True))
-        except Full as exc:
-            for placement in placements:
-                placement.release()
-            raise BrokerError(str(exc)) from None
+        if placements is None:
+            placements = []
+            try:
+                for message, queues in tx.sends:
+                    placements.append(self.paging.place(message, queues, internal=True))
+            except Full as exc:
+                for placement in placements:
+                    placement.release()
+                raise BrokerError(str(exc)) from None
         tx_id = self.next_id()
         stored = []
         pending = Pending()
         paged_ops = []
         records: Records = []
+        journaled: set[int] = set()  # messages whose duplicate id may be journaled
         for (message, _), placement in zip(tx.sends, placements, strict=True):
             message.ref_count += len(placement.memory)
             if message.durable:
                 durable_queues = [q for q in placement.memory if q.durable]
                 if durable_queues or (placement.memory and message.body_ref is not None):
                     stored.append((message, durable_queues))
+                if durable_queues or placement.paged:
+                    journaled.add(message.message_id)
             page(self.persistence, message, placement, pending, records, tx_id)
         if pending.tickets:
             record_id = self.next_id()
@@ -551,11 +582,17 @@ class Broker:
                 ack_records.append(ack_record(ref))
         for message, _ in stored:
             file_first(self.persistence, message, pending)
-        records.append(partial(self.persistence.commit, stored, ack_records, tx_id, paged_ops))
+        submit = partial(self.persistence.commit, stored, ack_records, tx_id)
+        abandon: Callable[[], None] = partial(
+            self.persistence.large.abandon, [m for m, _ in tx.sends]
+        )
+        if claim is None:
+            records.append(partial(submit, paged_ops))
+        else:  # the ids join the commit's records; freed if it never happens
+            records.append(partial(claim.store, submit, paged_ops, tx_id, journaled))
+            abandon = claim.releasing(abandon)
         try:
-            journal_after(
-                pending, records, partial(self.persistence.large.abandon, [m for m, _ in tx.sends])
-            )
+            journal_after(pending, records, abandon)
         except StorageError:
             # The journal refused the transaction (nothing was queued): undo the counts.
             for (message, _), placement in zip(tx.sends, placements, strict=True):
@@ -563,6 +600,8 @@ class Broker:
             for ref in tx.acks:
                 if ref.paged is None:
                     ref.message.ref_count += 1
+            if claim is not None:
+                claim.release()
             raise
         for ref in tx.acks:
             ref.queue.acknowledged()
