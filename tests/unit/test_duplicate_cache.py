@@ -159,10 +159,11 @@ def test_adopted_ids_are_journaled_and_already_known_ones_skipped() -> None:
     claim = dups.claim([("orders", "a", msg())], owner="c")
     assert claim is not None
     claim.accept(1, set())
-    ops = dups.adopt("orders", ["a", "b"])
+    added, ops = dups.adopt("orders", ["a", "b"])
+    assert added == 1
     assert ops == [Op.add(1000, CLIENT_DUPLICATE_ID_RECORD, encode_client_id("orders", "b"))]
     # More than the size: only the newest are taken.
-    assert len(dups.adopt("small", ["1", "2", "3"])) == 2
+    assert dups.adopt("small", ["1", "2", "3"])[0] == 2
     assert dups.snapshot()[-1] == ("small", ("2", "3"))
 
 

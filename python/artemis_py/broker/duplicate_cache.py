@@ -322,21 +322,24 @@ class ClientDuplicates:
             if len(cache)
         ]
 
-    def adopt(self, address: str, ids: Iterable[str]) -> list[Op]:
+    def adopt(self, address: str, ids: Iterable[str]) -> tuple[int, list[Op]]:
         """Accept ``ids`` of ``address`` that a node scaling down to this one had accepted;
-        the journal ops that record them (when persisted) and delete evicted ones."""
+        how many were new here, and the journal ops that record them (when persisted) and
+        delete evicted ones."""
         if not self.enabled(address):
-            return []
+            return 0, []
         cache = self._cache(address)
         ops: list[Op] = []
+        added = 0
         # The newest ``size`` only: the others would be evicted at once.
         for dup_id in list(ids)[-cache.size :]:
             key = dup_id.encode()
             if key in cache:
                 continue
+            added += 1
             record_id = self.next_id() if self.persist else 0
             if record_id:
                 payload = encode_client_id(address, dup_id)
                 ops.append(Op.add(record_id, CLIENT_DUPLICATE_ID_RECORD, payload))
             ops += [Op.delete(r) for r in cache.remember(key, record_id)]
-        return ops
+        return added, ops

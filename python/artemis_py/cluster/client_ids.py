@@ -56,8 +56,13 @@ def adopt_client_ids(connection: ClusterConnection, frame: wire.Leaving) -> None
     this node's caches (journaled when ``persist-id-cache``)."""
     duplicates = connection.broker.client_duplicates
     ops = []
+    added = 0
     for entry in frame.client_ids:
-        ops += duplicates.adopt(entry.address, entry.ids)
+        new, entry_ops = duplicates.adopt(entry.address, entry.ids)
+        added += new
+        ops += entry_ops
+    if not added:
+        return  # heard already (the frame came over both links)
     try:
         connection.broker.persistence.submit(ops)
     except StorageError as exc:
@@ -71,7 +76,7 @@ def adopt_client_ids(connection: ClusterConnection, frame: wire.Leaving) -> None
     log.info(
         "cluster %s: took over %d client duplicate id(s) of %d address(es) from node %s",
         connection.name,
-        sum(len(entry.ids) for entry in frame.client_ids),
+        added,
         len(frame.client_ids),
         frame.node_id,
     )
