@@ -36,6 +36,7 @@ from functools import partial
 from artemis_py.broker.acknowledging import (
     Acknowledgements,
     ack_record,
+    by_queue,
     page_ref_acked,
     release,
 )
@@ -76,6 +77,8 @@ class Transaction:
 
     sends: list[tuple[Message, list[Queue]]] = field(default_factory=list)
     acks: list[MessageReference] = field(default_factory=list)
+    claim: Claim | None = None  # the sends' duplicate ids (:mod:`.duplicate_cache`)
+    placements: list[Placement] = field(default_factory=list)  # of sends placed already
 
 
 #: A forwarded message: the message, the names of the bindings here it is for, its duplicate
@@ -99,12 +102,7 @@ class Broker:
         self.post_office = PostOffice()
         self.node_id = persistence.node_id
         self.duplicates = DuplicateIDCache(config.id_cache_size, persist=config.persist_id_cache)
-        # Clients' _AMQ_DUPL_ID, one cache per address (docs/duplicate-detection.md).
-        self.client_duplicates = ClientDuplicates(
-            lambda address: self.address_settings(address).id_cache_size,
-            persistence.next_id,
-            persist=config.persist_id_cache and persistence.storage is not None,
-        )
+        self.client_duplicates = ClientDuplicates.of(config, persistence)  # clients' ids
         self._recovered: RecoveredState | None = None  # kept by recover() for recover_paging()
         self.acks = Acknowledgements(self)
 
@@ -397,11 +395,8 @@ class Broker:
             raise BrokerError(str(exc)) from None
         if placement.wait is not None:
             return after(placement.wait, partial(self.send, message, queues, claim=claim))
-        if claim is not None:
-            # As Artemis does, a send with a duplicate id is a transaction of its own: its
-            # id record commits with the message, in memory or paged.
-            tx = Transaction(sends=[(message, queues)])
-            return self.commit(tx, claim=claim, placements=[placement])
+        if claim is not None:  # a transaction of its own (as Artemis): its id commits with it
+            return self.commit(Transaction([(message, queues)], [], claim, [placement]))
         memory = placement.memory
         durable_queues = [q for q in memory if q.durable] if message.durable else []
         pending = Pending()
@@ -495,21 +490,21 @@ class Broker:
             queues = self.route(copy) if destinations is None else tag(copy, destinations)
             sends.append((copy, queues))
         tx = Transaction(sends=sends, acks=[ref for ref, _ in moves])
-        by_queue = _by_queue(tx.acks)
-        for queue, refs in by_queue:
+        grouped = by_queue(tx.acks)
+        for queue, refs in grouped:
             queue.remove(refs)
             queue.delivering += len(refs)  # acknowledged by the commit below
         try:
             return self.commit(tx)
         except StorageError:
-            for queue, refs in by_queue:
+            for queue, refs in grouped:
                 queue.delivering -= len(refs)
                 queue.cancel(refs)
             raise
 
     def discard(self, refs: list[MessageReference]) -> Pending:
         """Take ready references out of their queues and acknowledge them: gone for good."""
-        for queue, queue_refs in _by_queue(refs):
+        for queue, queue_refs in by_queue(refs):
             queue.remove(queue_refs)
             queue.delivering += len(queue_refs)  # acknowledged below
         return self.acknowledge(refs)
@@ -526,44 +521,32 @@ class Broker:
                 ref.held = share
                 queue.add(ref)
 
-    def commit(
-        self,
-        tx: Transaction,
-        *,
-        claim: Claim | None = None,
-        placements: list[Placement] | None = None,
-    ) -> Pending:
+    def commit(self, tx: Transaction) -> Pending:
         """Make a transaction's sends and acknowledgements durable together.
 
         Sends to addresses that page go to their page files marked with the transaction's
         id; its journal commit (with a PAGE_TX record) is submitted once those are durable,
-        and page records of a transaction without that record never count. ``claim``: the
-        sends' reserved duplicate ids, journaled in the commit (:mod:`.duplicate_cache`);
-        ``placements``: the sends' placements when already decided (:meth:`send`).
+        and page records of a transaction without that record never count.
         """
-        if placements is None:
-            placements = []
-            try:
-                for message, queues in tx.sends:
-                    placements.append(self.paging.place(message, queues, internal=True))
-            except Full as exc:
-                for placement in placements:
-                    placement.release()
-                raise BrokerError(str(exc)) from None
+        placements, claim = tx.placements, tx.claim
+        try:
+            for message, queues in tx.sends[len(placements) :]:
+                placements.append(self.paging.place(message, queues, internal=True))
+        except Full as exc:
+            for placement in placements:
+                placement.release()
+            raise BrokerError(str(exc)) from None
         tx_id = self.next_id()
         stored = []
         pending = Pending()
         paged_ops = []
         records: Records = []
-        journaled: set[int] = set()  # messages whose duplicate id may be journaled
         for (message, _), placement in zip(tx.sends, placements, strict=True):
             message.ref_count += len(placement.memory)
             if message.durable:
                 durable_queues = [q for q in placement.memory if q.durable]
                 if durable_queues or (placement.memory and message.body_ref is not None):
                     stored.append((message, durable_queues))
-                if durable_queues or placement.paged:
-                    journaled.add(message.message_id)
             page(self.persistence, message, placement, pending, records, tx_id)
         if pending.tickets:
             record_id = self.next_id()
@@ -583,14 +566,10 @@ class Broker:
         for message, _ in stored:
             file_first(self.persistence, message, pending)
         submit = partial(self.persistence.commit, stored, ack_records, tx_id)
-        abandon: Callable[[], None] = partial(
-            self.persistence.large.abandon, [m for m, _ in tx.sends]
-        )
-        if claim is None:
-            records.append(partial(submit, paged_ops))
-        else:  # the ids join the commit's records; freed if it never happens
-            records.append(partial(claim.store, submit, paged_ops, tx_id, journaled))
-            abandon = claim.releasing(abandon)
+        abandon = partial(self.persistence.large.abandon, [m for m, _ in tx.sends])
+        if claim is not None:  # its ids join the commit's records, or are freed
+            submit, abandon = claim.joining(submit, abandon, tx_id, tx.sends, placements)
+        records.append(partial(submit, paged_ops))
         try:
             journal_after(pending, records, abandon)
         except StorageError:
@@ -600,8 +579,6 @@ class Broker:
             for ref in tx.acks:
                 if ref.paged is None:
                     ref.message.ref_count += 1
-            if claim is not None:
-                claim.release()
             raise
         for ref in tx.acks:
             ref.queue.acknowledged()
@@ -619,11 +596,3 @@ class Broker:
     def cancel(self, refs: list[MessageReference]) -> None:
         """Delivered references come back unacknowledged (consumer closed, NACK)."""
         self.acks.cancel(refs)
-
-
-def _by_queue(refs: Iterable[MessageReference]) -> list[tuple[Queue, list[MessageReference]]]:
-    """``refs`` grouped by their queue, in order."""
-    groups: dict[int, tuple[Queue, list[MessageReference]]] = {}
-    for ref in refs:
-        groups.setdefault(id(ref.queue), (ref.queue, []))[1].append(ref)
-    return list(groups.values())

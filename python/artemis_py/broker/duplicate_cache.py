@@ -37,13 +37,16 @@ from __future__ import annotations
 import struct
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 from artemis_py.storage import Op
 
 if TYPE_CHECKING:
     from artemis_py.broker.message import Message
-    from artemis_py.broker.persistence import Ticket
+    from artemis_py.broker.paging import Placement
+    from artemis_py.broker.persistence import Persistence, Ticket
+    from artemis_py.config import BrokerConfig
 
 DUPLICATE_ID_RECORD = 14
 CLIENT_DUPLICATE_ID_RECORD = 19  # payload: u32 address length, address, id (UTF-8)
@@ -178,31 +181,43 @@ class Claim:
             self._registry.forget(self)
         self.state = _RELEASED
 
-    def releasing(self, then: Callable[[], None]) -> Callable[[], None]:
-        """``then``, and the claim released (a send's ``abandoned`` callback)."""
-
-        def run() -> None:
-            try:
-                then()
-            finally:
-                self.release()
-
-        return run
-
-    def store(
+    def joining(
         self,
         submit: Callable[[list[Op]], list[Ticket]],
-        ops: list[Op],
+        abandon: Callable[[], None],
+        tx_id: int,
+        sends: Sequence[tuple[Message, object]],
+        placements: Sequence[Placement],
+    ) -> tuple[partial[list[Ticket]], partial[None]]:
+        """A transaction's commit ``submit`` (of its ops) and its ``abandon`` (the journal
+        records will never be submitted), with this claim's part: the ids are accepted in
+        the same submit as the messages, journaled for the messages the commit journals;
+        released when the journal refuses the submit or the commit is abandoned."""
+        journaled = {
+            message.message_id
+            for (message, _), placement in zip(sends, placements, strict=True)
+            if message.durable and (placement.paged or any(q.durable for q in placement.memory))
+        }
+        return partial(self._store, submit, tx_id, journaled), partial(self._abandoned, abandon)
+
+    def _store(
+        self,
+        submit: Callable[[list[Op]], list[Ticket]],
         tx_id: int,
         journaled: set[int],
+        ops: list[Op],
     ) -> list[Ticket]:
-        """``submit(ops + the ids' ops)``: the ids are accepted in the same journal submit
-        as their messages; released if the journal refuses it."""
         try:
             return submit(ops + self.accept(tx_id, journaled))
         except BaseException:
             self.release()
             raise
+
+    def _abandoned(self, abandon: Callable[[], None]) -> None:
+        try:
+            abandon()
+        finally:
+            self.release()
 
 
 class ClientDuplicates:
@@ -220,6 +235,18 @@ class ClientDuplicates:
         self.persist = persist
         self.caches: dict[str, DuplicateIDCache] = {}
         self._reserved: dict[tuple[str, str], Claim] = {}
+
+    @classmethod
+    def of(cls, config: BrokerConfig, persistence: Persistence) -> ClientDuplicates:
+        """A node's caches: sizes from its address settings, journaled when
+        ``persist-id-cache`` (and persistence) is on."""
+
+        def size_for(address: str) -> int:
+            settings = config.address_settings_for(address)
+            return settings.id_cache_size
+
+        persist = config.persist_id_cache and persistence.storage is not None
+        return cls(size_for, persistence.next_id, persist=persist)
 
     def enabled(self, address: str) -> bool:
         """Whether sends to ``address`` are checked (its ``id-cache-size`` is not 0)."""

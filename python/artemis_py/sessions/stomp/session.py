@@ -533,8 +533,9 @@ class StompSession:
             if tx.acks:
                 self.broker.cancel(tx.acks)
             return Pending(duplicate=True)
+        tx.claim = claim if claim and claim.entries else None
         try:
-            pending = self.broker.commit(tx, claim=claim if claim and claim.entries else None)
+            pending = self.broker.commit(tx)
         except BaseException as exc:
             if claim is not None:
                 claim.release()
