@@ -256,3 +256,27 @@ def test_paged_messages_with_ids_and_a_paged_transaction(make_broker) -> None:
         assert duplicate(transaction(raw, queue, [(body, "ptx"), (body, None)]))
     node.stop()
     assert data_summary(node)[queue] == 42
+
+
+def test_the_acks_of_an_ignored_transaction_do_not_happen(make_broker) -> None:
+    node = make_broker(persistence=True)
+    source, target = unique("in"), unique("out")
+    with producer(node) as raw:
+        assert accepted(send(raw, source, "work"))
+        assert accepted(send(raw, target, "result", dup="result-1"))
+        raw.send("SUBSCRIBE", {"destination": f"/queue/{source}", "id": "s", "ack": "client"})
+        delivered = raw.read_until("MESSAGE")
+        # Consume and produce in one transaction, as a processing step does; its output
+        # was produced before (a re-run), so the whole step is ignored.
+        tx = unique("tx")
+        raw.send("BEGIN", {"transaction": tx})
+        raw.send("ACK", {"id": delivered.get("ack") or "", "transaction": tx})
+        raw.send(
+            "SEND",
+            {"destination": f"/queue/{target}", "transaction": tx, DUP: "result-1"},
+            b"result",
+        )
+        assert duplicate(raw.receipt("COMMIT", {"transaction": tx}))
+        # Not acknowledged: it comes back.
+        again = raw.read_until("MESSAGE")
+        assert again.body == b"work" and again.get("redelivered") == "true", again
