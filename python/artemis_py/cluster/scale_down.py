@@ -161,7 +161,8 @@ async def _scale_down(connection: ClusterConnection, report: ScaleDownReport) ->
         )
         to_target = farewells(farewell, connection.broker.client_duplicates.snapshot())
         for link in connection.links():
-            for frame in to_target if link.peer_node_id == target else [farewell]:
+            to = link.established.peer_node_id if link.established is not None else None
+            for frame in to_target if to == target else [farewell]:
                 link.send(frame)
         # The others close their links once what they sent here is confirmed.
         await until(lambda: not connection.incoming, LINK_GRACE)
