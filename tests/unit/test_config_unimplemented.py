@@ -111,16 +111,16 @@ def test_a_setting_at_its_default_value_is_not_named() -> None:
     assert parse_config(text, environ={}).warnings == ()
 
 
-def test_per_address_id_cache_size_is_named_unless_it_is_the_broker_wide_value() -> None:
-    same = core(
+def test_per_address_id_cache_size_is_honoured_and_not_named() -> None:
+    # Client duplicate detection keeps one cache per address of this size
+    # (docs/duplicate-detection.md).
+    text = core(
         "<id-cache-size>500</id-cache-size>\n<address-settings><address-setting match='#'>"
-        "<id-cache-size>500</id-cache-size></address-setting></address-settings>"
+        "<id-cache-size>9</id-cache-size></address-setting></address-settings>"
     )
-    assert parse_config(same, environ={}).warnings == ()
-    other = same.replace(
-        "<id-cache-size>500</id-cache-size></address", "<id-cache-size>9</id-cache-size></address"
-    )
-    assert named(parse_config(other, environ={})) == ["id-cache-size (line 4)"]
+    config = parse_config(text, environ={})
+    assert config.warnings == ()
+    assert config.address_settings_for("orders").id_cache_size == 9
 
 
 def test_each_address_setting_is_named_where_it_is_set() -> None:

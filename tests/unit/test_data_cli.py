@@ -14,6 +14,7 @@ import trio
 
 from artemis_py import _native
 from artemis_py.broker import persistence as p
+from artemis_py.broker.duplicate_cache import encode_client_id
 from artemis_py.broker.message import Message, encode_message
 from artemis_py.broker.persistence import PageAck, PageComplete, Persistence
 from artemis_py.broker.queue import Queue, QueueSpec
@@ -66,6 +67,7 @@ async def _write(root: Path) -> None:
                 ),
                 Op.add(12, p.PAGE_TX, p.encode_page_tx(77)),
                 Op.add(13, 14, b"dup-1"),  # the duplicate-id cache's record
+                Op.add(14, 19, encode_client_id("orders", "order-7")),  # a client's _AMQ_DUPL_ID
             ],
             True,
         )
@@ -110,6 +112,7 @@ def test_print_journal_shows_messages_references_and_cursors(root, capsys) -> No
     assert f"11 PAGE_COMPLETE queue={AUDIT}(audit) address=orders page=1" in lines
     assert "12 PAGE_TX tx=77" in lines
     assert "13 DUPLICATE_ID duplicate-id=dup-1" in lines
+    assert "14 CLIENT_DUPLICATE_ID address=orders duplicate-id=order-7" in lines
     assert f"prepared tx=50 xid={b'xid-1'.hex()} ops=1" in lines
     assert any(
         line.startswith("prepared tx=50   add_tx 20 MESSAGE address=orders") for line in lines

@@ -21,6 +21,7 @@ functions here are what its transactions share with it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from artemis_py.broker.message import MessageReference
@@ -30,6 +31,7 @@ from artemis_py.storage import Op
 
 if TYPE_CHECKING:
     from artemis_py.broker.broker import Broker
+    from artemis_py.broker.queue import Queue
 
 log = logging.getLogger("artemis_py.broker")
 
@@ -168,3 +170,11 @@ def ack_record(ref: MessageReference) -> tuple[int, int, bool] | None:
     if not (last or ref.queue.durable):
         return None
     return (message.message_id, ref.queue.id, last)
+
+
+def by_queue(refs: Iterable[MessageReference]) -> list[tuple[Queue, list[MessageReference]]]:
+    """``refs`` grouped by their queue, in order."""
+    groups: dict[int, tuple[Queue, list[MessageReference]]] = {}
+    for ref in refs:
+        groups.setdefault(id(ref.queue), (ref.queue, []))[1].append(ref)
+    return list(groups.values())

@@ -36,10 +36,11 @@ from functools import partial
 from artemis_py.broker.acknowledging import (
     Acknowledgements,
     ack_record,
+    by_queue,
     page_ref_acked,
     release,
 )
-from artemis_py.broker.duplicate_cache import DuplicateIDCache
+from artemis_py.broker.duplicate_cache import Claim, ClientDuplicates, DuplicateIDCache
 from artemis_py.broker.filter import Filter
 from artemis_py.broker.message import Message, MessageReference
 from artemis_py.broker.offsets import OffsetReading
@@ -77,6 +78,8 @@ class Transaction:
 
     sends: list[tuple[Message, list[Queue]]] = field(default_factory=list)
     acks: list[MessageReference] = field(default_factory=list)
+    claim: Claim | None = None  # the sends' duplicate ids (:mod:`.duplicate_cache`)
+    placements: list[Placement] = field(default_factory=list)  # of sends placed already
 
 
 #: A forwarded message: the message, the names of the bindings here it is for, its duplicate
@@ -100,6 +103,7 @@ class Broker:
         self.post_office = PostOffice()
         self.node_id = persistence.node_id
         self.duplicates = DuplicateIDCache(config.id_cache_size, persist=config.persist_id_cache)
+        self.client_duplicates = ClientDuplicates.of(config, persistence)  # clients' ids
         self._recovered: RecoveredState | None = None  # kept by recover() for recover_paging()
         self.acks = Acknowledgements(self)
         self.offsets = OffsetReading(self)
@@ -161,6 +165,7 @@ class Broker:
             restored += len(refs)
         self._recovered = state
         evicted = self.duplicates.recover(state.duplicate_ids)
+        evicted += self.client_duplicates.recover(state.client_duplicate_ids)
         evicted += self.offsets.recover(state.offset_marks, self.post_office.queues.values())
         if evicted:
             self.persistence.remove_records(evicted)
@@ -374,20 +379,29 @@ class Broker:
                 ]
         return queues
 
-    def send(self, message: Message, queues: list[Queue], *, internal: bool = False) -> Pending:
+    def send(
+        self,
+        message: Message,
+        queues: list[Queue],
+        *,
+        internal: bool = False,
+        claim: Claim | None = None,
+    ) -> Pending:
         """Persist ``message`` for ``queues``; it reaches them when durable.
 
         The address's limits decide first (:mod:`artemis_py.broker.paging`): memory, page
         files, wait for room (BLOCK: the returned pending's gate waits), a BrokerError (FAIL)
         or nothing (DROP). ``internal``: the node's own move (dead letters, expiry), which
-        never waits or fails.
+        never waits or fails. ``claim``: the message's reserved duplicate id.
         """
         try:
             placement = self.paging.place(message, queues, self.next_id(), internal=internal)
         except Full as exc:
             raise BrokerError(str(exc)) from None
         if placement.wait is not None:
-            return after(placement.wait, partial(self.send, message, queues))
+            return after(placement.wait, partial(self.send, message, queues, claim=claim))
+        if claim is not None:  # a transaction of its own (as Artemis): its id commits with it
+            return self.commit(Transaction([(message, queues)], [], claim, [placement]))
         memory = placement.memory
         durable_queues = [q for q in memory if q.durable] if message.durable else []
         pending = Pending()
@@ -401,7 +415,7 @@ class Broker:
         page(self.persistence, message, placement, pending, records)
         journal_after(pending, records, partial(self.persistence.large.abandon, [message]))
         message.ref_count += len(memory)
-        pending.on_durable.append(partial(self._enqueue, message, placement))
+        pending.on_durable.append(partial(placement.enqueue, message))
         return pending
 
     def receive_forwarded(self, forwarded: Iterable[Forwarded]) -> Pending:
@@ -442,7 +456,7 @@ class Broker:
                 file_first(self.persistence, message, pending)
             in_memory.append((message, placement.memory, placement.offset, dup_id, encoded))
             message.ref_count += len(placement.memory)
-            effects.append(partial(self._enqueue, message, placement))
+            effects.append(partial(placement.enqueue, message))
         records.append(partial(self.persistence.store_forwarded, in_memory, self.duplicates))
         journal_after(
             pending, records, partial(self.persistence.large.abandon, [m for m, *_ in accepted])
@@ -483,37 +497,24 @@ class Broker:
             queues = self.route(copy) if destinations is None else tag(copy, destinations)
             sends.append((copy, queues))
         tx = Transaction(sends=sends, acks=[ref for ref, _ in moves])
-        by_queue = _by_queue(tx.acks)
-        for queue, refs in by_queue:
+        grouped = by_queue(tx.acks)
+        for queue, refs in grouped:
             queue.remove(refs)
             queue.delivering += len(refs)  # acknowledged by the commit below
         try:
             return self.commit(tx)
         except StorageError:
-            for queue, refs in by_queue:
+            for queue, refs in grouped:
                 queue.delivering -= len(refs)
                 queue.cancel(refs)
             raise
 
     def discard(self, refs: list[MessageReference]) -> Pending:
         """Take ready references out of their queues and acknowledge them: gone for good."""
-        for queue, queue_refs in _by_queue(refs):
+        for queue, queue_refs in by_queue(refs):
             queue.remove(queue_refs)
             queue.delivering += len(queue_refs)  # acknowledged below
         return self.acknowledge(refs)
-
-    def _enqueue(self, message: Message, placement: Placement) -> None:
-        if message.body_ref is not None:  # its body went to its file since it was placed
-            size = message.memory_size
-            for share, _ in placement.held:
-                share.shrink(size)
-        offset = placement.offset
-        for share, queues in placement.held:
-            for queue in queues:
-                queue.arriving.discard(offset)
-                ref = MessageReference(message, queue, 0, offset)
-                ref.held = share
-                queue.add(ref)
 
     def commit(self, tx: Transaction) -> Pending:
         """Make a transaction's sends and acknowledgements durable together.
@@ -522,9 +523,9 @@ class Broker:
         id; its journal commit (with a PAGE_TX record) is submitted once those are durable,
         and page records of a transaction without that record never count.
         """
-        placements = []
+        placements, claim = tx.placements, tx.claim
         try:
-            for message, queues in tx.sends:
+            for message, queues in tx.sends[len(placements) :]:
                 placements.append(self.paging.place(message, queues, self.next_id(), internal=True))
         except Full as exc:
             for placement in placements:
@@ -559,11 +560,13 @@ class Broker:
                 ack_records.append(ack_record(ref))
         for message, *_ in stored:
             file_first(self.persistence, message, pending)
-        records.append(partial(self.persistence.commit, stored, ack_records, tx_id, paged_ops))
+        submit = partial(self.persistence.commit, stored, ack_records, tx_id)
+        abandon = partial(self.persistence.large.abandon, [m for m, _ in tx.sends])
+        if claim is not None:  # its ids join the commit's records, or are freed
+            submit, abandon = claim.joining(submit, abandon, tx_id, tx.sends, placements)
+        records.append(partial(submit, paged_ops))
         try:
-            journal_after(
-                pending, records, partial(self.persistence.large.abandon, [m for m, _ in tx.sends])
-            )
+            journal_after(pending, records, abandon)
         except StorageError:
             # The journal refused the transaction (nothing was queued): undo the counts.
             for (message, _), placement in zip(tx.sends, placements, strict=True):
@@ -576,7 +579,7 @@ class Broker:
         for ref in tx.acks:
             ref.queue.acknowledged()
         for (message, _), placement in zip(tx.sends, placements, strict=True):
-            pending.on_durable.append(partial(self._enqueue, message, placement))
+            pending.on_durable.append(partial(placement.enqueue, message))
         return pending
 
     # -- acknowledging (see :mod:`artemis_py.broker.acknowledging`) ----------------------
@@ -589,11 +592,3 @@ class Broker:
     def cancel(self, refs: list[MessageReference]) -> None:
         """Delivered references come back unacknowledged (consumer closed, NACK)."""
         self.acks.cancel(refs)
-
-
-def _by_queue(refs: Iterable[MessageReference]) -> list[tuple[Queue, list[MessageReference]]]:
-    """``refs`` grouped by their queue, in order."""
-    groups: dict[int, tuple[Queue, list[MessageReference]]] = {}
-    for ref in refs:
-        groups.setdefault(id(ref.queue), (ref.queue, []))[1].append(ref)
-    return list(groups.values())

@@ -30,11 +30,13 @@ if TYPE_CHECKING:
 @dataclass(slots=True)
 class Pending:
     """Journal ``tickets`` to wait for, then the ``on_durable`` effects to run; a ``gate``
-    runs before both."""
+    runs before both. ``duplicate``: the operation was a send (or a commit) the node had
+    already accepted (its duplicate id), and did nothing."""
 
     tickets: list[Ticket] = field(default_factory=list)
     on_durable: list[Callable[[], None]] = field(default_factory=list)
     gate: Callable[[], Awaitable[None]] | None = None
+    duplicate: bool = False
 
     @property
     def immediate(self) -> bool:

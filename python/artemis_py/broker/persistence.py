@@ -38,7 +38,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
-from artemis_py.broker.duplicate_cache import DUPLICATE_ID_RECORD, DuplicateIDCache
+from artemis_py.broker.duplicate_cache import (
+    CLIENT_DUPLICATE_ID_RECORD,
+    DUPLICATE_ID_RECORD,
+    DuplicateIDCache,
+)
 from artemis_py.broker.large_messages import LARGE_MESSAGE_RECORD, LARGE_PAGE_REF, LargeMessages
 from artemis_py.broker.message import Message, decode_message, encode_message
 from artemis_py.broker.offsets import OFFSET_MARK, decode_offset_mark
@@ -66,6 +70,7 @@ DELIVERY_COUNT = 13
 PAGE_ACK = 15  # <QQQ queue id, page, offset + address: a paged message acknowledged by a queue
 PAGE_COMPLETE = 16  # <QQ queue id, page + address: the queue is done with the page
 PAGE_TX = 17  # <Q tx id: the page records of that transaction are committed
+# 19: CLIENT_DUPLICATE_ID_RECORD (duplicate_cache.py): a client send's _AMQ_DUPL_ID
 
 ID_BLOCK_SIZE = 1 << 16
 # Id-block records live in a record-id space of their own, above every id handed out.
@@ -90,6 +95,7 @@ MESSAGES_RECORD_NAMES = {
     ACK_REF: "ACK_REF",
     DELIVERY_COUNT: "DELIVERY_COUNT",
     DUPLICATE_ID_RECORD: "DUPLICATE_ID",
+    CLIENT_DUPLICATE_ID_RECORD: "CLIENT_DUPLICATE_ID",
     PAGE_ACK: "PAGE_ACK",
     PAGE_COMPLETE: "PAGE_COMPLETE",
     PAGE_TX: "PAGE_TX",
@@ -122,6 +128,8 @@ class RecoveredState:
     messages_by_queue: dict[int, list[tuple[Message, int, int]]] = field(default_factory=dict)
     # (record id, duplicate id) of the duplicate-id cache
     duplicate_ids: list[tuple[int, bytes]] = field(default_factory=list)
+    # (record id, payload) of the client sends' duplicate ids (decoded by duplicate_cache)
+    client_duplicate_ids: list[tuple[int, bytes]] = field(default_factory=list)
     # paging records: (record id, queue id, page, offset, address), (record id, queue id,
     # page, address), tx id -> record id
     page_acks: list[tuple[int, int, int, int, str]] = field(default_factory=list)
@@ -607,6 +615,9 @@ class Persistence:
             highest = max(highest, record.id)
             if record.record_type == DUPLICATE_ID_RECORD:
                 state.duplicate_ids.append((record.id, bytes(record.payload)))
+                continue
+            if record.record_type == CLIENT_DUPLICATE_ID_RECORD:
+                state.client_duplicate_ids.append((record.id, bytes(record.payload)))
                 continue
             if record.record_type == PAGE_ACK:
                 ack = decode_page_ack(record.payload)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from artemis_py.broker import persistence as p
+from artemis_py.broker.duplicate_cache import CLIENT_DUPLICATE_ID_RECORD, decode_client_id
 from artemis_py.broker.large_messages import (
     LARGE_MESSAGE_RECORD,
     LARGE_PAGE_REF,
@@ -211,6 +212,9 @@ class Inventory:
             )
         elif kind == p.DUPLICATE_ID_RECORD:
             detail = f"duplicate-id={bytes(payload).decode('utf-8', 'backslashreplace')}"
+        elif kind == CLIENT_DUPLICATE_ID_RECORD:
+            address, dup_id = decode_client_id(payload)
+            detail = f"address={address} duplicate-id={dup_id}"
         elif kind == p.PAGE_ACK:
             ack = p.decode_page_ack(payload)
             detail = (

@@ -31,6 +31,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -38,6 +39,7 @@ import trio
 from artemis_py.broker.routing import NeighbourRoute, is_internal
 from artemis_py.cluster.binding_exchange import BindingExchange
 from artemis_py.cluster.bridge import Bridge
+from artemis_py.cluster.client_ids import adopt_client_ids
 from artemis_py.cluster.dialler import Connect, Dialler
 from artemis_py.cluster.incoming import IncomingLinks
 from artemis_py.cluster.redistributor import Redistributor
@@ -255,15 +257,18 @@ class ClusterConnection:
     def neighbour_scaled_down(self, event: wire.Leaving, source: Link) -> None:
         """A node scaled down to ``event.target``: forget it, send what waits for it there."""
         departed, target = event.node_id, event.target
+        if event.client_ids and target == self.node_id:
+            adopt_client_ids(self, event)  # (in every frame: a large set takes several)
         if departed == self.node_id or departed in self.scaled_down:
             return  # heard already
         self.scaled_down[departed] = target
         # Pass it on, like topology: a node whose link to the departed one was down at the
-        # time hears it from the others.
+        # time hears it from the others (the clients' duplicate ids are the target's only).
+        relayed = replace(event, client_ids=())
         for link in self.links():
             if link is not source and link.established is not None:
                 if link.peer_node_id != departed:
-                    link.send(event)
+                    link.send(relayed)
         log.info(
             "cluster %s: node %s scaled down to %s: its bindings go, and what waits for it "
             "goes there",

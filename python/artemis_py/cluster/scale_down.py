@@ -25,7 +25,10 @@ delivered but unacknowledged message is back in its queue.
 5. *Announce.* A ``Leaving`` frame on every link names the target and lists the duplicate
    ids of the forwarded messages this node has stored (see :func:`_receipts`). Neighbours
    stop sending to this node, wait for what they already sent to be confirmed, and close
-   their links.
+   their links. The frames to the target also carry the duplicate ids this node's clients
+   sent (``_AMQ_DUPL_ID``, per address; :mod:`.client_ids`), which the target adds to its
+   own caches, so a client that resends to the target after the move is still detected
+   (Artemis moves its duplicate-id caches too).
 6. *Finish.* A last pass moves what arrived meanwhile, then the node waits until the
    target has confirmed everything it was sent.
 
@@ -61,6 +64,7 @@ from artemis_py.broker.message import ROUTE_TO_PREFIX
 from artemis_py.broker.pending import durable
 from artemis_py.broker.routing import is_internal
 from artemis_py.cluster.bridge import duplicate_id
+from artemis_py.cluster.client_ids import farewells
 from artemis_py.config import RoutingType
 from artemis_py.exceptions import StorageError
 from artemis_py.protocol import cluster as wire
@@ -155,8 +159,11 @@ async def _scale_down(connection: ClusterConnection, report: ScaleDownReport) ->
         farewell = wire.Leaving(
             node_id=connection.node_id, target=target, received=await _receipts(connection)
         )
+        to_target = farewells(farewell, connection.broker.client_duplicates.snapshot())
         for link in connection.links():
-            link.send(farewell)
+            to = link.established.peer_node_id if link.established is not None else None
+            for frame in to_target if to == target else [farewell]:
+                link.send(frame)
         # The others close their links once what they sent here is confirmed.
         await until(lambda: not connection.incoming, LINK_GRACE)
         # What arrived meanwhile: for other nodes (still linked from here), or for the queues.

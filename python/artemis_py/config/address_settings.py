@@ -393,7 +393,6 @@ ADDRESS_SETTINGS_NOT_IMPLEMENTED = frozenset(
         "management-message-attribute-size-limit",
         "enable-metrics",
         "enable-ingress-timestamp",
-        "id-cache-size",  # the broker-wide <id-cache-size> is used for every address
         "initial-queue-buffer-size",
     }
 )

@@ -219,7 +219,7 @@ class StompConnection:
             if pending is not None:
                 pending.complete()
             if receipt is not None:
-                self.send_frame(self.session.receipt_frame(receipt))
+                self.send_frame(self.session.receipt_frame(receipt, pending))
             return
         self._pipelined += 1
         step = (pending, receipt)
@@ -246,7 +246,7 @@ class StompConnection:
             if pending is not None:
                 await pending.settled()
             if receipt is not None:
-                self.send_frame(self.session.receipt_frame(receipt))
+                self.send_frame(self.session.receipt_frame(receipt, pending))
             self._pipelined -= 1
         self._pipeline_done.set()
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from artemis_py.broker.message import MessageReference
 from artemis_py.broker.paging.address import (
     BLOCK,
     DROP,
@@ -36,7 +37,7 @@ from artemis_py.broker.pending import durable
 from artemis_py.exceptions import StorageError
 
 if TYPE_CHECKING:
-    from artemis_py.broker.message import Message, MessageReference
+    from artemis_py.broker.message import Message
     from artemis_py.broker.pending import Pending
     from artemis_py.broker.persistence import Persistence, RecoveredState, Ticket
     from artemis_py.broker.queue import Queue
@@ -68,6 +69,20 @@ class Placement:
     paged: list[tuple[AddressPaging, list[Queue]]] = field(default_factory=list)
     wait: Callable[[], Awaitable[object]] | None = None
     offset: int = 0
+
+    def enqueue(self, message: Message) -> None:
+        """The send is durable: ``message`` reaches its queues in memory."""
+        if message.body_ref is not None:  # its body went to its file since it was placed
+            size = message.memory_size
+            for share, _ in self.held:
+                share.shrink(size)
+        offset = self.offset
+        for share, queues in self.held:
+            for queue in queues:
+                queue.arriving.discard(offset)
+                ref = MessageReference(message, queue, 0, offset)
+                ref.held = share
+                queue.add(ref)
 
     def release(self) -> None:
         """Give back the memory reserved for a send that will not happen."""

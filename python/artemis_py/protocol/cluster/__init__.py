@@ -26,6 +26,7 @@ from artemis_py.protocol.cluster.connection import (
 )
 from artemis_py.protocol.cluster.frames import (
     NEED_DATA,
+    AddressIds,
     Auth,
     BindingInfo,
     Bindings,
@@ -80,6 +81,7 @@ __all__ = [
     "ConnectionClosed",
     "ConnectionState",
     "Consumers",
+    "AddressIds",
     "CreateQueues",
     "Error",
     "Established",

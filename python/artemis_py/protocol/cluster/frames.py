@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Final, Literal, TypeAlias
 
 __all__ = [
     "NEED_DATA",
+    "AddressIds",
     "Auth",
     "BindingInfo",
     "Bindings",
@@ -197,13 +198,27 @@ class Leaving:
 
     ``received`` lists the duplicate ids of forwarded messages the leaving node has stored
     (its duplicate-id cache): a sender whose confirmation for one of them was lost drops it
-    from its backlog instead of sending it to ``target`` a second time. Optional on the
-    wire (absent from older peers: empty)."""
+    from its backlog instead of sending it to ``target`` a second time.
+
+    ``client_ids``, on the frames the leaving node sends to ``target`` only: the duplicate
+    ids its clients sent (``_AMQ_DUPL_ID``), per address, which the target adds to its own
+    caches. A large set comes as several Leaving frames (the repeats only add ids).
+
+    Both optional on the wire (absent from older peers: empty)."""
 
     TYPE: ClassVar[FrameType] = FrameType.LEAVING
     node_id: str
     target: str
     received: tuple[str, ...] = field(default=(), repr=False)
+    client_ids: tuple[AddressIds, ...] = field(default=(), repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AddressIds:
+    """The duplicate ids clients sent to ``address``, oldest first."""
+
+    address: str
+    ids: tuple[str, ...]
 
 
 # --- server to client ---------------------------------------------------------------------

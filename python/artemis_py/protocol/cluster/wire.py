@@ -38,6 +38,7 @@ from collections.abc import Callable
 from typing import Any, Final, NoReturn, cast
 
 from artemis_py.protocol.cluster.frames import (
+    AddressIds,
     Auth,
     BindingInfo,
     Bindings,
@@ -256,6 +257,8 @@ _NEW_QUEUE: Final[_Schema] = (
     ("durable", _boolean),
 )
 
+_ADDRESS_IDS: Final[_Schema] = (("address", _text), ("ids", _array(_text)))
+
 #: Frame class -> the schema of its JSON body, in field order.
 _JSON_FRAMES: Final[dict[type, _Schema]] = {
     Hello: (
@@ -290,11 +293,16 @@ _JSON_FRAMES: Final[dict[type, _Schema]] = {
     ),
     Consumers: (("name", _text), ("consumers", _consumers)),
     Status: (("data", _json_object),),
-    Leaving: (("node_id", _text), ("target", _text), ("received", _array(_text))),
+    Leaving: (
+        ("node_id", _text),
+        ("target", _text),
+        ("received", _array(_text)),
+        ("client_ids", _array(_record(AddressIds, _ADDRESS_IDS))),
+    ),
     CreateQueues: (("queues", _array(_record(NewQueue, _NEW_QUEUE))),),
 }
 #: Fields added after version 1 of the protocol, which a frame may lack (dataclass default).
-_OPTIONAL: Final[dict[type, frozenset[str]]] = {Leaving: frozenset({"received"})}
+_OPTIONAL: Final[dict[type, frozenset[str]]] = {Leaving: frozenset({"received", "client_ids"})}
 _JSON_BY_TYPE: Final[dict[int, type]] = {cls.TYPE: cls for cls in _JSON_FRAMES}  # type: ignore[attr-defined]
 
 
@@ -306,6 +314,8 @@ def _plain(value: Any) -> Any:
         return {name: getattr(value, name) for name, _ in _BINDING}
     if type(value) is NewQueue:
         return {name: getattr(value, name) for name, _ in _NEW_QUEUE}
+    if type(value) is AddressIds:
+        return {name: _plain(getattr(value, name)) for name, _ in _ADDRESS_IDS}
     if type(value) is tuple or type(value) is list:
         return [_plain(item) for item in value]
     return value

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from artemis_py import __version__
 from artemis_py.broker.broker import Broker, BrokerError, Transaction, now_ms
+from artemis_py.broker.duplicate_cache import DUPLICATE_ID_HEADER, Claim, duplicate_id
 from artemis_py.broker.filter import Filter, FilterSyntaxError
 from artemis_py.broker.message import DEFAULT_PRIORITY, LargeBody
 from artemis_py.broker.offsets import OffsetReadError
@@ -205,7 +206,11 @@ class StompSession:
         headers += [("content-type", "text/plain"), ("content-length", str(len(body)))]
         return Frame("ERROR", tuple(headers), body)
 
-    def receipt_frame(self, receipt: str) -> Frame:
+    def receipt_frame(self, receipt: str, pending: Pending | None = None) -> Frame:
+        """The RECEIPT of a frame; ``duplicate:true`` when it was a send or commit the
+        node had already accepted (its duplicate id; an extension header)."""
+        if pending is not None and pending.duplicate:
+            return Frame("RECEIPT", (("receipt-id", receipt), ("duplicate", "true")), b"")
         return Frame("RECEIPT", (("receipt-id", receipt),), b"")
 
     def resume(self) -> None:
@@ -215,11 +220,13 @@ class StompSession:
                 sub.queue.deliver()
 
     def close(self) -> None:
-        """The connection is gone: open transactions roll back, deliveries go back."""
+        """The connection is gone: open transactions roll back, deliveries go back, and
+        duplicate ids of sends that never reached the journal are free again."""
         for tx in self.transactions.values():
             if tx.acks:
                 self.broker.cancel(tx.acks)
         self.transactions.clear()
+        self.broker.client_duplicates.release_owner(self)
         for sub in list(self.subscriptions.values()):
             self._close_subscription(sub)
         self.subscriptions.clear()
@@ -326,12 +333,25 @@ class StompSession:
         )
         # Artemis's stompMinLargeMessageSize: stored as a file of its own when persisted.
         message.large = message.size >= self.acceptor.stomp_min_large_message_size
-        queues = self.broker.route(message, target.queue)
         tx_name = first.get("transaction")
-        if tx_name is not None:
+        if tx_name is not None:  # its duplicate id, if any, is checked at COMMIT
+            queues = self.broker.route(message, target.queue)
             self._transaction(tx_name).sends.append((message, queues))
             return None
-        return self.broker.send(message, queues)
+        claim: Claim | None = None
+        dup_id = first.get(DUPLICATE_ID_HEADER)
+        if dup_id is not None and self.broker.client_duplicates.enabled(message.address):
+            # Checked before routing: a duplicate is neither stored nor routed.
+            claim = self.broker.client_duplicates.claim([(message.address, dup_id, message)], self)
+            if claim is None:
+                log.debug("session %s: duplicate send %r to %s", self.id, dup_id, message.address)
+                return Pending(duplicate=True)
+        try:
+            return self.broker.send(message, self.broker.route(message, target.queue), claim=claim)
+        except BaseException:
+            if claim is not None:
+                claim.release()  # nothing of it reached the journal
+            raise
 
     # -- subscribing -------------------------------------------------------------------
 
@@ -513,10 +533,27 @@ class StompSession:
         name = frame.get("transaction") or ""
         tx = self._transaction(name)
         del self.transactions[name]
+        entries = [
+            (message.address, dup_id, message)
+            for message, _ in tx.sends
+            if (dup_id := duplicate_id(message)) is not None
+        ]
+        claim = self.broker.client_duplicates.claim(entries, self) if entries else None
+        if entries and claim is None:
+            # Artemis: a duplicate id in a transaction ignores the entire transaction. It
+            # fails the commit; a STOMP ERROR would close the connection, so the receipt
+            # says so instead (docs/duplicate-detection.md). Its acks did not happen.
+            log.debug("session %s: transaction %s has a duplicate id: ignored", self.id, name)
+            if tx.acks:
+                self.broker.cancel(tx.acks)
+            return Pending(duplicate=True)
+        tx.claim = claim if claim and claim.entries else None
         try:
             pending = self.broker.commit(tx)
-        except StorageError:
-            if tx.acks:
+        except BaseException as exc:
+            if claim is not None:
+                claim.release()
+            if isinstance(exc, StorageError) and tx.acks:
                 self.broker.cancel(tx.acks)
             raise
         for sub in self.subscriptions.values():
