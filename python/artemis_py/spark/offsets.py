@@ -71,7 +71,9 @@ class SourceOffset:
         obj = _load(data) if isinstance(data, str) else data
         if not isinstance(obj, Mapping):
             raise OffsetError(f"an artemis offset is a JSON object, got {_short(obj)}")
-        version = obj.get("v")
+        if "v" not in obj:
+            raise OffsetError(f"artemis offset without a version (field v): {_short(obj)}")
+        version = obj["v"]
         if version != OFFSET_VERSION:
             raise OffsetError(
                 f"artemis offset version {_short(version)} is not supported (this connector "
@@ -161,5 +163,8 @@ def _load(text: str) -> object:
 
 
 def _short(value: object) -> str:
-    text = json.dumps(value) if isinstance(value, (dict, list, str, int, float)) else repr(value)
+    try:
+        text = json.dumps(value)  # as the user or the checkpoint wrote it
+    except (TypeError, ValueError):
+        text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."

@@ -23,7 +23,8 @@ Invariants the functions keep:
 * **A limit is shared by backlog**: ``maxMessagesPerTrigger`` (Spark's ``ReadMaxRows``) is
   split over streams in proportion to the messages they hold; each stream with a backlog gets
   at least one message (so none starves; with fewer messages allowed than streams that have
-  a backlog, a batch may exceed the limit by that difference, as Kafka's source does). The
+  a backlog, a batch may exceed the limit by that difference, as Kafka's source does; so may
+  a stream held by two nodes at once, by one). The
   count-only browse that turns "k messages from here" into an end offset is a callback
   (:data:`Counter`), so this module stays pure.
 """
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from artemis_py.spark.errors import MissingNodeError, OffsetError
 from artemis_py.spark.offsets import EARLIEST, LATEST, SourceOffset, StartingOffsets
@@ -52,10 +53,6 @@ __all__ = [
 ]
 
 StreamState = Literal["native", "adopted", "sealed"]
-
-# Rounds of handing the unused part of a limit to the streams that used all of theirs: each
-# round is one count-only browse per stream; a few rounds get close enough to the limit.
-_LIMIT_ROUNDS: Final = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,12 +271,17 @@ def _limit(
             else:
                 ends[stream] = target
     budget = max_rows
-    for _ in range(_LIMIT_ROUNDS):
-        if budget <= 0 or not pending:
-            break
-        shares = _shares(budget, pending)
+    first = True
+    # Each round spends budget (a stream that used all of its share stays for the next
+    # round) or drops the streams that had less than their share: the loop ends.
+    while budget > 0 and pending:
+        shares = _shares(budget, pending, at_least_one=first)
+        first = False
         saturated: dict[str, int] = {}
         for stream, share in shares.items():
+            if share == 0:
+                saturated[stream] = pending[stream]
+                continue
             cut, used, full = _cut(
                 hosts[stream], stream, ends[stream], targets[stream], share, count
             )
@@ -296,13 +298,13 @@ def _cut(
 ) -> tuple[int, int, bool]:
     """Where ``stream`` ends with ``share`` messages from ``begin``: (end, counted, full).
 
-    With several nodes holding parts of the stream, the share is split by what each holds
-    and the stream ends where the first node that used all of its part stopped: no node
-    then contributes more than its part.
+    With several nodes holding parts of the stream (an incomplete scale-down), the share is
+    split by what each holds, each node with messages getting at least one (so a share of 1
+    may read 2), and the stream ends where the first node that used all of its part
+    stopped: no node then contributes more than its part.
     """
-    parts = _shares(
-        share, {index: entry.count for index, (_, entry) in enumerate(hosts) if entry.count > 0}
-    )
+    weights = {index: entry.count for index, (_, entry) in enumerate(hosts) if entry.count > 0}
+    parts = _shares(share, weights, at_least_one=True)
     cut = target
     used = 0
     full = False
@@ -316,12 +318,17 @@ def _cut(
     return cut, used, full
 
 
-def _shares(budget: int, weights: Mapping[K, int]) -> dict[K, int]:
-    """Split ``budget`` by ``weights`` (largest remainders); every key gets at least 1."""
+def _shares(budget: int, weights: Mapping[K, int], *, at_least_one: bool) -> dict[K, int]:
+    """Split ``budget`` by ``weights`` with the largest remainders.
+
+    ``at_least_one``: every key gets 1 first, even past the budget (no stream starves);
+    otherwise the sum is exactly ``budget`` and a key may get 0.
+    """
     total = sum(weights.values())
-    spare = max(budget - len(weights), 0)
-    shares = {key: 1 + spare * weight // total for key, weight in weights.items()}
-    left = spare - sum(share - 1 for share in shares.values())
+    base = 1 if at_least_one else 0
+    spare = max(budget - base * len(weights), 0)
+    shares = {key: base + spare * weight // total for key, weight in weights.items()}
+    left = spare - sum(share - base for share in shares.values())
     by_remainder = sorted(weights, key=lambda key: (-(spare * weights[key] % total), str(key)))
     for key in by_remainder[:left]:
         shares[key] += 1
