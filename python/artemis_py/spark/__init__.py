@@ -26,7 +26,7 @@ from artemis_py.spark.errors import MissingDependencyError
 if TYPE_CHECKING:
     from artemis_py.spark.datasource import ArtemisDataSource
 
-__all__ = ["ArtemisDataSource", "register", "require_spark"]
+__all__ = ["ArtemisDataSource", "MissingDependencyError", "register", "require_spark"]
 
 _INSTALL: Final = "install artemis-py[spark]"
 
