@@ -241,13 +241,20 @@ def _check_hosts(listings: Sequence[NodeListing], streams: Iterable[str]) -> Non
     missing = sorted((members - reached - held) | (set(streams) - held))
     if not missing:
         return
-    names = ", ".join(missing)
     seen = ", ".join(f"{listing.node_id} ({listing.url})" for listing in listings) or "none"
-    raise MissingNodeError(
-        f"node {names} is not reachable and no node reached holds its messages "
-        f"(nodes reached: {seen})",
-        tuple(missing),
-    )
+    # A node reached that lists no stream of its own lost its copy of the queue (deleted and
+    # made again, or a new data directory), and with it messages Spark expects.
+    gone = [node for node in missing if node in reached]
+    away = [node for node in missing if node not in reached]
+    problems = []
+    if away:
+        problems.append(
+            f"node {', '.join(away)} is not reachable and no node reached holds its messages"
+        )
+    if gone:
+        problems.append(f"node {', '.join(gone)} no longer holds its stream of the queue")
+    problem = "; ".join(problems)
+    raise MissingNodeError(f"{problem} (nodes reached: {seen})", tuple(missing))
 
 
 def _limit(

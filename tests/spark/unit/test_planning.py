@@ -226,6 +226,14 @@ def test_a_stream_of_the_offsets_without_a_host_is_missing() -> None:
     assert info.value.node_ids == (N2,)
 
 
+def test_a_reached_node_that_lost_its_stream() -> None:
+    cluster = Cluster(Node(N1, held={N1: [1]}), Node(N2, held={}))
+    with pytest.raises(MissingNodeError) as info:
+        latest_offset(cluster.listings(), offset(node_2=7))
+    assert info.value.node_ids == (N2,)
+    assert str(info.value).startswith("node node-2 no longer holds its stream of the queue")
+
+
 def test_nothing_reached() -> None:
     with pytest.raises(MissingNodeError) as info:
         latest_offset([], offset(node_1=1))
