@@ -1,0 +1,124 @@
+"""The pyspark side of the connector: :class:`ArtemisDataSource`, format name ``artemis``.
+
+This module imports pyspark; reach it through :func:`artemis_py.spark.register` (or the
+package attribute ``ArtemisDataSource``), which first checks pyspark and pyarrow are there.
+
+Spark builds the data source in a Python worker with the options as given (keys lowercased)
+whenever a reader or writer is made: :meth:`ArtemisDataSource.__init__` refuses names that
+are no option at all, :meth:`~ArtemisDataSource.schema` (run by ``load()``) checks a read's
+options fully, and the writer methods check a write's options and columns in the driver,
+before any task. So a wrong option fails ``load()``, ``save()`` or ``start()`` naming it.
+
+Not yet (issue 16, S9 and S10): the readers and writers themselves; they raise
+:class:`NotImplementedError` after the checks.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+from pyspark.sql.types import StructType
+
+from artemis_py.spark.errors import ConnectorError, SchemaError
+from artemis_py.spark.options import (
+    SINK_OPTIONS,
+    SOURCE_OPTIONS,
+    SinkOptions,
+    SourceOptions,
+    check_option_names,
+    parse_sink_options,
+    parse_source_options,
+)
+from artemis_py.spark.schema import SOURCE_SCHEMA, SOURCE_SIMPLE_STRING
+from artemis_py.spark.sink_rules import SinkColumns, check_sink_schema
+
+
+def _streaming_limits() -> ModuleType | None:
+    # Read limits are new in pyspark 4.2 (SPARK-55304); before, Spark never passes one.
+    try:
+        return importlib.import_module("pyspark.sql.streaming.datasource")
+    except ImportError:
+        return None
+
+
+_LIMITS = _streaming_limits()
+
+__all__ = ["ArtemisDataSource", "max_rows_of"]
+
+_ALL_OPTIONS = tuple(dict.fromkeys(SOURCE_OPTIONS + SINK_OPTIONS))
+
+
+class ArtemisDataSource(DataSource):
+    """Read a queue (or a durable subscription) of the cluster, or send rows to it."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        # Which way it is used is not known yet: only names that are no option at all fail.
+        check_option_names(self.options, _ALL_OPTIONS, role="reading or writing")
+
+    @classmethod
+    def name(cls) -> str:
+        return "artemis"
+
+    def schema(self) -> str:
+        self.source_options()
+        return SOURCE_SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        self._check_read_schema(schema)
+        self.source_options()
+        raise NotImplementedError("the artemis batch reader is not implemented yet")
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        self._check_read_schema(schema)
+        self.source_options()
+        raise NotImplementedError("the artemis stream reader is not implemented yet")
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        self.sink_columns(schema)
+        raise NotImplementedError("the artemis batch writer is not implemented yet")
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        self.sink_columns(schema)
+        raise NotImplementedError("the artemis stream writer is not implemented yet")
+
+    # -- checks shared with the readers and writers ------------------------------------------
+
+    def source_options(self) -> SourceOptions:
+        return parse_source_options(self.options)
+
+    def sink_options(self) -> SinkOptions:
+        return parse_sink_options(self.options)
+
+    def sink_columns(self, schema: StructType) -> SinkColumns:
+        """The write's options and its rows' columns, checked together."""
+        options = self.sink_options()
+        fields = [(field.name, field.dataType.simpleString()) for field in schema.fields]
+        return check_sink_schema(fields, destination=options.destination)
+
+    @staticmethod
+    def _check_read_schema(schema: StructType) -> None:
+        # `.schema(...)` on the reader skips `schema()`; the rows' layout is fixed.
+        if schema.simpleString() != SOURCE_SIMPLE_STRING:
+            raise SchemaError(
+                "the artemis source has a fixed schema, do not set one with .schema(): "
+                f"{SOURCE_SCHEMA}"
+            )
+
+
+def max_rows_of(limit: Any) -> int | None:
+    """Spark's ``ReadLimit`` as the planner's ``max_rows`` (None: all available)."""
+    if limit is None or (_LIMITS is not None and isinstance(limit, _LIMITS.ReadAllAvailable)):
+        return None
+    if _LIMITS is not None and isinstance(limit, _LIMITS.ReadMaxRows):
+        return int(limit.max_rows)
+    raise ConnectorError(f"the artemis source does not support the read limit {limit!r}")

@@ -1,0 +1,76 @@
+"""The Spark test harness: one SparkSession for the whole test session.
+
+Tests that need pyspark and a JVM are marked ``spark`` (``pytestmark = pytest.mark.spark``)
+and take the ``spark`` fixture; they are skipped when pyspark or Java is missing, and
+``-m "not spark"`` leaves them out. ``tests/spark/unit/`` needs neither and always runs.
+
+The session is ``local[2]`` (two task slots, as on CI's two cores), without UI, on the
+loopback only, with two shuffle partitions (the default 200 makes small tests slow), UTC as
+its time zone, and its Python workers run by this interpreter (``PYSPARK_PYTHON``), so
+they import the artemis_py under test. Starting it costs ~4 s (JVM start), once.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+def _spark_missing() -> str | None:
+    """Why the Spark tests cannot run here, or None."""
+    if importlib.util.find_spec("pyspark") is None:
+        return "pyspark is not installed (pip install -e '.[spark]')"
+    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+        return "no Java (pyspark needs Java 17 or newer)"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reason = _spark_missing()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=reason)
+    for item in items:
+        if item.get_closest_marker("spark") is not None:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """The one SparkSession of the test session, with the ``artemis`` format registered."""
+    old_python = os.environ.get("PYSPARK_PYTHON")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    started = time.monotonic()
+    from pyspark.sql import SparkSession
+
+    from artemis_py.spark import register
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("artemis-py tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    # Shown with `pytest -s`: the session start is the harness's fixed cost.
+    print(f"\nSparkSession {session.version} started in {time.monotonic() - started:.1f}s")
+    try:
+        yield session
+    finally:
+        session.stop()
+        if old_python is None:
+            os.environ.pop("PYSPARK_PYTHON", None)
+        else:
+            os.environ["PYSPARK_PYTHON"] = old_python
