@@ -45,7 +45,7 @@ def read_all(node, queue: str, *, start: int = 0, limit: int | None = None):
         while True:
             messages, end = await browse(conn, queue, start=position, limit=limit)
             found += messages
-            if end.next == position and not messages or end.next >= end.end:
+            if end.next >= end.end:  # reached the stable end
                 return found, end.next
             position = end.next
 

@@ -71,7 +71,7 @@ def browse(session: StompSession, frame: Frame, target: Target, sub_id: str) -> 
     stream = frame.get("browser-stream") or readers.stream
     start = _number(frame, "browser-from", 0)
     end = _optional_number(frame, "browser-to")
-    limit = _number(frame, "browser-max", -1)
+    limit = _number(frame, "browser-max", -1, negative=True)
     found = readers.browse(queue, stream, start, end, limit)
     if not _flag(frame, "browser-count-only"):
         for ref in found.refs:
@@ -150,12 +150,12 @@ def _flag(frame: Frame, name: str) -> bool:
     return (frame.get(name) or "false").lower() == "true"
 
 
-def _number(frame: Frame, name: str, default: int) -> int:
-    value = _optional_number(frame, name)
+def _number(frame: Frame, name: str, default: int, *, negative: bool = False) -> int:
+    value = _optional_number(frame, name, negative=negative)
     return default if value is None else value
 
 
-def _optional_number(frame: Frame, name: str) -> int | None:
+def _optional_number(frame: Frame, name: str, *, negative: bool = False) -> int | None:
     text = frame.get(name)
     if text is None:
         return None
@@ -163,6 +163,6 @@ def _optional_number(frame: Frame, name: str) -> int | None:
         value = int(text)
     except ValueError:
         raise StompError(f"{name} must be an integer, not {text!r}") from None
-    if value < 0 and name != "browser-max":
+    if value < 0 and not negative:
         raise StompError(f"{name} must not be negative")
     return value

@@ -123,6 +123,7 @@ class Target:
     address: str
     queue: str | None
     routing_type: RoutingType | None
+    management: bool = False  # the management address: a SEND there is an operation
 
 
 class StompSession:
@@ -298,7 +299,8 @@ class StompSession:
         address, queue = split_fqqn(name)
         if not address:
             raise StompError(f"invalid destination {name!r}")
-        return Target(address, queue, routing)
+        management = address == self.broker.config.management_address
+        return Target(address, queue, routing, management)
 
     # -- sending -----------------------------------------------------------------------
 
@@ -313,7 +315,7 @@ class StompSession:
             if len(self._targets) >= _DESTINATION_CACHE:
                 self._targets.clear()
             self._targets[key] = target
-        if target.address == self.broker.config.management_address:
+        if target.management:  # decided once per cached destination
             return offsets.manage(self, frame)
         try:
             priority = int(first.get("priority") or DEFAULT_PRIORITY)
