@@ -151,9 +151,24 @@ class StompConnection:
         """Serve the connection until the client leaves, errs or times out."""
         try:
             async with trio.open_nursery() as nursery:
+                # The pipeline outlives the other tasks: what it holds was accepted, and
+                # its journal records may be written already. If the connection fails (a
+                # reset, the TTL), its effects must still happen (a message reaches its
+                # queue), only without receipts.
+                nursery.start_soon(self._pipeline)
+                await self._serve()
+                self._pipeline_send.close()
+        finally:
+            self._bodies.close()
+            self.session.close()
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(self.stream)
+
+    async def _serve(self) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
                 self._cancel_scope = nursery.cancel_scope
                 nursery.start_soon(self._writer)
-                nursery.start_soon(self._pipeline)
                 nursery.start_soon(self._heartbeats)
                 with self._reading:
                     await self._reader()
@@ -162,11 +177,7 @@ class StompConnection:
         except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as group:
             log.debug("connection %s from %s lost: %s", self.id, self.peer, group.exceptions[0])
         finally:
-            self._closing = True
-            self._bodies.close()
-            self.session.close()
-            with trio.CancelScope(shield=True):
-                await trio.aclose_forcefully(self.stream)
+            self._closing = True  # nothing more goes out, and consumers take nothing more
 
     def stop(self) -> None:
         """Close the connection because the node stops: read nothing more, let what was
