@@ -10,6 +10,7 @@ below the offset, durably and idempotently.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -266,3 +267,21 @@ def test_a_plain_stomp_client_can_browse(node, clients):
     assert frames[3].headers["browser"] == "end"
     assert frames[3].headers["message-count"] == "3"
     reader.unsubscribe("b1")  # a finished browse may still be unsubscribed
+
+
+def test_a_client_cannot_say_where_its_message_stood(node, clients):
+    # _AMQ_OFFSET_FROM is how a scale-down keeps a moved message's offset: a client's
+    # SEND loses it, so its message stays in the node's own stream, also after a restart.
+    name = unique("forged")
+    producer = clients(node)
+    forged = json.dumps({name: ["someone-else", 5]})
+    producer.send(f"/queue/{name}", "m", **PERSISTENT, _AMQ_OFFSET_FROM=forged)
+    producer.disconnect()
+    node.kill()
+    node.start()
+    listing = with_client(node, lambda conn: list_streams(conn, name))
+    assert [(s.stream, s.state, s.count) for s in listing.streams] == [
+        (listing.node_id, "native", 1)
+    ]
+    messages, _ = read_all(node, name)
+    assert messages[0].get("_AMQ_OFFSET_FROM") is None

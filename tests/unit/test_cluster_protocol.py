@@ -41,6 +41,8 @@ from artemis_py.protocol.cluster import (
     Ping,
     Reject,
     RemoteProtocolError,
+    Sealed,
+    SealedStream,
     ServerConnection,
     Status,
     Topology,
@@ -414,6 +416,8 @@ EVERY_FRAME: list[Frame] = [
             NewQueue("c1.sub", "prices", "MULTICAST", "region = 'eu'", False),
         )
     ),
+    Sealed(()),
+    Sealed((SealedStream("orders", "node-a", 2**63 - 1, 0), SealedStream("q", "b", 7, 5))),
 ]
 
 
@@ -426,7 +430,7 @@ def test_every_frame_round_trips(frame: Frame) -> None:
 
 
 def test_frame_types_are_distinct_and_cover_every_frame() -> None:
-    assert len(set(FrameType)) == 15
+    assert len(set(FrameType)) == 16
     assert {type(frame).TYPE for frame in EVERY_FRAME} == set(FrameType)
 
 
@@ -438,6 +442,7 @@ def test_every_frame_through_connections() -> None:
         Topology((Member("n1", "i1", "h1", 5, True, 1),)),
         message(7),
         CreateQueues((NewQueue("q", "a", "ANYCAST", None, True),)),
+        Sealed((SealedStream("q", "node-a", 9, 3),)),
         Leaving("node-a", "node-c"),
     ]
     server_frames: list[Frame] = [
@@ -919,6 +924,19 @@ def test_server_may_not_create_queues() -> None:
     client.receive_data(encode_frame(CreateQueues(())))
     with pytest.raises(RemoteProtocolError, match="may not send CREATE_QUEUES"):
         client.next_event()
+
+
+def test_server_may_not_seal_streams() -> None:
+    client, server = established()
+    with pytest.raises(LocalProtocolError, match="may not send SEALED"):
+        server.send(Sealed(()))
+
+
+def test_a_sealed_end_beyond_a_signed_64_bit_offset_is_refused() -> None:
+    frame = encode_frame(Sealed((SealedStream("q", "n", 1, 0),)))
+    body = frame[5:].replace(b'"end":1', b'"end":18446744073709551615')
+    with pytest.raises(RemoteProtocolError):
+        decode_frame(struct.pack(">IB", len(body) + 1, FrameType.SEALED) + body)
 
 
 def test_server_may_not_send_messages() -> None:

@@ -65,3 +65,18 @@ def test_stable_end_is_the_lowest_offset_still_arriving():
     assert q.stable_end(100) == 100
     q.arriving.update({40, 37})
     assert q.stable_end(100) == 37
+
+
+def test_adopted_streams_are_indexed_apart_from_the_own_one():
+    # Offsets are only comparable within a stream: the same number in two streams is two
+    # references.
+    q = Queue(1, "q", "a", RoutingType.ANYCAST)
+    own, moved = refs(q, 5, 7), refs(q, 5, 6)
+    for ref in moved:
+        ref.stream = "departed"
+    index = OffsetIndex([*own, *moved])
+    assert [r.offset for r in index.range(0, 10)] == [5, 7]
+    assert [r.offset for r in index.stream("departed").range(0, 10)] == [5, 6]
+    index.discard(moved[0])
+    assert index.stream("departed").low() == 6 and index.low() == 5
+    assert len(index) == 2 and len(index.stream("departed")) == 1

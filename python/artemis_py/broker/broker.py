@@ -57,6 +57,7 @@ from artemis_py.broker.routing import (
     forwarding,
     tag,
 )
+from artemis_py.broker.streams import may_be_stamped, recovered_ref
 from artemis_py.broker.write_order import Records, after, file_first, journal_after, page
 from artemis_py.config import AddressSettings, BrokerConfig, MessageLoadBalancing, RoutingType
 from artemis_py.exceptions import ArtemisError, StorageError
@@ -161,7 +162,7 @@ class Broker:
             queue = next((q for q in self.post_office.queues.values() if q.id == queue_id), None)
             if queue is None:
                 continue
-            queue.add_many(MessageReference(m, queue, dc, offset) for m, dc, offset in refs)
+            queue.add_many(recovered_ref(queue, *ref, self.node_id) for ref in refs)
             restored += len(refs)
         self._recovered = state
         evicted = self.duplicates.recover(state.duplicate_ids)
@@ -451,6 +452,8 @@ class Broker:
         records: Records = []
         for message, queues, dup_id, encoded in accepted:
             placement = self.paging.place(message, queues, self.next_id(), internal=True)
+            if may_be_stamped(encoded, message):  # moved by a scale-down: keeps its offset
+                placement.adopt = self.node_id
             page(self.persistence, message, placement, pending, records)
             if message.durable and any(q.durable for q in placement.memory):
                 file_first(self.persistence, message, pending)

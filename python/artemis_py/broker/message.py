@@ -226,12 +226,14 @@ _SPECIAL_IDENTIFIERS = {
 class MessageReference:
     """One message in one queue, with its delivery count there.
 
-    ``offset``: its position in the queue (:mod:`artemis_py.broker.offsets`); ``paged``:
+    ``offset``: its position in the queue (:mod:`artemis_py.broker.offsets`), in the
+    node's own stream or, when ``stream`` is set, in that stream (adopted from a node that
+    scaled down, :mod:`artemis_py.broker.streams`); ``paged``:
     where the message is in its address's page files when it was depaged (its
     acknowledgement is then a PAGE_ACK record); ``held``: its share of the address's memory.
     """
 
-    __slots__ = ("message", "queue", "delivery_count", "offset", "paged", "held")
+    __slots__ = ("message", "queue", "delivery_count", "offset", "stream", "paged", "held")
 
     def __init__(
         self, message: Message, queue: Queue, delivery_count: int = 0, offset: int = 0
@@ -240,6 +242,7 @@ class MessageReference:
         self.queue = queue
         self.delivery_count = delivery_count
         self.offset = offset
+        self.stream: str | None = None
         self.paged: tuple[int, int] | None = None
         self.held: Held | None = None
 

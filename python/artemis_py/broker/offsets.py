@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from artemis_py.broker.pending import Pending
+from artemis_py.broker.streams import SEALED_STREAM
 from artemis_py.exceptions import ArtemisError
 from artemis_py.storage import Op
 
@@ -47,18 +48,39 @@ class OffsetReadError(ArtemisError):
 
 class OffsetIndex:
     """Ready references by offset: a dict for membership and a sorted list of offsets,
-    pruned lazily (references leave from anywhere, usually the low end)."""
+    pruned lazily (references leave from anywhere, usually the low end). References of
+    streams adopted from other nodes (``ref.stream`` set) go to a sub-index per stream,
+    ``adopted``: offsets are only comparable within a stream."""
 
-    __slots__ = ("_refs", "_offsets")
+    __slots__ = ("_refs", "_offsets", "adopted")
 
     def __init__(self, refs: Iterable[MessageReference] = ()) -> None:
-        self._refs: dict[int, MessageReference] = {r.offset: r for r in refs}
+        self._refs: dict[int, MessageReference] = {}
+        self.adopted: dict[str, OffsetIndex] = {}
+        for ref in refs:
+            if ref.stream is None:
+                self._refs[ref.offset] = ref
+            else:
+                self.stream(ref.stream)._add(ref)
         self._offsets = sorted(self._refs)
 
     def __len__(self) -> int:
         return len(self._refs)
 
     def add(self, ref: MessageReference) -> None:
+        if ref.stream is not None:
+            self.stream(ref.stream)._add(ref)
+        else:
+            self._add(ref)
+
+    def stream(self, stream: str) -> OffsetIndex:
+        """The sub-index of an adopted stream (made on first use)."""
+        index = self.adopted.get(stream)
+        if index is None:
+            index = self.adopted[stream] = OffsetIndex()
+        return index
+
+    def _add(self, ref: MessageReference) -> None:
         self._refs[ref.offset] = ref
         offsets = self._offsets
         if not offsets or offsets[-1] < ref.offset:
@@ -67,6 +89,14 @@ class OffsetIndex:
             insort(offsets, ref.offset)  # a cancelled delivery coming back
 
     def discard(self, ref: MessageReference) -> None:
+        if ref.stream is not None:
+            index = self.adopted.get(ref.stream)
+            if index is not None:
+                index._discard(ref)
+        else:
+            self._discard(ref)
+
+    def _discard(self, ref: MessageReference) -> None:
         if self._refs.get(ref.offset) is ref:
             del self._refs[ref.offset]
             # Stale offsets stay in the list until they outnumber the live ones.
@@ -76,6 +106,8 @@ class OffsetIndex:
     def clear(self) -> None:
         self._refs.clear()
         self._offsets.clear()
+        for index in self.adopted.values():
+            index.clear()
 
     def low(self) -> int | None:
         """The lowest offset held, if any."""
@@ -130,6 +162,8 @@ class StreamInfo:
 
 
 NATIVE = "native"  # the stream of the messages this node stored itself
+ADOPTED = "adopted"  # moved here by a scale-down still under way (nothing readable yet)
+SEALED = "sealed"  # moved here by a finished scale-down: readable up to its end
 ABSENT = "absent"  # a stream this node does not hold
 
 
@@ -139,7 +173,8 @@ class OffsetReading:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self._mark_records: dict[tuple[int, str], int] = {}
+        # Journal record ids of marks and sealed ends by (queue id, stream, record type).
+        self._mark_records: dict[tuple[int, str, int], int] = {}
 
     @property
     def stream(self) -> str:
@@ -159,13 +194,15 @@ class OffsetReading:
 
     def browse(self, queue: Queue, stream: str, start: int, end: int | None, limit: int) -> Browse:
         """Ready references of ``stream`` with ``start <= offset < end`` (``end`` capped at
-        the stable end), at most ``limit`` of them (-1: no limit). Nothing is taken."""
+        the stream's stable end), at most ``limit`` of them (-1: no limit). Nothing is taken."""
         self._check(queue)
-        stable = self.stable_end(queue)
         mark = queue.marks.get(stream, 0)
-        if stream != self.stream:
+        if stream == self.stream:
+            index, state, stable = queue.offset_index(), NATIVE, self.stable_end(queue)
+        elif (adopted := self._adopted(queue, stream)) is not None:
+            index, state, stable = adopted
+        else:
             return Browse([], start, start, None, mark, ABSENT)
-        index = queue.offset_index()
         stop = stable if end is None else min(end, stable)
         refs: list[MessageReference] = []
         following = max(start, stop)
@@ -174,63 +211,108 @@ class OffsetReading:
                 following = ref.offset
                 break
             refs.append(ref)
-        return Browse(refs, following, stable, index.low(), mark, NATIVE)
+        return Browse(refs, following, stable, index.low(), mark, state)
 
     def streams(self, queue: Queue) -> list[StreamInfo]:
-        """The streams of ``queue`` on this node (its own; more once scale-down adopts)."""
+        """The streams of ``queue`` on this node: its own, and those adopted from nodes
+        that scaled down to it (:mod:`.streams`)."""
         self._check(queue)
         index = queue.offset_index()
         end = self.stable_end(queue)
         low = index.low()
-        return [StreamInfo(self.stream, end if low is None else low, end, NATIVE, len(index))]
+        found = [StreamInfo(self.stream, end if low is None else low, end, NATIVE, len(index))]
+        for stream in sorted(self._adopted_streams(queue)):
+            adopted = self._adopted(queue, stream)
+            assert adopted is not None
+            sub, state, stream_end = adopted
+            sub_low = sub.low()
+            held = stream_end if sub_low is None else sub_low
+            found.append(StreamInfo(stream, held, stream_end, state, len(sub)))
+        return found
+
+    def _adopted_streams(self, queue: Queue) -> set[str]:
+        index = queue.index
+        streams = set(queue.sealed) | {s for s in queue.marks if s != self.stream}
+        if index is not None:
+            streams.update(s for s, sub in index.adopted.items() if len(sub))
+        return streams
+
+    def _adopted(self, queue: Queue, stream: str) -> tuple[OffsetIndex, str, int] | None:
+        """An adopted stream's index, state and stable end; None if this node has none.
+        Unsealed, nothing of it is readable yet: its end is its lowest offset."""
+        if stream not in self._adopted_streams(queue):
+            return None
+        index = queue.offset_index().stream(stream)
+        sealed = queue.sealed.get(stream)
+        if sealed is not None:
+            return index, SEALED, sealed
+        low = index.low()
+        return index, ADOPTED, queue.marks.get(stream, 0) if low is None else low
 
     def acknowledge_up_to(self, queue: Queue, stream: str, offset: int) -> Pending:
         """Acknowledge every ready reference of ``stream`` below ``offset`` and raise the
         queue's offset mark for it to ``offset``; cumulative and idempotent."""
         self._check(queue)
         pending = Pending()
-        if stream == self.stream:
-            refs = list(queue.offset_index().range(0, offset))
-            if refs:
-                pending = self.broker.discard(refs)
+        index = queue.offset_index()
+        if stream != self.stream:
+            index = index.stream(stream)
+        refs = list(index.range(0, offset))
+        if refs:
+            pending = self.broker.discard(refs)
         if offset > queue.marks.get(stream, -1):
             queue.marks[stream] = offset
-            pending.tickets += self._store_mark(queue, stream, offset)
+            pending.tickets += self._store(queue, stream, offset, OFFSET_MARK)
+        return pending
+
+    def seal(self, queue: Queue, stream: str, end: int, mark: int) -> Pending:
+        """A node that scaled down here moved all of ``stream`` (see :mod:`.streams`): it
+        is readable up to ``end``; its offset mark there was ``mark``."""
+        tickets = []
+        if stream != self.stream and end > queue.sealed.get(stream, -1):
+            queue.sealed[stream] = end
+            tickets += self._store(queue, stream, end, SEALED_STREAM)
+        pending = self.acknowledge_up_to(queue, stream, mark) if mark else Pending()
+        pending.tickets += tickets
         return pending
 
     def remove_marks(self, queue: Queue) -> Pending:
-        """Forget ``queue``'s offset marks: it is an ordinary queue again."""
+        """Forget ``queue``'s offset marks and sealed ends: it is an ordinary queue again
+        (adopted references stay in their streams)."""
         queue.marks.clear()
+        queue.sealed.clear()
         return Pending(tickets=self.broker.persistence.submit(self.queue_removed(queue)))
 
-    def _store_mark(self, queue: Queue, stream: str, offset: int) -> list[Ticket]:
+    def _store(self, queue: Queue, stream: str, value: int, record_type: int) -> list[Ticket]:
+        """Journal a queue's offset mark or sealed end for ``stream`` (add, then updates)."""
         persistence = self.broker.persistence
         if not queue.durable or persistence.storage is None:
             return []
-        payload = encode_offset_mark(queue.id, stream, offset)
-        key = (queue.id, stream)
+        payload = encode_offset_mark(queue.id, stream, value)
+        key = (queue.id, stream, record_type)
         record_id = self._mark_records.get(key)
         if record_id is None:
             record_id = self._mark_records[key] = persistence.next_id()
-            op = Op.add(record_id, OFFSET_MARK, payload)
+            op = Op.add(record_id, record_type, payload)
         else:
-            op = Op.update(record_id, OFFSET_MARK, payload)
+            op = Op.update(record_id, record_type, payload)
         return persistence.submit([op])
 
     def recover(
-        self, marks: Iterable[tuple[int, int, str, int]], queues: Iterable[Queue]
+        self, records: Iterable[tuple[int, int, int, str, int]], queues: Iterable[Queue]
     ) -> list[Op]:
-        """Restore the marks (record id, queue id, stream, mark) of ``queues``; returns the
-        deletes of marks whose queue is gone."""
+        """Restore the marks and sealed ends (record id, record type, queue id, stream,
+        value) of ``queues``; returns the deletes of those whose queue is gone."""
         by_id = {q.id: q for q in queues}
         gone = []
-        for record_id, queue_id, stream, mark in marks:
+        for record_id, record_type, queue_id, stream, value in records:
             queue = by_id.get(queue_id)
             if queue is None:
                 gone.append(Op.delete(record_id))
                 continue
-            queue.marks[stream] = mark
-            self._mark_records[(queue_id, stream)] = record_id
+            held = queue.sealed if record_type == SEALED_STREAM else queue.marks
+            held[stream] = value
+            self._mark_records[(queue_id, stream, record_type)] = record_id
         return gone
 
     def queue_removed(self, queue: Queue) -> list[Op]:
@@ -240,6 +322,7 @@ class OffsetReading:
 
 
 OFFSET_MARK = 18  # <QQ queue id, mark + the stream id: a queue's offset mark for a stream
+# (SEALED_STREAM, 20, in .streams, has the same layout: an adopted stream's final end)
 _MARK = struct.Struct("<QQ")
 
 

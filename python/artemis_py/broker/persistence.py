@@ -48,6 +48,7 @@ from artemis_py.broker.message import Message, decode_message, encode_message
 from artemis_py.broker.offsets import OFFSET_MARK, decode_offset_mark
 from artemis_py.broker.queue import Queue, QueueSpec
 from artemis_py.broker.routing.post_office import Address
+from artemis_py.broker.streams import OFFSET_FROM_BYTES, SEALED_STREAM
 from artemis_py.config import RoutingType
 from artemis_py.storage import Op
 
@@ -100,6 +101,7 @@ MESSAGES_RECORD_NAMES = {
     PAGE_COMPLETE: "PAGE_COMPLETE",
     PAGE_TX: "PAGE_TX",
     OFFSET_MARK: "OFFSET_MARK",
+    SEALED_STREAM: "SEALED_STREAM",
     LARGE_MESSAGE_RECORD: "LARGE_MESSAGE",
     LARGE_PAGE_REF: "LARGE_PAGE_REF",
 }
@@ -125,7 +127,8 @@ class RecoveredState:
     addresses: list[Address] = field(default_factory=list)
     queues: list[QueueSpec] = field(default_factory=list)
     # queue id -> [(message, delivery count, offset)] in offset order
-    messages_by_queue: dict[int, list[tuple[Message, int, int]]] = field(default_factory=dict)
+    # queue id -> (message, delivery count, offset, stamped by a scale-down: .streams)
+    messages_by_queue: dict[int, list[tuple[Message, int, int, bool]]] = field(default_factory=dict)
     # (record id, duplicate id) of the duplicate-id cache
     duplicate_ids: list[tuple[int, bytes]] = field(default_factory=list)
     # (record id, payload) of the client sends' duplicate ids (decoded by duplicate_cache)
@@ -135,8 +138,8 @@ class RecoveredState:
     page_acks: list[tuple[int, int, int, int, str]] = field(default_factory=list)
     page_completes: list[tuple[int, int, int, str]] = field(default_factory=list)
     page_txs: dict[int, int] = field(default_factory=dict)
-    # offset marks: (record id, queue id, stream, mark)
-    offset_marks: list[tuple[int, int, str, int]] = field(default_factory=list)
+    # offset marks and sealed ends: (record id, record type, queue id, stream, value)
+    offset_marks: list[tuple[int, int, int, str, int]] = field(default_factory=list)
 
 
 def page_ack_op(
@@ -630,10 +633,10 @@ class Persistence:
             if record.record_type == PAGE_TX:
                 state.page_txs[decode_page_tx(record.payload)] = record.id
                 continue
-            if record.record_type == OFFSET_MARK:
+            if record.record_type in (OFFSET_MARK, SEALED_STREAM):
                 payload = record.updates[-1].payload if record.updates else record.payload
                 queue_id, stream, mark = decode_offset_mark(payload)
-                state.offset_marks.append((record.id, queue_id, stream, mark))
+                state.offset_marks.append((record.id, record.record_type, queue_id, stream, mark))
                 continue
             if record.record_type == LARGE_PAGE_REF:
                 if not self.large.recover_page_ref(record.id, record.payload):
@@ -668,9 +671,10 @@ class Persistence:
                 gone_files += self.large.forget([record.id])
                 continue
             message.ref_count = len(live)
+            stamped = OFFSET_FROM_BYTES in record.payload  # moved here by a scale-down
             for qid in live:
                 state.messages_by_queue.setdefault(qid, []).append(
-                    (message, counts.get(qid, 0), offsets[qid])
+                    (message, counts.get(qid, 0), offsets[qid], stamped)
                 )
             for qid, n in refs.items():
                 if n > 0 and qid not in queue_ids:  # its queue is gone
@@ -685,5 +689,5 @@ class Persistence:
         return highest
 
 
-def _offset_of(ref: tuple[Message, int, int]) -> int:
+def _offset_of(ref: tuple[Message, int, int, bool]) -> int:
     return ref[2]

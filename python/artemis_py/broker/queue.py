@@ -94,6 +94,8 @@ class Queue:
         # Offset marks by stream: how far readers by offset acknowledged (a queue with a
         # mark is owned by such a reader).
         self.marks: dict[str, int] = {}
+        # Final ends of streams adopted from nodes that scaled down here (.streams).
+        self.sealed: dict[str, int] = {}
         self._next_consumer = 0
         self._in_deliver = False
         self._redeliver = False

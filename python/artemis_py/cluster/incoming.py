@@ -30,6 +30,7 @@ from artemis_py.broker.message import decode_message
 from artemis_py.broker.pending import Pending, settle_in_order
 from artemis_py.cluster.retry import LogBackoff, unlogged
 from artemis_py.cluster.scale_down import create_queues
+from artemis_py.cluster.streams import seal_streams
 from artemis_py.cluster.topology import connector
 from artemis_py.exceptions import StorageError
 from artemis_py.protocol import cluster as wire
@@ -159,6 +160,8 @@ class IncomingLinks:
             create_queues(cluster, event, link.peer)
         elif isinstance(event, wire.Leaving):
             cluster.neighbour_scaled_down(event, link)
+        elif isinstance(event, wire.Sealed):
+            return seal_streams(cluster, event, link.peer)
         else:
             log.debug("cluster %s: ignoring %r from %s", cluster.name, event, link.peer)
         return None

@@ -63,8 +63,10 @@ from artemis_py.broker.filter import FilterSyntaxError
 from artemis_py.broker.message import ROUTE_TO_PREFIX
 from artemis_py.broker.pending import durable
 from artemis_py.broker.routing import is_internal
+from artemis_py.broker.streams import stamp
 from artemis_py.cluster.bridge import duplicate_id
 from artemis_py.cluster.client_ids import farewells
+from artemis_py.cluster.streams import seal
 from artemis_py.config import RoutingType
 from artemis_py.exceptions import StorageError
 from artemis_py.protocol import cluster as wire
@@ -172,6 +174,7 @@ async def _scale_down(connection: ClusterConnection, report: ScaleDownReport) ->
             await _move_all(connection, target, report)
             await _wait_delivered(connection, target)
             if not _held(connection):
+                seal(connection, target)
                 break
     except ScaleDownError as exc:
         report.problem = str(exc)
@@ -372,6 +375,8 @@ async def _move_all(connection: ClusterConnection, target: str, report: ScaleDow
         for queue in _movable(connection):
             if queue.name in has:
                 for ref in list(queue.messages):
+                    if queue.marks or ref.stream is not None:  # read by offset: keep it
+                        stamp(ref, connection.node_id)
                     await mover.add(ref, [(sf_queue, [queue.name])], queue.name)
         departed = [
             (node_id, route)

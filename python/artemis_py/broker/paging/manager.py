@@ -34,6 +34,7 @@ from artemis_py.broker.paging.address import (
 )
 from artemis_py.broker.paging.cursor import PageCursor
 from artemis_py.broker.pending import durable
+from artemis_py.broker.streams import adopt
 from artemis_py.exceptions import StorageError
 
 if TYPE_CHECKING:
@@ -69,6 +70,7 @@ class Placement:
     paged: list[tuple[AddressPaging, list[Queue]]] = field(default_factory=list)
     wait: Callable[[], Awaitable[object]] | None = None
     offset: int = 0
+    adopt: str | None = None  # this node's id when the message may keep a moved offset
 
     def enqueue(self, message: Message) -> None:
         """The send is durable: ``message`` reaches its queues in memory."""
@@ -81,6 +83,8 @@ class Placement:
             for queue in queues:
                 queue.arriving.discard(offset)
                 ref = MessageReference(message, queue, 0, offset)
+                if self.adopt is not None:
+                    adopt(ref, self.adopt)
                 ref.held = share
                 queue.add(ref)
 

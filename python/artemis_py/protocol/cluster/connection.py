@@ -25,7 +25,7 @@ receives Reject gets it as an event. Before ``Established`` only handshake frame
 may arrive, and frames are limited to 64 KiB, so an unauthenticated peer cannot make us
 buffer ``max_frame_size`` bytes.
 
-*Roles.* Message and CreateQueues are client-to-server only; Confirm, Bindings, Consumers
+*Roles.* Message, CreateQueues and Sealed are client-to-server only; Confirm, Bindings, Consumers
 and Status are server-to-client only; Ping, Topology, Leaving and Error go either way. A
 violation is a :class:`LocalProtocolError` in :meth:`Connection.send` and a
 :class:`RemoteProtocolError` in :meth:`Connection.next_event`, detected from the 5-byte frame
@@ -133,7 +133,7 @@ class HandshakeError(RemoteProtocolError):
 _EITHER: Final = frozenset({_T.ERROR, _T.PING, _T.TOPOLOGY, _T.LEAVING})
 #: Frames each role may send at all (the handshake ones included).
 _FROM: Final = {
-    Role.CLIENT: _EITHER | {_T.HELLO, _T.AUTH, _T.MESSAGE, _T.CREATE_QUEUES},
+    Role.CLIENT: _EITHER | {_T.HELLO, _T.AUTH, _T.MESSAGE, _T.CREATE_QUEUES, _T.SEALED},
     Role.SERVER: _EITHER
     | {_T.CHALLENGE, _T.WELCOME, _T.REJECT, _T.CONFIRM, _T.BINDINGS, _T.CONSUMERS, _T.STATUS},
 }

@@ -10,7 +10,7 @@ Who sends what (enforced by the connection, both when sending and when receiving
 * handshake: :class:`Hello` and :class:`Auth` (client), :class:`Challenge`,
   :class:`Welcome` and :class:`Reject` (server) -- produced and consumed by the connection
   itself, never passed to ``send()``;
-* client only: :class:`Message`, :class:`CreateQueues`;
+* client only: :class:`Message`, :class:`CreateQueues`, :class:`Sealed`;
 * server only: :class:`Confirm`, :class:`Bindings`, :class:`Consumers`, :class:`Status`;
 * either side: :class:`Ping`, :class:`Topology`, :class:`Leaving`, :class:`Error`.
 """
@@ -79,6 +79,7 @@ class FrameType(enum.IntEnum):
     STATUS = 11
     LEAVING = 12
     CREATE_QUEUES = 13
+    SEALED = 14
     MESSAGE = 0x20
     CONFIRM = 0x21
 
@@ -302,6 +303,26 @@ class CreateQueues:
     queues: tuple[NewQueue, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class SealedStream:
+    """A stream of a queue that a node scaling down moved completely: its final stable
+    ``end`` and the queue's offset ``mark`` for it (0: none)."""
+
+    queue: str
+    stream: str
+    end: int
+    mark: int
+
+
+@dataclass(frozen=True, slots=True)
+class Sealed:
+    """C->S: a node scaling down to the receiver has moved, and seen confirmed, every
+    message of these streams (sent last; :mod:`artemis_py.broker.streams`)."""
+
+    TYPE: ClassVar[FrameType] = FrameType.SEALED
+    streams: tuple[SealedStream, ...]
+
+
 @dataclass(frozen=True, slots=True, repr=False)
 class Message:
     """C->S, binary: one message to route to ``targets`` (binding names on the receiver).
@@ -350,6 +371,7 @@ Frame: TypeAlias = (
     | Confirm
     | Message
     | CreateQueues
+    | Sealed
 )
 
 
@@ -405,6 +427,7 @@ Event: TypeAlias = (
     | Confirm
     | Message
     | CreateQueues
+    | Sealed
 )
 """What ``next_event`` returns besides :data:`NEED_DATA` (handshake frames are answered by
 the connection itself and never returned)."""

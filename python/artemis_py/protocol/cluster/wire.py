@@ -56,6 +56,8 @@ from artemis_py.protocol.cluster.frames import (
     NewQueue,
     Ping,
     Reject,
+    Sealed,
+    SealedStream,
     Status,
     Topology,
     Welcome,
@@ -259,6 +261,14 @@ _NEW_QUEUE: Final[_Schema] = (
 
 _ADDRESS_IDS: Final[_Schema] = (("address", _text), ("ids", _array(_text)))
 
+_offset = _integer(0, 2**63 - 1)
+_SEALED_STREAM: Final[_Schema] = (
+    ("queue", _text),
+    ("stream", _text),
+    ("end", _offset),
+    ("mark", _offset),
+)
+
 #: Frame class -> the schema of its JSON body, in field order.
 _JSON_FRAMES: Final[dict[type, _Schema]] = {
     Hello: (
@@ -300,6 +310,7 @@ _JSON_FRAMES: Final[dict[type, _Schema]] = {
         ("client_ids", _array(_record(AddressIds, _ADDRESS_IDS))),
     ),
     CreateQueues: (("queues", _array(_record(NewQueue, _NEW_QUEUE))),),
+    Sealed: (("streams", _array(_record(SealedStream, _SEALED_STREAM))),),
 }
 #: Fields added after version 1 of the protocol, which a frame may lack (dataclass default).
 _OPTIONAL: Final[dict[type, frozenset[str]]] = {Leaving: frozenset({"received", "client_ids"})}
@@ -314,6 +325,8 @@ def _plain(value: Any) -> Any:
         return {name: getattr(value, name) for name, _ in _BINDING}
     if type(value) is NewQueue:
         return {name: getattr(value, name) for name, _ in _NEW_QUEUE}
+    if type(value) is SealedStream:
+        return {name: getattr(value, name) for name, _ in _SEALED_STREAM}
     if type(value) is AddressIds:
         return {name: _plain(getattr(value, name)) for name, _ in _ADDRESS_IDS}
     if type(value) is tuple or type(value) is list:

@@ -42,6 +42,7 @@ from artemis_py.broker.pending import Pending
 from artemis_py.broker.queue import MaxConsumersReachedError, Queue
 from artemis_py.broker.routing import split_fqqn
 from artemis_py.broker.security import Authenticator
+from artemis_py.broker.streams import OFFSET_FROM
 from artemis_py.config import AcceptorConfig, RoutingType
 from artemis_py.exceptions import StorageError
 from artemis_py.protocol.stomp import Connection as StompCodec
@@ -323,6 +324,8 @@ class StompSession:
         except ValueError as exc:
             raise StompError(f"invalid priority or expires header: {exc}") from exc
         properties = tuple((k, v) for k, v in headers if k not in _CONTROL_HEADERS)
+        if OFFSET_FROM in first:  # only a scale-down may say where a message stood
+            properties = tuple(p for p in properties if p[0] != OFFSET_FROM)
         message = self.broker.new_message(
             target.address,
             body=frame.body,
