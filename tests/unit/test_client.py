@@ -29,7 +29,7 @@ from artemis_py.client import (
     open_stomp_connection_over,
 )
 from artemis_py.client.testing import ScriptedStompServer
-from artemis_py.protocol.stomp import Frame, LocalProtocolError
+from artemis_py.protocol.stomp import Command, Frame, LocalProtocolError
 
 
 def start(
@@ -571,6 +571,28 @@ async def test_transactions(nursery: trio.Nursery) -> None:
     assert all(
         f.get("receipt") for f in server.frames if f.command != "SEND" and f.command != "CONNECT"
     )
+
+
+async def test_commit_returns_its_receipt_frame(nursery: trio.Nursery) -> None:
+    async def mark_duplicate(server: ScriptedStompServer, frame: Frame) -> bool:
+        if frame.command != "COMMIT" or frame.get("transaction") != "again":
+            return False
+        receipt = (("receipt-id", frame.get("receipt", "")), ("duplicate", "true"))
+        await server.send_frame(Frame(Command.RECEIPT, receipt))
+        return True
+
+    server = ScriptedStompServer(on_frame=mark_duplicate)
+    async with start(nursery, server) as conn:
+        first = await conn.begin()
+        accepted = await conn.commit(first)
+        await conn.begin("again")
+        duplicate = await conn.commit("again")
+        await conn.begin("quiet")
+        unasked = await conn.commit("quiet", receipt=False)
+    assert accepted is not None and accepted.get("duplicate") is None
+    assert duplicate is not None and duplicate.get("duplicate") == "true"
+    assert duplicate.get("receipt-id") == server.received("COMMIT")[1].get("receipt")
+    assert unasked is None
 
 
 # -- DISCONNECT and closing --------------------------------------------------------------------
