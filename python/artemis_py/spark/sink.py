@@ -72,6 +72,7 @@ __all__ = [
     "ArtemisWriter",
     "SinkCommitMessage",
     "SinkPlan",
+    "send_partition",
     "write_partition",
 ]
 
@@ -202,6 +203,13 @@ def write_partition(
     plan: SinkPlan, partition: int, duplicate_id: str, rows: Iterable[Sequence[Any]]
 ) -> SinkCommitMessage:
     """Send ``rows`` as one transaction to the partition's home node (see the module doc)."""
+    return call(lambda: send_partition(plan, partition, duplicate_id, rows))
+
+
+async def send_partition(
+    plan: SinkPlan, partition: int, duplicate_id: str, rows: Iterable[Sequence[Any]]
+) -> SinkCommitMessage:
+    """:func:`write_partition` inside a Trio event loop."""
     options = plan.options
     messages = (
         outgoing_message(
@@ -219,12 +227,8 @@ def write_partition(
         return SinkCommitMessage(partition, 0, False)
     replay = _Replay(_chain(first, messages))
     url = home_url(options.urls, partition)
-
-    async def send() -> SinkCommitMessage:
-        sent, duplicate = await _send_with_retries(plan, url, partition, replay)
-        return SinkCommitMessage(partition, sent, duplicate)
-
-    return call(send)
+    sent, duplicate = await _send_with_retries(plan, url, partition, replay)
+    return SinkCommitMessage(partition, sent, duplicate)
 
 
 def _chain(first: Outgoing, rest: Iterator[Outgoing]) -> Iterator[Outgoing]:
