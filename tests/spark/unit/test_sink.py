@@ -169,8 +169,11 @@ async def test_an_empty_partition_connects_to_nothing() -> None:
     assert result == SinkCommitMessage(partition=5, rows=0, duplicate=False)
 
 
-def test_the_commit_message_survives_pickling() -> None:
+def test_commit_messages_and_errors_survive_pickling() -> None:
+    # Spark pickles both from its Python workers to the driver.
     import pickle
 
     message = SinkCommitMessage(partition=1, rows=10, duplicate=True)
     assert pickle.loads(pickle.dumps(message)) == message
+    error = pickle.loads(pickle.dumps(SinkError("partition 1, row 2: body is null")))
+    assert isinstance(error, SinkError) and str(error) == "partition 1, row 2: body is null"
