@@ -29,7 +29,7 @@ from artemis_py.client import (
     open_stomp_connection_over,
 )
 from artemis_py.client.testing import ScriptedStompServer
-from artemis_py.protocol.stomp import Frame, LocalProtocolError
+from artemis_py.protocol.stomp import Command, Frame, LocalProtocolError
 
 
 def start(
@@ -177,7 +177,7 @@ async def test_heartbeats_are_sent_while_idle(
         assert 4 <= server.heartbeats_received <= 6
         # Frames count as heart-beats: a busy connection sends no extra EOLs.
         before = server.heartbeats_received
-        for _ in range(20):
+        for _ in range(100):
             await conn.send("/queue/q", b"x", receipt=False)
             await trio.sleep(0.25)
         assert server.heartbeats_received == before
@@ -573,6 +573,28 @@ async def test_transactions(nursery: trio.Nursery) -> None:
     )
 
 
+async def test_commit_returns_its_receipt_frame(nursery: trio.Nursery) -> None:
+    async def mark_duplicate(server: ScriptedStompServer, frame: Frame) -> bool:
+        if frame.command != "COMMIT" or frame.get("transaction") != "again":
+            return False
+        receipt = (("receipt-id", frame.get("receipt", "")), ("duplicate", "true"))
+        await server.send_frame(Frame(Command.RECEIPT, receipt))
+        return True
+
+    server = ScriptedStompServer(on_frame=mark_duplicate)
+    async with start(nursery, server) as conn:
+        first = await conn.begin()
+        accepted = await conn.commit(first)
+        await conn.begin("again")
+        duplicate = await conn.commit("again")
+        await conn.begin("quiet")
+        unasked = await conn.commit("quiet", receipt=False)
+    assert accepted is not None and accepted.get("duplicate") is None
+    assert duplicate is not None and duplicate.get("duplicate") == "true"
+    assert duplicate.get("receipt-id") == server.received("COMMIT")[1].get("receipt")
+    assert unasked is None
+
+
 # -- DISCONNECT and closing --------------------------------------------------------------------
 
 
@@ -656,6 +678,33 @@ async def test_over_a_real_tcp_socket(nursery: trio.Nursery) -> None:
         "ACK",
         "DISCONNECT",
     ]
+
+
+async def refuse_the_first_send(stream: trio.SocketStream) -> None:
+    """A server that refuses a SEND by its headers, as a node refuses an oversized body:
+    ERROR, then close with the body unread (so the client's writes meet a reset)."""
+    received = b""
+    while b"\x00" not in received:  # CONNECT
+        received += await stream.receive_some(65536)
+    await stream.send_all(b"CONNECTED\nversion:1.2\n\n\x00")
+    while b"SEND\n" not in received or b"\n\n" not in received.split(b"SEND\n", 1)[1]:
+        received += await stream.receive_some(65536)
+    await stream.send_all(b"ERROR\nmessage:frame body too large\n\n\x00")
+    stream.socket.close()
+
+
+async def test_a_refusal_is_not_hidden_by_the_reset_that_follows_it(
+    nursery: trio.Nursery,
+) -> None:
+    listener = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+    port = listener.socket.getsockname()[1]
+    nursery.start_soon(trio.serve_listeners, refuse_the_first_send, [listener])
+    # Which of the ERROR and the reset the client sees first is a race: run it often.
+    for _ in range(100):
+        with pytest.raises(StompServerError, match="frame body too large"):
+            async with open_stomp_connection("127.0.0.1", port) as conn:
+                for _ in range(3):
+                    await conn.send("/queue/q", b"x" * 2_000_000, receipt=False)
 
 
 async def test_connection_refused_is_an_os_error() -> None:

@@ -165,18 +165,21 @@ class ClientConnection:
         *,
         receipt: bool,
         wait: bool = True,
-    ) -> None:
+    ) -> Frame | None:
+        """Write the request; with ``receipt`` and ``wait``, return its RECEIPT frame."""
         if not receipt:
             await self._write_frame(Frame(command, tuple(headers), body))
-            return
+            return None
         if not wait:
             await self._receipts.wait_for_window()
         # No checkpoint between the window check and the registration in _write_frame.
         pending = self._receipts.new()
         headers.append(("receipt", pending.id))
         await self._write_frame(Frame(command, tuple(headers), body), pending)
-        if wait:
-            await self._receipts.wait(pending)
+        if not wait:
+            return None
+        await self._receipts.wait(pending)
+        return pending.frame
 
     # -- opening -------------------------------------------------------------------------
 
@@ -325,9 +328,14 @@ class ClientConnection:
         await self._request(Command.BEGIN, [("transaction", tx)], receipt=receipt)
         return tx
 
-    async def commit(self, transaction: str, *, receipt: bool = True) -> None:
-        """Commit ``transaction``: its sends are routed and its acks applied, atomically."""
-        await self._request(Command.COMMIT, [("transaction", transaction)], receipt=receipt)
+    async def commit(self, transaction: str, *, receipt: bool = True) -> Frame | None:
+        """Commit ``transaction``: its sends are routed and its acks applied, atomically.
+
+        Returns the RECEIPT frame (None with ``receipt=False``). artemis-py marks it
+        ``duplicate:true`` when the node ignored the whole transaction because a message's
+        ``_AMQ_DUPL_ID`` was already accepted (docs/duplicate-detection.md).
+        """
+        return await self._request(Command.COMMIT, [("transaction", transaction)], receipt=receipt)
 
     async def abort(self, transaction: str, *, receipt: bool = True) -> None:
         """Roll ``transaction`` back."""

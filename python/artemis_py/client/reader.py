@@ -105,7 +105,10 @@ class FrameReceiver:
             self._subscriptions.deliver(frame)
         elif command == Command.RECEIPT:
             receipt_id = frame.get("receipt-id", "")
-            if self._receipts.resolve(receipt_id) and receipt_id == self._state.disconnect_receipt:
+            if (
+                self._receipts.resolve(receipt_id, frame)
+                and receipt_id == self._state.disconnect_receipt
+            ):
                 self._state.closed = True  # before the server's close of the socket is read
         elif command == Command.ERROR:
             self._state.fail(StompServerError.from_frame(frame))

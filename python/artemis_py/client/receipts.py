@@ -18,6 +18,7 @@ import trio
 
 from artemis_py.client.errors import ClientError
 from artemis_py.client.state import ConnectionState
+from artemis_py.protocol.stomp import Frame
 
 __all__ = ["Receipt", "ReceiptTable"]
 
@@ -25,18 +26,21 @@ log = logging.getLogger("artemis_py.client")
 
 
 class Receipt:
-    """One requested receipt: resolved by its RECEIPT frame, or failed with the connection."""
+    """One requested receipt: resolved by its RECEIPT frame (kept in ``frame``: a server may
+    say more in its headers, e.g. ``duplicate:true``), or failed with the connection."""
 
-    __slots__ = ("error", "event", "id")
+    __slots__ = ("error", "event", "frame", "id")
 
     def __init__(self, receipt_id: str) -> None:
         self.id = receipt_id
         self.event = trio.Event()
         self.error: ClientError | None = None
+        self.frame: Frame | None = None
 
-    def resolve(self, error: ClientError | None = None) -> None:
+    def resolve(self, error: ClientError | None = None, frame: Frame | None = None) -> None:
         if not self.event.is_set():
             self.error = error
+            self.frame = frame
             self.event.set()
 
 
@@ -70,13 +74,13 @@ class ReceiptTable:
             del self._pending[receipt.id]
             self._wake_window()
 
-    def resolve(self, receipt_id: str) -> bool:
-        """A RECEIPT arrived: wake its waiter. False if nobody asked for it."""
+    def resolve(self, receipt_id: str, frame: Frame | None = None) -> bool:
+        """A RECEIPT (``frame``) arrived: wake its waiter. False if nobody asked for it."""
         receipt = self._pending.pop(receipt_id, None)
         if receipt is None:
             log.debug("ignoring a RECEIPT nobody asked for: %r", receipt_id)
             return False
-        receipt.resolve()
+        receipt.resolve(frame=frame)
         self._wake_window()
         return True
 

@@ -27,6 +27,8 @@ from artemis_py.protocol.stomp import Connection, Frame, LocalProtocolError
 
 __all__ = ["FrameWriter"]
 
+_ERROR_GRACE = 1.0  # seconds the reader gets, after a failed write, to read an ERROR frame
+
 
 class _Batch:
     """Encoded frames that go out in one ``send_all``; their writers wait for ``sent``."""
@@ -97,12 +99,17 @@ class FrameWriter:
             try:
                 await self._stream.send_all(b"".join(batch.chunks))
             except TRANSPORT_ERRORS as exc:
-                batch.failed = self._batch.failed = True
-                self._batch.sent.set()  # frames queued behind the failed send fail with it
-                self._batch = _Batch()
+                # A server that refuses a frame sends ERROR and closes; the rest of our bytes
+                # then meet a reset. The ERROR says why: give the reader a moment to read it
+                # before the failure is recorded as a lost connection.
+                with trio.move_on_after(_ERROR_GRACE):
+                    await self._state.finished.wait()
                 self._state.fail(
                     ConnectionLostError(f"connection to the server lost: {describe(exc)}"), exc
                 )
+                batch.failed = self._batch.failed = True
+                self._batch.sent.set()  # frames queued behind the failed send fail with it
+                self._batch = _Batch()
                 return
             finally:
                 batch.sent.set()

@@ -9,7 +9,7 @@ are no option at all, :meth:`~ArtemisDataSource.schema` (run by ``load()``) chec
 options fully, and the writer methods check a write's options and columns in the driver,
 before any task. So a wrong option fails ``load()``, ``save()`` or ``start()`` naming it.
 
-Not yet (issue 16, S9 and S10): the readers and writers themselves; they raise
+The writers are :mod:`.sink`'s. Not yet (issue 16, S9): the readers; they raise
 :class:`NotImplementedError` after the checks.
 """
 
@@ -28,7 +28,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from artemis_py.spark.errors import ConnectorError, SchemaError
+from artemis_py.spark.errors import ConnectorError, OptionError, SchemaError
 from artemis_py.spark.options import (
     SINK_OPTIONS,
     SOURCE_OPTIONS,
@@ -39,6 +39,7 @@ from artemis_py.spark.options import (
     parse_source_options,
 )
 from artemis_py.spark.schema import SOURCE_SCHEMA, SOURCE_SIMPLE_STRING
+from artemis_py.spark.sink import ArtemisStreamWriter, ArtemisWriter, SinkPlan
 from artemis_py.spark.sink_rules import SinkColumns, check_sink_schema
 
 
@@ -84,12 +85,14 @@ class ArtemisDataSource(DataSource):
         raise NotImplementedError("the artemis stream reader is not implemented yet")
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        self.sink_columns(schema)
-        raise NotImplementedError("the artemis batch writer is not implemented yet")
+        plan = self.sink_plan(schema)
+        if overwrite:
+            # Messages already sent cannot be taken back: a queue is appended to, never replaced.
+            raise OptionError("mode overwrite is not supported: the artemis sink only appends")
+        return ArtemisWriter(plan)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        self.sink_columns(schema)
-        raise NotImplementedError("the artemis stream writer is not implemented yet")
+        return ArtemisStreamWriter(self.sink_plan(schema))
 
     # -- checks shared with the readers and writers ------------------------------------------
 
@@ -101,9 +104,13 @@ class ArtemisDataSource(DataSource):
 
     def sink_columns(self, schema: StructType) -> SinkColumns:
         """The write's options and its rows' columns, checked together."""
+        return self.sink_plan(schema).columns
+
+    def sink_plan(self, schema: StructType) -> SinkPlan:
+        """The write's checked options and columns, as the writers take them."""
         options = self.sink_options()
         fields = [(field.name, field.dataType.simpleString()) for field in schema.fields]
-        return check_sink_schema(fields, destination=options.destination)
+        return SinkPlan(options, check_sink_schema(fields, destination=options.destination))
 
     @staticmethod
     def _check_read_schema(schema: StructType) -> None:

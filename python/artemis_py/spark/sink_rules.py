@@ -12,25 +12,43 @@
   by the node's duplicate cache and ignored whole.
 * :func:`home_url`: the node a partition's task sends to, fixed so a re-run meets the same
   duplicate cache.
+* :func:`outgoing_message`: one row as the SEND that carries it. A row the sink cannot send
+  (a null body, no destination, a header the sink sets itself) is a :class:`SinkError`
+  naming the partition and the row (counted from 1).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
+from artemis_py.client.destination import stomp_destination
 from artemis_py.client.url import BrokerUrl
-from artemis_py.spark.errors import SchemaError
+from artemis_py.spark.errors import ConnectorError, SchemaError
 
 __all__ = [
+    "DUPLICATE_ID_HEADER",
+    "RESERVED_HEADERS",
     "SINK_COLUMN_TYPES",
+    "Outgoing",
     "SinkColumns",
+    "SinkError",
     "batch_duplicate_id",
     "check_sink_schema",
     "home_url",
+    "outgoing_message",
     "stream_duplicate_id",
 ]
+
+# Artemis's duplicate-detection property (docs/duplicate-detection.md).
+DUPLICATE_ID_HEADER: Final = "_AMQ_DUPL_ID"
+
+# Headers a row's map may not set: the frame's own (the sink sets them) and the duplicate id,
+# which must be the partition's on every message for a re-run to be ignored whole.
+RESERVED_HEADERS: Final = frozenset(
+    {"destination", "transaction", "receipt", "content-length", DUPLICATE_ID_HEADER.lower()}
+)
 
 # Column -> the Spark types it may have (as `DataType.simpleString()` spells them).
 SINK_COLUMN_TYPES: Final = {
@@ -82,6 +100,77 @@ def check_sink_schema(fields: Sequence[tuple[str, str]], *, destination: str | N
         headers=positions.get("headers"),
         destination=positions.get("destination"),
     )
+
+
+class SinkError(ConnectorError):
+    """A partition could not be written: a row the sink cannot send, or a node refused it.
+
+    The message names the partition (and the row, counted from 1, when one is to blame);
+    nothing of that partition was stored.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One row as a SEND: STOMP destination, body (``str``: a text message) and headers."""
+
+    destination: str
+    body: bytes | str
+    headers: dict[str, str]
+
+    @property
+    def size(self) -> int:
+        """The body's size in bytes on the wire."""
+        return len(self.body.encode("utf-8")) if isinstance(self.body, str) else len(self.body)
+
+
+def outgoing_message(
+    row: Sequence[Any],
+    columns: SinkColumns,
+    *,
+    destination: str | None,
+    persistent: bool,
+    duplicate_id: str,
+    where: str,
+) -> Outgoing:
+    """The SEND for ``row`` (positions from ``columns``); ``destination`` and ``persistent``
+    are the options, ``where`` names the row in errors (``partition 2, row 7``).
+
+    A row's ``persistent`` header overrides the option; null header values are left out.
+    """
+    body = row[columns.body]
+    if body is None:
+        raise SinkError(f"{where}: body is null")
+    if not isinstance(body, str):
+        body = bytes(body)
+    target = row[columns.destination] if columns.destination is not None else None
+    if target is None:
+        target = destination
+    if target is None:
+        raise SinkError(f"{where}: destination is null and option destination is not set")
+    try:
+        stomp_target = stomp_destination(target)
+    except ValueError as exc:
+        raise SinkError(f"{where}: {exc}") from None
+    headers = {"persistent": "true"} if persistent else {}
+    given = row[columns.headers] if columns.headers is not None else None
+    if given is not None:
+        own = _row_headers(given, where)
+        if any(name.lower() == "persistent" for name in own):
+            headers.clear()  # the row's own persistent header, however it spells it, wins
+        headers.update(own)
+    headers[DUPLICATE_ID_HEADER] = duplicate_id
+    return Outgoing(stomp_target, body, headers)
+
+
+def _row_headers(given: Mapping[str, str | None], where: str) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for name, value in given.items():
+        if name.lower() in RESERVED_HEADERS:
+            raise SinkError(f"{where}: header {name} is set by the sink, not by a row")
+        if value is not None:
+            headers[name] = value
+    return headers
 
 
 def stream_duplicate_id(query_id: str, batch_id: int, partition: int) -> str:

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from artemis_py.client.url import BrokerUrl
 from artemis_py.spark.errors import SchemaError
 from artemis_py.spark.sink_rules import (
+    Outgoing,
     SinkColumns,
+    SinkError,
     batch_duplicate_id,
     check_sink_schema,
     home_url,
+    outgoing_message,
     stream_duplicate_id,
 )
 
@@ -98,3 +103,69 @@ def test_home_url_is_fixed_per_partition() -> None:
     assert [home_url(urls, p).host for p in range(7)] == ["a", "b", "c", "a", "b", "c", "a"]
     with pytest.raises(ValueError):
         home_url((), 0)
+
+
+# -- rows as SENDs ------------------------------------------------------------------------------
+
+ALL = SinkColumns(body=0, body_is_text=False, headers=1, destination=2)
+
+
+def outgoing(row: tuple[object, ...], columns: SinkColumns = ALL, **options: object) -> Outgoing:
+    settings: dict[str, Any] = {"destination": "fallback", "persistent": True, **options}
+    return outgoing_message(
+        row, columns, duplicate_id="spark:w:3", where="partition 3, row 9", **settings
+    )
+
+
+def test_a_row_becomes_a_send() -> None:
+    message = outgoing((bytearray(b"\x00\xff"), {"k": "v", "skip": None}, "queue://orders"))
+    assert message == Outgoing(
+        "/queue/orders",
+        b"\x00\xff",
+        {"persistent": "true", "k": "v", "_AMQ_DUPL_ID": "spark:w:3"},
+    )
+    assert isinstance(message.body, bytes) and message.size == 2
+
+
+def test_text_bodies_the_destination_option_and_persistence() -> None:
+    columns = SinkColumns(body=0, body_is_text=True, headers=None, destination=None)
+    message = outgoing(("é",), columns, persistent=False)
+    assert message == Outgoing("fallback", "é", {"_AMQ_DUPL_ID": "spark:w:3"})
+    assert message.size == 2  # UTF-8 bytes on the wire
+    # A null destination column falls back to the option.
+    assert outgoing((b"x", None, None)).destination == "fallback"
+
+
+def test_a_rows_own_persistent_header_wins() -> None:
+    message = outgoing((b"x", {"Persistent": "false"}, "q"))
+    assert message.headers == {"Persistent": "false", "_AMQ_DUPL_ID": "spark:w:3"}
+
+
+@pytest.mark.parametrize(
+    ("row", "options", "expected"),
+    [
+        ((None, None, "q"), {}, "partition 3, row 9: body is null"),
+        (
+            (b"x", None, None),
+            {"destination": None},
+            "partition 3, row 9: destination is null and option destination is not set",
+        ),
+        ((b"x", None, "bogus://q"), {}, "partition 3, row 9: unknown destination type"),
+        (
+            (b"x", {"_amq_dupl_id": "mine"}, "q"),
+            {},
+            "partition 3, row 9: header _amq_dupl_id is set by the sink, not by a row",
+        ),
+        (
+            (b"x", {"transaction": "t"}, "q"),
+            {},
+            "partition 3, row 9: header transaction is set by the sink, not by a row",
+        ),
+    ],
+)
+def test_rows_the_sink_cannot_send(
+    row: tuple[object, ...], options: dict[str, object], expected: str
+) -> None:
+    with pytest.raises(SinkError) as info:
+        outgoing(row, **options)
+    assert str(info.value).startswith(expected)
