@@ -202,9 +202,7 @@ def start_error(spark: Any, options: dict[str, str], checkpoint: Path) -> str:
     return our_error(info.value)
 
 
-def test_a_queue_missing_everywhere_is_named(
-    spark: Any, three: Cluster, tmp_path: Path
-) -> None:
+def test_a_queue_missing_everywhere_is_named(spark: Any, three: Cluster, tmp_path: Path) -> None:
     queue = unique("missing")
     message = start_error(spark, {"url": urls(three), "queue": queue}, tmp_path / "c")
     ids = node_ids(three)
@@ -221,9 +219,7 @@ def test_a_node_down_at_start_is_named_after_node_timeout(
     url = f"{urls(three)},tcp://127.0.0.1:{port}"
     options = {"url": url, "queue": queue, "nodeTimeoutMs": "300"}
     message = start_error(spark, options, tmp_path / "c")
-    assert message.startswith(
-        f"NodeUnreachableError: node tcp://127.0.0.1:{port} is not reachable"
-    )
+    assert message.startswith(f"NodeUnreachableError: node tcp://127.0.0.1:{port} is not reachable")
     assert "nodeTimeoutMs=300" in message
     assert held(three, queue) == [1, 1, 1]
 
