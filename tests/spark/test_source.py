@@ -10,6 +10,7 @@ batches and stop by themselves, so no test waits on a guess.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,9 @@ import trio
 
 from artemis_py.client import open_stomp_connection
 from artemis_py.client.offsets import list_streams
+from artemis_py.spark.options import parse_source_options
+from artemis_py.spark.reading import ReadTarget
+from artemis_py.spark.source import ArtemisBatchReader, read_range
 from cluster.conftest import Cluster, make_cluster
 from integration.conftest import (  # noqa: F401 - fixtures used by the tests here
     BrokerProcess,
@@ -55,6 +59,17 @@ def send(node: BrokerProcess, destination: str, bodies: list[str]) -> None:
                 await conn.send(destination, body, headers={"persistent": "true"})
 
     trio.run(work)
+
+
+def declare(nodes: Cluster, queue: str) -> None:
+    """Create ``queue`` on every node (a subscriber makes it; the cluster's queues stay)."""
+
+    async def work(node: BrokerProcess) -> None:
+        async with open_stomp_connection("127.0.0.1", node.port) as conn:
+            await (await conn.subscribe(f"/queue/{queue}")).unsubscribe()
+
+    for node in nodes:
+        trio.run(work, node)
 
 
 def fill(nodes: Cluster, queue: str, per_node: int, tag: str = "") -> list[str]:
@@ -231,3 +246,33 @@ def test_wrong_credentials_are_refused_at_once(spark: Any, make_broker: Any) -> 
         spark.read.format("artemis").options(**options, passcode="wrong").load().collect()
     message = our_error(info.value)
     assert message.startswith(f"NodeRefusedError: node tcp://127.0.0.1:{node.port} refused")
+
+
+# -- reading a range ------------------------------------------------------------------------
+
+
+def test_a_range_is_read_on_across_a_node_restart(three: Cluster) -> None:
+    """``read()`` (run here without Spark) continues at the same offset after its node was
+    killed and came back within nodeTimeoutMs: every message once, in offset order."""
+    queue = unique("restarted")
+    node = three[0]
+    declare(three, queue)
+    sent = [f"r{k}" for k in range(7)]
+    send(node, f"/queue/{queue}", sent)
+    options = parse_source_options(
+        {"url": urls(three), "queue": queue, "fetchSize": "3", "nodeTimeoutMs": "30000"}
+    )
+    target = ReadTarget.of(options)
+    (partition,) = ArtemisBatchReader(options).partitions()
+    rows = read_range(target, partition)
+    got = [next(rows) for _ in range(3)]  # the first chunk
+    node.kill()
+    restarter = threading.Thread(target=node.start)
+    restarter.start()  # the next chunk waits for it
+    try:
+        got += list(rows)
+    finally:
+        restarter.join()
+    assert [bytes(row[6]).decode() for row in got] == sent
+    offsets = [row[3] for row in got]
+    assert offsets == sorted(set(offsets))
