@@ -9,8 +9,7 @@ are no option at all, :meth:`~ArtemisDataSource.schema` (run by ``load()``) chec
 options fully, and the writer methods check a write's options and columns in the driver,
 before any task. So a wrong option fails ``load()``, ``save()`` or ``start()`` naming it.
 
-The writers are :mod:`.sink`'s. Not yet (issue 16, S9): the readers; they raise
-:class:`NotImplementedError` after the checks.
+The readers live in :mod:`.source`, the writers in :mod:`.sink`.
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ from artemis_py.spark.options import (
 from artemis_py.spark.schema import SOURCE_SCHEMA, SOURCE_SIMPLE_STRING
 from artemis_py.spark.sink import ArtemisStreamWriter, ArtemisWriter, SinkPlan
 from artemis_py.spark.sink_rules import SinkColumns, check_sink_schema
+from artemis_py.spark.source import ArtemisBatchReader, ArtemisStreamReader
 
 
 def _streaming_limits() -> ModuleType | None:
@@ -76,13 +76,11 @@ class ArtemisDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         self._check_read_schema(schema)
-        self.source_options()
-        raise NotImplementedError("the artemis batch reader is not implemented yet")
+        return ArtemisBatchReader(self.source_options())
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         self._check_read_schema(schema)
-        self.source_options()
-        raise NotImplementedError("the artemis stream reader is not implemented yet")
+        return ArtemisStreamReader(self.source_options())
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         plan = self.sink_plan(schema)

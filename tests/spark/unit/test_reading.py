@@ -1,0 +1,100 @@
+"""The source's pure decisions: data loss, a missing queue, listings, the read target."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from artemis_py.client import BrokerUrl
+from artemis_py.client.offsets import Listing, StreamInfo
+from artemis_py.spark.options import parse_source_options
+from artemis_py.spark.planning import NodeListing, StreamListing
+from artemis_py.spark.reading import (
+    DataLossError,
+    QueueMissingError,
+    ReadTarget,
+    Survey,
+    check_queue,
+    data_loss,
+    node_listing,
+    raise_single,
+)
+
+
+@pytest.mark.parametrize(
+    ("start", "stop", "planned_low", "low", "mark", "lost"),
+    [
+        (100, 200, 120, 120, 100, False),  # as planned; the mark is our own last commit
+        (100, 200, 90, 150, 100, False),  # below the start: our commit took them
+        (100, 200, None, None, 0, False),  # nothing held when planned
+        (100, 200, 250, None, 0, False),  # held only past the range
+        (0, 200, 5, 5, 150, False),  # from the earliest: an old mark is no loss
+        (100, 200, 120, 130, 100, True),  # 120 was taken
+        (100, 200, 120, None, 100, True),  # everything was taken
+        (100, 200, 120, 120, 150, True),  # another reader acknowledged past our start
+    ],
+)
+def test_data_loss(
+    start: int, stop: int, planned_low: int | None, low: int | None, mark: int, lost: bool
+) -> None:
+    reason = data_loss("s1", start, stop, planned_low, low, mark)
+    assert (reason is not None) == lost
+    if reason is not None:
+        assert "stream s1" in reason
+
+
+def listing(url: str, node: str, *streams: str) -> NodeListing:
+    return NodeListing(url, node, tuple(StreamListing(s, 0, 0, "native", 0) for s in streams))
+
+
+def test_a_queue_missing_everywhere_names_every_node() -> None:
+    a, b = listing("tcp://a:1", "A"), listing("tcp://b:1", "B")
+    with pytest.raises(QueueMissingError) as caught:
+        check_queue(Survey([a, b], ["tcp://a:1", "tcp://b:1"]), "orders")
+    assert str(caught.value) == (
+        "queue orders does not exist on any node (nodes: A (tcp://a:1), B (tcp://b:1))"
+    )
+
+
+def test_a_queue_missing_on_some_nodes_names_them_and_the_others() -> None:
+    a, b = listing("tcp://a:1", "A", "A"), listing("tcp://b:1", "B")
+    with pytest.raises(QueueMissingError, match=r"does not exist on node B \(tcp://b:1\) "):
+        check_queue(Survey([a, b], ["tcp://b:1"]), "orders")
+    check_queue(Survey([a, b], []), "orders")
+
+
+def test_node_listing_keeps_what_the_planner_needs() -> None:
+    raw = Listing("N1", True, (StreamInfo("N1", 5, 9, "native", 3),), 2, ("N2", "N3"))
+    assert node_listing("tcp://h:1", raw) == NodeListing(
+        "tcp://h:1",
+        "N1",
+        (StreamListing("N1", 5, 9, "native", 3),),
+        consumers=2,
+        members=frozenset({"N2", "N3"}),
+    )
+
+
+def test_read_target_of_a_subscription_and_pickling() -> None:
+    options = parse_source_options(
+        {"url": "tcp://h:1,tcp://g:2", "topic": "t", "subscription": "s", "login": "u"}
+    )
+    target = ReadTarget.of(options)
+    assert (target.queue, target.name, target.client_id) == ("t::spark-t.s", "spark-t.s", "spark-t")
+    assert target.urls == (BrokerUrl("h", 1), BrokerUrl("g", 2))
+    assert pickle.loads(pickle.dumps(target)) == target
+    queue = ReadTarget.of(parse_source_options({"url": "tcp://h:1", "queue": "orders"}))
+    assert (queue.queue, queue.name, queue.client_id) == ("orders", "orders", None)
+
+
+def test_errors_raised_in_executors_pickle() -> None:
+    error = DataLossError("data loss in queue q")
+    assert str(pickle.loads(pickle.dumps(error))) == str(error)
+
+
+def test_a_nursery_s_single_error_is_raised_as_it_is() -> None:
+    inner = DataLossError("x")
+    with pytest.raises(DataLossError):
+        raise_single(BaseExceptionGroup("g", [ExceptionGroup("h", [inner])]))
+    with pytest.raises(BaseExceptionGroup):
+        raise_single(BaseExceptionGroup("g", [inner, ValueError()]))
