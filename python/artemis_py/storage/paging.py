@@ -90,6 +90,11 @@ class PageStore:
         """Page numbers that exist, ascending (the current one included)."""
         return self._native.pages()
 
+    def page_version(self, page: int) -> int | None:
+        """The format version of ``page`` (None: no such page); version 1 records carry
+        no queue offsets (their message ids stand in)."""
+        return self._native.page_version(page)
+
     @property
     def current_page(self) -> int:
         """The page appends go to."""

@@ -146,6 +146,10 @@ impl PyPageStore {
         self.store.pages()
     }
 
+    fn page_version(&self, page: u64) -> Option<u32> {
+        self.store.page_version(page)
+    }
+
     fn end(&self) -> (u64, u64) {
         self.store.end()
     }

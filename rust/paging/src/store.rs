@@ -218,6 +218,11 @@ impl PageStore {
         self.inner.state().cur_page
     }
 
+    /// The format version of `page` (the layout of its records), if it exists.
+    pub fn page_version(&self, page: u64) -> Option<u32> {
+        self.inner.state().pages.get(&page).map(|p| p.version)
+    }
+
     /// Where the next record would go.
     pub fn end(&self) -> (u64, u64) {
         let st = self.inner.state();

@@ -210,6 +210,8 @@ fn version_1_pages_stay_readable_beside_version_2_ones() {
 
     let store = PageStore::open(dir.path(), PAGE, None).unwrap();
     assert_eq!(store.torn().map(|t| t.0), Some(2));
+    assert_eq!(store.page_version(1), Some(1));
+    assert_eq!(store.page_version(3), Some(2)); // the page appends go to
     let t = append(&store, &[record(6, 100), record(7, 100)], true);
     store.wait(t).unwrap();
     let got = read_all(&store);

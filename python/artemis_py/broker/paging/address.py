@@ -302,12 +302,12 @@ class AddressPaging:
                 return  # the queue went away (or another read moved on) meanwhile
             moved = self._take(cursor, records, next_offset, self.readable_below())
             if page_done and (not records or cursor.position == (page, next_offset)):
-                cursor.position = (self._next_page(cursor, page), 0)
+                cursor.position = (self.next_page(cursor, page), 0)
                 self.manager.page_read(self, cursor, page)
             elif not moved:
                 return  # nothing more is readable now: the next settle kicks the cursor
 
-    def _next_page(self, cursor: PageCursor, page: int) -> int:
+    def next_page(self, cursor: PageCursor, page: int) -> int:
         """The page ``cursor`` reads after ``page``: the next one that exists and that it has
         not completed. Usually ``page + 1``; but after a restart a cursor starts at its first
         incomplete page, and later pages may be complete for it already (completed while a
