@@ -20,6 +20,12 @@ reference can appear below it later, so a reader that has passed it misses nothi
 
 A queue that readers browse keeps an :class:`OffsetIndex` of its ready references, so a
 range is found without scanning the queue; queues nobody browses pay nothing.
+
+Paged messages carry their offsets in their page records. A browse takes the memory range
+from the index and the paged range from the page files after the queue's cursor (memory
+holds the older messages: paging is FIFO), both snapshotted at one instant, and merges
+them; acknowledging up to an offset acknowledges paged messages in their pages
+(:mod:`artemis_py.broker.paging.by_offset`).
 """
 
 from __future__ import annotations

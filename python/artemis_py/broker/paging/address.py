@@ -298,8 +298,12 @@ class AddressPaging:
             records, next_offset, page_done = await store.read(
                 page, offset, max_records=want, max_bytes=max(4096, max_bytes // 4)
             )
-            if self.cursors.get(cursor.queue.id) is not cursor or cursor.position != (page, offset):
-                return  # the queue went away (or another read moved on) meanwhile
+            if self.cursors.get(cursor.queue.id) is not cursor:
+                return  # the queue went away meanwhile
+            if cursor.position != (page, offset):
+                # Acknowledging up to an offset moved the cursor meanwhile: go on from
+                # there (returning would leave the queue without a depaging task).
+                continue
             moved = self._take(cursor, records, next_offset, self.readable_below())
             if page_done and (not records or cursor.position == (page, next_offset)):
                 cursor.position = (self.next_page(cursor, page), 0)
