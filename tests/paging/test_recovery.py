@@ -4,10 +4,7 @@
 from __future__ import annotations
 
 import pytest
-import trio
 
-from artemis_py.client import StompServerError, open_stomp_connection
-from artemis_py.client.offsets import browse
 from integration.conftest import DEFAULT_ADDRESSES, wait_for
 
 from .conftest import data_summary_queues, page_files, paging_settings
@@ -94,19 +91,3 @@ def test_a_page_number_used_again_is_not_taken_for_the_old_page(make_broker, cli
             reader.ack(frame)
     paged_node.restart(crash=True)
     assert consume(clients, paged_node, q, 41) == [25, *range(80, 120)]
-
-
-def test_reading_by_offset_refuses_a_paging_queue_by_name(paged_node, clients):
-    """Page records carry no offsets yet: a reader by offset is told so, instead of
-    missing what depages later."""
-    producer = clients(paged_node)
-    for i in range(40):
-        producer.send("/queue/paged.offsets", "x" * 1024, persistent="true", seq=str(i))
-    wait_for(lambda: page_files(paged_node), 10, message="page files")
-
-    async def work():
-        async with open_stomp_connection("127.0.0.1", paged_node.port) as conn:
-            await browse(conn, "paged.offsets")
-
-    with pytest.raises(StompServerError, match="paged message.*does not cover paged"):
-        trio.run(work)

@@ -32,8 +32,8 @@ PAGE = 4096
 HEADER = 32
 
 
-def rec(i: int, size: int = 100) -> tuple[int, int, list[int], bytes]:
-    return (i, i % 3, [1, 10 + i % 2], bytes([i % 251]) * size)
+def rec(i: int, size: int = 100) -> tuple[int, int, list[int], bytes, int]:
+    return (i, i % 3, [1, 10 + i % 2], bytes([i % 251]) * size, 1000 + i)
 
 
 async def read_all(store: PageStore) -> list[PagedRecord]:
@@ -54,17 +54,17 @@ async def test_append_wait_read_count_delete_close_reopen(tmp_path: Path) -> Non
     assert store.directory.parent == tmp_path
     assert (store.directory / "address.txt").read_text() == "orders"
     ticket, positions = store.append([rec(i, 1000) for i in range(1, 8)], sync=True)
-    # Positions are assigned at once: 3 records of 1042 bytes per 4 KiB page.
+    # Positions are assigned at once: 3 records of 1050 bytes per 4 KiB page.
     assert [p for p, _ in positions] == [1, 1, 1, 2, 2, 2, 3]
-    assert positions[:2] == [(1, HEADER), (1, HEADER + 1042)]
-    assert store.end() == (3, HEADER + 1042)
+    assert positions[:2] == [(1, HEADER), (1, HEADER + 1050)]
+    assert store.end() == (3, HEADER + 1050)
     await store.wait(ticket)
     assert store.written() == store.end()
     got = await read_all(store)
     assert [(r.page, r.offset) for r in got] == positions
-    assert got[0] == PagedRecord(1, HEADER, 1, 1, (1, 11), bytes([1]) * 1000)
+    assert got[0] == PagedRecord(1, HEADER, 1, 1, (1, 11), bytes([1]) * 1000, 1001)
     records, next_offset, done = await store.read(1, HEADER, max_records=10, max_bytes=1 << 20)
-    assert (len(records), next_offset, done) == (3, HEADER + 3 * 1042, True)
+    assert (len(records), next_offset, done) == (3, HEADER + 3 * 1050, True)
     records, _, done = await store.read(3, HEADER, max_records=10, max_bytes=1 << 20)
     assert (len(records), done) == (1, False)
     assert await store.count(2) == {
@@ -202,14 +202,14 @@ async def test_a_corrupted_page_is_refused_naming_file_and_offset(tmp_path: Path
     await store.close()
     first = store.directory / "000000001.page"
     data = bytearray(first.read_bytes())
-    data[HEADER + 1042 + 30] ^= 1
+    data[HEADER + 1050 + 30] ^= 1
     first.write_bytes(bytes(data))
     with pytest.raises(PageFileCorruptedError) as info:
         await open_page_store(store.directory, page_size=PAGE)
-    assert (info.value.file, info.value.offset) == (str(first), HEADER + 1042)
+    assert (info.value.file, info.value.offset) == (str(first), HEADER + 1050)
     page, records, bad = read_page_file(first)
     assert (page, len(records)) == (1, 1)
-    assert bad is not None and bad[0] == HEADER + 1042
+    assert bad is not None and bad[0] == HEADER + 1050
     foreign = tmp_path / "foreign.page"
     foreign.write_bytes(b"AMQPYJNL" + bytes(100))
     with pytest.raises(PageFileCorruptedError, match="not a page file"):

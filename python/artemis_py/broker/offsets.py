@@ -20,16 +20,27 @@ reference can appear below it later, so a reader that has passed it misses nothi
 
 A queue that readers browse keeps an :class:`OffsetIndex` of its ready references, so a
 range is found without scanning the queue; queues nobody browses pay nothing.
+
+Paged messages carry their offsets in their page records. A browse takes the memory range
+from the index and the paged range from the page files after the queue's cursor (memory
+holds the older messages: paging is FIFO), both snapshotted at one instant, and merges
+them; acknowledging up to an offset acknowledges paged messages in their pages
+(:mod:`artemis_py.broker.paging.by_offset`).
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import struct
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import trio
+
+from artemis_py.broker.paging import by_offset
 from artemis_py.broker.pending import Pending
 from artemis_py.broker.streams import SEALED_STREAM
 from artemis_py.exceptions import ArtemisError
@@ -38,6 +49,8 @@ from artemis_py.storage import Op
 if TYPE_CHECKING:
     from artemis_py.broker.broker import Broker
     from artemis_py.broker.message import MessageReference
+    from artemis_py.broker.paging.address import AddressPaging
+    from artemis_py.broker.paging.cursor import PageCursor
     from artemis_py.broker.persistence import Ticket
     from artemis_py.broker.queue import Queue
 
@@ -184,25 +197,95 @@ class OffsetReading:
     def stable_end(self, queue: Queue) -> int:
         return queue.stable_end(self.broker.persistence.next_free_id)
 
-    def _check(self, queue: Queue) -> None:
-        if queue.paged:
-            # Page records carry no offsets yet: a reader could miss what depages later.
-            raise OffsetReadError(
-                f"queue {queue.name} has {queue.paged} paged message(s): reading by offset "
-                "does not cover paged messages yet"
-            )
+    def _paged(self, queue: Queue) -> tuple[AddressPaging, PageCursor] | None:
+        """The queue's address paging and cursor, when it has paged messages."""
+        if queue.paged <= 0:
+            return None
+        paging = self.broker.paging.addresses.get(queue.address)
+        cursor = paging.cursors.get(queue.id) if paging is not None else None
+        if paging is None or cursor is None or paging.store is None:
+            return None
+        return paging, cursor
 
-    def browse(self, queue: Queue, stream: str, start: int, end: int | None, limit: int) -> Browse:
+    async def browse(
+        self, queue: Queue, stream: str, start: int, end: int | None, limit: int
+    ) -> Browse:
         """Ready references of ``stream`` with ``start <= offset < end`` (``end`` capped at
-        the stream's stable end), at most ``limit`` of them (-1: no limit). Nothing is taken."""
-        self._check(queue)
-        mark = queue.marks.get(stream, 0)
-        if stream == self.stream:
-            index, state, stable = queue.offset_index(), NATIVE, self.stable_end(queue)
-        elif (adopted := self._adopted(queue, stream)) is not None:
-            index, state, stable = adopted
+        the stream's stable end), at most ``limit`` of them (-1: no limit). Nothing is taken.
+
+        Paged messages are read from the page files (worker threads) without being
+        depaged; memory and pages are snapshotted at one instant (see
+        :mod:`artemis_py.broker.paging.by_offset`)."""
+        while True:
+            stable = self.stable_end(queue)
+            mark = queue.marks.get(stream, 0)
+            if stream != self.stream:
+                await trio.lowlevel.checkpoint()
+                return self._browse_adopted(queue, stream, start, end, limit)
+            index = queue.offset_index()
+            stop = stable if end is None else min(end, stable)
+            want = -1 if limit < 0 else limit + 1  # one more: where to continue
+            refs = list(itertools.islice(index.range(start, stop), want if want >= 0 else None))
+            low = index.low()
+            paged = self._paged(queue)
+            if paged is None:
+                await trio.lowlevel.checkpoint()
+                break
+            paging, cursor = paged
+            snap = by_offset.snapshot(paging, cursor)
+            try:
+                from_pages = await by_offset.scan(paging, cursor, snap, start, stop, want)
+                paged_low = await by_offset.lowest(paging, cursor)
+            except by_offset.PageGone:
+                continue  # a page went while it was read: take a fresh snapshot
+            # Memory holds the older references, pages the newer (paging is FIFO); a
+            # reference redelivered into memory keeps its offset: merge to be exact.
+            refs = list(heapq.merge(refs, from_pages, key=_offset))
+            if paged_low is not None:
+                low = paged_low if low is None else min(low, paged_low)
+            break
+        following = max(start, stop)
+        if 0 <= limit < len(refs):
+            following = refs[limit].offset
+            del refs[limit:]
+        return Browse(refs, following, stable, low, mark, NATIVE)
+
+    async def streams(self, queue: Queue) -> list[StreamInfo]:
+        """The streams of ``queue`` on this node: its own, and those adopted from nodes
+        that scaled down to it (:mod:`.streams`). The own one's count includes the paged
+        messages; its low reads a page only when the queue's lowest paged offset is not
+        known since its cursor last moved."""
+        index = queue.offset_index()
+        end = self.stable_end(queue)
+        low = index.low()
+        count = len(index)
+        paged = self._paged(queue)
+        if paged is not None:
+            count += queue.paged
+            paged_low = await by_offset.lowest(*paged)
+            if paged_low is not None:
+                low = paged_low if low is None else min(low, paged_low)
         else:
+            await trio.lowlevel.checkpoint()
+        found = [StreamInfo(self.stream, end if low is None else low, end, NATIVE, count)]
+        for stream in sorted(self._adopted_streams(queue)):
+            adopted = self._adopted(queue, stream)
+            assert adopted is not None
+            sub, state, stream_end = adopted
+            sub_low = sub.low()
+            held = stream_end if sub_low is None else sub_low
+            found.append(StreamInfo(stream, held, stream_end, state, len(sub)))
+        return found
+
+    def _browse_adopted(
+        self, queue: Queue, stream: str, start: int, end: int | None, limit: int
+    ) -> Browse:
+        """A browse of a stream adopted from a node that scaled down (in memory only)."""
+        mark = queue.marks.get(stream, 0)
+        adopted = self._adopted(queue, stream)
+        if adopted is None:
             return Browse([], start, start, None, mark, ABSENT)
+        index, state, stable = adopted
         stop = stable if end is None else min(end, stable)
         refs: list[MessageReference] = []
         following = max(start, stop)
@@ -212,23 +295,6 @@ class OffsetReading:
                 break
             refs.append(ref)
         return Browse(refs, following, stable, index.low(), mark, state)
-
-    def streams(self, queue: Queue) -> list[StreamInfo]:
-        """The streams of ``queue`` on this node: its own, and those adopted from nodes
-        that scaled down to it (:mod:`.streams`)."""
-        self._check(queue)
-        index = queue.offset_index()
-        end = self.stable_end(queue)
-        low = index.low()
-        found = [StreamInfo(self.stream, end if low is None else low, end, NATIVE, len(index))]
-        for stream in sorted(self._adopted_streams(queue)):
-            adopted = self._adopted(queue, stream)
-            assert adopted is not None
-            sub, state, stream_end = adopted
-            sub_low = sub.low()
-            held = stream_end if sub_low is None else sub_low
-            found.append(StreamInfo(stream, held, stream_end, state, len(sub)))
-        return found
 
     def _adopted_streams(self, queue: Queue) -> set[str]:
         index = queue.index
@@ -251,8 +317,30 @@ class OffsetReading:
 
     def acknowledge_up_to(self, queue: Queue, stream: str, offset: int) -> Pending:
         """Acknowledge every ready reference of ``stream`` below ``offset`` and raise the
-        queue's offset mark for it to ``offset``; cumulative and idempotent."""
-        self._check(queue)
+        queue's offset mark for it to ``offset``; cumulative and idempotent.
+
+        Paged messages below ``offset`` are acknowledged in their pages (PAGE_ACK records,
+        then their pages complete and go; :mod:`artemis_py.broker.paging.by_offset`)
+        before the references in memory below it (depaged meanwhile ones included) and
+        the mark; the returned pending settles once all of it is durable."""
+        if stream != self.stream or self._paged(queue) is None:
+            return self._acknowledge_memory(queue, stream, offset)
+        pending = Pending()
+
+        async def gate() -> None:
+            paged = self._paged(queue)
+            if paged is not None:
+                pending.tickets += await by_offset.acknowledge_below(*paged, offset)
+            done = self._acknowledge_memory(queue, stream, offset)
+            if done.gate is not None:
+                await done.gate()
+            pending.tickets += done.tickets
+            pending.on_durable += done.on_durable
+
+        pending.gate = gate
+        return pending
+
+    def _acknowledge_memory(self, queue: Queue, stream: str, offset: int) -> Pending:
         pending = Pending()
         index = queue.offset_index()
         if stream != self.stream:
@@ -319,6 +407,10 @@ class OffsetReading:
         """The deletes of a removed queue's mark records."""
         keys = [k for k in self._mark_records if k[0] == queue.id]
         return [Op.delete(self._mark_records.pop(k)) for k in keys]
+
+
+def _offset(ref: MessageReference) -> int:
+    return ref.offset
 
 
 OFFSET_MARK = 18  # <QQ queue id, mark + the stream id: a queue's offset mark for a stream

@@ -66,7 +66,9 @@ def page(
             if by_reference:
                 file_first(persistence, message, pending)
             encoded = encode_message(message, body_in_file=by_reference)
-        ticket, settle, position = paging.page(message, group, encoded, tx_id)
+        ticket, settle, position = paging.page(
+            message, group, encoded, tx_id, offset=placement.offset
+        )
         pending.tickets.append(Ticket(paging.store, ticket))  # type: ignore[arg-type]
         pending.on_durable.append(settle)
         if by_reference:

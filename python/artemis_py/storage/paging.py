@@ -37,13 +37,16 @@ from artemis_py.storage.completion import Completion, DeferredWake
 
 ADDRESS_FILE = "address.txt"
 
-#: ``(message_id, tx_id, queue_ids, message)``: one record to append.
-NewRecord = tuple[int, int, Sequence[int], bytes]
+#: ``(message_id, tx_id, queue_ids, message, queue_offset)``: one record to append
+#: (``queue_offset``: the message's offset in its queues, :mod:`artemis_py.broker.offsets`).
+NewRecord = tuple[int, int, Sequence[int], bytes, int]
 
 
 @dataclass(frozen=True, slots=True)
 class PagedRecord:
-    """One record of a page: ``(page, offset)`` is its position in the store."""
+    """One record of a page: ``(page, offset)`` is its position in the store;
+    ``queue_offset`` the message's offset in its queues (a version 1 page's records have
+    none: their message id stands in for it, as for an old 8-byte ADD_REF)."""
 
     page: int
     offset: int
@@ -51,9 +54,12 @@ class PagedRecord:
     tx_id: int  # 0 = not transactional
     queue_ids: tuple[int, ...]
     message: bytes
+    queue_offset: int = 0
 
 
-def _records(raw: list[tuple[int, int, int, int, tuple[int, ...], bytes]]) -> list[PagedRecord]:
+def _records(
+    raw: list[tuple[int, int, int, int, tuple[int, ...], bytes, int]],
+) -> list[PagedRecord]:
     return [PagedRecord(*r) for r in raw]
 
 
@@ -83,6 +89,11 @@ class PageStore:
     def pages(self) -> list[int]:
         """Page numbers that exist, ascending (the current one included)."""
         return self._native.pages()
+
+    def page_version(self, page: int) -> int | None:
+        """The format version of ``page`` (None: no such page); version 1 records carry
+        no queue offsets (their message ids stand in)."""
+        return self._native.page_version(page)
 
     @property
     def current_page(self) -> int:

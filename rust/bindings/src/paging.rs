@@ -17,7 +17,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use crate::error::paging_error;
 use crate::journal::{new_eventfd, poke};
 
-/// `(page, offset, message_id, tx_id, queue_ids, message)`.
+/// `(page, offset, message_id, tx_id, queue_ids, message, queue_offset)`.
 type RecordTuple<'py> = Bound<'py, PyTuple>;
 
 fn record_tuple<'py>(py: Python<'py>, r: &PagedRecord) -> PyResult<RecordTuple<'py>> {
@@ -31,6 +31,7 @@ fn record_tuple<'py>(py: Python<'py>, r: &PagedRecord) -> PyResult<RecordTuple<'
             r.tx_id.into_pyobject(py)?.into_any(),
             queues.into_any(),
             PyBytes::new(py, &r.message).into_any(),
+            r.queue_offset.into_pyobject(py)?.into_any(),
         ],
     )
 }
@@ -43,27 +44,35 @@ fn record_list<'py>(py: Python<'py>, records: &[PagedRecord]) -> PyResult<Bound<
     Ok(list)
 }
 
-/// One record to append, as Python passes it: `(message_id, tx_id, queue_ids, message)`.
+/// One record to append, as Python passes it:
+/// `(message_id, tx_id, queue_ids, message, queue_offset)`.
 struct Incoming {
     message_id: u64,
     tx_id: u64,
     queue_ids: Vec<u64>,
     message: PyBackedBytes,
+    queue_offset: u64,
 }
 
 fn incoming(index: usize, obj: &Bound<'_, PyAny>) -> PyResult<Incoming> {
     let shape = || {
         PyTypeError::new_err(format!(
-            "record {index}: expected (message_id, tx_id, queue_ids, message bytes)"
+            "record {index}: expected (message_id, tx_id, queue_ids, message bytes, queue_offset)"
         ))
     };
-    let (message_id, tx_id, queue_ids, message): (u64, u64, Vec<u64>, PyBackedBytes) =
-        obj.extract().map_err(|_| shape())?;
+    let (message_id, tx_id, queue_ids, message, queue_offset): (
+        u64,
+        u64,
+        Vec<u64>,
+        PyBackedBytes,
+        u64,
+    ) = obj.extract().map_err(|_| shape())?;
     Ok(Incoming {
         message_id,
         tx_id,
         queue_ids,
         message,
+        queue_offset,
     })
 }
 
@@ -137,6 +146,10 @@ impl PyPageStore {
         self.store.pages()
     }
 
+    fn page_version(&self, page: u64) -> Option<u32> {
+        self.store.page_version(page)
+    }
+
     fn end(&self) -> (u64, u64) {
         self.store.end()
     }
@@ -145,7 +158,7 @@ impl PyPageStore {
         self.store.written()
     }
 
-    /// Queue `records` (`(message_id, tx_id, queue_ids, message)` each); returns
+    /// Queue `records` (`(message_id, tx_id, queue_ids, message, queue_offset)` each); returns
     /// `(ticket, positions)`. Never does I/O. `defer`: leave waking the writer to
     /// `wake_writer`.
     #[pyo3(signature = (records, sync, defer = false))]
@@ -165,6 +178,7 @@ impl PyPageStore {
             .map(|r| NewRecord {
                 message_id: r.message_id,
                 tx_id: r.tx_id,
+                queue_offset: r.queue_offset,
                 queue_ids: &r.queue_ids,
                 message: &r.message,
             })
@@ -203,7 +217,7 @@ impl PyPageStore {
     }
 
     /// `(records, next_offset, page_done)`; records are
-    /// `(page, offset, message_id, tx_id, queue_ids, message)`. Blocks, GIL released.
+    /// `(page, offset, message_id, tx_id, queue_ids, message, queue_offset)`. Blocks, GIL released.
     fn read<'py>(
         &self,
         py: Python<'py>,

@@ -8,7 +8,9 @@
 //!   store; a record's position `(page, offset)` therefore names it for the store's life.
 //! - **Format** (`format`): a header (magic, version, page number), then records
 //!   `len | crc32c | payload`; the CRC covers the page number and the record's offset, so
-//!   stale bytes never validate. A record never spans pages.
+//!   stale bytes never validate. A record never spans pages. New pages are version 2
+//!   (records carry the message's queue offset); version 1 pages stay readable, each page
+//!   read with the layout its header names.
 //! - **Appending** (`store`): positions are assigned and records encoded at once, under the
 //!   state lock, into per-page segments queued for the writer; nothing blocks on I/O.
 //! - **Writing** (`writer`): one writer thread takes everything queued (natural group
@@ -49,6 +51,8 @@ pub type Ticket = u64;
 pub struct NewRecord<'a> {
     pub message_id: u64,
     pub tx_id: u64,
+    /// The message's offset in its queues (the broker's queue offsets).
+    pub queue_offset: u64,
     pub queue_ids: &'a [u64],
     pub message: &'a [u8],
 }
@@ -57,9 +61,12 @@ pub struct NewRecord<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PagedRecord {
     pub page: u64,
+    /// Where the record starts in its page file.
     pub offset: u64,
     pub message_id: u64,
     pub tx_id: u64,
+    /// The message's offset in its queues; a version 1 record's is its message id.
+    pub queue_offset: u64,
     pub queue_ids: Vec<u64>,
     pub message: Vec<u8>,
 }

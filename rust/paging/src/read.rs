@@ -24,6 +24,7 @@ struct View {
     limit: u64,
     final_end: Option<u64>,
     handle: Option<Arc<dyn JournalFile>>,
+    version: u32,
 }
 
 impl Inner {
@@ -38,6 +39,7 @@ impl Inner {
             limit: info.written_end,
             final_end: info.final_end,
             handle: info.handle.clone(),
+            version: info.version,
         })
     }
 
@@ -107,13 +109,14 @@ impl PageStore {
             let buf = inner.read_range(&*f, page, pos, len)?;
             let mut i = 0usize;
             while i < buf.len() && more(&out, bytes) {
-                match format::decode(&buf[i..], page, pos + i as u64) {
+                match format::decode(&buf[i..], page, pos + i as u64, view.version) {
                     Ok((r, n)) => {
                         out.push(PagedRecord {
                             page,
                             offset: pos + i as u64,
                             message_id: r.message_id,
                             tx_id: r.tx_id,
+                            queue_offset: r.queue_offset,
                             queue_ids: r.queue_ids,
                             message: r.message.to_vec(),
                         });
@@ -176,9 +179,12 @@ impl PageStore {
                 offset: at,
                 reason: why.into(),
             };
-            let (payload, n) = format::payload_of(&buf[i..], page, at).map_err(corrupted)?;
-            format::for_each_queue(payload, |q, tx| *counts.entry((q, tx)).or_insert(0) += 1)
-                .map_err(corrupted)?;
+            let (payload, n) =
+                format::payload_of(&buf[i..], page, at, view.version).map_err(corrupted)?;
+            format::for_each_queue(payload, view.version, |q, tx| {
+                *counts.entry((q, tx)).or_insert(0) += 1
+            })
+            .map_err(corrupted)?;
             i += n;
         }
         Ok(counts)
@@ -197,8 +203,8 @@ fn whole_len(b: &[u8]) -> Option<u64> {
 #[allow(clippy::type_complexity)] // one plain tuple, as the Python side returns it
 pub fn read_page_file(path: &Path) -> Result<(u64, Vec<PagedRecord>, Option<(u64, String)>)> {
     let b = std::fs::read(path).map_err(io_err("read", path))?;
-    let page = match format::check_header(&b, None) {
-        Ok(page) => page,
+    let format::Header { page, version } = match format::check_header(&b, None) {
+        Ok(h) => h,
         Err(format::HeaderProblem::Foreign(reason)) => {
             return Err(Error::ForeignFile {
                 path: path.to_path_buf(),
@@ -216,13 +222,14 @@ pub fn read_page_file(path: &Path) -> Result<(u64, Vec<PagedRecord>, Option<(u64
     let mut records = Vec::new();
     let mut off = HEADER_LEN as usize;
     while off < b.len() {
-        match format::decode(&b[off..], page, off as u64) {
+        match format::decode(&b[off..], page, off as u64, version) {
             Ok((r, n)) => {
                 records.push(PagedRecord {
                     page,
                     offset: off as u64,
                     message_id: r.message_id,
                     tx_id: r.tx_id,
+                    queue_offset: r.queue_offset,
                     queue_ids: r.queue_ids,
                     message: r.message.to_vec(),
                 });

@@ -83,10 +83,10 @@ pub(crate) fn recover(fs: &dyn FileSystem, dir: &Path, address: Option<&str>) ->
     let last = numbers.last().copied();
     for page in numbers {
         let path = dir.join(format::file_name(page));
-        let end = if Some(page) == last {
-            let (end, cut) = check_last(fs, dir, &path, page)?;
+        let (end, version) = if Some(page) == last {
+            let (end, cut, version) = check_last(fs, dir, &path, page)?;
             torn = cut.then_some((page, end));
-            end
+            (end, version)
         } else {
             check_page(fs, &path, page)?
         };
@@ -96,6 +96,7 @@ pub(crate) fn recover(fs: &dyn FileSystem, dir: &Path, address: Option<&str>) ->
                 written_end: end,
                 final_end: Some(end),
                 handle: None,
+                version,
             },
         );
     }
@@ -162,11 +163,11 @@ fn foreign(path: &Path, reason: String) -> Error {
     }
 }
 
-/// A page that is not the last: must be whole. Returns its length.
-fn check_page(fs: &dyn FileSystem, path: &Path, page: u64) -> Result<u64> {
+/// A page that is not the last: must be whole. Returns its length and format version.
+fn check_page(fs: &dyn FileSystem, path: &Path, page: u64) -> Result<(u64, u32)> {
     let b = read_all(fs, path)?;
-    match format::check_header(&b, Some(page)) {
-        Ok(_) => {}
+    let version = match format::check_header(&b, Some(page)) {
+        Ok(h) => h.version,
         Err(HeaderProblem::Foreign(reason)) => return Err(foreign(path, reason)),
         Err(HeaderProblem::Torn(reason)) => {
             return Err(Error::Corrupted {
@@ -175,9 +176,9 @@ fn check_page(fs: &dyn FileSystem, path: &Path, page: u64) -> Result<u64> {
                 reason,
             })
         }
-    }
-    match format::scan(&b, page) {
-        (end, None) => Ok(end),
+    };
+    match format::scan(&b, page, version) {
+        (end, None) => Ok((end, version)),
         (offset, Some(why)) => Err(Error::Corrupted {
             path: path.to_path_buf(),
             offset,
@@ -186,24 +187,24 @@ fn check_page(fs: &dyn FileSystem, path: &Path, page: u64) -> Result<u64> {
     }
 }
 
-/// The last page: a torn header or tail is cut. Returns its (new) length and whether
-/// something was cut.
-fn check_last(fs: &dyn FileSystem, dir: &Path, path: &Path, page: u64) -> Result<(u64, bool)> {
+/// The last page: a torn header or tail is cut. Returns its (new) length, whether
+/// something was cut and its format version.
+fn check_last(fs: &dyn FileSystem, dir: &Path, path: &Path, page: u64) -> Result<(u64, bool, u32)> {
     let b = read_all(fs, path)?;
-    match format::check_header(&b, Some(page)) {
-        Ok(_) => {}
+    let version = match format::check_header(&b, Some(page)) {
+        Ok(h) => h.version,
         Err(HeaderProblem::Foreign(reason)) => return Err(foreign(path, reason)),
         Err(HeaderProblem::Torn(_)) => {
             // Created, then the crash: no record in it was ever synced.
             replace(fs, dir, path, &format::header(page))?;
-            return Ok((HEADER_LEN, true));
+            return Ok((HEADER_LEN, true, format::VERSION));
         }
-    }
-    match format::scan(&b, page) {
-        (end, None) => Ok((end, false)),
+    };
+    match format::scan(&b, page, version) {
+        (end, None) => Ok((end, false, version)),
         (end, Some(_)) => {
             replace(fs, dir, path, &b[..end as usize])?;
-            Ok((end, true))
+            Ok((end, true, version))
         }
     }
 }

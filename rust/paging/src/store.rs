@@ -23,6 +23,8 @@ pub(crate) struct PageInfo {
     pub final_end: Option<u64>,
     /// Opened on the first read.
     pub handle: Option<Arc<dyn JournalFile>>,
+    /// The page's format version (its header's): the layout of its records.
+    pub version: u32,
 }
 
 /// Bytes for one page, queued for the writer; `start` 0 means the header is included and
@@ -145,6 +147,7 @@ impl PageStore {
                 written_end: 0,
                 final_end: None,
                 handle: None,
+                version: format::VERSION,
             },
         );
         let inner = Arc::new(Inner {
@@ -215,6 +218,11 @@ impl PageStore {
         self.inner.state().cur_page
     }
 
+    /// The format version of `page` (the layout of its records), if it exists.
+    pub fn page_version(&self, page: u64) -> Option<u32> {
+        self.inner.state().pages.get(&page).map(|p| p.version)
+    }
+
     /// Where the next record would go.
     pub fn end(&self) -> (u64, u64) {
         let st = self.inner.state();
@@ -270,15 +278,14 @@ impl PageStore {
                 });
             }
             let seg = st.segments.last_mut().expect("pushed above");
-            format::encode(
-                &mut seg.buf,
-                page,
-                offset,
-                r.message_id,
-                r.tx_id,
-                r.queue_ids,
-                r.message,
-            );
+            let fields = format::Fields {
+                message_id: r.message_id,
+                tx_id: r.tx_id,
+                queue_offset: r.queue_offset,
+                queue_ids: r.queue_ids,
+                message: r.message,
+            };
+            format::encode(&mut seg.buf, page, offset, &fields);
             st.cur_offset += len;
             positions.push((page, offset));
         }
@@ -457,6 +464,7 @@ fn roll(st: &mut State) {
             written_end: 0,
             final_end: None,
             handle: None,
+            version: format::VERSION,
         },
     );
 }

@@ -133,12 +133,12 @@ fn another_format_or_version_is_refused_by_name() {
 
     // Another version, header checksum recomputed so it is not mistaken for a torn header.
     let mut b = good.clone();
-    b[8..12].copy_from_slice(&2u32.to_le_bytes());
+    b[8..12].copy_from_slice(&3u32.to_le_bytes());
     let crc = crc32c::crc32c(&b[0..24]);
     b[24..28].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&path, &b).unwrap();
     let err = PageStore::open(dir.path(), PAGE, None).err().unwrap();
-    assert!(err.to_string().contains("version 2"), "{err}");
+    assert!(err.to_string().contains("version 3"), "{err}");
 
     // A page file whose header names another page.
     std::fs::write(&path, &good).unwrap();
@@ -176,4 +176,63 @@ fn a_directory_that_is_not_a_store_is_refused() {
     std::fs::remove_file(dir.path().join("address.txt")).unwrap();
     let err = PageStore::open(dir.path(), PAGE, Some("a")).err().unwrap();
     assert!(err.to_string().contains("no address.txt"), "{err}");
+}
+
+/// Writes page `page` of a store in `dir` as a version 1 build did: test records `ids`,
+/// without queue offsets.
+fn write_v1_page(dir: &Path, page: u64, ids: std::ops::RangeInclusive<u64>, len: usize) {
+    let mut b = format::header_of_version(page, 1).to_vec();
+    for id in ids {
+        let (m, t, q, body) = record(id, len);
+        let fields = format::Fields {
+            message_id: m,
+            tx_id: t,
+            queue_offset: 0, // not written in version 1
+            queue_ids: &q,
+            message: &body,
+        };
+        let at = b.len() as u64;
+        format::encode_version(&mut b, page, at, &fields, 1);
+    }
+    std::fs::write(dir.join(format::file_name(page)), b).unwrap();
+}
+
+#[test]
+fn version_1_pages_stay_readable_beside_version_2_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("address.txt"), "a").unwrap();
+    write_v1_page(dir.path(), 1, 1..=3, 100);
+    write_v1_page(dir.path(), 2, 4..=5, 100);
+    // The last v1 page has a torn tail: cut, in its own layout.
+    let p2 = dir.path().join(format::file_name(2));
+    let full = std::fs::metadata(&p2).unwrap().len();
+    truncate(&p2, full - 3);
+
+    let store = PageStore::open(dir.path(), PAGE, None).unwrap();
+    assert_eq!(store.torn().map(|t| t.0), Some(2));
+    assert_eq!(store.page_version(1), Some(1));
+    assert_eq!(store.page_version(3), Some(2)); // the page appends go to
+    let t = append(&store, &[record(6, 100), record(7, 100)], true);
+    store.wait(t).unwrap();
+    let got = read_all(&store);
+    assert_eq!(ids(&got), vec![1, 2, 3, 4, 6, 7]);
+    for r in &got {
+        let (m, tx, q, body) = record(r.message_id, 100);
+        assert_eq!((r.tx_id, &r.queue_ids, &r.message), (tx, &q, &body));
+        // A version 1 record's queue offset is its message id; a new record's is its own.
+        let want = if r.page <= 2 { m } else { queue_offset(m) };
+        assert_eq!(r.queue_offset, want, "record {m}");
+    }
+    let counts = store.count(1).unwrap();
+    assert_eq!(counts.values().sum::<u64>(), 6); // 3 records x 2 queues
+    drop(store);
+
+    // Offline reading, and a reopen that finds both versions.
+    let (page, records, bad) = paging::read_page_file(&p2).unwrap();
+    assert_eq!((page, records.len(), bad), (2, 1, None));
+    assert_eq!(records[0].queue_offset, 4);
+    let store = PageStore::open(dir.path(), PAGE, None).unwrap();
+    assert_eq!(ids(&read_all(&store)), vec![1, 2, 3, 4, 6, 7]);
+    let new_page = std::fs::read(dir.path().join(format::file_name(3))).unwrap();
+    assert_eq!(format::check_header(&new_page, Some(3)).unwrap().version, 2);
 }

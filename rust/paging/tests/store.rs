@@ -92,12 +92,14 @@ fn too_large_a_record_is_refused_whole() {
         paging::NewRecord {
             message_id: 1,
             tx_id: 0,
+            queue_offset: 1,
             queue_ids: &q,
             message: b"ok",
         },
         paging::NewRecord {
             message_id: 2,
             tx_id: 0,
+            queue_offset: 2,
             queue_ids: &q,
             message: &huge,
         },
@@ -155,6 +157,7 @@ fn reads_never_run_ahead_of_the_writer() {
     let rec = paging::NewRecord {
         message_id: 1,
         tx_id: 0,
+        queue_offset: 1,
         queue_ids: &q,
         message: &msg,
     };
@@ -198,6 +201,7 @@ fn appends_while_a_write_is_in_flight_share_one_fdatasync() {
         let rec = paging::NewRecord {
             message_id: i,
             tx_id: 0,
+            queue_offset: i,
             queue_ids: &q,
             message: &msg,
         };
@@ -249,6 +253,7 @@ fn a_closed_store_refuses_appends_and_reads_still_work() {
     let rec = paging::NewRecord {
         message_id: 2,
         tx_id: 0,
+        queue_offset: 2,
         queue_ids: &q,
         message: b"x",
     };

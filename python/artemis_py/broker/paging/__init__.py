@@ -4,6 +4,8 @@
   the depaging and page-deletion tasks;
 * :mod:`.address`: one address's accounting, policy decision and pages;
 * :mod:`.cursor`: one queue's position and acknowledgements in its address's pages;
+* :mod:`.by_offset`: a queue's paged messages read by offset without depaging them
+  (browse, listing, acknowledging up to an offset);
 * :mod:`.recovery`: rebuilding the cursors after a restart.
 
 The page files themselves are :mod:`artemis_py.storage.paging` (Rust). ``docs/paging.md``

@@ -31,6 +31,7 @@ import trio
 from artemis_py.broker.message import MessageReference, decode_message
 from artemis_py.broker.paging.cursor import PageCursor, Position
 from artemis_py.config import AddressFullPolicy, PageFullPolicy
+from artemis_py.storage.paging import PAGE_HEADER_SIZE
 
 if TYPE_CHECKING:
     from artemis_py.broker.message import Message
@@ -73,6 +74,8 @@ class Held:
 @dataclass(slots=True)
 class _Appended:
     position: Position
+    offset: int  # the message's queue offset
+    queues: list[Queue]
     settled: bool = False
 
 
@@ -99,6 +102,10 @@ class AddressPaging:
         self.recovered_below: Position = (0, 0)
         # tx id -> pages holding its records (PAGE_TX records live while those pages do)
         self.tx_pages: dict[int, set[int]] = {}
+        # Queue offset of the first record of a page, where known (appended this run, or
+        # seen by a read from a page's start): a browse by offset skips the pages wholly
+        # below its start without reading them (offsets grow in page order).
+        self.first_offsets: dict[int, int] = {}
 
     # -- settings and limits -------------------------------------------------------------
 
@@ -232,28 +239,40 @@ class AddressPaging:
             self.cursors[queue.id] = cursor
         return cursor
 
-    def page(self, message: Message, queues: list[Queue], encoded: bytes, tx_id: int = 0):
-        """Append ``message`` for ``queues``; returns (ticket, the position's settle, the
-        position)."""
+    def page(
+        self, message: Message, queues: list[Queue], encoded: bytes, tx_id: int = 0, *, offset: int
+    ):
+        """Append ``message`` for ``queues`` at queue offset ``offset``; returns (ticket, the
+        position's settle, the position).
+
+        The offset stays in the queues' ``arriving`` until the send settles (its page record
+        durable, and its journal records if any): like a send to memory, a paged message
+        must never appear below a stable end a reader has passed."""
         assert self.store is not None
         if not self.paging:
             self.paging = True
             log.info("address %s is full (%s): paging starts", self.address, self.limit_text())
         ticket, (position,) = self.store.append(
-            [(message.message_id, tx_id, [q.id for q in queues], encoded)], message.durable
+            [(message.message_id, tx_id, [q.id for q in queues], encoded, offset)],
+            message.durable,
         )
-        appended = _Appended(position)
+        appended = _Appended(position, offset, queues)
         self._unsettled.append(appended)
         self.page_records[position[0]] += 1
+        if position[1] <= PAGE_HEADER_SIZE:
+            self.first_offsets[position[0]] = offset
         if tx_id:
             self.tx_pages.setdefault(tx_id, set()).add(position[0])
         for queue in queues:
             self.cursor(queue)
             queue.paged += 1
+            queue.arriving.add(offset)
         return ticket, lambda: self._settled(appended), position
 
     def _settled(self, appended: _Appended) -> None:
         appended.settled = True
+        for queue in appended.queues:
+            queue.arriving.discard(appended.offset)
         while self._unsettled and self._unsettled[0].settled:
             self._unsettled.popleft()
         for cursor in list(self.cursors.values()):
@@ -279,16 +298,20 @@ class AddressPaging:
             records, next_offset, page_done = await store.read(
                 page, offset, max_records=want, max_bytes=max(4096, max_bytes // 4)
             )
-            if self.cursors.get(cursor.queue.id) is not cursor or cursor.position != (page, offset):
-                return  # the queue went away (or another read moved on) meanwhile
+            if self.cursors.get(cursor.queue.id) is not cursor:
+                return  # the queue went away meanwhile
+            if cursor.position != (page, offset):
+                # Acknowledging up to an offset moved the cursor meanwhile: go on from
+                # there (returning would leave the queue without a depaging task).
+                continue
             moved = self._take(cursor, records, next_offset, self.readable_below())
             if page_done and (not records or cursor.position == (page, next_offset)):
-                cursor.position = (self._next_page(cursor, page), 0)
+                cursor.position = (self.next_page(cursor, page), 0)
                 self.manager.page_read(self, cursor, page)
             elif not moved:
                 return  # nothing more is readable now: the next settle kicks the cursor
 
-    def _next_page(self, cursor: PageCursor, page: int) -> int:
+    def next_page(self, cursor: PageCursor, page: int) -> int:
         """The page ``cursor`` reads after ``page``: the next one that exists and that it has
         not completed. Usually ``page + 1``; but after a restart a cursor starts at its first
         incomplete page, and later pages may be complete for it already (completed while a
@@ -324,7 +347,7 @@ class AddressPaging:
                 continue  # a non-persistent message does not survive a restart
             if not self.manager.persistence.large.attach(message, self.address, position):
                 continue  # a large message's file that was never made durable
-            ref = MessageReference(message, queue)
+            ref = MessageReference(message, queue, 0, record.queue_offset)
             ref.paged = position
             ref.held = self.hold(message.memory_size, 1)
             cursor.outstanding[record.page] += 1

@@ -43,6 +43,9 @@ class PageCursor:
     in_memory: int = 0
     in_memory_bytes: int = 0
     reading: bool = False
+    # (position, lowest offset of the queue's paged messages) when last looked up: valid
+    # while the position stays (records after it only ever get higher offsets).
+    low: tuple[Position, int] | None = None
 
     def done_with(self, page: int) -> bool:
         """Whether ``page`` no longer matters to this queue."""

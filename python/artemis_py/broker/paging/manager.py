@@ -89,12 +89,16 @@ class Placement:
                 queue.add(ref)
 
     def release(self) -> None:
-        """Give back the memory reserved for a send that will not happen."""
+        """Give back the memory reserved for a send that will not happen (and the offset
+        its page records, if any were appended, hold: they never count)."""
         for share, queues in self.held:
             share.paging.release(share.size, 1)
             for queue in queues:
                 queue.arriving.discard(self.offset)
         self.held.clear()
+        for _, queues in self.paged:
+            for queue in queues:
+                queue.arriving.discard(self.offset)
 
 
 class PagingManager:
@@ -304,6 +308,7 @@ class PagingManager:
         ops: list[Op] = []
         for page in pages:
             paging.page_records.pop(page, None)
+            paging.first_offsets.pop(page, None)
             for cursor in paging.cursors.values():
                 record_id = cursor.completed.pop(page, None)
                 if record_id is not None and cursor.queue.durable:

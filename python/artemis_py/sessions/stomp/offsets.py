@@ -21,9 +21,12 @@ array in the body; its RECEIPT comes once the effect is durable, a refusal is an
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+import logging
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, TypeVar
 
 from artemis_py.broker.pending import Pending
+from artemis_py.exceptions import StorageError
 from artemis_py.protocol.stomp import Frame
 from artemis_py.sessions.stomp.errors import StompError
 from artemis_py.sessions.stomp.subscription import send_message
@@ -32,13 +35,18 @@ if TYPE_CHECKING:
     from artemis_py.broker.queue import Queue
     from artemis_py.sessions.stomp.session import StompSession, Target
 
+log = logging.getLogger("artemis_py.stomp")
+T = TypeVar("T")
+
 RESOURCE_HEADER = "_AMQ_ResourceName"
 OPERATION_HEADER = "_AMQ_OperationName"
 _QUEUE_RESOURCE = "queue."
 
 
-def browse(session: StompSession, frame: Frame, target: Target, sub_id: str) -> None:
-    """Answer a browse SUBSCRIBE (see the module doc)."""
+def browse(session: StompSession, frame: Frame, target: Target, sub_id: str) -> Pending:
+    """Answer a browse SUBSCRIBE (see the module doc). Its frames go out when the returned
+    pending settles, in frame order: reading paged messages reads page files (in worker
+    threads), so the browse itself runs in the pending's gate."""
     broker = session.broker
     readers = broker.offsets
     destination = frame.get("destination") or ""
@@ -51,19 +59,28 @@ def browse(session: StompSession, frame: Frame, target: Target, sub_id: str) -> 
         ("node-id", broker.node_id),
     ]
     if _flag(frame, "browser-streams"):
-        end_headers.append(("queue-exists", "false" if queue is None else "true"))
-        if queue is not None:
-            streams = readers.streams(queue)
-            end_headers += [
-                (
-                    "streams",
-                    ",".join(f"{s.stream}:{s.low}:{s.end}:{s.state}:{s.count}" for s in streams),
-                ),
-                ("consumers", str(queue.consumer_count)),
-            ]
-        end_headers.append(("cluster-members", ",".join(broker.cluster_members())))
-        _send_end(session, end_headers)
-        return
+
+        async def listing() -> None:
+            end_headers.append(("queue-exists", "false" if queue is None else "true"))
+            if queue is not None:
+                streams = await _reading(session, queue, readers.streams(queue))
+                if streams is None:
+                    return
+                end_headers.extend(
+                    [
+                        (
+                            "streams",
+                            ",".join(
+                                f"{s.stream}:{s.low}:{s.end}:{s.state}:{s.count}" for s in streams
+                            ),
+                        ),
+                        ("consumers", str(queue.consumer_count)),
+                    ]
+                )
+            end_headers.append(("cluster-members", ",".join(broker.cluster_members())))
+            _send_end(session, end_headers)
+
+        return Pending(gate=listing)
     if queue is None:
         raise StompError(
             f"queue {target.queue or target.address} does not exist on node {broker.node_id}"
@@ -72,29 +89,50 @@ def browse(session: StompSession, frame: Frame, target: Target, sub_id: str) -> 
     start = _number(frame, "browser-from", 0)
     end = _optional_number(frame, "browser-to")
     limit = _number(frame, "browser-max", -1, negative=True)
-    found = readers.browse(queue, stream, start, end, limit)
-    if not _flag(frame, "browser-count-only"):
-        for ref in found.refs:
-            headers = [
-                ("subscription", sub_id),
-                ("message-id", str(ref.message.message_id)),
-                ("destination", destination),
-                ("offset", str(ref.offset)),
+    count_only = _flag(frame, "browser-count-only")
+
+    async def run() -> None:
+        found = await _reading(session, queue, readers.browse(queue, stream, start, end, limit))
+        if found is None:
+            return
+        if not count_only:
+            for ref in found.refs:
+                headers = [
+                    ("subscription", sub_id),
+                    ("message-id", str(ref.message.message_id)),
+                    ("destination", destination),
+                    ("offset", str(ref.offset)),
+                    ("offset-stream", stream),
+                ]
+                if ref.delivery_count > 0:
+                    headers.append(("redelivered", "true"))
+                send_message(session, ref.message, headers)
+        end_headers.extend(
+            [
                 ("offset-stream", stream),
+                ("offset-next", str(found.next)),
+                ("offset-end", str(found.end)),
+                ("offset-low", "" if found.low is None else str(found.low)),
+                ("offset-mark", str(found.mark)),
+                ("stream-state", found.state),
+                ("message-count", str(len(found.refs))),
             ]
-            if ref.delivery_count > 0:
-                headers.append(("redelivered", "true"))
-            send_message(session, ref.message, headers)
-    end_headers += [
-        ("offset-stream", stream),
-        ("offset-next", str(found.next)),
-        ("offset-end", str(found.end)),
-        ("offset-low", "" if found.low is None else str(found.low)),
-        ("offset-mark", str(found.mark)),
-        ("stream-state", found.state),
-        ("message-count", str(len(found.refs))),
-    ]
-    _send_end(session, end_headers)
+        )
+        _send_end(session, end_headers)
+
+    return Pending(gate=run)
+
+
+async def _reading(session: StompSession, queue: Queue, read: Awaitable[T]) -> T | None:
+    """``read``'s result; None when a page file could not be read: the client gets an
+    ERROR frame saying so (the node logs it), and the browse ends without its end frame."""
+    try:
+        return await read
+    except (StorageError, OSError, ValueError) as exc:
+        message = f"cannot read the paged messages of queue {queue.name}: {exc}"
+        log.error("%s", message)
+        session.send(session.error_frame(message, None))
+        return None
 
 
 def manage(session: StompSession, frame: Frame) -> Pending:

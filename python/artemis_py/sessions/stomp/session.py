@@ -360,7 +360,7 @@ class StompSession:
 
     # -- subscribing -------------------------------------------------------------------
 
-    def _on_subscribe(self, frame: Frame) -> None:
+    def _on_subscribe(self, frame: Frame) -> Pending | None:
         destination = frame.get("destination")
         target = self._target(destination, frame.get("subscription-type"))
         sub_id = frame.get("id") or (destination if self.version == "1.0" else None)
@@ -369,11 +369,11 @@ class StompSession:
         if sub_id in self.subscriptions:
             raise StompError(f"subscription {sub_id} already exists")
         if (frame.get("browser") or "").lower() == "true":
-            offsets.browse(self, frame, target, sub_id)
+            pending = offsets.browse(self, frame, target, sub_id)
             if len(self.browsed) >= _BROWSES_REMEMBERED:
                 self.browsed.clear()
             self.browsed.add(sub_id)
-            return
+            return pending
         ack_mode = frame.get("ack", "auto")
         if ack_mode not in _ACK_MODES:
             raise StompError(f"unknown ack mode {ack_mode!r}")
@@ -396,6 +396,7 @@ class StompSession:
             sub.selector = None  # the subscription queue's filter already applies it
         queue.add_consumer(sub)
         self.subscriptions[sub_id] = sub
+        return None
 
     def _subscription_queue(
         self, target: Target, selector: str | None, durable_name: str | None

@@ -21,12 +21,19 @@ pub fn record(id: u64, len: usize) -> (u64, u64, Vec<u64>, Vec<u8>) {
     (id, id % 3, vec![1, 100 + id % 2], message(id, len))
 }
 
+/// The queue offset test record `id` is appended with (not its message id, so a layout
+/// mix-up shows).
+pub fn queue_offset(id: u64) -> u64 {
+    id * 10 + 7
+}
+
 pub fn append(store: &PageStore, recs: &[(u64, u64, Vec<u64>, Vec<u8>)], sync: bool) -> u64 {
     let refs: Vec<NewRecord<'_>> = recs
         .iter()
         .map(|(m, t, q, b)| NewRecord {
             message_id: *m,
             tx_id: *t,
+            queue_offset: queue_offset(*m),
             queue_ids: q,
             message: b,
         })
@@ -63,6 +70,7 @@ pub fn assert_whole(records: &[PagedRecord], len_of: impl Fn(u64) -> usize) {
             (r.message_id, r.tx_id, &r.queue_ids, &r.message),
             (m, t, &q, &b)
         );
+        assert_eq!(r.queue_offset, queue_offset(m));
     }
 }
 
