@@ -53,6 +53,33 @@ def read_all(node, queue: str, *, start: int = 0, limit: int | None = None):
     return with_client(node, work)
 
 
+def read_while_producing(node, queue: str, produce, total: int, *, limit: int) -> list:
+    """Run ``produce(i)`` for producers 0-2 in threads while a reader browses ``queue``
+    from where each browse ended, until it has ``total`` messages (or 30 s pass: a
+    reader that missed messages would wait forever); returns what it read."""
+    threads = [threading.Thread(target=produce, args=(i,)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+
+    async def reader(conn):
+        seen = []
+        position = 0
+        with trio.move_on_after(30):
+            while len(seen) < total:
+                messages, end = await browse(conn, queue, start=position, limit=limit)
+                seen += messages
+                position = end.next
+                if not messages:
+                    await trio.sleep(0.01)
+        return seen
+
+    try:
+        return with_client(node, reader)
+    finally:
+        for thread in threads:
+            thread.join()
+
+
 def offsets(messages) -> list[int]:
     return [int(m.get("offset")) for m in messages]
 
@@ -193,25 +220,7 @@ def test_reader_misses_nothing_while_connections_pipeline(node, clients):
             producers[index].send(f"/queue/{name}", f"{index}-{i}", receipt=False, **PERSISTENT)
         producers[index].sync()
 
-    threads = [threading.Thread(target=produce, args=(i,)) for i in range(3)]
-    for thread in threads:
-        thread.start()
-
-    async def reader(conn):
-        seen = []
-        position = 0
-        with trio.move_on_after(30):  # a reader that missed messages would wait forever
-            while len(seen) < 3 * per_producer + 1:
-                messages, end = await browse(conn, name, start=position, limit=50)
-                seen += messages
-                position = end.next
-                if not messages:
-                    await trio.sleep(0.01)
-        return seen
-
-    seen = with_client(node, reader)
-    for thread in threads:
-        thread.join()
+    seen = read_while_producing(node, name, produce, 3 * per_producer + 1, limit=50)
     assert len(seen) == 3 * per_producer + 1
     assert offsets(seen) == sorted(set(offsets(seen)))
     bodies = [m.body.decode() for m in seen[1:]]

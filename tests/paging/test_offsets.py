@@ -7,14 +7,12 @@ everything goes to 16 KiB pages (about 15 a page) and each queue depages 10 at a
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 import trio
 
 from artemis_py.client.offsets import acknowledge_up_to, browse, list_streams
 from integration.conftest import unique, wait_for
-from integration.test_offsets import offsets, read_all, with_client
+from integration.test_offsets import offsets, read_all, read_while_producing, with_client
 
 from .conftest import page_files, take_acking
 from .test_page_policy import consume, send_numbered
@@ -166,25 +164,7 @@ def test_a_reader_misses_no_paged_message_while_connections_pipeline(paged_node,
             )
         producers[index].sync()
 
-    threads = [threading.Thread(target=produce, args=(i,)) for i in range(3)]
-    for thread in threads:
-        thread.start()
-
-    async def reader(conn):
-        seen = []
-        position = 0
-        with trio.move_on_after(30):  # a reader that missed messages would wait forever
-            while len(seen) < 3 * per_producer + 30:
-                messages, end = await browse(conn, name, start=position, limit=37)
-                seen += messages
-                position = end.next
-                if not messages:
-                    await trio.sleep(0.01)
-        return seen
-
-    seen = with_client(paged_node, reader)
-    for thread in threads:
-        thread.join()
+    seen = read_while_producing(paged_node, name, produce, 3 * per_producer + 30, limit=37)
     assert len(page_files(paged_node)) >= 10
     assert len(seen) == 3 * per_producer + 30
     assert offsets(seen) == sorted(set(offsets(seen)))
