@@ -377,6 +377,18 @@ def make_cluster(
     return nodes
 
 
+def running(nodes: Cluster) -> Iterator[Cluster]:
+    """For a module or session fixture: start ``nodes``, wait until they formed the
+    cluster, yield them, and at the end check that each stops cleanly."""
+    try:
+        nodes.start()
+        nodes.wait_formed()
+        yield nodes
+    finally:
+        errors = nodes.close()
+        assert not errors, "\n".join(errors)
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
     """``cluster(n, start=True, formed=True, **options)`` -> a Cluster of n nodes (see
@@ -436,13 +448,7 @@ def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster
             for i in range(3)
         },
     )
-    try:
-        nodes.start()
-        nodes.wait_formed()
-        yield nodes
-    finally:
-        errors = nodes.close()
-        assert not errors, "\n".join(errors)
+    yield from running(nodes)
 
 
 @pytest.fixture

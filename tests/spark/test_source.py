@@ -23,7 +23,7 @@ from artemis_py.client.offsets import list_streams
 from artemis_py.spark.options import parse_source_options
 from artemis_py.spark.reading import ReadTarget
 from artemis_py.spark.source import ArtemisBatchReader, read_range
-from cluster.conftest import Cluster, make_cluster
+from cluster.conftest import Cluster, make_cluster, running
 from integration.conftest import (  # noqa: F401 - fixtures used by the tests here
     BrokerProcess,
     free_port,
@@ -36,14 +36,7 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="module")
 def three(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    nodes = make_cluster(tmp_path_factory.mktemp("source"), 3, policy="OFF")
-    try:
-        nodes.start()
-        nodes.wait_formed()
-        yield nodes
-    finally:
-        errors = nodes.close()
-        assert not errors, "\n".join(errors)
+    yield from running(make_cluster(tmp_path_factory.mktemp("source"), 3, policy="OFF"))
 
 
 def urls(nodes: Cluster) -> str:

@@ -306,7 +306,10 @@ class OffsetReading:
     def _adopted(self, queue: Queue, stream: str) -> tuple[OffsetIndex, str, int] | None:
         """An adopted stream's index, state and stable end; None if this node has none.
         Unsealed, nothing of it is readable yet: its end is its lowest offset."""
-        if stream not in self._adopted_streams(queue):
+        held = queue.index.adopted.get(stream) if queue.index is not None else None
+        if not (
+            held or stream in queue.sealed or (stream in queue.marks and stream != self.stream)
+        ):
             return None
         index = queue.offset_index().stream(stream)
         sealed = queue.sealed.get(stream)
