@@ -4,10 +4,7 @@ Tests that need pyspark and a JVM are marked ``spark`` (``pytestmark = pytest.ma
 and take the ``spark`` fixture; they are skipped when pyspark or Java is missing, and
 ``-m "not spark"`` leaves them out. ``tests/spark/unit/`` needs neither and always runs.
 
-The session is ``local[2]`` (two task slots, as on CI's two cores), without UI, on the
-loopback only, with two shuffle partitions (the default 200 makes small tests slow), UTC as
-its time zone, and its Python workers run by this interpreter (``PYSPARK_PYTHON``), so
-they import the artemis_py under test. Starting it costs ~4 s (JVM start), once.
+The session (see :mod:`.session` for its settings) costs ~4 s to start (JVM start), once.
 """
 
 from __future__ import annotations
@@ -15,12 +12,15 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from cluster.conftest import cluster  # noqa: F401 - a fixture the end-to-end tests use
+
+from .session import local_session
 
 
 def _spark_missing() -> str | None:
@@ -46,24 +46,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def spark() -> Iterator[Any]:
     """The one SparkSession of the test session, with the ``artemis`` format registered."""
     old_python = os.environ.get("PYSPARK_PYTHON")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
     started = time.monotonic()
-    from pyspark.sql import SparkSession
-
-    from artemis_py.spark import register
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("artemis-py tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
+    session = local_session("artemis-py tests")
     # Shown with `pytest -s`: the session start is the harness's fixed cost.
     print(f"\nSparkSession {session.version} started in {time.monotonic() - started:.1f}s")
     try:

@@ -123,6 +123,12 @@ def stable_ends(listings: Sequence[NodeListing]) -> dict[str, int]:
     return ends
 
 
+def check_complete(listings: Sequence[NodeListing]) -> None:
+    """Raise :class:`MissingNodeError` unless the nodes reached hold every member's stream:
+    a URL of a node that left the cluster (scaled down) need not answer."""
+    _check_hosts(listings, ())
+
+
 def initial_offset(
     listings: Sequence[NodeListing], queue: str, starting: StartingOffsets
 ) -> SourceOffset:

@@ -248,13 +248,26 @@ class Survey:
 
 
 async def survey(nodes: Nodes, accept: Callable[[list[NodeListing]], bool] | None = None) -> Survey:
-    """List the queue on every URL in parallel (see the module doc for ``accept``)."""
+    """List the queue on every URL in parallel (see the module doc for ``accept``).
+
+    While a URL does not answer and the nodes that did are not accepted, those are listed
+    again from time to time: a node scaling down refuses connections before its target has
+    taken its stream over, so a first answer that misses the stream may be followed by
+    one that holds it, well before the silent URL's deadline.
+    """
     found: dict[str, tuple[NodeListing, bool]] = {}
     failures: list[NodeUnreachableError] = []
     order = nodes.urls
+    relisting = trio.CancelScope()
 
     def reached() -> list[NodeListing]:
         return [found[url][0] for url in order if url in found]
+
+    def settle(nursery: trio.Nursery) -> None:
+        if len(found) + len(failures) == len(order):
+            relisting.cancel()
+        elif accept is not None and found and accept(reached()):
+            nursery.cancel_scope.cancel()
 
     try:
         async with trio.open_nursery() as nursery:
@@ -264,12 +277,21 @@ async def survey(nodes: Nodes, accept: Callable[[list[NodeListing]], bool] | Non
                     found[url] = await _list_one(nodes, url)
                 except NodeUnreachableError as exc:
                     failures.append(exc)
-                    return
-                if accept is not None and len(found) < len(order) and accept(reached()):
-                    nursery.cancel_scope.cancel()
+                settle(nursery)
+
+            async def relist() -> None:
+                with relisting:
+                    attempt = 0
+                    while await nodes.deadline.pause(attempt):
+                        for url in [url for url in order if url in found]:
+                            found[url] = await _list_one(nodes, url)
+                        settle(nursery)
+                        attempt += 1
 
             for url in order:
                 nursery.start_soon(one, url)
+            if accept is not None:
+                nursery.start_soon(relist)
     except BaseExceptionGroup as group:
         raise_single(group)
     if len(found) < len(order) and (accept is None or not accept(reached())):

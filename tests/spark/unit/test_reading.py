@@ -5,9 +5,11 @@ from __future__ import annotations
 import pickle
 
 import pytest
+import trio
 
 from artemis_py.client import BrokerUrl
 from artemis_py.client.offsets import Listing, StreamInfo
+from artemis_py.spark import reading
 from artemis_py.spark.options import parse_source_options
 from artemis_py.spark.planning import NodeListing, StreamListing
 from artemis_py.spark.reading import (
@@ -19,7 +21,10 @@ from artemis_py.spark.reading import (
     data_loss,
     node_listing,
     raise_single,
+    survey,
+    with_nodes,
 )
+from artemis_py.spark.wire import NodeUnreachableError
 
 
 @pytest.mark.parametrize(
@@ -98,3 +103,48 @@ def test_a_nursery_s_single_error_is_raised_as_it_is() -> None:
         raise_single(BaseExceptionGroup("g", [ExceptionGroup("h", [inner])]))
     with pytest.raises(BaseExceptionGroup):
         raise_single(BaseExceptionGroup("g", [inner, ValueError()]))
+
+
+class SilentNode:
+    """``reading._list_one`` for two URLs: A answers, and holds B's stream from its
+    ``moved_at``-th listing on; B does not answer before the deadline."""
+
+    def __init__(self, moved_at: int | None) -> None:
+        self.moved_at = moved_at
+        self.listings = 0
+
+    async def __call__(self, nodes: reading.Nodes, url: str) -> tuple[NodeListing, bool]:
+        if url == "tcp://b:1":
+            await trio.sleep_until(nodes.deadline.at)
+            raise NodeUnreachableError("node tcp://b:1 is not reachable", BrokerUrl("b", 1))
+        self.listings += 1
+        moved = self.moved_at is not None and self.listings >= self.moved_at
+        return listing(url, "A", *(("A", "B") if moved else ("A",))), True
+
+
+def holds_b(listings: list[NodeListing]) -> bool:
+    return any(entry.stream == "B" for node in listings for entry in node.streams)
+
+
+SILENT_B = ReadTarget.of(parse_source_options({"url": "tcp://a:1,tcp://b:1", "queue": "q"}))
+
+
+async def test_a_survey_lists_again_until_a_silent_node_s_stream_has_moved(
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.abc.Clock
+) -> None:
+    # B is scaling down: it refuses connections before A has taken its stream over.
+    fake = SilentNode(moved_at=3)
+    monkeypatch.setattr(reading, "_list_one", fake)
+    started = trio.current_time()
+    result = await with_nodes(SILENT_B, lambda nodes: survey(nodes, holds_b))
+    assert [node.node_id for node in result.listings] == ["A"]
+    assert holds_b(result.listings) and fake.listings == 3
+    assert trio.current_time() - started < 5  # not B's deadline (60 s)
+
+
+async def test_a_survey_not_accepted_ends_with_the_silent_node_s_error(
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.abc.Clock
+) -> None:
+    monkeypatch.setattr(reading, "_list_one", SilentNode(moved_at=None))
+    with pytest.raises(NodeUnreachableError, match="tcp://b:1 is not reachable"):
+        await with_nodes(SILENT_B, lambda nodes: survey(nodes, holds_b))
