@@ -19,12 +19,20 @@ TRIGGER = "200 milliseconds"
 
 
 def start_query(
-    spark: Any, urls: str, queue: str, out: Path, checkpoint: Path, *, available_now: bool = False
+    spark: Any,
+    urls: str,
+    queue: str,
+    out: Path,
+    checkpoint: Path,
+    *,
+    available_now: bool = False,
+    **options: str,
 ) -> Any:
-    """Start the query: (node, offset, body) of every message into Parquet files at ``out``."""
+    """Start the query: (node, offset, body) of every message into Parquet files at ``out``;
+    ``options`` are more of the source's."""
     frame = (
         spark.readStream.format("artemis")
-        .options(url=urls, queue=queue, maxMessagesPerTrigger=MAX_PER_BATCH)
+        .options(url=urls, queue=queue, maxMessagesPerTrigger=MAX_PER_BATCH, **options)
         .load()
         .select("node", "offset", "body")
     )

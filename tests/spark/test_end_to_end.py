@@ -32,7 +32,7 @@ from cluster.test_scale_down import scale_down_xml
 from integration.conftest import wait_for
 
 from .e2e_driver import start_query
-from .test_source import declare, urls
+from .test_source import declare, node_ids, our_error, urls
 
 pytestmark = pytest.mark.spark
 
@@ -210,6 +210,36 @@ def test_a_node_killed_and_restarted_during_the_query(
         finally:
             run_to_the_end(query, traffic)
     assert traffic.failures > 0  # the producer saw the node go
+    check_exactly_once(spark, out, traffic)
+
+
+def test_a_node_that_stays_down_fails_the_query_naming_it_and_a_restart_reads_on(
+    spark: Any, cluster: Any, paths: tuple[Path, Path]
+) -> None:
+    nodes = cluster(3, policy="OFF")
+    queue = "orders"
+    declare(nodes, queue)
+    down = node_ids(nodes)[1]
+    out, checkpoint = paths
+    with Traffic(nodes, queue) as traffic:
+        query = start_query(spark, urls(nodes), queue, out, checkpoint, nodeTimeoutMs="2000")
+        try:
+            wait_committed(checkpoint, 3)
+            nodes[1].kill()
+            with pytest.raises(Exception) as info:  # pyspark's StreamingQueryException
+                query.awaitTermination(60)
+        finally:
+            query.stop()
+    message = our_error(info.value)
+    assert down in message or f":{nodes[1].port}" in message, message
+    # Nothing it did not commit was acknowledged: once the node is back, a restart from the
+    # checkpoint reads every message exactly once.
+    nodes[1].start()
+    again = start_query(spark, urls(nodes), queue, out, checkpoint, available_now=True)
+    try:
+        assert again.awaitTermination(120), "the restarted query did not finish"
+    finally:
+        again.stop()
     check_exactly_once(spark, out, traffic)
 
 
