@@ -10,7 +10,9 @@ batches and stop by themselves, so no test waits on a guess.
 from __future__ import annotations
 
 import re
+import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +23,9 @@ import trio
 from artemis_py.client import open_stomp_connection
 from artemis_py.client.offsets import list_streams
 from artemis_py.spark.options import parse_source_options
-from artemis_py.spark.reading import ReadTarget
+from artemis_py.spark.reading import Nodes, ReadTarget, read_chunk, with_nodes
 from artemis_py.spark.source import ArtemisBatchReader, read_range
+from artemis_py.spark.wire import NodeUnreachableError
 from cluster.conftest import Cluster, make_cluster, running
 from integration.conftest import (  # noqa: F401 - fixtures used by the tests here
     BrokerProcess,
@@ -269,3 +272,32 @@ def test_a_range_is_read_on_across_a_node_restart(three: Cluster) -> None:
     assert [bytes(row[6]).decode() for row in got] == sent
     offsets = [row[3] for row in got]
     assert offsets == sorted(set(offsets))
+
+
+def test_a_node_that_hangs_mid_read_fails_it_within_node_timeout(make_broker: Any) -> None:  # noqa: F811
+    """A stopped node (SIGSTOP) keeps its sockets open but says nothing: the read gives up
+    at the deadline, naming it, instead of waiting for ever (connections ask for heart-beats)."""
+    node = make_broker(persistence=True)
+    queue = unique("hung")
+    send(node, f"/queue/{queue}", ["h0", "h1"])
+    url = f"tcp://127.0.0.1:{node.port}"
+    target = ReadTarget.of(
+        parse_source_options({"url": url, "queue": queue, "nodeTimeoutMs": "2000"})
+    )
+    (stream,) = node_ids([node])
+
+    async def work(nodes: Nodes) -> Any:
+        await nodes.connection(url)
+        assert node.process is not None
+        node.process.send_signal(signal.SIGSTOP)
+        with trio.fail_after(10):  # without heart-beats: for ever
+            return await read_chunk(nodes, url, stream, 0, 2**62, first=False)
+
+    started = time.monotonic()
+    try:
+        with pytest.raises(NodeUnreachableError, match=f"node {url}"):
+            trio.run(with_nodes, target, work)
+    finally:
+        assert node.process is not None
+        node.process.send_signal(signal.SIGCONT)
+    assert time.monotonic() - started < 8

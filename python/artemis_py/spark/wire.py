@@ -5,7 +5,8 @@ Each call of the connector that needs the network is one :func:`call`: one Trio 
 socket between calls, nothing to pickle). Inside, :func:`open_node` opens a STOMP connection
 and retries a node that is down, restarting or briefly unreachable until a :class:`Deadline`
 (the ``nodeTimeoutMs`` option), then raises :class:`NodeUnreachableError` naming the node. A
-node that refuses the login is not retried: wrong credentials do not heal.
+node that refuses the login is not retried: wrong credentials do not heal. Connections ask
+for heart-beats (:func:`heartbeat_ms`), so a node that hangs counts as lost, not as slow.
 """
 
 from __future__ import annotations
@@ -35,6 +36,15 @@ T = TypeVar("T")
 _FIRST_RETRY = 0.1  # seconds; doubled after each failed attempt
 _LONGEST_RETRY = 2.0
 _CONNECT_TIMEOUT = 10.0  # per attempt, for TCP and again for CONNECTED
+_SHORTEST_BEAT_MS = 500
+_LONGEST_BEAT_MS = 10_000
+
+
+def heartbeat_ms(timeout_ms: int) -> int:
+    """The heart-beat interval asked of a node, both ways: a node that hangs (stopped,
+    swapping, a half-open TCP connection) is declared lost after two silent intervals, at
+    most half of ``nodeTimeoutMs``, so a call never waits on it for ever."""
+    return min(max(timeout_ms // 4, _SHORTEST_BEAT_MS), _LONGEST_BEAT_MS)
 
 
 class NodeUnreachableError(ConnectorError):
@@ -99,6 +109,7 @@ async def open_node(
     """A connection to the node at ``url``, closed with ``stack``; retried until
     ``deadline`` (then :class:`NodeUnreachableError`)."""
     attempt = 0
+    beat = heartbeat_ms(deadline.timeout_ms)
     while True:
         connect_timeout = min(_CONNECT_TIMEOUT, max(deadline.at - trio.current_time(), 0.1))
         try:
@@ -110,6 +121,7 @@ async def open_node(
                     passcode=login.passcode,
                     client_id=login.client_id,
                     connect_timeout=connect_timeout,
+                    heartbeat=(beat, beat),
                 )
             )
         except StompServerError as exc:

@@ -10,6 +10,7 @@ import trio
 import trio.testing
 
 from artemis_py.client import BrokerUrl
+from artemis_py.client.errors import ConnectionLostError
 from artemis_py.client.testing import ScriptedStompServer
 from artemis_py.spark.wire import (
     Deadline,
@@ -17,6 +18,7 @@ from artemis_py.spark.wire import (
     NodeRefusedError,
     NodeUnreachableError,
     call,
+    heartbeat_ms,
     open_node,
 )
 
@@ -73,6 +75,31 @@ async def test_a_refused_login_is_not_retried() -> None:
                     await open_node(
                         stack, BrokerUrl("127.0.0.1", port), Login("u", "p"), Deadline.after(60_000)
                     )
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize(
+    ("timeout_ms", "beat"), [(0, 500), (2000, 500), (8000, 2000), (60_000, 10_000)]
+)
+def test_the_heart_beat_is_a_quarter_of_the_node_timeout_within_bounds(
+    timeout_ms: int, beat: int
+) -> None:
+    assert heartbeat_ms(timeout_ms) == beat
+
+
+async def test_a_node_that_hangs_after_connecting_is_lost_not_waited_for() -> None:
+    # The node answers CONNECT and then falls silent (stopped, or a half-open connection).
+    server = ScriptedStompServer(heartbeat=(100, 100), send_heartbeats=False)
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(server.serve_tcp)
+        with trio.fail_after(5), pytest.raises(ConnectionLostError, match="heart-beat"):
+            async with AsyncExitStack() as stack:
+                conn = await open_node(
+                    stack, BrokerUrl("127.0.0.1", port), Login(), Deadline.after(2000)
+                )
+                assert conn.heartbeat == (500, 500)
+                while conn.is_open:  # noqa: ASYNC110 - the connection has no event for it
+                    await trio.sleep(0.05)
         nursery.cancel_scope.cancel()
 
 
