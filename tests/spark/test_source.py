@@ -301,3 +301,23 @@ def test_a_node_that_hangs_mid_read_fails_it_within_node_timeout(make_broker: An
         assert node.process is not None
         node.process.send_signal(signal.SIGCONT)
     assert time.monotonic() - started < 8
+
+
+def test_acknowledgements_go_to_the_node_s_own_management_address(
+    spark: Any,
+    make_broker: Any,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    node = make_broker(
+        persistence=True, extra_core="<management-address>ops.management</management-address>"
+    )
+    queue = unique("managed")
+    sent = [f"m{k}" for k in range(6)]
+    send(node, f"/queue/{queue}", sent)
+    options = {"url": f"tcp://127.0.0.1:{node.port}", "queue": queue, "maxMessagesPerTrigger": "2"}
+    name = queue.replace("-", "_")
+    query = run_available(spark, options, "memory", tmp_path / "checkpoint", name=name)
+    assert bodies(spark.sql(f"SELECT * FROM {name}").collect()) == sorted(sent)
+    # Every batch but the last was committed, so acknowledged there.
+    last = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]][-1]
+    assert held([node], queue) == [last]

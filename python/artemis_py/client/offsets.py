@@ -42,13 +42,15 @@ class StreamInfo:
 @dataclass(frozen=True, slots=True)
 class Listing:
     """What a node says about a queue: its id, whether the queue exists there, the
-    queue's streams and consumers, and the other live members of its cluster."""
+    queue's streams and consumers, the other live members of its cluster, and its
+    management address (where :func:`acknowledge_up_to` goes)."""
 
     node_id: str
     exists: bool
     streams: tuple[StreamInfo, ...]
     consumers: int
     members: tuple[str, ...]
+    management_address: str = MANAGEMENT_ADDRESS
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,7 @@ async def list_streams(conn: ClientConnection, queue: str) -> Listing:
         streams=tuple(streams),
         consumers=int(end.get("consumers") or 0),
         members=tuple(filter(None, (end.get("cluster-members") or "").split(","))),
+        management_address=end.get("management-address") or MANAGEMENT_ADDRESS,
     )
 
 

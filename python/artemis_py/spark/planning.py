@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
+from artemis_py.client.offsets import MANAGEMENT_ADDRESS
 from artemis_py.spark.errors import MissingNodeError, OffsetError
 from artemis_py.spark.offsets import EARLIEST, LATEST, SourceOffset, StartingOffsets
 
@@ -76,6 +77,7 @@ class NodeListing:
     consumers: int = 0
     members: frozenset[str] = frozenset()
     hold: Mapping[str, int | None] = field(default_factory=dict)
+    management_address: str = MANAGEMENT_ADDRESS
 
 
 @dataclass(frozen=True, slots=True)

@@ -211,6 +211,7 @@ def node_listing(url: str, listing: Listing) -> NodeListing:
         streams=streams,
         consumers=listing.consumers,
         members=frozenset(listing.members),
+        management_address=listing.management_address,
     )
 
 
@@ -375,7 +376,13 @@ async def acknowledge(
         held = {entry.stream for entry in listing.streams}
         for stream in sorted(held & set(offsets)):
             conn = await nodes.connection(listing.url)
-            await acknowledge_up_to(conn, nodes.target.name, stream, offsets[stream])
+            await acknowledge_up_to(
+                conn,
+                nodes.target.name,
+                stream,
+                offsets[stream],
+                management_address=listing.management_address,
+            )
 
 
 async def ensure_subscription(nodes: Nodes) -> None:

@@ -78,6 +78,8 @@ def browse(session: StompSession, frame: Frame, target: Target, sub_id: str) -> 
                     ]
                 )
             end_headers.append(("cluster-members", ",".join(broker.cluster_members())))
+            # Where acknowledgeUpTo goes: <management-address> is configurable.
+            end_headers.append(("management-address", broker.config.management_address))
             _send_end(session, end_headers)
 
         return Pending(gate=listing)
