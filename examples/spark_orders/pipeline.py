@@ -10,9 +10,10 @@ Two streaming queries, each exactly-once, chained through the Parquet output:
    sink's ``_spark_metadata`` log) -> one JSON message per aggregate -> the queue
    ``order-stats`` (the ``artemis`` sink).
 
-Why two queries and not one ``foreachBatch`` that does both: inside ``foreachBatch`` the
-artemis sink is a batch write, whose duplicate ids are new for every call, so a micro-batch
-that Spark runs again after a failure would publish its aggregates twice. Chained, each query
+Why two queries and not one ``foreachBatch`` that does both: inside ``foreachBatch`` both
+writes are batch writes. The artemis one can be made idempotent (option ``writeId`` from the
+batch id), but a Parquet batch write has no log that would keep a re-run batch from adding
+its files twice. Chained, each query
 has its own checkpoint and its own exactly-once sink: the file sink's log for the Parquet
 files, the broker's duplicate detection (one id per query, batch and partition) for the
 messages; a re-run batch of the second query reads the same files, so it sends the same

@@ -50,7 +50,7 @@ def test_load_with_good_options_has_the_source_schema(spark: Any) -> None:
             "OptionError: unknown option queeu (did you mean queue?); options for reading or "
             "writing: url, queue, topic, subscription, clientId, login, passcode, "
             "maxMessagesPerTrigger, startingOffsets, failOnDataLoss, fetchSize, nodeTimeoutMs, "
-            "destination, persistent",
+            "destination, persistent, writeId",
         ),
         ({"queue": "orders"}, "OptionError: missing option: url"),
         ({"url": URL}, "OptionError: missing option: queue (or topic with subscription)"),
@@ -128,12 +128,32 @@ def test_bad_columns_or_options_fail_a_batch_write(
     assert our_error(info.value) == expected
 
 
-def test_bad_columns_fail_a_streaming_write(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("columns", "options", "expected"),
+    [
+        (
+            ["CAST(value AS STRING) AS body", "timestamp"],
+            {},
+            "SchemaError: column timestamp (timestamp) is not one the artemis sink sends; it "
+            "takes body (binary or string), headers (map<string,string>), destination "
+            "(string): select only those",
+        ),
+        (
+            ["CAST(value AS STRING) AS body"],
+            {"writeId": "w1"},
+            "OptionError: option writeId is for batch writes: a stream's duplicate ids come "
+            "from its query and batch",
+        ),
+    ],
+)
+def test_bad_columns_or_options_fail_a_streaming_write(
+    spark: Any, tmp_path: Path, columns: list[str], options: dict[str, str], expected: str
+) -> None:
     rows = spark.readStream.format("rate").option("rowsPerSecond", "1").load()
     query = (
-        rows.selectExpr("CAST(value AS STRING) AS body", "timestamp")
+        rows.selectExpr(*columns)
         .writeStream.format("artemis")
-        .options(url=URL, destination="out")
+        .options(url=URL, destination="out", **options)
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
         .start()
     )
@@ -142,8 +162,4 @@ def test_bad_columns_fail_a_streaming_write(spark: Any, tmp_path: Path) -> None:
             query.awaitTermination(60)
     finally:
         query.stop()
-    assert our_error(info.value) == (
-        "SchemaError: column timestamp (timestamp) is not one the artemis sink sends; it takes "
-        "body (binary or string), headers (map<string,string>), destination (string): "
-        "select only those"
-    )
+    assert our_error(info.value) == expected

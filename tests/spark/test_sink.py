@@ -220,6 +220,25 @@ def test_a_partition_run_twice_is_stored_once(
 # -- errors -------------------------------------------------------------------------------------
 
 
+def test_a_batch_write_given_its_write_id_twice_is_stored_once(
+    spark: Any, node: BrokerProcess
+) -> None:
+    """What ``foreachBatch`` needs: Spark runs a batch again, the function writes the same
+    rows again with the same ``writeId`` (e.g. ``f"{query_id}-{batch_id}"``)."""
+    target = unique("sink-write-id")
+    frame = spark.createDataFrame([(f"w{n}",) for n in range(9)], "body STRING").repartition(3)
+    for _ in range(2):
+        (
+            frame.write.format("artemis")
+            .options(url=url_of(node), destination=f"/queue/{target}", writeId="q7-b3")
+            .mode("append")
+            .save()
+        )
+    messages = stored(node, target)
+    assert sorted(m.text for m in messages) == [f"w{n}" for n in range(9)]
+    assert {m.get("_AMQ_DUPL_ID") for m in messages} == {f"spark:q7-b3:{p}" for p in range(3)}
+
+
 @pytest.mark.parametrize(
     ("columns", "mode", "expected"),
     [

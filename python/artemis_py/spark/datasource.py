@@ -87,10 +87,16 @@ class ArtemisDataSource(DataSource):
         if overwrite:
             # Messages already sent cannot be taken back: a queue is appended to, never replaced.
             raise OptionError("mode overwrite is not supported: the artemis sink only appends")
-        return ArtemisWriter(plan)
+        return ArtemisWriter(plan, plan.options.write_id)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        return ArtemisStreamWriter(self.sink_plan(schema))
+        plan = self.sink_plan(schema)
+        if plan.options.write_id is not None:
+            raise OptionError(
+                "option writeId is for batch writes: a stream's duplicate ids come from its "
+                "query and batch"
+            )
+        return ArtemisStreamWriter(plan)
 
     # -- checks shared with the readers and writers ------------------------------------------
 

@@ -22,7 +22,9 @@ Source (``spark.read`` / ``spark.readStream``):
 
 Sink (``df.write`` / ``df.writeStream``): ``url``, ``destination`` (unless the rows have a
 ``destination`` column; checked with the schema), ``persistent`` (default ``true``),
-``login`` / ``passcode``, ``nodeTimeoutMs``.
+``login`` / ``passcode``, ``nodeTimeoutMs``, ``writeId`` (a batch write's id, so that
+writing the same rows again, as ``foreachBatch`` does when Spark re-runs a batch, stores
+them once; default: a new UUID per write).
 """
 
 from __future__ import annotations
@@ -69,12 +71,21 @@ SOURCE_OPTIONS: Final = (
     "fetchSize",
     "nodeTimeoutMs",
 )
-SINK_OPTIONS: Final = ("url", "destination", "persistent", "login", "passcode", "nodeTimeoutMs")
+SINK_OPTIONS: Final = (
+    "url",
+    "destination",
+    "persistent",
+    "login",
+    "passcode",
+    "nodeTimeoutMs",
+    "writeId",
+)
 
 # Options Spark itself adds: `writeStream` passes its checkpoint location to the sink.
 _SPARK_OPTIONS: Final = frozenset({"checkpointlocation"})
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
+_WRITE_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +127,7 @@ class SinkOptions:
     login: str | None
     passcode: str | None
     node_timeout_ms: int
+    write_id: str | None = None
 
 
 def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
@@ -179,7 +191,17 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         login=login,
         passcode=passcode,
         node_timeout_ms=DEFAULT_NODE_TIMEOUT_MS if node_timeout is None else node_timeout,
+        write_id=_write_id(values),
     )
+
+
+def _write_id(values: Mapping[str, str]) -> str | None:
+    value = values.get("writeid")
+    if value is not None and not _WRITE_ID.fullmatch(value):
+        raise OptionError(
+            f"option writeId takes 1 to 200 letters, digits, '.', '_' or '-', got {value!r}"
+        )
+    return value
 
 
 def check_option_names(

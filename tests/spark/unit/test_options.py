@@ -202,6 +202,8 @@ def test_sink_defaults_and_values() -> None:
     assert options.destination == "queue://out"
     assert options.persistent is True
     assert options.node_timeout_ms == 60000
+    assert options.write_id is None
+    assert parse_sink_options({"url": "a", "writeId": "q-1.b_7"}).write_id == "q-1.b_7"
     assert parse_sink_options({"url": "a", "persistent": "false"}).destination is None
     assert parse_sink_options({"url": "a", "persistent": "False"}).persistent is False
 
@@ -220,6 +222,9 @@ def test_spark_checkpoint_location_is_not_an_error() -> None:
         ({"url": "a", "destination": "queue://"}, ["option destination", "no name"]),
         ({"url": "a", "nodeTimeoutMs": "soon"}, ["nodeTimeoutMs must be an integer"]),
         ({"url": "a", "fetchSize": "5"}, ["fetchSize is for reading, not for writing"]),
+        ({"url": "a", "writeId": "q:1"}, ["option writeId takes", "'q:1'"]),
+        ({"url": "a", "writeId": ""}, ["option writeId takes"]),
+        ({"url": "a", "writeId": "x" * 201}, ["option writeId takes"]),
     ],
 )
 def test_bad_sink_options(options: dict[str, str], words: list[str]) -> None:
