@@ -1,6 +1,6 @@
 """Spark connector benchmark: the ``artemis`` source and sink beside the CLI clients, same run.
 
-    python bench/spark.py                      # 3 nodes, 20000 x 256 B, 5 trials: ~2.5 min
+    python bench/spark.py                      # 3 nodes, 20000 x 256 B, 5 trials: ~2 min
     python bench/spark.py --nodes 1 --messages 50000 --trials 3 --max-per-trigger 10000
 
 Nodes: ``--nodes`` ``artemis-py run`` processes (persistent, data in a temp dir or under
