@@ -203,13 +203,13 @@ def running_nodes(count: int, workdir: Path) -> Iterator[list[Node]]:
             node.directory.mkdir(parents=True)
             config = node.directory / "broker.xml"
             config.write_text(node_xml(node, nodes))
-            logfile = open(node.directory / "node.log", "ab")  # noqa: SIM115 - closed by the child's end
-            node.process = subprocess.Popen(
-                [*artemis_py_command(), "run", str(config)],
-                cwd=node.directory, stdout=logfile, stderr=logfile, stdin=subprocess.DEVNULL,
-                start_new_session=True,  # a Ctrl-C reaches the bench; it stops the nodes itself
-            )  # fmt: skip
-            logfile.close()
+            with open(node.directory / "node.log", "ab") as logfile:  # the child keeps a copy
+                node.process = subprocess.Popen(
+                    [*artemis_py_command(), "run", str(config)],
+                    cwd=node.directory, stdout=logfile, stderr=logfile,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,  # a Ctrl-C reaches the bench, which stops the nodes
+                )  # fmt: skip
 
         def listening() -> bool:
             for node in nodes:
