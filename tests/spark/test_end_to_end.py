@@ -114,6 +114,16 @@ def check_exactly_once(spark: Any, out: Path, traffic: Traffic) -> None:
     )
 
 
+QUEUE = "orders"
+
+
+def orders_cluster(cluster: Any, **options: Any) -> Cluster:
+    """Three nodes, load balancing OFF, the queue declared on each."""
+    nodes: Cluster = cluster(3, policy="OFF", **options)
+    declare(nodes, QUEUE)
+    return nodes
+
+
 @pytest.fixture
 def paths(tmp_path: Path) -> tuple[Path, Path]:
     return tmp_path / "out", tmp_path / "checkpoint"
@@ -170,17 +180,15 @@ def group_alive(pgid: int) -> bool:
 def test_the_driver_killed_and_restarted_from_its_checkpoint(
     spark: Any, cluster: Any, paths: tuple[Path, Path]
 ) -> None:
-    nodes = cluster(3, policy="OFF")
-    queue = "orders"
-    declare(nodes, queue)
+    nodes = orders_cluster(cluster)
     out, checkpoint = paths
-    driver = Driver(nodes, queue, out, checkpoint)
-    with Traffic(nodes, queue) as traffic:
+    driver = Driver(nodes, QUEUE, out, checkpoint)
+    with Traffic(nodes, QUEUE) as traffic:
         process = driver.start()
         try:
             wait_committed(checkpoint, 3)
         except AssertionError:
-            process.kill()
+            driver.kill(process)
             raise AssertionError(f"driver log:\n{driver.tail()}") from None
         driver.kill(process)
         killed_at = committed(checkpoint)
@@ -193,36 +201,43 @@ def test_the_driver_killed_and_restarted_from_its_checkpoint(
 # -- a node ---------------------------------------------------------------------------------
 
 
-def test_a_node_killed_and_restarted_during_the_query(
-    spark: Any, cluster: Any, paths: tuple[Path, Path]
-) -> None:
-    nodes = cluster(3, policy="OFF")
-    queue = "orders"
-    declare(nodes, queue)
+def query_through(spark: Any, nodes: Cluster, paths: tuple[Path, Path], fault: Any) -> Traffic:
+    """Run the query while the producer sends: ``fault()`` after 3 committed batches, 3 more
+    batches, then the rest of what was sent read, and the query stopped."""
     out, checkpoint = paths
-    with Traffic(nodes, queue) as traffic:
-        query = start_query(spark, urls(nodes), queue, out, checkpoint)
+    with Traffic(nodes, QUEUE) as traffic:
+        query = start_query(spark, urls(nodes), QUEUE, out, checkpoint)
         try:
             wait_committed(checkpoint, 3)
-            nodes[1].kill()
-            nodes[1].start()
+            fault()
             wait_committed(checkpoint, committed(checkpoint) + 3)
         finally:
             run_to_the_end(query, traffic)
+    return traffic
+
+
+def test_a_node_killed_and_restarted_during_the_query(
+    spark: Any, cluster: Any, paths: tuple[Path, Path]
+) -> None:
+    nodes = orders_cluster(cluster)
+
+    def crash() -> None:
+        nodes[1].kill()
+        nodes[1].start()
+
+    traffic = query_through(spark, nodes, paths, crash)
     assert traffic.failures > 0  # the producer saw the node go
-    check_exactly_once(spark, out, traffic)
+    check_exactly_once(spark, paths[0], traffic)
 
 
 def test_a_node_that_stays_down_fails_the_query_naming_it_and_a_restart_reads_on(
     spark: Any, cluster: Any, paths: tuple[Path, Path]
 ) -> None:
-    nodes = cluster(3, policy="OFF")
-    queue = "orders"
-    declare(nodes, queue)
+    nodes = orders_cluster(cluster)
     down = node_ids(nodes)[1]
     out, checkpoint = paths
-    with Traffic(nodes, queue) as traffic:
-        query = start_query(spark, urls(nodes), queue, out, checkpoint, nodeTimeoutMs="2000")
+    with Traffic(nodes, QUEUE) as traffic:
+        query = start_query(spark, urls(nodes), QUEUE, out, checkpoint, nodeTimeoutMs="2000")
         try:
             wait_committed(checkpoint, 3)
             nodes[1].kill()
@@ -235,7 +250,7 @@ def test_a_node_that_stays_down_fails_the_query_naming_it_and_a_restart_reads_on
     # Nothing it did not commit was acknowledged: once the node is back, a restart from the
     # checkpoint reads every message exactly once.
     nodes[1].start()
-    again = start_query(spark, urls(nodes), queue, out, checkpoint, available_now=True)
+    again = start_query(spark, urls(nodes), QUEUE, out, checkpoint, available_now=True)
     try:
         assert again.awaitTermination(120), "the restarted query did not finish"
     finally:
@@ -246,17 +261,11 @@ def test_a_node_that_stays_down_fails_the_query_naming_it_and_a_restart_reads_on
 def test_a_node_scaled_down_during_the_query(
     spark: Any, cluster: Any, paths: tuple[Path, Path]
 ) -> None:
-    nodes = cluster(3, policy="OFF", node_options={2: {"extra_core": scale_down_xml("node0")}})
-    queue = "orders"
-    declare(nodes, queue)
-    out, checkpoint = paths
-    with Traffic(nodes, queue) as traffic:
-        query = start_query(spark, urls(nodes), queue, out, checkpoint)
-        try:
-            wait_committed(checkpoint, 3)
-            assert nodes[2].stop() == 0  # SIGTERM: scale down to node0, then exit
-            wait_committed(checkpoint, committed(checkpoint) + 3)
-        finally:
-            run_to_the_end(query, traffic)
+    nodes = orders_cluster(cluster, node_options={2: {"extra_core": scale_down_xml("node0")}})
+
+    def scale_down() -> None:
+        assert nodes[2].stop() == 0  # SIGTERM: scale down to node0, then exit
+
+    traffic = query_through(spark, nodes, paths, scale_down)
     assert "scale-down" in nodes[2].log().lower()
-    check_exactly_once(spark, out, traffic)
+    check_exactly_once(spark, paths[0], traffic)
