@@ -12,8 +12,12 @@ whether anything was lost. After a final drain:
 * *lost* (a message whose RECEIPT arrived but that no consumer ever received) must be 0;
 * *unknown* (a received number nobody tried to send) must be 0;
 * *duplicates* (deliveries beyond the first) are counted and reported; the target is 0, but
-  at-least-once delivery allows them when a consumer's connection closes before its ACK
-  is confirmed. Duplicates of a message whose ACK was confirmed are reported apart.
+  at-least-once delivery allows them when a consumer's connection closes before it
+  acknowledged. Each one is counted by what its consumer had done when it came again: the
+  ACK was confirmed (a RECEIPT came: must never happen), an ACK was sent but not confirmed
+  (it reached the node's socket, or not: the node processes the ACKs already in a closing
+  connection's socket, so these are ACKs lost on the way), or it was never acknowledged
+  (the redelivery at-least-once allows).
 
 Clients are stomp.py connections driven by one thread each. A client whose node goes away
 (or does not answer a receipt in time) reconnects to another running node, and goes back to
@@ -83,7 +87,10 @@ class History:
     deliveries: Counter[int] = field(default_factory=Counter)
     received_from: dict[int, list[tuple[int, float]]] = field(default_factory=dict)  # (node, t)
     acked: set[int] = field(default_factory=set)  # ACK confirmed by a RECEIPT
-    after_ack: list[int] = field(default_factory=list)  # delivered again after that
+    ack_sent: set[int] = field(default_factory=set)  # an ACK was sent (confirmed or not)
+    after_ack: list[int] = field(default_factory=list)  # delivered again after a confirmed ACK
+    after_sent_ack: list[int] = field(default_factory=list)  # ... after an unconfirmed one
+    never_acked: list[int] = field(default_factory=list)  # ... with no ACK sent before
     unparsable: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # ERROR frames and client trouble
     events: list[str] = field(default_factory=list)  # what the test did to the nodes
@@ -118,9 +125,17 @@ class History:
                 return None
             if n in self.acked:
                 self.after_ack.append(n)
+            elif n in self.ack_sent:
+                self.after_sent_ack.append(n)
+            elif n in self.deliveries:
+                self.never_acked.append(n)
             self.deliveries[n] += 1
             self.received_from.setdefault(n, []).append((node, self.now()))
             return n
+
+    def sending_ack(self, n: int) -> None:
+        with self.lock:
+            self.ack_sent.add(n)
 
     def ack(self, n: int) -> None:
         with self.lock:
@@ -341,6 +356,8 @@ class Consumer(Worker):
             self.drop()  # never processed: the node delivers it again
             return
         n = self.churn.history.deliver(frame.body, link.node)
+        if n is not None:
+            self.churn.history.sending_ack(n)
         if link.request(lambda r: link.conn.ack(frame.headers["ack"], receipt=r)):
             if n is not None:
                 self.churn.history.ack(n)
@@ -469,7 +486,9 @@ class Churn:
                 f"received {len(received)} (of them unreceipted "
                 f"{len(received - h.receipted)}) lost {len(lost)} unknown "
                 f"{len(unknown) + len(h.unparsable)} duplicates {duplicates} "
-                f"(after a confirmed ACK {len(h.after_ack)}) failed graceful stops "
+                f"(after a confirmed ACK {len(h.after_ack)}, after an ACK sent but not "
+                f"confirmed {len(h.after_sent_ack)}, never acknowledged {len(h.never_acked)}) "
+                "failed graceful stops "
                 f"{len(self.failed_stops)}",
                 "events: " + "; ".join(h.events),
             ]
@@ -496,6 +515,11 @@ class Churn:
                 lines.append(
                     "delivered again after a confirmed ACK (number, nodes): "
                     + ", ".join(f"{n} {h.received_from[n]}" for n in h.after_ack[:30])
+                )
+            if h.after_sent_ack:
+                lines.append(
+                    "delivered again after an unconfirmed ACK (number, nodes): "
+                    + ", ".join(f"{n} {h.received_from[n]}" for n in h.after_sent_ack[:30])
                 )
             if h.errors:
                 lines.append(f"{len(h.errors)} client errors, first: {h.errors[:5]}")
