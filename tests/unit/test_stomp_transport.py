@@ -1,7 +1,10 @@
 """The Trio shell of a STOMP connection, in process: a connection that fails while a send
-waits for the disk still lets that send reach its queue (only its RECEIPT is lost)."""
+waits for the disk still lets that send reach its queue (only its RECEIPT is lost); the ACKs
+in a closing connection's socket are processed before its other deliveries go back."""
 
 from __future__ import annotations
+
+import socket
 
 import pytest
 import trio
@@ -12,6 +15,9 @@ from artemis_py.broker.pending import Pending
 from artemis_py.broker.persistence import Persistence
 from artemis_py.broker.security import Authenticator
 from artemis_py.config import default_config
+from artemis_py.protocol.stomp import Connection as StompCodec
+from artemis_py.protocol.stomp import Frame, Role
+from artemis_py.transport.sockets import FastSocketStream
 from artemis_py.transport.stomp import StompConnection
 
 
@@ -97,3 +103,62 @@ async def test_a_send_in_flight_when_the_connection_fails_still_reaches_its_queu
     queue = broker.queue("orders")
     assert queue is not None and queue.message_count == 1
     assert not queue.arriving  # its offset settled: readers by offset may pass it
+
+
+# -- the last ACKs of a closing connection (issue 17 §4) -----------------------------------
+
+
+def _frame(command: str, *headers: tuple[str, str], body: bytes = b"") -> bytes:
+    return "\n".join([command, *(f"{k}:{v}" for k, v in headers)]).encode() + b"\n\n" + body + b"\0"
+
+
+async def _messages(client: socket.socket, codec: StompCodec, count: int) -> list[Frame]:
+    """Read MESSAGE frames from the client's side of the socket until ``count`` came."""
+    messages: list[Frame] = []
+    while len(messages) < count:
+        await trio.lowlevel.wait_readable(client)
+        codec.receive_data(client.recv(65536))
+        while isinstance(event := codec.next_event(), Frame):
+            if event.command == "MESSAGE":
+                messages.append(event)
+    return messages
+
+
+@pytest.mark.parametrize("how", ["stop", "cancel", "partial"])
+async def test_acks_in_the_socket_of_a_closing_connection_are_processed_first(how: str) -> None:
+    """ACKs the node has not read yet when it closes the connection (the node stops: with
+    scale-down it stops the connection, without it cancels it) are read from the socket
+    and processed before the other deliveries go back; a partial frame after them is not."""
+    config = default_config()
+    broker = Broker(config, Persistence(None, "0123456789abcdef"))
+    broker.recover()
+    client, server = socket.socketpair()
+    client.setblocking(False)
+    stream = FastSocketStream(trio.SocketStream(trio.socket.from_stdlib_socket(server)))
+    connection = StompConnection(broker, stream, config.acceptors[0], Authenticator(False, {}))
+    sends = b"".join(
+        _frame("SEND", ("destination", "/queue/orders"), body=f"m{i}".encode()) for i in range(5)
+    )
+    codec = StompCodec(Role.CLIENT)
+    client.send(
+        codec.send(Frame("CONNECT", (("accept-version", "1.2"), ("host", "h")), b""))
+        + sends
+        + _frame(
+            "SUBSCRIBE", ("destination", "/queue/orders"), ("id", "s"), ("ack", "client-individual")
+        )
+    )
+    with client:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(connection.run)
+            taken = await _messages(client, codec, 5)
+            # Written and the connection closed in the same step: the node's reader has no
+            # chance to read them before.
+            acks = b"".join(_frame("ACK", ("id", m.get("ack") or "")) for m in taken[:3])
+            client.send(acks + (b"ACK\nid:" if how == "partial" else b""))
+            if how == "cancel":
+                nursery.cancel_scope.cancel()
+            else:
+                connection.stop()
+    queue = broker.queue("orders")
+    assert queue is not None
+    assert sorted(ref.message.body for ref in queue.messages) == [b"m3", b"m4"]

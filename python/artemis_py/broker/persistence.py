@@ -562,6 +562,15 @@ class Persistence:
         ]
         self._submit_messages(ops, sync=False)
 
+    def written(self) -> list[Ticket]:
+        """Tickets done once every messages-journal record submitted so far is written:
+        unawaited acknowledgements among them can then no longer be undone by a process
+        crash (a closing connection waits for them before its deliveries go back)."""
+        if self.storage is None or not self.storage.messages.last_ticket:
+            return []
+        journal = self.storage.messages
+        return [Ticket(journal, journal.last_ticket)]
+
     @staticmethod
     async def wait(tickets: list[Ticket]) -> None:
         for ticket in tickets:

@@ -62,6 +62,11 @@ class Journal:
     def directory(self) -> Path:
         return self._native.directory
 
+    @property
+    def last_ticket(self) -> int:
+        """The ticket of the latest submit (0: none yet)."""
+        return self._completion.last_ticket
+
     # -- writing -------------------------------------------------------------------------
 
     def submit(self, ops: Sequence[Op], sync: bool | None = None, *, flush: bool = False) -> int:

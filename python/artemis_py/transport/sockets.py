@@ -69,6 +69,16 @@ class FastSocketStream(trio.abc.HalfCloseableStream):
             self._read_without_yield = not yielded
             return data
 
+    def receive_ready(self, max_bytes: int | None = None) -> bytes | None:
+        """What can be read without waiting: None when nothing is there, ``b""`` at the
+        end of the stream (a reset too: what arrived before it was read first)."""
+        try:
+            return os.read(self._fileno(), max_bytes or DEFAULT_RECEIVE_SIZE)
+        except BlockingIOError:
+            return None
+        except (OSError, trio.ClosedResourceError):
+            return b""
+
     async def wait_send_all_might_not_block(self) -> None:
         await self._stream.wait_send_all_might_not_block()
 

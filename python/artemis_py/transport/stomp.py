@@ -25,6 +25,14 @@ shell moves bytes and time. Each connection runs four tasks:
 A refused frame or a protocol error is answered with an ERROR frame (with the receipt-id of
 the frame that caused it), after which the connection closes, as STOMP requires. Closing
 returns every unacknowledged delivery to its queue for redelivery.
+
+Closing, in order (issue 17 §4): the tasks above end (however: end of stream, DISCONNECT,
+ERROR, TTL, a broken socket, the node stopping), the pipeline settles what it holds, then
+:meth:`StompConnection._last_acks` handles the ACK and NACK frames the client sent before
+the end that were not handled yet (bytes the reader had read, and what the socket still
+holds without waiting) and settles them, and only then does the session return the other
+deliveries to their queues. A message whose ACK reached the node's socket is therefore
+never delivered again. Not after a DISCONNECT or an ERROR: frames after those are ignored.
 """
 
 from __future__ import annotations
@@ -35,9 +43,10 @@ import trio
 
 from artemis_py.broker.broker import Broker
 from artemis_py.broker.message import LargeBody
-from artemis_py.broker.pending import Pending
+from artemis_py.broker.pending import Pending, durable, settle_in_order
 from artemis_py.broker.security import Authenticator
 from artemis_py.config import AcceptorConfig
+from artemis_py.exceptions import StorageError
 from artemis_py.protocol.stomp import NEED_DATA, ConnectionClosed, Frame, Heartbeat, ProtocolError
 from artemis_py.sessions.stomp import StompError, StompSession
 from artemis_py.storage.large_messages import LargeMessageError
@@ -48,6 +57,8 @@ log = logging.getLogger("artemis_py.stomp")
 HIGH_WATER = 1 << 20  # outgoing bytes above which consumers pause
 READ_SIZE = 1 << 16
 PIPELINE_DEPTH = 4096  # frames awaiting durability before the reader stops reading
+LAST_READ_LIMIT = 1 << 20  # bytes read for the last ACKs of a closing connection, at most
+LAST_ACKS_TIMEOUT = 5.0  # seconds the last ACKs of a closing connection may take to settle
 
 #: What the pipeline holds: a pending to settle (or None) and a receipt to send (or None).
 Step = tuple[Pending | None, str | None]
@@ -84,6 +95,8 @@ class StompConnection:
         self._pipeline_send, self._pipeline_recv = trio.open_memory_channel[Step](PIPELINE_DEPTH)
         self._pipelined = 0  # steps sent to the pipeline and not yet settled
         self._closing = False
+        self._failed = False  # an ERROR was sent: nothing after its frame is handled
+        self._codec_eof = False  # the codec was told the stream ended
         self._pipeline_done = trio.Event()
         self._last_received = trio.current_time()
         self._last_sent = self._last_received
@@ -160,9 +173,16 @@ class StompConnection:
                 self._pipeline_send.close()
         finally:
             self._bodies.close()
-            self.session.close()
+            # Shielded: a node that stops without scale-down cancels its connections, and
+            # their last ACKs count then too. Bounded: a stopping node does not wait long.
             with trio.CancelScope(shield=True):
-                await trio.aclose_forcefully(self.stream)
+                try:
+                    with trio.move_on_after(LAST_ACKS_TIMEOUT):
+                        await self._last_acks()
+                        await self._acks_written()
+                finally:
+                    self.session.close()
+                    await trio.aclose_forcefully(self.stream)
 
     async def _serve(self) -> None:
         try:
@@ -195,6 +215,7 @@ class StompConnection:
                 data = await self.stream.receive_some(READ_SIZE)
             self._last_received = trio.current_time()
             codec.receive_data(data)
+            self._codec_eof = not data
             while not self._closing:
                 try:
                     event = codec.next_event()
@@ -271,6 +292,79 @@ class StompConnection:
             with trio.move_on_after(5):
                 await self._drained.wait()
 
+    async def _last_acks(self) -> None:
+        """Handle the ACK and NACK frames that reached the node before the connection
+        closed and were not handled yet, and settle them, before the session returns its
+        unacknowledged deliveries (see the module doc).
+
+        The frames are the rest of what the reader had read, then what the socket holds
+        now (at most LAST_READ_LIMIT bytes, without waiting for more). Other frames are
+        skipped: nobody gets their RECEIPT, as before. Handling stops at a DISCONNECT, a
+        refused ACK, or a malformed frame; a partial frame at the end is dropped (the client
+        did not finish sending it)."""
+        self._closing = True  # an ACK makes room in a window: nothing more goes out
+        session, codec = self.session, self._codec
+        if self._failed or session.disconnecting or not session.connected:
+            return
+        pendings: list[Pending] = []
+        budget = LAST_READ_LIMIT
+        while True:
+            try:
+                event = codec.next_event()
+            except ProtocolError:
+                break  # a malformed frame, or the end of the stream in the middle of one
+            if event is NEED_DATA:
+                data = self._read_ready(budget)
+                if data is None:
+                    break  # nothing more without waiting: a partial frame is dropped
+                budget -= len(data)
+                codec.receive_data(data)  # b"": the end of the stream
+                continue
+            if isinstance(event, ConnectionClosed):
+                break
+            if isinstance(event, Heartbeat):
+                continue
+            if not isinstance(event, Frame) or event.command == "DISCONNECT":
+                break  # (not a frame: PAUSED, which only a CONNECT not answered yet causes)
+            if event.command not in ("ACK", "NACK"):
+                log.debug("connection %s: %s after the close ignored", self.id, event.command)
+                continue
+            try:
+                pending = session.handle(event)
+            except StompError as exc:
+                log.debug("connection %s: last %s refused: %s", self.id, event.command, exc)
+                break
+            if pending is not None:
+                pendings.append(pending)
+        if pendings:
+            log.debug("connection %s: %d last acknowledgements", self.id, len(pendings))
+            try:
+                await settle_in_order(pendings)
+            except StorageError as exc:
+                log.error("connection %s: last acknowledgements failed: %s", self.id, exc)
+
+    async def _acks_written(self) -> None:
+        """Wait until the ACKs nobody waited for (no receipt) are written: the node
+        closes the connection only then, and a client that saw it close may count on them
+        (a process crash cannot undo them). Only sessions that sent such ACKs wait."""
+        if not self.session.unawaited_acks:
+            return
+        try:
+            await durable(self.session.broker.persistence.written())
+        except StorageError as exc:
+            log.error("connection %s: acknowledgements not written: %s", self.id, exc)
+
+    def _read_ready(self, budget: int) -> bytes | None:
+        """What the socket holds now (``b""`` at its end), or None: nothing without waiting,
+        the budget spent, or a stream that cannot tell (only sockets can)."""
+        read = getattr(self.stream, "receive_ready", None)
+        if read is None or budget <= 0 or self._codec_eof:
+            return None
+        data: bytes | None = read(min(READ_SIZE, budget))
+        if data == b"":
+            self._codec_eof = True
+        return data
+
     async def _fail(
         self,
         message: str,
@@ -279,6 +373,7 @@ class StompConnection:
     ) -> None:
         log.info("connection %s from %s: %s", self.id, self.peer, message)
         self._closing = True
+        self._failed = True
         self.send_frame(self.session.error_frame(message, receipt, extra_headers))
         self._data_ready.set()
         with trio.move_on_after(5):

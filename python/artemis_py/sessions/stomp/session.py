@@ -156,6 +156,7 @@ class StompSession:
         self.version = "1.0"
         self.connected = False
         self.disconnecting = False  # DISCONNECT received: nothing more is read
+        self.unawaited_acks = False  # an ACK without receipt: written later, not waited for
         self.client_id: str | None = None
         # Heart-beating: seconds between the heart-beats we send (0: none), and the
         # connection TTL (no data from the client for that long closes the connection).
@@ -507,7 +508,9 @@ class StompSession:
         if tx_name is not None:
             self._transaction(tx_name).acks.extend(refs)
             return None
-        pending = self.broker.acknowledge(refs, awaited=frame.get("receipt") is not None)
+        awaited = frame.get("receipt") is not None
+        self.unawaited_acks |= not awaited
+        pending = self.broker.acknowledge(refs, awaited=awaited)
         sub.queue.deliver()
         return pending
 
