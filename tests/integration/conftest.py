@@ -97,9 +97,21 @@ def stays(
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on now, and one this test process never handed out before:
+    the kernel may give a just-closed ephemeral port again, and a cluster's ports are all
+    picked before its first node binds one (two nodes once got the same port)."""
+    if len(_handed_out) > 20_000:  # most of the ephemeral range: start over
+        _handed_out.clear()
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port: int = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
+
+
+_handed_out: set[int] = set()
 
 
 def node_command() -> tuple[list[str], dict[str, str]]:
