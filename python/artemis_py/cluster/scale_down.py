@@ -477,7 +477,13 @@ async def take_over(
     route = connection.routes.get(departed)
     if route is None:
         return
-    sf_queue = None if target == connection.node_id else connection.route_to(target).sf_queue
+    sf_queue = None
+    if target != connection.node_id:
+        if not _has_way_to(connection, target):
+            _stranded(connection, departed, target, route)
+            await _forget_route(connection, departed, route)  # if nothing waits in it
+            return
+        sf_queue = connection.route_to(target).sf_queue
 
     def destinations(names: list[str]) -> list[Destination] | None:
         if sf_queue is None:  # this node is the target: the queues of those names here
@@ -528,10 +534,50 @@ async def take_over(
             departed,
             target,
         )
+    await _forget_route(connection, departed, route)
+
+
+async def _forget_route(
+    connection: ClusterConnection, departed: str, route: NeighbourRoute
+) -> None:
+    """Delete the store-and-forward queue for ``departed`` once nothing waits in it."""
     if not route.sf_queue.message_count and connection.routes.get(departed) is route:
         del connection.routes[departed]
         connection.bridges.pop(departed, None)
         await connection.broker.delete_queue(route.sf_queue).settled()
+
+
+def _has_way_to(connection: ClusterConnection, node_id: str) -> bool:
+    """Whether this node has a route to ``node_id`` or keeps a link to it up (a bridge
+    will drain a store-and-forward queue toward it)."""
+    if node_id in connection.routes:
+        return True
+    member = connection.topology.members.get(node_id)
+    return member is not None and connection.dialler.dialling(member.host, member.port)
+
+
+def _stranded(
+    connection: ClusterConnection, departed: str, target: str, route: NeighbourRoute
+) -> None:
+    """``departed`` scaled down to a node this one has no link to (a chain, direct
+    connections only). A store-and-forward queue toward the target would never be drained,
+    so none is made: like Artemis, which moves such a backlog only into the queue of a
+    bridge it has, what waits for ``departed`` stays in its queue here, delivered if it
+    runs again."""
+    waiting = route.sf_queue.message_count
+    if not waiting:
+        return
+    log.error(
+        "cluster %s: %d message(s) wait for node %s, which scaled down to node %s; this "
+        "node has no link to node %s, so they stay in the store-and-forward queue for node "
+        "%s and go there if it runs again",
+        connection.name,
+        waiting,
+        departed,
+        target,
+        target,
+        departed,
+    )
 
 
 async def _discard(connection: ClusterConnection, refs: list[MessageReference]) -> None:
