@@ -91,6 +91,8 @@ class ScaleDownReport:
     target: str | None = None  # node id
     connector: str | None = None
     moved: Counter[str] = field(default_factory=Counter)  # what -> messages
+    # queue -> (its address here, the address of the queue of that name on the target)
+    clashes: dict[str, tuple[str, str]] = field(default_factory=dict)
     remaining: int = 0
     problem: str | None = None
 
@@ -109,11 +111,17 @@ class ScaleDownReport:
             text = f"scale-down to node {self.target} at {self.connector}: moved {moved} message(s)"
             if details:
                 text += f" ({details})"
+            for name, (here, there) in sorted(self.clashes.items()):
+                text += (
+                    f"; ERROR: queue {name} is on address {here} here but on address "
+                    f"{there} on node {self.target}: not moved"
+                )
         if self.problem is not None:
             text += (
                 f"; INCOMPLETE: {self.problem}. {self.remaining} message(s) stay in this "
-                "node's journal: the next graceful stop moves them, or they are delivered "
-                "when this node runs again"
+                "node's journal: the next graceful stop moves them"
+                + (" (once no name clashes)" if self.clashes else "")
+                + ", or they are delivered when this node runs again"
             )
         return text
 
@@ -131,6 +139,8 @@ async def scale_down(connection: ClusterConnection, report: ScaleDownReport) -> 
         raise
     finally:
         report.remaining = _held(connection)
+        if report.clashes and report.problem is None:
+            report.problem = "the target has a queue of the same name on another address"
         if report.remaining and report.problem is None:
             report.problem = "messages are left in " + ", ".join(
                 f"{q.name} ({q.message_count})" for q in _holding(connection)
@@ -296,9 +306,12 @@ def _held(connection: ClusterConnection) -> int:
     return sum(q.message_count for q in _holding(connection))
 
 
-async def _create_queues(connection: ClusterConnection, target: str) -> set[str]:
-    """Make sure the target has every queue to move; returns the names it has."""
-    has = connection.exchange.neighbour_queues.setdefault(target, set())
+async def _create_queues(
+    connection: ClusterConnection, target: str, report: ScaleDownReport
+) -> set[str]:
+    """Make sure the target has every queue to move; returns the names of those it has
+    on the same address (the ones to move)."""
+    has = connection.exchange.neighbour_queues.setdefault(target, {})
     missing = [q for q in _movable(connection) if q.name not in has]
     if missing:
         connection.outgoing[target].send(
@@ -331,7 +344,36 @@ async def _create_queues(connection: ClusterConnection, target: str) -> set[str]
                     q.name,
                     q.address,
                 )
-    return set(has)
+    return _same_address(connection, target, has, report)
+
+
+def _same_address(
+    connection: ClusterConnection, target: str, has: dict[str, str], report: ScaleDownReport
+) -> set[str]:
+    """The names of the queues to move: those the target has on the same address.
+
+    A moved message names its queue, and the target puts it into the queue of that name.
+    One there on another address is another queue (its consumers expect other messages),
+    so a queue whose name the target uses on another address is not moved: its messages
+    stay here and the report names both addresses (an empty one is only skipped).
+    """
+    names = set()
+    for queue in _movable(connection):
+        there = has.get(queue.name)
+        if there == queue.address:
+            names.add(queue.name)
+        elif there is not None and queue.message_count and queue.name not in report.clashes:
+            report.clashes[queue.name] = (queue.address, there)
+            log.error(
+                "cluster %s: queue %s is on address %s here but on address %s on node %s: "
+                "its messages are not moved",
+                connection.name,
+                queue.name,
+                queue.address,
+                there,
+                target,
+            )
+    return names
 
 
 async def _drained(waiting: Callable[[], int], alive: Callable[[], bool]) -> bool:
@@ -367,7 +409,7 @@ async def _move_all(connection: ClusterConnection, target: str, report: ScaleDow
     """One pass: every ready message of this node into the target's store-and-forward queue."""
     if not _linked(connection, target):
         raise ScaleDownError(f"the link to node {target} broke")
-    has = await _create_queues(connection, target)
+    has = await _create_queues(connection, target, report)
     sf_queue = connection.routes[target].sf_queue
     batch = connection.scale_down.commit_interval if connection.scale_down else -1
     mover = _Mover(connection, batch if batch > 0 else DEFAULT_BATCH)
@@ -597,9 +639,11 @@ def create_queues(connection: ClusterConnection, frame: wire.CreateQueues, peer:
         existing = broker.queue(spec.name)
         if existing is not None:
             if existing.address != spec.address:
+                # The departing node sees the clash in this node's bindings and keeps
+                # that queue's messages (see _same_address).
                 log.warning(
                     "cluster %s: %s asked for queue %s on address %s, but it exists on "
-                    "address %s here: its messages will be routed by address",
+                    "address %s here: that queue's messages stay on that node",
                     connection.name,
                     peer,
                     spec.name,
