@@ -3,6 +3,7 @@ and a queue name that the target has on another address."""
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 from .conftest import (
@@ -18,19 +19,17 @@ from .conftest import (
 from .test_scale_down import received, scale_down_xml, send_many
 
 
-def test_in_a_chain_no_node_gets_a_store_and_forward_queue_toward_a_target_it_has_no_link_to(
-    cluster: Any, clients: Any
-) -> None:
-    # A <-> B <- C, direct connections only: B dials A, C dials B, nobody dials C but A,
-    # which scales down to C through its scale-down connector.
+def one_way_chain(cluster: Any, **node1: Any) -> tuple[Any, list[str]]:
+    """A <-> B <- C, direct connections only: B dials A, C dials B, and nobody dials C
+    but A, which scales down to C through its scale-down connector."""
     nodes = cluster(
         3,
         static={0: [1], 1: [0], 2: [1]},
         direct_only=True,
         formed=False,
-        node_options={0: {"extra_core": scale_down_xml("node2")}},
+        node_options={0: {"extra_core": scale_down_xml("node2")}, 1: node1},
     )
-    a, b, c = (node_id(n) for n in nodes)
+    a, b, c = ids = [node_id(n) for n in nodes]
 
     def linked() -> bool:
         sa, sb, sc = status(nodes[0]), status(nodes[1]), status(nodes[2])
@@ -39,6 +38,13 @@ def test_in_a_chain_no_node_gets_a_store_and_forward_queue_toward_a_target_it_ha
         )
 
     wait_for(linked, 15, message="the chain's links to come up")
+    return nodes, ids
+
+
+def test_in_a_chain_no_node_gets_a_store_and_forward_queue_toward_a_target_it_has_no_link_to(
+    cluster: Any, clients: Any
+) -> None:
+    nodes, (a, _, c) = one_way_chain(cluster)
     q = unique("chained")
     sent = send_many(clients(nodes[0]), f"/queue/{q}", 10, "m")
     assert nodes[0].stop() == 0
@@ -104,3 +110,51 @@ def test_a_queue_the_target_has_on_another_address_is_not_moved_and_the_summary_
     back.disconnect()
     # Empty, the clashing queue no longer keeps the scale-down from completing.
     assert nodes[0].stop() == 0
+
+
+def test_in_a_chain_a_backlog_for_the_departed_node_stays_when_the_target_is_not_linked(
+    cluster: Any, clients: Any
+) -> None:
+    # B gives up on a link to A that breaks (reconnect-attempts 0), so its backlog for A is
+    # still waiting when A scales down to C, which B has no link to.
+    nodes, (a, _, c) = one_way_chain(
+        cluster, cluster_extra="<reconnect-attempts>0</reconnect-attempts>"
+    )
+    q = unique("onlya")
+    owner = clients(nodes[0])
+    owner.unsubscribe(owner.subscribe(f"/queue/{q}"))  # the queue exists on A only
+    wait_binding(nodes[1], q, on=nodes[0])
+
+    def toward_a(depth: int) -> bool:
+        x = bridge(status(nodes[1]), a)
+        return x is not None and x["depth"] == depth and not x["connected"]
+
+    assert nodes[0].process is not None
+    nodes[0].process.send_signal(signal.SIGSTOP)  # frozen until B's TTL drops the link
+    try:
+        wait_for(lambda: toward_a(0), message=lambda: f"node1: {status(nodes[1])}")
+        sent = send_many(clients(nodes[1]), f"/queue/{q}", 20, "m")
+        assert toward_a(20)
+    finally:
+        nodes[0].process.send_signal(signal.SIGCONT)
+    # A dials B again (B does not dial back), so B hears A leave.
+    wait_for(
+        lambda: any(m["incoming"] for m in status(nodes[1])["members"] if m["node_id"] == a),
+        message=lambda: f"node0 to link to node1 again: {status(nodes[1])}",
+    )
+    assert nodes[0].stop() == 0
+    wait_for(
+        lambda: "stay in the store-and-forward queue for node" in nodes[1].log(since_start=True),
+        message=lambda: nodes[1].log_tail(),
+    )
+    # Not moved into a queue toward C that no bridge of B's drains: still waiting for A.
+    bridges = status(nodes[1])["bridges"]
+    assert bridge(status(nodes[1]), c) is None, bridges
+    assert toward_a(20), bridges
+
+    # When A runs again and B links to it (B restarts and dials it), they reach A.
+    nodes[0].start()
+    nodes[1].restart()
+    consumer = clients(nodes[0])
+    consumer.subscribe(f"/queue/{q}")
+    assert sorted(received(consumer, 20)) == sorted(sent)
