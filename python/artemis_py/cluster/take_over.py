@@ -148,16 +148,15 @@ def _stranded(
 ) -> None:
     """``departed`` scaled down to a node this one has no link to (a chain, direct
     connections only). A store-and-forward queue toward the target would never be drained,
-    so none is made: like Artemis, which moves such a backlog only into the queue of a
-    bridge it has, what waits for ``departed`` stays in its queue here, delivered if it
-    runs again."""
+    so none is made: what waits for ``departed`` stays in its queue here (in the journal,
+    not lost), delivered once this node links to ``departed`` again."""
     waiting = route.sf_queue.message_count
     if not waiting:
         return
     log.error(
         "cluster %s: %d message(s) wait for node %s, which scaled down to node %s; this "
         "node has no link to node %s, so they stay in the store-and-forward queue for node "
-        "%s and go there if it runs again",
+        "%s and go there once this node links to it again",
         connection.name,
         waiting,
         departed,
