@@ -37,3 +37,19 @@ def test_an_incomplete_scale_down_says_why_and_what_stays() -> None:
     assert "INCOMPLETE: the link to node n2 broke. 5 message(s) stay" in text
     unreachable = ScaleDownReport(remaining=7, problem="no node to scale down to is reachable")
     assert unreachable.summary().startswith("scale-down; INCOMPLETE: no node")
+
+
+def test_a_name_clash_is_an_error_naming_the_queue_and_both_addresses() -> None:
+    report = ScaleDownReport(
+        target="n2",
+        connector="tcp://b:61616",
+        moved=Counter({"orders": 3}),
+        clashes={"clash": ("billing", "audit")},
+        remaining=5,
+        problem="the target has a queue of the same name on another address",
+    )
+    text = report.summary()
+    assert "; ERROR: queue clash is on address billing here but on address audit on node n2: " in (
+        text
+    )
+    assert "INCOMPLETE: the target has a queue of the same name on another address. 5" in text

@@ -43,18 +43,19 @@ class BindingExchange:
         self.broker = cluster.broker
         # (neighbour node id, the neighbour's name for it) -> binding
         self.learned: dict[tuple[str, str], RemoteQueueBinding] = {}
-        # neighbour node id -> the names of its own queues (all of them, whatever max-hops
-        # and the address filter let routing use): what a scale-down target already has
-        self.neighbour_queues: dict[str, set[str]] = {}
+        # neighbour node id -> its own queues' names and addresses (all of them, whatever
+        # max-hops and the address filter let routing use): what a scale-down target has
+        self.neighbour_queues: dict[str, dict[str, str]] = {}
 
     # -- learning ----------------------------------------------------------------------
 
     def apply_bindings(self, via: str, frame: wire.Bindings) -> None:
-        own = self.neighbour_queues.setdefault(via, set())
+        own = self.neighbour_queues.setdefault(via, {})
         if frame.snapshot:
             own.clear()
-        own.update(info.name for info in frame.added if info.distance == 0)
-        own.difference_update(frame.removed)
+        own.update((info.name, info.address) for info in frame.added if info.distance == 0)
+        for name in frame.removed:
+            own.pop(name, None)
         seen = set()
         for info in frame.added:
             seen.add(info.name)

@@ -44,9 +44,9 @@ from artemis_py.cluster.dialler import Connect, Dialler
 from artemis_py.cluster.incoming import IncomingLinks
 from artemis_py.cluster.redistributor import Redistributor
 from artemis_py.cluster.retry import RetryPolicy
-from artemis_py.cluster.scale_down import take_over
 from artemis_py.cluster.status import status_report
 from artemis_py.cluster.store_and_forward import neighbour_of, sf_queue_name
+from artemis_py.cluster.take_over import take_over
 from artemis_py.cluster.topology import DuplicateNodeIdError, Member, Topology, connector, leaving
 from artemis_py.config import ClusterConnectionConfig, RoutingType
 from artemis_py.protocol import cluster as wire

@@ -29,8 +29,8 @@ import trio
 from artemis_py.broker.message import decode_message
 from artemis_py.broker.pending import Pending, settle_in_order
 from artemis_py.cluster.retry import LogBackoff, unlogged
-from artemis_py.cluster.scale_down import create_queues
 from artemis_py.cluster.streams import seal_streams
+from artemis_py.cluster.take_over import create_queues
 from artemis_py.cluster.topology import connector
 from artemis_py.exceptions import StorageError
 from artemis_py.protocol import cluster as wire

@@ -12,7 +12,8 @@ delivered but unacknowledged message is back in its queue.
    group qualify.
 2. *Queues.* A ``CreateQueues`` frame asks the target for each of the node's queues that it
    lacks (same address, routing type, filter and durability; temporary queues are not
-   moved), and the node waits until the target's bindings show them.
+   moved), and the node waits until the target's bindings show them. A queue whose name
+   the target has on another address is not moved: the report names both addresses.
 3. *Drain.* Messages waiting for other reachable neighbours are theirs: the bridges deliver
    them before the move.
 4. *Move.* Every message of every queue (durable subscriptions, dead-letter and expiry
@@ -36,14 +37,7 @@ If the node finds no target, or the target stops answering, what was not moved s
 this node's journal (in its queues or the store-and-forward queue for the target); the
 :class:`ScaleDownReport` says so, and the next graceful stop tries again.
 
-The nodes that stay
--------------------
-:func:`take_over` runs on every neighbour that hears ``Leaving``: it stops routing to the
-departed node (its bindings go), lets the bridge's messages in flight be confirmed, closes
-the link, and moves what still waits in the departed node's store-and-forward queue (paged
-or not) to the target (on the target itself: into the queues of the same names), then deletes that queue.
-A message the ``Leaving`` frame lists as received is dropped instead: the departed node
-stored it (only the confirmation was lost) and has moved it to the target itself.
+:func:`~.take_over.take_over` (in :mod:`.take_over`) is what the nodes that stay do.
 """
 
 from __future__ import annotations
@@ -51,23 +45,19 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
 import trio
 
-from artemis_py.broker.broker import BrokerError
-from artemis_py.broker.filter import FilterSyntaxError
 from artemis_py.broker.message import ROUTE_TO_PREFIX
 from artemis_py.broker.pending import durable
 from artemis_py.broker.routing import is_internal
 from artemis_py.broker.streams import stamp
-from artemis_py.cluster.bridge import duplicate_id
 from artemis_py.cluster.client_ids import farewells
 from artemis_py.cluster.streams import seal
-from artemis_py.config import RoutingType
 from artemis_py.exceptions import StorageError
 from artemis_py.protocol import cluster as wire
 
@@ -91,6 +81,8 @@ class ScaleDownReport:
     target: str | None = None  # node id
     connector: str | None = None
     moved: Counter[str] = field(default_factory=Counter)  # what -> messages
+    # queue -> (its address here, the address of the queue of that name on the target)
+    clashes: dict[str, tuple[str, str]] = field(default_factory=dict)
     remaining: int = 0
     problem: str | None = None
 
@@ -109,11 +101,17 @@ class ScaleDownReport:
             text = f"scale-down to node {self.target} at {self.connector}: moved {moved} message(s)"
             if details:
                 text += f" ({details})"
+            for name, (here, there) in sorted(self.clashes.items()):
+                text += (
+                    f"; ERROR: queue {name} is on address {here} here but on address "
+                    f"{there} on node {self.target}: not moved"
+                )
         if self.problem is not None:
             text += (
                 f"; INCOMPLETE: {self.problem}. {self.remaining} message(s) stay in this "
-                "node's journal: the next graceful stop moves them, or they are delivered "
-                "when this node runs again"
+                "node's journal: the next graceful stop moves them"
+                + (" (once no name clashes)" if self.clashes else "")
+                + ", or they are delivered when this node runs again"
             )
         return text
 
@@ -131,6 +129,8 @@ async def scale_down(connection: ClusterConnection, report: ScaleDownReport) -> 
         raise
     finally:
         report.remaining = _held(connection)
+        if report.clashes and report.problem is None:
+            report.problem = "the target has a queue of the same name on another address"
         if report.remaining and report.problem is None:
             report.problem = "messages are left in " + ", ".join(
                 f"{q.name} ({q.message_count})" for q in _holding(connection)
@@ -296,9 +296,12 @@ def _held(connection: ClusterConnection) -> int:
     return sum(q.message_count for q in _holding(connection))
 
 
-async def _create_queues(connection: ClusterConnection, target: str) -> set[str]:
-    """Make sure the target has every queue to move; returns the names it has."""
-    has = connection.exchange.neighbour_queues.setdefault(target, set())
+async def _create_queues(
+    connection: ClusterConnection, target: str, report: ScaleDownReport
+) -> set[str]:
+    """Make sure the target has every queue to move; returns the names of those it has
+    on the same address (the ones to move)."""
+    has = connection.exchange.neighbour_queues.setdefault(target, {})
     missing = [q for q in _movable(connection) if q.name not in has]
     if missing:
         connection.outgoing[target].send(
@@ -331,7 +334,36 @@ async def _create_queues(connection: ClusterConnection, target: str) -> set[str]
                     q.name,
                     q.address,
                 )
-    return set(has)
+    return _same_address(connection, target, has, report)
+
+
+def _same_address(
+    connection: ClusterConnection, target: str, has: dict[str, str], report: ScaleDownReport
+) -> set[str]:
+    """The names of the queues to move: those the target has on the same address.
+
+    A moved message names its queue, and the target puts it into the queue of that name.
+    One there on another address is another queue (its consumers expect other messages),
+    so a queue whose name the target uses on another address is not moved: its messages
+    stay here and the report names both addresses (an empty one is only skipped).
+    """
+    names = set()
+    for queue in _movable(connection):
+        there = has.get(queue.name)
+        if there == queue.address:
+            names.add(queue.name)
+        elif there is not None and queue.message_count and queue.name not in report.clashes:
+            report.clashes[queue.name] = (queue.address, there)
+            log.error(
+                "cluster %s: queue %s is on address %s here but on address %s on node %s: "
+                "its messages are not moved",
+                connection.name,
+                queue.name,
+                queue.address,
+                there,
+                target,
+            )
+    return names
 
 
 async def _drained(waiting: Callable[[], int], alive: Callable[[], bool]) -> bool:
@@ -367,10 +399,10 @@ async def _move_all(connection: ClusterConnection, target: str, report: ScaleDow
     """One pass: every ready message of this node into the target's store-and-forward queue."""
     if not _linked(connection, target):
         raise ScaleDownError(f"the link to node {target} broke")
-    has = await _create_queues(connection, target)
+    has = await _create_queues(connection, target, report)
     sf_queue = connection.routes[target].sf_queue
     batch = connection.scale_down.commit_interval if connection.scale_down else -1
-    mover = _Mover(connection, batch if batch > 0 else DEFAULT_BATCH)
+    mover = Mover(connection, batch if batch > 0 else DEFAULT_BATCH)
     while True:
         for queue in _movable(connection):
             if queue.name in has:
@@ -390,12 +422,12 @@ async def _move_all(connection: ClusterConnection, target: str, report: ScaleDow
                 await mover.add(ref, [(sf_queue, names)], what)
         await mover.flush()
         queues = [q for q in _movable(connection) if q.name in has]
-        if not await _more_depaged(queues + [r.sf_queue for _, r in departed]):
+        if not await more_depaged(queues + [r.sf_queue for _, r in departed]):
             break
     report.moved.update(mover.moved)
 
 
-async def _more_depaged(queues: list[Queue]) -> bool:
+async def more_depaged(queues: list[Queue]) -> bool:
     """After a pass over the messages in memory: whether to go round again. Paged messages
     come into memory as the moved ones leave it (the last of them may have come during the
     pass, after its snapshot); wait until some of them have."""
@@ -429,7 +461,7 @@ async def _wait_delivered(connection: ClusterConnection, target: str) -> None:
         raise ScaleDownError(f"node {target} confirmed nothing for {STALL_TIMEOUT:.0f} s")
 
 
-class _Mover:
+class Mover:
     """Moves references in journal transactions of ``batch`` messages."""
 
     def __init__(self, connection: ClusterConnection, batch: int) -> None:
@@ -457,132 +489,3 @@ class _Mover:
         except StorageError as exc:
             raise ScaleDownError(f"the journal refused the move: {exc}") from exc
         self.moved.update(labels)
-
-
-# -- the nodes that stay ---------------------------------------------------------------
-
-
-async def take_over(
-    connection: ClusterConnection, departed: str, target: str, received: Iterable[str] = ()
-) -> None:
-    """``departed`` scaled down to ``target``: send what waits for it there instead,
-    except what it ``received`` already (see :func:`_receipts`)."""
-    link = connection.outgoing.get(departed)
-    bridge = connection.bridges.get(departed)
-    if link is not None and bridge is not None:
-        bridge.pause()  # nothing new goes out; what is in flight gets confirmed
-        await until(lambda: not bridge.in_flight or link.closing, LINK_GRACE)
-        await link.goodbye(wire.Ping())
-        await until(lambda: connection.outgoing.get(departed) is not link, LINK_GRACE)
-    route = connection.routes.get(departed)
-    if route is None:
-        return
-    sf_queue = None if target == connection.node_id else connection.route_to(target).sf_queue
-
-    def destinations(names: list[str]) -> list[Destination] | None:
-        if sf_queue is None:  # this node is the target: the queues of those names here
-            return connection.broker.resolve(names) or None
-        return [(sf_queue, names)]
-
-    have = {dup_id.encode() for dup_id in received}
-    arrived = 0
-    mover = _Mover(connection, DEFAULT_BATCH)
-    try:
-        while True:
-            reached: list[MessageReference] = []
-            for ref in list(route.sf_queue.messages):
-                if duplicate_id(connection.node_id, ref.message.message_id) in have:
-                    reached.append(ref)  # its confirmation was lost; the departed node moved it
-                else:
-                    await mover.add(ref, destinations(route_names(ref, route)), "")
-            await mover.flush()
-            await _discard(connection, reached)
-            arrived += len(reached)
-            if not await _more_depaged([route.sf_queue]):
-                break
-    except ScaleDownError as exc:
-        log.error(
-            "cluster %s: cannot take over the messages that waited for node %s: %s",
-            connection.name,
-            departed,
-            exc,
-        )
-        return
-    moved = sum(mover.moved.values())
-    if arrived:
-        log.info(
-            "cluster %s: %d message(s) that waited for node %s: %d had reached it before it "
-            "left (not sent again), %d go to node %s",
-            connection.name,
-            moved + arrived,
-            departed,
-            arrived,
-            moved,
-            target,
-        )
-    elif moved:
-        log.info(
-            "cluster %s: %d message(s) that waited for node %s go to node %s",
-            connection.name,
-            moved,
-            departed,
-            target,
-        )
-    if not route.sf_queue.message_count and connection.routes.get(departed) is route:
-        del connection.routes[departed]
-        connection.bridges.pop(departed, None)
-        await connection.broker.delete_queue(route.sf_queue).settled()
-
-
-async def _discard(connection: ClusterConnection, refs: list[MessageReference]) -> None:
-    """Drop ready references for good."""
-    if not refs:
-        return
-    try:
-        await connection.broker.discard(refs).settled()
-    except StorageError as exc:
-        raise ScaleDownError(f"the journal refused the acknowledgement: {exc}") from exc
-
-
-def create_queues(connection: ClusterConnection, frame: wire.CreateQueues, peer: str) -> None:
-    """A node scaling down to this one asks for the queues it is about to fill."""
-    broker = connection.broker
-    for spec in frame.queues:
-        existing = broker.queue(spec.name)
-        if existing is not None:
-            if existing.address != spec.address:
-                log.warning(
-                    "cluster %s: %s asked for queue %s on address %s, but it exists on "
-                    "address %s here: its messages will be routed by address",
-                    connection.name,
-                    peer,
-                    spec.name,
-                    spec.address,
-                    existing.address,
-                )
-            continue
-        try:
-            broker.create_queue(
-                spec.name,
-                spec.address,
-                RoutingType(spec.routing_type),
-                filter_text=spec.filter,
-                durable=spec.durable,
-            )
-        except (BrokerError, FilterSyntaxError, StorageError) as exc:
-            log.error(
-                "cluster %s: cannot create queue %s for %s: %s",
-                connection.name,
-                spec.name,
-                peer,
-                exc,
-            )
-            continue
-        log.info(
-            "cluster %s: created queue %s (address %s, %s) for the node scaling down from %s",
-            connection.name,
-            spec.name,
-            spec.address,
-            spec.routing_type,
-            peer,
-        )
