@@ -1,8 +1,9 @@
 """The Spark test harness: one SparkSession for the whole test session.
 
 Tests that need pyspark and a JVM are marked ``spark`` (``pytestmark = pytest.mark.spark``)
-and take the ``spark`` fixture; they are skipped when pyspark or Java is missing, and
-``-m "not spark"`` leaves them out. ``tests/spark/unit/`` needs neither and always runs.
+and take the ``spark`` fixture; they are skipped when Java is missing, left out of the
+collection when pyspark is (they cannot be imported), and ``-m "not spark"`` leaves them
+out. ``tests/spark/unit/`` needs neither and always runs.
 
 The session (see :mod:`.session` for its settings) costs ~4 s to start (JVM start), once.
 """
@@ -30,6 +31,11 @@ def _spark_missing() -> str | None:
     if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
         return "no Java (pyspark needs Java 17 or newer)"
     return None
+
+
+# Without pyspark the modules beside this file cannot even be imported (the connector's
+# readers and writers subclass pyspark's): leave them out; tests/spark/unit/ still runs.
+collect_ignore_glob = ["test_*.py"] if importlib.util.find_spec("pyspark") is None else []
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
