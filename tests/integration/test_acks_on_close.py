@@ -61,13 +61,19 @@ ENDINGS = {
 }
 
 
+def acknowledge_k(node, raw_clients, queue, *, ending=b"", persistent=False):
+    """Fill ``queue`` with N messages, take them, and send the first K's ACKs (and
+    ``ending``) in one write; returns the bodies and the consumer."""
+    bodies = fill(raw_clients(node), queue, persistent=persistent)
+    consumer = raw_clients(node)
+    consumer.sock.sendall(acks(take(consumer, queue, N)) + ending)
+    return bodies, consumer
+
+
 @pytest.mark.parametrize("ending", sorted(ENDINGS))
 def test_acks_sent_with_the_end_of_a_connection_are_processed(broker, raw_clients, ending):
     queue = unique("/queue/lastacks")
-    bodies = fill(raw_clients(broker), queue)
-    consumer = raw_clients(broker)
-    taken = take(consumer, queue, N)
-    consumer.sock.sendall(acks(taken) + ENDINGS[ending])
+    bodies, consumer = acknowledge_k(broker, raw_clients, queue, ending=ENDINGS[ending])
     consumer.sock.shutdown(socket.SHUT_WR)
     consumer.wait_closed()
     assert rest(raw_clients(broker), queue) == sorted(bodies[K:])
@@ -76,10 +82,7 @@ def test_acks_sent_with_the_end_of_a_connection_are_processed(broker, raw_client
 def test_acks_in_the_socket_when_the_node_stops_are_processed_and_durable(make_broker, raw_clients):
     node = make_broker(persistence=True)
     queue = unique("/queue/lastacks")
-    bodies = fill(raw_clients(node), queue, persistent=True)
-    consumer = raw_clients(node)
-    taken = take(consumer, queue, N)
-    consumer.sock.sendall(acks(taken))
+    bodies, _ = acknowledge_k(node, raw_clients, queue, persistent=True)
     node.stop()  # SIGTERM right after: the ACKs may still be in the node's socket
     node.start()
     assert rest(raw_clients(node), queue) == sorted(bodies[K:])
@@ -88,10 +91,7 @@ def test_acks_in_the_socket_when_the_node_stops_are_processed_and_durable(make_b
 def test_acks_sent_with_a_close_survive_a_node_crash(make_broker, raw_clients):
     node = make_broker(persistence=True)
     queue = unique("/queue/lastacks")
-    bodies = fill(raw_clients(node), queue, persistent=True)
-    consumer = raw_clients(node)
-    taken = take(consumer, queue, N)
-    consumer.sock.sendall(acks(taken))
+    bodies, consumer = acknowledge_k(node, raw_clients, queue, persistent=True)
     consumer.sock.shutdown(socket.SHUT_WR)
     consumer.wait_closed()  # the node closed it: the ACKs were processed (and written)
     node.restart(crash=True)
