@@ -16,9 +16,11 @@ from artemis_py import _native
 from artemis_py.broker import persistence as p
 from artemis_py.broker.duplicate_cache import encode_client_id
 from artemis_py.broker.message import Message, encode_message
+from artemis_py.broker.offsets import OFFSET_MARK, encode_offset_mark
 from artemis_py.broker.persistence import PageAck, PageComplete, Persistence
 from artemis_py.broker.queue import Queue, QueueSpec
 from artemis_py.broker.routing.post_office import Address
+from artemis_py.broker.streams import SEALED_STREAM
 from artemis_py.cli import data, main
 from artemis_py.config import RoutingType
 from artemis_py.storage import Op, open_storage
@@ -68,6 +70,8 @@ async def _write(root: Path) -> None:
                 Op.add(12, p.PAGE_TX, p.encode_page_tx(77)),
                 Op.add(13, 14, b"dup-1"),  # the duplicate-id cache's record
                 Op.add(14, 19, encode_client_id("orders", "order-7")),  # a client's _AMQ_DUPL_ID
+                Op.add(15, OFFSET_MARK, encode_offset_mark(ORDERS, "node-a", 40)),
+                Op.add(16, SEALED_STREAM, encode_offset_mark(ORDERS, "node-b", 90)),
             ],
             True,
         )
@@ -113,6 +117,8 @@ def test_print_journal_shows_messages_references_and_cursors(root, capsys) -> No
     assert "12 PAGE_TX tx=77" in lines
     assert "13 DUPLICATE_ID duplicate-id=dup-1" in lines
     assert "14 CLIENT_DUPLICATE_ID address=orders duplicate-id=order-7" in lines
+    assert f"15 OFFSET_MARK queue={ORDERS}(orders-eu) stream=node-a mark=40" in lines
+    assert f"16 SEALED_STREAM queue={ORDERS}(orders-eu) stream=node-b sealed-end=90" in lines
     assert f"prepared tx=50 xid={b'xid-1'.hex()} ops=1" in lines
     assert any(
         line.startswith("prepared tx=50   add_tx 20 MESSAGE address=orders") for line in lines
@@ -195,11 +201,12 @@ class PagedRecord:  # the fields of artemis_py.storage.paging.PagedRecord
     tx_id: int
     queue_ids: tuple[int, ...]
     message: bytes
+    queue_offset: int
 
 
 def paged(page: int, offset: int, message_id: int, tx_id: int = 0) -> PagedRecord:
     body = encode_message(message(message_id, b"paged %d" % message_id))
-    return PagedRecord(page, offset, message_id, tx_id, (ORDERS, AUDIT), body)
+    return PagedRecord(page, offset, message_id, tx_id, (ORDERS, AUDIT), body, 1000 + message_id)
 
 
 PAGES = {
@@ -232,6 +239,7 @@ def test_print_paging_shows_pages_records_and_cursors(pages, capsys) -> None:
     assert "page orders 1 records=2 bytes=10" in lines
     assert any(
         line.startswith(f"paged orders 1:100 message=31 tx=0 queues={ORDERS}(orders-eu),")
+        and " queue-offset=1031 " in line
         and 'body="paged 31"' in line
         for line in lines
     )

@@ -31,7 +31,9 @@ from artemis_py.broker.large_messages import (
     decode_page_ref,
 )
 from artemis_py.broker.message import decode_message
+from artemis_py.broker.offsets import OFFSET_MARK, decode_offset_mark
 from artemis_py.broker.queue import QueueSpec
+from artemis_py.broker.streams import SEALED_STREAM
 from artemis_py.cli.output import preview
 from artemis_py.exceptions import ArtemisError
 from artemis_py.storage import LoadReport, Op, Record
@@ -228,6 +230,10 @@ class Inventory:
             )
         elif kind == p.PAGE_TX:
             detail = f"tx={p.decode_page_tx(payload)}"
+        elif kind in (OFFSET_MARK, SEALED_STREAM):
+            queue_id, stream, value = decode_offset_mark(payload)
+            what = "mark" if kind == OFFSET_MARK else "sealed-end"
+            detail = f"queue={self.queue_name(queue_id)} stream={stream} {what}={value}"
         else:
             detail = f"size={len(payload)}"
         yield f"{record.id} {name} {detail}"
@@ -268,7 +274,8 @@ class Inventory:
             queues = ",".join(self.queue_name(q) for q in r.queue_ids)
             yield (
                 f"paged {store.address} {r.page}:{r.offset} message={r.message_id} tx={r.tx_id} "
-                f"queues={queues} {_message_summary(r.message_id, r.message)}"
+                f"queues={queues} queue-offset={r.queue_offset} "
+                f"{_message_summary(r.message_id, r.message)}"
             )
         if bad is not None:
             yield f"page {store.address} {number} bad record at offset {bad[0]}: {bad[1]}"
