@@ -21,8 +21,8 @@ read is yielded twice and nothing is skipped.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import NoReturn, TypeVar, cast
 
@@ -141,6 +141,25 @@ class Nodes:
         self.drop(url)
         conn: ClientConnection = await self._nursery.start(self._hold, url)
         return conn
+
+    @asynccontextmanager
+    async def listed(self, url: str) -> AsyncIterator[ClientConnection]:
+        """The connection a survey listed ``url`` on, for the plan made from that survey.
+
+        A node gone since (a scale-down closes its connections) raises
+        :class:`MissingNodeError`, so :func:`planned` surveys again at once instead of
+        dialling the departed URL until the deadline.
+        """
+        held = self._open.get(url)
+        if held is None or not held[0].is_open:
+            raise MissingNodeError(f"node {url} left after it was listed", (url,))
+        try:
+            yield held[0]
+        except StompServerError:
+            raise  # the node answered: a refusal, not a departure
+        except _LOST as exc:
+            self.drop(url)
+            raise MissingNodeError(f"node {url} left after it was listed: {exc}", (url,)) from None
 
     async def _hold(
         self, url: str, task_status: trio.TaskStatus[ClientConnection] = trio.TASK_STATUS_IGNORED
@@ -360,10 +379,16 @@ async def count(
     nodes: Nodes, url: str, stream: str, start: int, stop: int, limit: int
 ) -> CountResult:
     """The planner's :data:`~artemis_py.spark.planning.Counter`: a count-only browse."""
-    conn = await nodes.connection(url)
-    _, end = await browse(
-        conn, nodes.target.queue, stream=stream, start=start, end=stop, limit=limit, count_only=True
-    )
+    async with nodes.listed(url) as conn:
+        _, end = await browse(
+            conn,
+            nodes.target.queue,
+            stream=stream,
+            start=start,
+            end=stop,
+            limit=limit,
+            count_only=True,
+        )
     return CountResult(end.next, end.count)
 
 
@@ -375,14 +400,14 @@ async def acknowledge(
     for listing in listings:
         held = {entry.stream for entry in listing.streams}
         for stream in sorted(held & set(offsets)):
-            conn = await nodes.connection(listing.url)
-            await acknowledge_up_to(
-                conn,
-                nodes.target.name,
-                stream,
-                offsets[stream],
-                management_address=listing.management_address,
-            )
+            async with nodes.listed(listing.url) as conn:
+                await acknowledge_up_to(
+                    conn,
+                    nodes.target.name,
+                    stream,
+                    offsets[stream],
+                    management_address=listing.management_address,
+                )
 
 
 async def ensure_subscription(nodes: Nodes) -> None:

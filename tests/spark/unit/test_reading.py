@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pickle
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import trio
@@ -10,6 +12,7 @@ import trio
 from artemis_py.client import BrokerUrl
 from artemis_py.client.offsets import Listing, StreamInfo
 from artemis_py.spark import reading
+from artemis_py.spark.errors import MissingNodeError
 from artemis_py.spark.options import parse_source_options
 from artemis_py.spark.planning import NodeListing, StreamListing
 from artemis_py.spark.reading import (
@@ -148,3 +151,71 @@ async def test_a_survey_not_accepted_ends_with_the_silent_node_s_error(
     monkeypatch.setattr(reading, "_list_one", SilentNode(moved_at=None))
     with pytest.raises(NodeUnreachableError, match="tcp://b:1 is not reachable"):
         await with_nodes(SILENT_B, lambda nodes: survey(nodes, holds_b))
+
+
+class LeavingNode:
+    """``reading._list_one`` for A and B, both answering the first survey; after
+    :meth:`leave`, B's connection is closed and B is silent, and A holds B's stream."""
+
+    class Connection:
+        is_open = True
+
+    def __init__(self) -> None:
+        self.left = False
+        self.connections: dict[str, LeavingNode.Connection] = {}
+
+    async def __call__(self, nodes: reading.Nodes, url: str) -> tuple[NodeListing, bool]:
+        if url == "tcp://b:1" and self.left:
+            await trio.sleep_until(nodes.deadline.at)
+            raise NodeUnreachableError("node tcp://b:1 is not reachable", BrokerUrl("b", 1))
+        conn = self.connections.setdefault(url, LeavingNode.Connection())
+        nodes._open[url] = (conn, trio.Event())  # type: ignore[assignment]
+        if url == "tcp://b:1":
+            return listing(url, "B", "B"), True
+        return listing(url, "A", *(("A", "B") if self.left else ("A",))), True
+
+    def leave(self) -> None:
+        self.left = True
+        self.connections["tcp://b:1"].is_open = False
+
+
+async def test_a_node_leaving_between_survey_and_plan_makes_the_plan_again(
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.abc.Clock
+) -> None:
+    # B answers the survey, then scales down before the plan counts on it: the plan is made
+    # again from a new survey (A holds B's stream by then), not stalled on dialling B.
+    fake = LeavingNode()
+    monkeypatch.setattr(reading, "_list_one", fake)
+
+    async def never_reached(stack: object, url: BrokerUrl, login: object, deadline: Any) -> None:
+        await trio.sleep_until(deadline.at)
+        raise NodeUnreachableError(f"node {url} is not reachable", url)
+
+    async def browse(conn: object, queue: str, **kwargs: object) -> tuple[None, SimpleNamespace]:
+        return None, SimpleNamespace(next=kwargs["end"], count=3)
+
+    monkeypatch.setattr(reading, "open_node", never_reached)
+    monkeypatch.setattr(reading, "browse", browse)
+    plans: list[list[str]] = []
+
+    async def plan(nodes: reading.Nodes, listings: list[NodeListing]) -> int:
+        plans.append([node.node_id for node in listings])
+        if not fake.left:
+            fake.leave()
+        total = 0
+        for node in listings:
+            for entry in node.streams:
+                total += (await reading.count(nodes, node.url, entry.stream, 0, 9, 9)).count
+        return total
+
+    def check(listings: list[NodeListing]) -> None:
+        if not holds_b(listings):
+            raise MissingNodeError("B's stream has no host", ("B",))
+
+    async def work(nodes: reading.Nodes) -> int:
+        return await reading.planned(nodes, lambda ls: plan(nodes, ls), check=check)
+
+    started = trio.current_time()
+    assert await with_nodes(SILENT_B, work) == 6  # A's stream and B's, counted on A
+    assert plans == [["A", "B"], ["A"]]
+    assert trio.current_time() - started < 5  # not the deadline (60 s)
