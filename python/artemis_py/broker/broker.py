@@ -110,6 +110,10 @@ class Broker:
         self.offsets = OffsetReading(self)
         # The ids of the other live members of this node's cluster (set by the node).
         self.cluster_members: Callable[[], list[str]] = list
+        # The STOMP URLs of the live members, this node's first (set by the node), and what
+        # to call when they may have changed: topology-aware clients (docs/stomp.md).
+        self.client_topology: Callable[[], list[str]] = list
+        self.topology_listeners: set[Callable[[], None]] = set()
 
     # -- lookups and the cluster's hooks -------------------------------------------------
 
