@@ -110,8 +110,7 @@ class Broker:
         self.offsets = OffsetReading(self)
         # The ids of the other live members of this node's cluster (set by the node).
         self.cluster_members: Callable[[], list[str]] = list
-        # The STOMP URLs of the live members, this node's first (set by the node), and what
-        # to call when they may have changed: topology-aware clients (docs/stomp.md).
+        # Live members' STOMP URLs and who to tell when they change (docs/stomp.md Topology).
         self.client_topology: Callable[[], list[str]] = list
         self.topology_listeners: set[Callable[[], None]] = set()
 
