@@ -30,6 +30,7 @@ from artemis_py.broker.persistence import Persistence
 from artemis_py.broker.security import Authenticator
 from artemis_py.cluster.cluster_connection import ClusterConnection
 from artemis_py.cluster.scale_down import ScaleDownReport, scale_down
+from artemis_py.cluster.topology import client_urls, stomp_urls
 from artemis_py.config import BrokerConfig, MessageLoadBalancing, default_config
 from artemis_py.config.defaults import CLUSTER_PASSWORD
 from artemis_py.storage import JournalSettings, open_storage
@@ -153,6 +154,16 @@ def cluster_connections(broker: Broker) -> list[ClusterConnection]:
         )
 
     broker.cluster_members = members
+
+    def topology_changed() -> None:
+        for listener in list(broker.topology_listeners):
+            listener()
+
+    for connection in connections:  # the clients' topology (docs/stomp.md "Topology")
+        urls = stomp_urls(config.acceptors, connection.local.host)
+        connection.local = connection.topology.announce_clients(urls)
+        connection.topology.on_change = topology_changed
+    broker.client_topology = lambda: client_urls([c.topology for c in connections])
     return connections
 
 

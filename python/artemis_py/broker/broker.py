@@ -110,6 +110,9 @@ class Broker:
         self.offsets = OffsetReading(self)
         # The ids of the other live members of this node's cluster (set by the node).
         self.cluster_members: Callable[[], list[str]] = list
+        # Live members' STOMP URLs and who to tell when they change (docs/stomp.md Topology).
+        self.client_topology: Callable[[], list[str]] = list
+        self.topology_listeners: set[Callable[[], None]] = set()
 
     # -- lookups and the cluster's hooks -------------------------------------------------
 

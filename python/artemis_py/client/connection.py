@@ -28,7 +28,7 @@ each, which share the connection's :class:`~artemis_py.client.state.ConnectionSt
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Final, NoReturn
 
@@ -106,6 +106,10 @@ class ClientConnection:
         self.heartbeat: tuple[int, int] = (0, 0)
         self.connected_frame: Frame | None = None
         self.disconnect_timeout = DEFAULT_DISCONNECT_TIMEOUT
+        # The cluster's STOMP URLs, when CONNECT asked with topology:true (docs/stomp.md).
+        self.topology: tuple[str, ...] | None = None
+        self.on_topology: Callable[[tuple[str, ...]], None] | None = None
+        self._subscriptions.topology_hook = self._topology_update
 
     def __repr__(self) -> str:
         state = self._state
@@ -195,6 +199,8 @@ class ClientConnection:
         self.server = connected.server
         self.session = connected.session
         self.heartbeat = connected.heartbeat
+        if connected.frame.get("topology") is not None:
+            self.topology = split_topology(connected.frame.get("topology", ""))
         nursery.start_soon(self._receiver.run)
         nursery.start_soon(self._close_when_finished)
         send_ms, expect_ms = self.heartbeat
@@ -202,6 +208,15 @@ class ClientConnection:
             nursery.start_soon(send_heartbeats, self._writer, self._state, send_ms / 1000)
         if expect_ms:
             nursery.start_soon(watch_heartbeats, self._receiver, self._state, expect_ms / 1000)
+
+    def _topology_update(self, frame: Frame) -> None:
+        self.topology = split_topology(frame.get("topology", ""))
+        if self.on_topology is not None:
+            self.on_topology(self.topology)
+
+    async def wait_closed(self) -> None:
+        """Return once the connection is over: failed, disconnected or closed."""
+        await self._state.finished.wait()
 
     async def _close_when_finished(self) -> None:
         await self._state.finished.wait()
@@ -370,6 +385,11 @@ class ClientConnection:
         """Close at once, without DISCONNECT (unacknowledged messages get redelivered)."""
         self._state.close()
         await trio.aclose_forcefully(self._stream)
+
+
+def split_topology(value: str) -> tuple[str, ...]:
+    """The URLs of a ``topology`` header (comma-separated)."""
+    return tuple(part for part in (p.strip() for p in value.split(",")) if part)
 
 
 def _raise_single(group: BaseExceptionGroup[BaseException]) -> NoReturn:

@@ -33,9 +33,17 @@ from artemis_py.protocol.stomp import Frame
 if TYPE_CHECKING:
     from artemis_py.client.connection import ClientConnection
 
-__all__ = ["ACK_MODES", "Subscription", "SubscriptionHost", "SubscriptionTable"]
+__all__ = [
+    "ACK_MODES",
+    "TOPOLOGY_SUBSCRIPTION",
+    "Subscription",
+    "SubscriptionHost",
+    "SubscriptionTable",
+]
 
 ACK_MODES: Final = ("auto", "client", "client-individual")
+TOPOLOGY_SUBSCRIPTION: Final = "artemis-py.topology"
+"""The reserved subscription of topology updates (docs/stomp.md "Topology")."""
 
 log = logging.getLogger("artemis_py.client")
 
@@ -137,12 +145,14 @@ class SubscriptionTable:
     """The open subscriptions of one connection, by id; the :class:`SubscriptionHost` of
     each. ``send_unsubscribe`` writes an UNSUBSCRIBE frame (the connection's request)."""
 
-    __slots__ = ("_by_id", "_send_unsubscribe", "_state")
+    __slots__ = ("_by_id", "_send_unsubscribe", "_state", "topology_hook")
 
     def __init__(self, state: ConnectionState, send_unsubscribe: UnsubscribeRequest) -> None:
         self._state = state
         self._send_unsubscribe = send_unsubscribe
         self._by_id: dict[str, Subscription] = {}
+        # Takes the topology updates of a connection that asked for them (docs/stomp.md).
+        self.topology_hook: Callable[[Frame], None] | None = None
         state.on_shutdown(self._end_all)
 
     def __contains__(self, sub_id: str) -> bool:
@@ -160,6 +170,9 @@ class SubscriptionTable:
     def deliver(self, frame: Frame) -> None:
         """Hand a MESSAGE frame to its subscription (dropped if there is none)."""
         sub_id = frame.get("subscription")
+        if sub_id == TOPOLOGY_SUBSCRIPTION and self.topology_hook is not None:
+            self.topology_hook(frame)
+            return
         subscription = self._by_id.get(sub_id) if sub_id is not None else None
         if subscription is None and sub_id is None and len(self._by_id) == 1:
             # A STOMP 1.0 server may omit the header; with one subscription it is clear.

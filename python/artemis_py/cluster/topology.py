@@ -13,11 +13,17 @@ Two members with one node id but different connectors are a copied data director
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
+from artemis_py.config import AcceptorConfig
 from artemis_py.protocol.cluster import Member
 
 log = logging.getLogger("artemis_py.cluster")
+
+
+def _nothing() -> None:
+    pass
 
 
 def connector(member: Member) -> str:
@@ -27,6 +33,37 @@ def connector(member: Member) -> str:
 def leaving(member: Member) -> Member:
     """The announcement of ``member`` going away."""
     return replace(member, up=False, version=member.version + 1)
+
+
+_WILDCARDS = frozenset({"", "0.0.0.0", "::", "[::]"})
+
+
+def stomp_urls(acceptors: Iterable[AcceptorConfig], connector_host: str) -> tuple[str, ...]:
+    """The URLs clients reach this node's STOMP acceptors by: each acceptor that takes
+    STOMP, at its host, or at the cluster connector's host when it listens on every
+    interface (the host the other nodes reach this one by)."""
+    urls: list[str] = []
+    for acceptor in acceptors:
+        if acceptor.protocols is not None and "STOMP" not in acceptor.protocols:
+            continue
+        host = acceptor.hosts[0] if acceptor.hosts else ""
+        if host in _WILDCARDS:
+            host = connector_host
+        url = f"tcp://[{host}]:{acceptor.port}" if ":" in host else f"tcp://{host}:{acceptor.port}"
+        if url not in urls:
+            urls.append(url)
+    return tuple(urls)
+
+
+def client_urls(topologies: Sequence[Topology]) -> list[str]:
+    """The STOMP URLs of the live members of ``topologies``, this node's first."""
+    urls: list[str] = []
+    for topology in topologies:
+        others = sorted(topology.others(), key=lambda m: m.node_id)
+        for member in (topology.local, *others):
+            if member.up:
+                urls.extend(u for u in member.clients if u not in urls)
+    return urls
 
 
 class DuplicateNodeIdError(Exception):
@@ -40,6 +77,13 @@ class Topology:
         self.local = local
         self.members: dict[str, Member] = {local.node_id: local}
         self._reported: set[tuple[str, str]] = set()
+        self.on_change: Callable[[], None] = _nothing  # after a change update() reported
+
+    def announce_clients(self, urls: Sequence[str]) -> Member:
+        """This node's member with its client (STOMP) URLs; returns it, to be announced."""
+        self.local = replace(self.local, clients=tuple(urls))
+        self.members[self.local.node_id] = self.local
+        return self.local
 
     def update(self, member: Member) -> bool:
         """Apply an announcement; True when it changed what this node knows.
@@ -69,6 +113,7 @@ class Topology:
             if member.version <= known.version:
                 return False
         self.members[member.node_id] = member
+        self.on_change()
         return True
 
     def _duplicate(self, first: Member, second: Member) -> None:

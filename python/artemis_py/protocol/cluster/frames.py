@@ -171,6 +171,10 @@ class Member:
 
     ``group_name`` is the node's scale-down group (None: none set): a node scaling down only
     picks a target of its own group.
+
+    ``clients`` are the node's STOMP acceptor URLs (``tcp://HOST:PORT``) that clients may
+    use: what a topology-aware client is told (docs/stomp.md "Topology"). Optional on the
+    wire: a peer that predates it sends none (empty).
     """
 
     node_id: str
@@ -180,6 +184,7 @@ class Member:
     up: bool
     version: int
     group_name: str | None = None
+    clients: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

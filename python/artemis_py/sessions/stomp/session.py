@@ -58,6 +58,7 @@ from artemis_py.protocol.stomp import Role as StompRole
 from artemis_py.sessions.stomp import offsets
 from artemis_py.sessions.stomp.errors import StompError
 from artemis_py.sessions.stomp.subscription import Subscription
+from artemis_py.sessions.stomp.topology import TopologyFeed, wants_topology
 
 log = logging.getLogger("artemis_py.stomp")
 
@@ -158,6 +159,7 @@ class StompSession:
         self.disconnecting = False  # DISCONNECT received: nothing more is read
         self.unawaited_acks = False  # an ACK without receipt: written later, not waited for
         self.client_id: str | None = None
+        self.topology_feed: TopologyFeed | None = None  # CONNECT asked for topology:true
         # Heart-beating: seconds between the heart-beats we send (0: none), and the
         # connection TTL (no data from the client for that long closes the connection).
         self.heartbeat_interval = 0.0
@@ -225,6 +227,8 @@ class StompSession:
     def close(self) -> None:
         """The connection is gone: open transactions roll back, deliveries go back, and
         duplicate ids of sends that never reached the journal are free again."""
+        if self.topology_feed is not None:
+            self.topology_feed.close()
         for tx in self.transactions.values():
             if tx.acks:
                 self.broker.cancel(tx.acks)
@@ -272,6 +276,9 @@ class StompSession:
         ]
         if plan.connected_header is not None:
             headers.append(("heart-beat", plan.connected_header))
+        if wants_topology(frame):
+            self.topology_feed = TopologyFeed(self.broker, self.send)
+            headers.append(self.topology_feed.start())
         self.send(Frame("CONNECTED", tuple(headers), b""))
         log.debug("session %s: STOMP %s", self.id, self.version)
 
