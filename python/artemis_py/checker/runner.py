@@ -15,8 +15,9 @@ connection fails, so a node that goes away and comes back is used again.
 * **Consumers** subscribe with ``client-individual`` acknowledgement and ACK each message
   with a receipt, recording the ACK as sent and then as confirmed: the history needs both
   to classify a later duplicate.
-* **Sending** ends after ``count`` messages, after ``duration`` seconds, or when no send
-  was receipted for ``timeout`` seconds (nothing answers). **The drain** then waits until
+* **Sending** ends after ``count`` messages, after ``duration`` seconds, when the caller's
+  ``stop`` event is set (a Ctrl-C, a test), or when no send was receipted for ``timeout``
+  seconds (nothing answers). **The drain** then waits until
   every receipted message was received or no message arrived for ``timeout`` seconds;
   the consumers finish the message in hand and disconnect (their DISCONNECT receipt
   confirms the last ACKs).
@@ -25,6 +26,7 @@ connection fails, so a node that goes away and comes back is used again.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -86,9 +88,10 @@ class Pacer:
 
 
 class _Run:
-    def __init__(self, options: CheckOptions, history: History) -> None:
+    def __init__(self, options: CheckOptions, history: History, stop: threading.Event) -> None:
         self.options = options
         self.history = history
+        self.stop = stop
         self.pacer = Pacer(options.rate)
         self.sending = True
         self.consuming = True
@@ -174,7 +177,7 @@ class _Run:
             for node in range(len(options.urls)):
                 nursery.start_soon(self.produce, node)
             while self.sending:
-                if trio.current_time() >= end:
+                if trio.current_time() >= end or self.stop.is_set():
                     self.sending = False
                 elif history.unreceipted_for() > options.timeout:
                     history.event(f"no send receipted for {options.timeout:g} s: sending ends")
@@ -194,9 +197,12 @@ class _Run:
         history.event("drained" if not history.missing() else "drain gave up")
 
 
-async def run_check(options: CheckOptions, history: History) -> None:
-    """Send, consume and drain (see the module doc); the outcome is in ``history``."""
-    run = _Run(options, history)
+async def run_check(
+    options: CheckOptions, history: History, stop: threading.Event | None = None
+) -> None:
+    """Send, consume and drain (see the module doc); the outcome is in ``history``.
+    Setting ``stop`` (from any thread) ends the sending; the drain still runs."""
+    run = _Run(options, history, stop if stop is not None else threading.Event())
     async with trio.open_nursery() as consumers:
         for node in range(len(options.urls)):
             consumers.start_soon(run.consume, node)

@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import sys
+import threading
 import time
 import uuid
 from typing import Any, Final
@@ -136,7 +138,7 @@ def check_command(args: argparse.Namespace) -> int:
     started = time.monotonic()
     failure: BaseException | None = None
     try:
-        trio.run(run_check, options, history)
+        trio.run(_run, options, history)
     except* (ArtemisError, OSError) as group:  # the runner handles client errors; not these
         failure = leaves(group)[0]
     if failure is not None:
@@ -162,6 +164,31 @@ def check_command(args: argparse.Namespace) -> int:
         print("artemis-py check: no send was receipted (are the URLs right?)", file=sys.stderr)
         return EXIT_UNUSABLE
     return 0 if verdict.ok else EXIT_FAILED
+
+
+async def _run(options: CheckOptions, history: History) -> None:
+    """The check; a first Ctrl-C (or SIGTERM) ends the sending and the drain still runs, a
+    second one ends the drain too. The report follows either way."""
+    stop = threading.Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_stop_on_signals, stop, nursery.cancel_scope)
+        await run_check(options, history, stop)
+        nursery.cancel_scope.cancel()
+
+
+async def _stop_on_signals(stop: threading.Event, scope: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            if stop.is_set():
+                print("artemis-py check: stopped; the drain was cut short", file=sys.stderr)
+                scope.cancel()
+                return
+            stop.set()
+            print(
+                "artemis-py check: sending stopped; draining (Ctrl-C again to stop at once)",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def _text(
