@@ -124,7 +124,7 @@ class ClusterNode(BrokerProcess):
 
     @property
     def connector(self) -> str:
-        return f"tcp://127.0.0.1:{self.cluster_port}"
+        return f"tcp://{self.host}:{self.cluster_port}"
 
     def cluster_xml(self) -> str:
         connectors = "\n".join(
@@ -171,7 +171,7 @@ class ClusterNode(BrokerProcess):
     def broker_xml(self) -> str:
         xml = super().broker_xml()
         acceptor = (
-            f'<acceptor name="cluster">tcp://127.0.0.1:{self.cluster_port}'
+            f'<acceptor name="cluster">tcp://{self.host}:{self.cluster_port}'
             f"?protocols={self.cluster_protocols}</acceptor>\n    </acceptors>"
         )
         assert xml.count("</acceptors>") == 1
@@ -180,7 +180,7 @@ class ClusterNode(BrokerProcess):
 
     def wait_ready(self, timeout: float = 20) -> None:
         super().wait_ready(timeout)
-        needle = f"cluster links on 127.0.0.1:{self.cluster_port}"
+        needle = f"cluster links on {self.host}:{self.cluster_port}"
         wait_for(
             lambda: needle in self.log(since_start=True),
             timeout,
@@ -210,7 +210,7 @@ def status(node: ClusterNode, *, password: str | None = None) -> dict[str, Any]:
     """The node's view of the cluster (raises LinkError if it cannot be had)."""
     return trio.run(
         lambda: fetch_status(
-            "127.0.0.1",
+            node.host,
             node.cluster_port,
             cluster=CLUSTER_NAME,
             user=node.user,
@@ -359,15 +359,17 @@ def make_cluster(
     *,
     static: dict[int, list[int]] | None = None,
     node_options: dict[int, dict[str, Any]] | None = None,
+    node_class: type[ClusterNode] = ClusterNode,
     **options: Any,
 ) -> Cluster:
     """``count`` stopped nodes under ``base``. ``options`` apply to every node,
-    ``node_options[i]`` to node i only; ``static`` maps a node to its static connectors."""
+    ``node_options[i]`` to node i only; ``static`` maps a node to its static connectors;
+    ``node_class`` makes the nodes (hosts.py's HostNode: one network namespace each)."""
     ports = [free_port() for _ in range(count)]
     nodes = Cluster()
     for i in range(count):
         opts = {**options, **(node_options or {}).get(i, {})}
-        nodes.append(ClusterNode(base / f"node{i}", index=i, cluster_port=ports[i], **opts))
+        nodes.append(node_class(base / f"node{i}", index=i, cluster_port=ports[i], **opts))
     for i, node in enumerate(nodes):
         node.peers = list(nodes)
         if static is not None:
@@ -477,3 +479,8 @@ def drain(consumers: list[Client], total: int, timeout: float = 15) -> list[list
     for c in consumers:
         c.sync()
     return [numbers(c) for c in consumers]
+
+
+# Nodes on hosts of their own (network namespaces) and partitions between them: hosts.py,
+# which builds on this module (hence imported at its end).
+from .hosts import hosts  # noqa: E402, F401 - re-exported fixture

@@ -152,6 +152,13 @@ DEFAULT_ADDRESSES = """
 class BrokerProcess:
     """One ``artemis-py run`` process on its own port and data directory."""
 
+    # Where the acceptors listen, the command prefix the node runs under and whether its
+    # first start picks free ports: tests/cluster/hosts.py runs nodes in network namespaces
+    # (``ip netns exec NS``), each on its own address with the same, fixed ports.
+    host = "127.0.0.1"
+    launcher: tuple[str, ...] = ()
+    pick_ports = True
+
     def __init__(
         self,
         directory: Path,
@@ -198,12 +205,12 @@ class BrokerProcess:
     def broker_xml(self) -> str:
         data = self.data_dir
         acceptors = [
-            f'<acceptor name="stomp">tcp://127.0.0.1:{self.port}?protocols=STOMP;'
+            f'<acceptor name="stomp">tcp://{self.host}:{self.port}?protocols=STOMP;'
             f"anycastPrefix=/queue/;multicastPrefix=/topic/{self.acceptor_params}</acceptor>"
         ]
         for acceptor_name, params in self.extra_acceptor_params.items():
             acceptors.append(
-                f'<acceptor name="{acceptor_name}">tcp://127.0.0.1:'
+                f'<acceptor name="{acceptor_name}">tcp://{self.host}:'
                 f"{self.extra_ports[acceptor_name]}?protocols=STOMP;"
                 f"anycastPrefix=/queue/;multicastPrefix=/topic/{params}</acceptor>"
             )
@@ -262,7 +269,7 @@ class BrokerProcess:
         """Start the node; the first start picks free ports, restarts keep them."""
         assert not self.running, "node already running"
         for attempt in range(attempts):
-            if self.starts == 0 and not self.external_config:
+            if self.starts == 0 and not self.external_config and self.pick_ports:
                 self.port = free_port()
                 self.extra_ports = {n: free_port() for n in self.extra_acceptor_params}
             self.write_config()
@@ -290,7 +297,7 @@ class BrokerProcess:
         self._log_file.flush()
         self._log_offset = self.log_path.stat().st_size
         self.process = subprocess.Popen(
-            [*command, "run", str(self.config_path)],
+            [*self.launcher, *command, "run", str(self.config_path)],
             stdin=subprocess.DEVNULL,
             stdout=self._log_file,
             stderr=self._log_file,
@@ -299,8 +306,8 @@ class BrokerProcess:
         )
 
     def wait_ready(self, timeout: float = 20) -> None:
-        needles = [f"listening for STOMP on 127.0.0.1:{self.port}"] + [
-            f"listening for STOMP on 127.0.0.1:{p}" for p in self.extra_ports.values()
+        needles = [f"listening for STOMP on {self.host}:{self.port}"] + [
+            f"listening for STOMP on {self.host}:{p}" for p in self.extra_ports.values()
         ]
 
         def ready() -> bool:

@@ -32,9 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         clients.add_parsers(commands)
-        from artemis_py.cli import perf
+        from artemis_py.cli import check, perf
 
         perf.add_parser(commands)
+        check.add_parser(commands)
     return parser
 
 
