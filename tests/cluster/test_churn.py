@@ -411,7 +411,7 @@ class Churn:
                     + ", ".join(f"{n} {h.attempted[n]}" for n in verdict.lost[:30])
                 )
             if verdict.unexpected or h.foreign:
-                lines.append(f"unknown: {verdict.unexpected[:30]} {h.foreign[:5]}")
+                lines.append(f"unknown: {verdict.unexpected[:30]}, {h.foreign} foreign")
             if h.after_ack:
                 lines.append(
                     "delivered again after a confirmed ACK (number, nodes): "

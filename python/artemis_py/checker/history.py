@@ -55,7 +55,7 @@ class History:
     after_ack: list[int] = field(default_factory=list)  # delivered again after a confirmed ACK
     after_sent_ack: list[int] = field(default_factory=list)  # ... after an unconfirmed one
     never_acked: list[int] = field(default_factory=list)  # ... with no ACK sent before
-    foreign: list[str] = field(default_factory=list)  # bodies without the prefix
+    foreign: int = 0  # bodies without the prefix (never kept: they are not ours)
     errors: list[str] = field(default_factory=list)  # ERROR frames and client trouble
     events: list[str] = field(default_factory=list)  # what happened around the clients
     last_delivery: float = field(default_factory=time.monotonic)
@@ -98,7 +98,7 @@ class History:
         with self.lock:
             self.last_delivery = time.monotonic()
             if n is None:
-                self.foreign.append(body[:80])
+                self.foreign += 1
                 return None
             if n in self.acked:
                 self.after_ack.append(n)
@@ -166,7 +166,7 @@ class History:
                 received_unreceipted=len(received - self.receipted),
                 lost=sorted(self.receipted - received),
                 unexpected=sorted(received - self.attempted.keys()),
-                foreign=len(self.foreign),
+                foreign=self.foreign,
                 deliveries=sum(self.deliveries.values()),
                 after_ack=len(self.after_ack),
                 after_sent_ack=len(self.after_sent_ack),
