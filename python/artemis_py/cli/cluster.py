@@ -200,4 +200,22 @@ def render(data: dict[str, Any]) -> str:
         )
     for connector, why in data.get("given_up", {}).items():
         lines.append(f"\ngave up on {connector}: {why}")
+    lines += _render_discovery(data.get("discovery"))
     return "\n".join(lines)
+
+
+def _render_discovery(group: dict[str, Any] | None) -> list[str]:
+    if group is None:
+        return []
+    members = group["members"]
+    lines = [
+        "",
+        f"discovery group {group['name']} on {group['endpoint']} "
+        f"(refresh-timeout {group['refresh_timeout_ms']} ms): {len(members)} member(s) found",
+    ]
+    for m in members:
+        lines.append(
+            f"  {m['node_id'] or '(id not announced)'}  {m['connector']}"
+            f"  last seen {m['last_seen_ms_ago']} ms ago"
+        )
+    return lines

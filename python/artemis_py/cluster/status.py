@@ -130,4 +130,5 @@ def status_report(cluster: ClusterConnection) -> dict[str, Any]:
         "bridges": bridges,
         "remote_bindings": bindings,
         "given_up": dict(cluster.dialler.given_up),
+        "discovery": cluster.discovery.status() if cluster.discovery is not None else None,
     }
