@@ -34,27 +34,45 @@ from .conftest import (
 REF = '<discovery-group-ref discovery-group-name="dg"/>'
 
 
-def udp_groups(period: int = 200, refresh: int = 1500) -> str:
-    """A broadcast and a discovery group on a multicast group and port of this test's own."""
+def udp_endpoint() -> str:
+    """A multicast group and port of this test's own."""
     address = f"239.255.{random.randrange(1, 255)}.{random.randrange(1, 255)}"
     port = random.randrange(20000, 60000)
-    endpoint = f"<group-address>{address}</group-address><group-port>{port}</group-port>"
-    return jgroups_or_udp(endpoint, period, refresh)
+    return f"<group-address>{address}</group-address><group-port>{port}</group-port>"
+
+
+def udp_groups(period: int = 200, refresh: int = 1500) -> str:
+    return jgroups_or_udp(udp_endpoint(), period, refresh)
+
+
+def groups_xml(
+    broadcast: dict[str, str], discovery: dict[str, str], period: int = 200, refresh: int = 1500
+) -> str:
+    """Broadcast and discovery groups, by name -> endpoint."""
+    bgs = "".join(
+        f'<broadcast-group name="{name}">{endpoint}<broadcast-period>{period}'
+        "</broadcast-period><connector-ref>self</connector-ref></broadcast-group>"
+        for name, endpoint in broadcast.items()
+    )
+    dgs = "".join(
+        f'<discovery-group name="{name}">{endpoint}<refresh-timeout>{refresh}'
+        "</refresh-timeout><initial-wait-timeout>2000</initial-wait-timeout></discovery-group>"
+        for name, endpoint in discovery.items()
+    )
+    return f"<broadcast-groups>{bgs}</broadcast-groups><discovery-groups>{dgs}</discovery-groups>"
 
 
 def jgroups_or_udp(endpoint: str, period: int, refresh: int) -> str:
-    return f"""
-    <broadcast-groups><broadcast-group name="bg">{endpoint}
-      <broadcast-period>{period}</broadcast-period><connector-ref>self</connector-ref>
-    </broadcast-group></broadcast-groups>
-    <discovery-groups><discovery-group name="dg">{endpoint}
-      <refresh-timeout>{refresh}</refresh-timeout><initial-wait-timeout>2000</initial-wait-timeout>
-    </discovery-group></discovery-groups>"""
+    return groups_xml({"bg": endpoint}, {"dg": endpoint}, period, refresh)
+
+
+def discovered_in(node: ClusterNode, key: str = "discovery") -> list[str | None]:
+    group = status(node)[key]
+    return sorted(m["node_id"] for m in group["members"])
 
 
 def discovered(node: ClusterNode) -> list[str | None]:
-    group = status(node)["discovery"]
-    return sorted(m["node_id"] for m in group["members"])
+    return discovered_in(node)
 
 
 def round_robin(nodes: list[ClusterNode], clients: Any) -> None:
@@ -275,3 +293,44 @@ def test_dns_ping_three_nodes(dns_nodes: list[DnsNode], clients: Any) -> None:
     ]
     assert os.path.exists("/etc/hosts")  # the test's own namespace was not touched
     assert "brokers.test.svc" not in Path("/etc/hosts").read_text()
+
+
+def test_scale_down_target_is_a_discovered_member(cluster: Any, clients: Any) -> None:
+    """Node 2 scales down through a discovery group of its own, on which only the node
+    with the highest id of the other two announces itself: that node is the target (without
+    discovery it would be the lowest id among the cluster's members)."""
+    main, second = udp_endpoint(), udp_endpoint()
+    scale_down = (
+        "<ha-policy><primary-only><scale-down>"
+        '<discovery-group-ref discovery-group-name="sd"/>'
+        "</scale-down></primary-only></ha-policy>"
+    )
+    nodes = cluster(
+        3,
+        static={},
+        formed=False,
+        extra_core=groups_xml({"bg": main}, {"dg": main}),
+        cluster_extra=REF,
+        node_options={
+            2: {"extra_core": groups_xml({"bg": main}, {"dg": main, "sd": second}) + scale_down}
+        },
+    )
+    wait_formed(nodes)
+    target_node = max(nodes[:2], key=node_id)
+    target_node.stop()
+    target_node.extra_core = groups_xml({"bg": main, "bg2": second}, {"dg": main})
+    target_node.start()
+    wait_formed(nodes)
+    target = node_id(target_node)
+    wait_for(lambda: discovered_in(nodes[2], "scale_down_discovery") == [target], 10)
+    queue = unique("moved")
+    producer = clients(nodes[2])
+    for i in range(5):
+        producer.send(f"/queue/{queue}", f"m{i}")
+    producer.disconnect()
+    assert nodes[2].stop() == 0
+    log = nodes[2].log(since_start=True)
+    assert f"scale-down to node {target}" in log and "moved 5 message(s)" in log, log[-3000:]
+    consumer = clients(target_node)
+    consumer.subscribe(f"/queue/{queue}")
+    assert sorted(m.body for m in consumer.wait_messages(5)) == [f"m{i}" for i in range(5)]
