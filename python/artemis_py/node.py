@@ -29,6 +29,7 @@ from artemis_py.broker.paging import PagingManager
 from artemis_py.broker.persistence import Persistence
 from artemis_py.broker.security import Authenticator
 from artemis_py.cluster.cluster_connection import ClusterConnection
+from artemis_py.cluster.discovery.service import Discovery
 from artemis_py.cluster.scale_down import ScaleDownReport, scale_down
 from artemis_py.cluster.topology import client_urls, stomp_urls
 from artemis_py.config import BrokerConfig, MessageLoadBalancing, default_config
@@ -167,6 +168,23 @@ def cluster_connections(broker: Broker) -> list[ClusterConnection]:
     return connections
 
 
+def start_discovery(node: Node) -> Discovery:
+    """The node's broadcast groups, and the discovery groups its cluster connections and
+    scale-down use (none while the node forms no cluster), handed to those users."""
+    config = node.config
+    scale_down = config.ha_policy.scale_down
+    used = {c.config.discovery_group_name for c in node.cluster_connections}
+    if node.cluster_connections and scale_down is not None:
+        used.add(scale_down.discovery_group_name)
+    discovery = Discovery(config, node.node_id, {name for name in used if name})
+    for connection in node.cluster_connections:
+        groups = discovery.groups
+        connection.discovery = groups.get(connection.config.discovery_group_name or "")
+        if scale_down is not None and scale_down.discovery_group_name:
+            connection.scale_down_discovery = groups.get(scale_down.discovery_group_name)
+    return discovery
+
+
 def journal_settings(config: BrokerConfig) -> JournalSettings:
     journal = config.journal
     return JournalSettings(
@@ -230,6 +248,7 @@ async def open_broker(
             await nursery.start(paging.run)
             node = Node(broker, nursery)
             node.cluster_connections = cluster_connections(broker)
+            await nursery.start(start_discovery(node).run)
             for connection in node.cluster_connections:
                 connection.on_stop_request = node.stop
             for connection in node.cluster_connections:

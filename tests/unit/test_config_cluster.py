@@ -290,16 +290,6 @@ def test_group_errors() -> None:
     assert "mixes JGroups" in problems[6].message
 
 
-def test_jgroups_is_accepted_with_warning() -> None:
-    text = core(
-        "<discovery-groups><discovery-group name='dg'><jgroups-file>j.xml</jgroups-file>"
-        "<jgroups-channel>ch</jgroups-channel></discovery-group></discovery-groups>"
-    )
-    config = parse_config(text, environ={})
-    assert config.discovery_group("dg").jgroups_file == "j.xml"
-    assert "discovery-group JGroups (line 8)" in config.warnings[0].message
-
-
 # --- ha-policy ----------------------------------------------------------------------------------
 
 

@@ -206,7 +206,8 @@ def test_cluster_connection_settings_nothing_acts_on_are_named() -> None:
     ]
 
 
-def test_broadcast_and_discovery_groups_are_named() -> None:
+def test_broadcast_and_discovery_groups_are_not_named() -> None:
+    # Both run (artemis_py.cluster.discovery), and so does a scale-down's discovery-group-ref.
     text = core(
         f"{CONNECTORS}\n"
         "<broadcast-groups><broadcast-group name='bg'>\n"
@@ -221,27 +222,9 @@ def test_broadcast_and_discovery_groups_are_named() -> None:
         "</scale-down></primary-only></ha-policy>"
     )
     config = parse_config(text, environ={})
-    assert named(config) == [
-        "broadcast-group (line 8)",
-        "discovery-group (line 12)",
-        "scale-down discovery-group-ref (line 16)",
-    ]
-    assert config.discovery_group("dg").group_port == 9876  # still parsed and cross-checked
-
-
-def test_a_cluster_connection_discovery_group_ref_is_not_named_itself() -> None:
-    # It still makes the connection dial the nodes it learns of; the group is named.
-    text = core(
-        f"{CONNECTORS}\n"
-        "<discovery-groups><discovery-group name='dg'>\n"
-        "<group-address>231.7.7.7</group-address><group-port>9876</group-port>\n"
-        "</discovery-group></discovery-groups>\n"
-        "<cluster-connections><cluster-connection name='c'>\n"
-        "<connector-ref>self</connector-ref>\n"
-        "<discovery-group-ref discovery-group-name='dg'/>\n"
-        "</cluster-connection></cluster-connections>"
-    )
-    assert named(parse_config(text, environ={})) == ["discovery-group (line 8)"]
+    assert named(config) == []
+    assert config.warnings == ()
+    assert config.discovery_group("dg").group_port == 9876
 
 
 @pytest.mark.parametrize(("value", "expected"), [("false", True), ("true", False)])

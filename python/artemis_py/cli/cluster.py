@@ -200,4 +200,25 @@ def render(data: dict[str, Any]) -> str:
         )
     for connector, why in data.get("given_up", {}).items():
         lines.append(f"\ngave up on {connector}: {why}")
+    lines += _render_discovery(data.get("discovery"))
+    scale_down = data.get("scale_down_discovery")
+    if scale_down is not None and scale_down != data.get("discovery"):
+        lines += _render_discovery(scale_down, " (scale-down)")
     return "\n".join(lines)
+
+
+def _render_discovery(group: dict[str, Any] | None, use: str = "") -> list[str]:
+    if group is None:
+        return []
+    members = group["members"]
+    lines = [
+        "",
+        f"discovery group {group['name']}{use} on {group['endpoint']} "
+        f"(refresh-timeout {group['refresh_timeout_ms']} ms): {len(members)} member(s) found",
+    ]
+    for m in members:
+        lines.append(
+            f"  {m['node_id'] or '(id not announced)'}  {m['connector']}"
+            f"  last seen {m['last_seen_ms_ago']} ms ago"
+        )
+    return lines

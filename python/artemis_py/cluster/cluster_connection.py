@@ -32,6 +32,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -41,6 +42,7 @@ from artemis_py.cluster.binding_exchange import BindingExchange
 from artemis_py.cluster.bridge import Bridge
 from artemis_py.cluster.client_ids import adopt_client_ids
 from artemis_py.cluster.dialler import Connect, Dialler
+from artemis_py.cluster.discovery.service import feed_dialler, knows
 from artemis_py.cluster.incoming import IncomingLinks
 from artemis_py.cluster.redistributor import Redistributor
 from artemis_py.cluster.retry import RetryPolicy
@@ -55,6 +57,7 @@ from artemis_py.transport.link import Link
 if TYPE_CHECKING:
     from artemis_py.broker.broker import Broker
     from artemis_py.broker.persistence import Ticket
+    from artemis_py.cluster.discovery.group import DiscoveryGroup
     from artemis_py.config import BrokerConfig
 
 log = logging.getLogger("artemis_py.cluster")
@@ -122,6 +125,9 @@ class ClusterConnection:
         self.exchange = BindingExchange(self)
         self.links_in = IncomingLinks(self)
         self._nursery: trio.Nursery | None = None
+        # The node's discovery groups this connection and its scale-down use (node.py).
+        self.discovery: DiscoveryGroup | None = None
+        self.scale_down_discovery: DiscoveryGroup | None = None
 
     def matches(self, address: str) -> bool:
         """Whether messages to ``address`` are balanced by this cluster connection."""
@@ -150,6 +156,8 @@ class ClusterConnection:
                 for host, port in self.static_connectors:
                     if (host, port) != (self.local.host, self.local.port):
                         self.dialler.dial(nursery, host, port, static=True)
+                if self.discovery is not None:
+                    nursery.start_soon(feed_dialler, self, self.discovery)
                 log.info(
                     "cluster %s: node %s at %s, %s, max-hops %d, static connectors: %s",
                     self.name,
@@ -252,7 +260,10 @@ class ClusterConnection:
         if member.node_id in self.outgoing or self.dialler.dialling(member.host, member.port):
             return
         if self._nursery is not None:
-            self.dialler.dial(self._nursery, member.host, member.port, static=False)
+            # With discovery, a learned member is redialled while discovery knows it.
+            group = self.discovery
+            wanted = None if group is None else partial(knows, group, member.host, member.port)
+            self.dialler.dial(self._nursery, member.host, member.port, static=False, wanted=wanted)
 
     def neighbour_scaled_down(self, event: wire.Leaving, source: Link) -> None:
         """A node scaled down to ``event.target``: forget it, send what waits for it there."""

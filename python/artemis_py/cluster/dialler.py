@@ -16,7 +16,10 @@ end of a chain). One task per connector keeps a link up:
   store-and-forward queue over it, and the node's topology, bindings and confirmations
   come back over it;
 * a link to a node that announced its departure (a graceful stop, a scale-down) ends
-  without a warning, and only a static connector is redialled.
+  without a warning, and only a static connector is redialled;
+* a connector found by discovery is redialled only while discovery still knows it
+  (``wanted``): a member dropped after ``refresh-timeout`` keeps a link that is up, but
+  is not redialled once it is gone.
 
 Refused links (wrong credentials, another cluster) are logged once, then ever less often
 (:class:`~artemis_py.cluster.retry.LogBackoff`).
@@ -58,13 +61,24 @@ class Dialler:
     def dialling(self, host: str, port: int) -> bool:
         return (host, port) in self._dialling
 
-    def dial(self, nursery: trio.Nursery, host: str, port: int, *, static: bool) -> None:
-        """Keep a link to the node at host:port up, unless a task already does."""
+    def dial(
+        self,
+        nursery: trio.Nursery,
+        host: str,
+        port: int,
+        *,
+        static: bool,
+        wanted: Callable[[], bool] | None = None,
+    ) -> None:
+        """Keep a link to the node at host:port up, unless a task already does; with
+        ``wanted``, only while it says so (checked before each redial)."""
         if (host, port) not in self._dialling:
             self._dialling.add((host, port))
-            nursery.start_soon(self._keep_up, host, port, static)
+            nursery.start_soon(self._keep_up, host, port, static, wanted)
 
-    async def _keep_up(self, host: str, port: int, static: bool) -> None:
+    async def _keep_up(
+        self, host: str, port: int, static: bool, wanted: Callable[[], bool] | None
+    ) -> None:
         cluster, retry = self.cluster, self.cluster.retry
         target = f"tcp://{host}:{port}"
         failures = 0
@@ -80,6 +94,13 @@ class Dialler:
                     await trio.sleep(retry.delay(failures))
                     if peer_node is not None and not static and cluster.departed(peer_node):
                         return  # it shut down gracefully; it announces itself on restart
+                    if wanted is not None and not wanted():
+                        log.info(
+                            "cluster %s: %s is no longer discovered; not redialled",
+                            cluster.name,
+                            target,
+                        )
+                        return
                 try:
                     link = await self.connect(host, port)
                 except LinkRefused as exc:

@@ -7,9 +7,10 @@ The departing node
 delivered but unacknowledged message is back in its queue.
 
 1. *Target.* The first of ``<scale-down><connectors>`` that the node has a link to, in
-   order (connectors it has no link to are dialled first); without connectors, the live
-   member with the lowest node ID. With a ``group-name``, only members announcing the same
-   group qualify.
+   order (connectors it has no link to are dialled first); with a ``<discovery-group-ref>``
+   the same, among the members the group knows (after its ``initial-wait-timeout``), in
+   node-id order; without either (or with nobody discovered), the live member with the
+   lowest node ID. With a ``group-name``, only members announcing the same group qualify.
 2. *Queues.* A ``CreateQueues`` frame asks the target for each of the node's queues that it
    lacks (same address, routing type, filter and durability; temporary queues are not
    moved), and the node waits until the target's bindings show them. A queue whose name
@@ -242,9 +243,23 @@ def _member_at(connection: ClusterConnection, host: str, port: int) -> str | Non
     return None
 
 
+async def _target_connectors(connection: ClusterConnection) -> list[tuple[str, int]]:
+    """The scale-down connectors: configured, or the discovered members' (as the topology
+    knows them, so that they match its members)."""
+    group = connection.scale_down_discovery
+    if group is None:
+        return connection.scale_down_connectors
+    await group.initial_wait()
+    found = []
+    for discovered in group.membership.members():
+        member = connection.topology.members.get(discovered.node_id or "")
+        found.append((member.host, member.port) if member else discovered.connectors[0])
+    return found
+
+
 async def _choose_target(connection: ClusterConnection) -> str | None:
     """The node to scale down to, or None when none is reachable within the grace time."""
-    connectors = connection.scale_down_connectors
+    connectors = await _target_connectors(connection)
     for host, port in connectors:
         if _member_at(connection, host, port) not in connection.outgoing:
             connection.dial(host, port)

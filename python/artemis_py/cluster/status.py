@@ -130,4 +130,10 @@ def status_report(cluster: ClusterConnection) -> dict[str, Any]:
         "bridges": bridges,
         "remote_bindings": bindings,
         "given_up": dict(cluster.dialler.given_up),
+        "discovery": cluster.discovery.status() if cluster.discovery is not None else None,
+        "scale_down_discovery": (
+            cluster.scale_down_discovery.status()
+            if cluster.scale_down_discovery is not None
+            else None
+        ),
     }

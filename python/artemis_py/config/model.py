@@ -29,6 +29,7 @@ __all__ = [
     "ConnectorConfig",
     "DiscoveryGroupConfig",
     "HAPolicyConfig",
+    "JGroupsStack",
     "JournalConfig",
     "QueueConfig",
     "ScaleDownConfig",
@@ -191,9 +192,39 @@ class AddressConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class JGroupsStack:
+    """What artemis-py uses of a ``jgroups-file``: its one discovery protocol.
+
+    ``protocol`` is ``FILE_PING`` (``location``: the shared directory, absolute) or
+    ``DNS_PING`` (``dns_query``: the name whose addresses are the members;
+    ``dns_record_type``: ``A`` or ``AAAA``). ``file`` is the stack file's absolute path;
+    ``ignored`` names the other protocols of the stack (transport, failure detection, ...),
+    which have no meaning without JGroups (named in a start-up warning).
+    """
+
+    file: str
+    protocol: str
+    location: str | None = None
+    dns_query: str | None = None
+    dns_record_type: str = "A"
+    ignored: tuple[str, ...] = ()
+
+
+def _endpoint(group: BroadcastGroupConfig | DiscoveryGroupConfig) -> str:
+    if group.jgroups_file is not None:
+        return f"jgroups:{group.jgroups_channel or ''}"
+    host = group.group_address or ""
+    return (
+        f"udp://[{host}]:{group.group_port}" if ":" in host else f"udp://{host}:{group.group_port}"
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class BroadcastGroupConfig:
-    """A ``<broadcast-group>`` (UDP multicast or JGroups): parsed and cross-checked, but
-    nothing broadcasts yet (each group is named in the start-up warning)."""
+    """A ``<broadcast-group>``: announces ``connectors`` every ``broadcast_period`` ms, over UDP
+    multicast (``group_address``/``group_port``) or a JGroups file's discovery protocol
+    (``jgroups``, read from ``jgroups_file``; ``jgroups_channel`` names the FILE_PING
+    subdirectory)."""
 
     name: str
     connectors: tuple[str, ...] = ()
@@ -204,12 +235,19 @@ class BroadcastGroupConfig:
     broadcast_period: int = 2000
     jgroups_file: str | None = None
     jgroups_channel: str | None = None
+    jgroups: JGroupsStack | None = field(default=None, compare=False)
+
+    @property
+    def endpoint(self) -> str:
+        """The name of the endpoint, as announcements carry it (both sides must agree)."""
+        return _endpoint(self)
 
 
 @dataclass(frozen=True, slots=True)
 class DiscoveryGroupConfig:
-    """A ``<discovery-group>``: where to listen for other brokers' broadcasts. Parsed and
-    cross-checked, but nothing listens yet (each group is named in the start-up warning)."""
+    """A ``<discovery-group>``: where to hear the others' broadcasts (the same endpoint as
+    their broadcast group). A member not heard of for ``refresh_timeout`` ms is dropped;
+    users of the group wait up to ``initial_wait_timeout`` ms for the first members."""
 
     name: str
     group_address: str | None = None
@@ -220,6 +258,12 @@ class DiscoveryGroupConfig:
     initial_wait_timeout: int = 10_000
     jgroups_file: str | None = None
     jgroups_channel: str | None = None
+    jgroups: JGroupsStack | None = field(default=None, compare=False)
+
+    @property
+    def endpoint(self) -> str:
+        """The name of the endpoint, as announcements carry it (both sides must agree)."""
+        return _endpoint(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,9 +323,9 @@ class ClusterConnectionConfig:
 @dataclass(frozen=True, slots=True)
 class ScaleDownConfig:
     """``<scale-down>`` of a primary-only policy (clusters §8.3): on a graceful shutdown, move
-    every message to another node (of ``group_name``, if set), found through ``connectors`` or
-    among the cluster's live members. ``discovery_group_name`` is not acted upon (named in the
-    start-up warning)."""
+    every message to another node (of ``group_name``, if set), found through ``connectors``,
+    among the members of the discovery group ``discovery_group_name``, or among the
+    cluster's live members."""
 
     enabled: bool = True
     group_name: str | None = None

@@ -3,10 +3,9 @@
 Both kinds of group share an endpoint: a UDP multicast group (``group-address``,
 ``group-port``, optional local bind address and port) or a JGroups channel.
 
-Neither broadcasting nor discovery is implemented yet: groups are read and cross-checked so
-a file is validated as Artemis would, and every group is named in the start-up warning.
-(A cluster connection's ``<discovery-group-ref>`` still tells it to dial the nodes it learns
-of from the others; a scale-down's is ignored.)
+A JGroups group's stack file is read here too (:mod:`.jgroups`): what cannot be used of it
+is a configuration error naming the file, so a discovery that cannot work never starts
+silently. The groups run in :mod:`artemis_py.cluster.discovery`.
 """
 
 from __future__ import annotations
@@ -14,11 +13,22 @@ from __future__ import annotations
 import ipaddress
 
 from ..element_reader import Children, ElementReader
-from ..model import BroadcastGroupConfig, DiscoveryGroupConfig
+from ..model import (
+    BroadcastGroupConfig,
+    ClusterConnectionConfig,
+    DiscoveryGroupConfig,
+    HAPolicyConfig,
+)
 from ..values import at_least, checked, int64, local_port, port
 from ..xmlreader import XmlElement
+from .jgroups import read_jgroups
 
-__all__ = ["read_broadcast_groups", "read_discovery_groups", "read_discovery_ref"]
+__all__ = [
+    "check_discovery_use",
+    "read_broadcast_groups",
+    "read_discovery_groups",
+    "read_discovery_ref",
+]
 
 
 def read_broadcast_groups(
@@ -112,9 +122,11 @@ def _read_endpoint(
             f"{what} mixes JGroups ({', '.join(jgroups)}) and UDP ({', '.join(udp)}) settings",
         )
     elif jgroups:
-        reader.not_implemented(f"{what} JGroups", element.line)
+        if "jgroups-file" in gkids:
+            values["jgroups"] = read_jgroups(reader, element, gkids)
+        else:
+            reader.error(element, f"{what} with <jgroups-channel> needs <jgroups-file>")
     else:
-        reader.not_implemented(what, element.line)
         group_address = reader.optional(gkids, "group-address")
         if group_address is None:
             reader.error(element, f"{what} needs <group-address> (a multicast address)")
@@ -137,3 +149,50 @@ def _check_multicast(reader: ElementReader, element: XmlElement, address: str) -
             "group-address",
             f"'{address}' is not a multicast IP address (224.0.0.0 to 239.255.255.255, or ff00::/8)",
         )
+
+
+def check_discovery_use(
+    reader: ElementReader,
+    kids: Children,
+    broadcast_groups: tuple[BroadcastGroupConfig, ...],
+    discovery_groups: tuple[DiscoveryGroupConfig, ...],
+    cluster_connections: tuple[ClusterConnectionConfig, ...],
+    ha_policy: HAPolicyConfig,
+) -> None:
+    """Warn about discovery that is half configured: groups that nothing uses (they do not
+    run), and a cluster that discovers others while nothing announces this node."""
+    used = {c.discovery_group_name for c in cluster_connections}
+    if ha_policy.scale_down is not None:
+        used.add(ha_policy.scale_down.discovery_group_name)
+    if "discovery-groups" in kids:
+        elements = _group_elements(kids["discovery-groups"][0])
+        for unused in discovery_groups:
+            if unused.name not in used:
+                reader.warn(
+                    elements.get(unused.name, kids["discovery-groups"][0]),
+                    f"discovery-group {unused.name!r} is not used by a cluster-connection or "
+                    "scale-down: it does not run",
+                )
+    endpoints = {b.endpoint for b in broadcast_groups}
+    for cc in cluster_connections:
+        if cc.discovery_group_name is None:
+            continue
+        group = next((g for g in discovery_groups if g.name == cc.discovery_group_name), None)
+        if group is None or group.endpoint in endpoints:
+            continue
+        if group.jgroups is not None and group.jgroups.protocol == "DNS_PING":
+            continue  # DNS announces the members; nothing to broadcast
+        reader.warn(
+            kids["cluster-connections"][0],
+            f"cluster-connection {cc.name!r} discovers others through {group.endpoint}, but "
+            "no <broadcast-group> of this node announces on it: the others learn of this "
+            "node only when it links to them",
+        )
+
+
+def _group_elements(element: XmlElement) -> dict[str, XmlElement]:
+    return {
+        child.attributes.get("name", ""): child
+        for child in element.children
+        if child.tag == "discovery-group"
+    }

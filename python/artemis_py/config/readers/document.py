@@ -31,7 +31,7 @@ from ..wildcards import DEFAULT_WILDCARDS, WildcardSyntax
 from ..xmlreader import XmlElement
 from .addresses import read_address_settings, read_addresses
 from .cluster_connections import read_cluster_connections
-from .discovery import read_broadcast_groups, read_discovery_groups
+from .discovery import check_discovery_use, read_broadcast_groups, read_discovery_groups
 from .ha_policy import read_ha_policy
 from .transports import read_acceptors, read_connectors
 
@@ -111,6 +111,11 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
     discovery_names = {d.name for d in discovery_groups}
     cluster_connections = read_cluster_connections(reader, kids, connector_names, discovery_names)
     cluster_password = _read_cluster_password(reader, kids, bool(cluster_connections))
+    broadcast_groups = read_broadcast_groups(reader, kids, connector_names)
+    ha_policy = read_ha_policy(reader, kids, connector_names, discovery_names)
+    check_discovery_use(
+        reader, kids, broadcast_groups, discovery_groups, cluster_connections, ha_policy
+    )
     return BrokerConfig(
         name=reader.scalar(kids, "name", str.strip, defaults.BROKER_NAME),
         persistence_enabled=reader.scalar(kids, "persistence-enabled", parse_bool, True),
@@ -140,10 +145,10 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
         connectors=connectors,
         address_settings=read_address_settings(reader, kids, id_cache_size, wildcards),
         addresses=read_addresses(reader, kids),
-        broadcast_groups=read_broadcast_groups(reader, kids, connector_names),
+        broadcast_groups=broadcast_groups,
         discovery_groups=discovery_groups,
         cluster_connections=cluster_connections,
-        ha_policy=read_ha_policy(reader, kids, connector_names, discovery_names),
+        ha_policy=ha_policy,
     )
 
 

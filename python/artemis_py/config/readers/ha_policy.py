@@ -57,9 +57,6 @@ def _scale_down(
     if "discovery-group-ref" in skids:
         ref = skids["discovery-group-ref"][0]
         discovery = read_discovery_ref(reader, ref, groups)
-        # Scale-down picks its target among the cluster's live members (or its connectors);
-        # nothing reads the discovery group.
-        reader.not_implemented("scale-down discovery-group-ref", ref.line)
         if "connectors" in skids:
             reader.error(element, "use either <connectors> or <discovery-group-ref>, not both")
     return ScaleDownConfig(

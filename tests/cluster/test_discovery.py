@@ -1,0 +1,336 @@
+"""Discovery (clusters §3.1): nodes that list no static connectors find each other through
+UDP multicast, a JGroups FILE_PING directory or a JGroups DNS_PING name, form the cluster
+and route; a member that stops announcing itself is dropped after refresh-timeout."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import integration.conftest as harness
+from artemis_py.cluster.status import fetch_status
+from artemis_py.transport.link import LinkError
+
+from .conftest import (
+    CLUSTER_NAME,
+    ClusterNode,
+    node_id,
+    status,
+    unique,
+    wait_binding,
+    wait_for,
+    wait_formed,
+)
+
+REF = '<discovery-group-ref discovery-group-name="dg"/>'
+
+
+def udp_endpoint() -> str:
+    """A multicast group and port of this test's own."""
+    address = f"239.255.{random.randrange(1, 255)}.{random.randrange(1, 255)}"
+    port = random.randrange(20000, 60000)
+    return f"<group-address>{address}</group-address><group-port>{port}</group-port>"
+
+
+def udp_groups(period: int = 200, refresh: int = 1500) -> str:
+    return jgroups_or_udp(udp_endpoint(), period, refresh)
+
+
+def groups_xml(
+    broadcast: dict[str, str], discovery: dict[str, str], period: int = 200, refresh: int = 1500
+) -> str:
+    """Broadcast and discovery groups, by name -> endpoint."""
+    bgs = "".join(
+        f'<broadcast-group name="{name}">{endpoint}<broadcast-period>{period}'
+        "</broadcast-period><connector-ref>self</connector-ref></broadcast-group>"
+        for name, endpoint in broadcast.items()
+    )
+    dgs = "".join(
+        f'<discovery-group name="{name}">{endpoint}<refresh-timeout>{refresh}'
+        "</refresh-timeout><initial-wait-timeout>2000</initial-wait-timeout></discovery-group>"
+        for name, endpoint in discovery.items()
+    )
+    return f"<broadcast-groups>{bgs}</broadcast-groups><discovery-groups>{dgs}</discovery-groups>"
+
+
+def jgroups_or_udp(endpoint: str, period: int, refresh: int) -> str:
+    return groups_xml({"bg": endpoint}, {"dg": endpoint}, period, refresh)
+
+
+def discovered_in(node: ClusterNode, key: str = "discovery") -> list[str | None]:
+    group = status(node)[key]
+    return sorted(m["node_id"] for m in group["members"])
+
+
+def discovered(node: ClusterNode) -> list[str | None]:
+    return discovered_in(node)
+
+
+def round_robin(nodes: list[ClusterNode], clients: Any) -> None:
+    """STRICT round robin from node 0 reaches a consumer on every node."""
+    queue = unique("disc")
+    consumers = [clients(n) for n in nodes]
+    for c in consumers:
+        c.subscribe(f"/queue/{queue}")
+    for n in nodes[1:]:
+        wait_binding(nodes[0], queue, on=n, consumers=1)
+    producer = clients(nodes[0])
+    for i in range(3 * len(nodes)):
+        producer.send(f"/queue/{queue}", f"m{i}")
+    for c in consumers:
+        c.wait_messages(3)
+
+
+def test_udp_nodes_form_a_cluster_and_a_fourth_joins(cluster: Any, clients: Any) -> None:
+    groups = udp_groups()
+    nodes = cluster(
+        4, start=False, static={}, policy="STRICT", extra_core=groups, cluster_extra=REF
+    )
+    nodes.start(0, 1, 2)
+    wait_formed(nodes[:3])
+    round_robin(nodes[:3], clients)
+    ids = {node_id(n) for n in nodes[:3]}
+    for n in nodes[:3]:
+        assert set(discovered(n)) == ids - {node_id(n)}
+    nodes.start(3)
+    wait_formed(nodes)
+    round_robin(list(nodes), clients)
+    text = harness_render(nodes[0])
+    assert "discovery group dg on udp://239.255." in text and "3 member(s) found" in text
+
+
+def harness_render(node: ClusterNode) -> str:
+    from artemis_py.cli.cluster import render
+
+    return render(status(node))
+
+
+def test_a_member_that_stops_broadcasting_is_dropped(cluster: Any) -> None:
+    nodes = cluster(3, static={}, extra_core=udp_groups(), cluster_extra=REF)
+    wait_for(lambda: all(len(discovered(n)) == 2 for n in nodes), 10)
+    frozen = node_id(nodes[2])
+    assert nodes[2].process is not None
+    nodes[2].process.send_signal(signal.SIGSTOP)
+    try:
+        wait_for(
+            lambda: all(
+                discovered(n) == sorted({node_id(m) for m in nodes[:2]} - {node_id(n)})
+                for n in nodes[:2]
+            ),
+            10,
+            message=lambda: f"node 2 ({frozen}) dropped: {[discovered(n) for n in nodes[:2]]}",
+        )
+        assert "not heard of for 1.5 s: dropped" in nodes[0].log()
+    finally:
+        nodes[2].process.send_signal(signal.SIGCONT)
+    # It broadcasts again: found again.
+    wait_for(lambda: frozen in discovered(nodes[0]), 10)
+
+
+def test_file_ping_three_nodes(cluster: Any, clients: Any, tmp_path: Path) -> None:
+    stack = tmp_path / "jgroups.xml"
+    stack.write_text(
+        '<config>\n<TCP bind_port="7800"/>\n'
+        f'<FILE_PING location="{tmp_path / "ping"}"/>\n<MERGE3/>\n</config>\n'
+    )
+    endpoint = f"<jgroups-file>{stack}</jgroups-file><jgroups-channel>c1</jgroups-channel>"
+    groups = jgroups_or_udp(endpoint, 200, 1500)
+    nodes = cluster(
+        3, static={}, policy="STRICT", formed=False, extra_core=groups, cluster_extra=REF
+    )
+    wait_formed(nodes)
+    round_robin(list(nodes), clients)
+    files = sorted(p.name for p in (tmp_path / "ping" / "c1").iterdir())
+    assert files == sorted(f"{node_id(n)}.list" for n in nodes)
+    assert "JGroups protocols ignored" in nodes[0].log() and "TCP, MERGE3" in nodes[0].log()
+    gone = node_id(nodes[2])
+    nodes[2].stop()  # removes its file
+    assert not (tmp_path / "ping" / "c1" / f"{gone}.list").exists()
+    wait_for(lambda: gone not in discovered(nodes[0]), 10)
+
+
+# --- DNS_PING: nodes on 127.0.0.2-4, one port, a name resolving to all three -------------
+
+
+def _unshare_works() -> str | None:
+    if shutil.which("unshare") is None:
+        return "unshare is not installed"
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", "mount --bind /etc/hosts /etc/hosts && true"],
+        capture_output=True,
+        check=False,
+    )
+    if probe.returncode != 0:
+        return f"unshare -m / mount --bind is not permitted here: {probe.stderr.decode()[:200]}"
+    return None
+
+
+class DnsNode(ClusterNode):
+    """A node on its own loopback address, whose process sees ``hosts`` as /etc/hosts."""
+
+    def __init__(self, directory: Path, *, host: str, hosts: Path, **options: Any) -> None:
+        super().__init__(directory, **options)
+        self.host, self.hosts = host, hosts
+
+    @property
+    def connector(self) -> str:
+        return f"tcp://{self.host}:{self.cluster_port}"
+
+    def broker_xml(self) -> str:
+        return (
+            super()
+            .broker_xml()
+            .replace(
+                f"tcp://127.0.0.1:{self.cluster_port}?", f"tcp://{self.host}:{self.cluster_port}?"
+            )
+        )
+
+    def wait_ready(self, timeout: float = 20) -> None:
+        harness.BrokerProcess.wait_ready(self, timeout)
+        needle = f"cluster links on {self.host}:{self.cluster_port}"
+        wait_for(lambda: needle in self.log(since_start=True), timeout)
+
+    def _spawn(self) -> None:
+        # The node runs in a mount namespace of its own with the test's /etc/hosts.
+        original = harness.node_command
+
+        def wrapped() -> tuple[list[str], dict[str, str]]:
+            command, env = original()
+            script = f'mount --bind "{self.hosts}" /etc/hosts && exec "$@"'
+            return ["unshare", "-m", "sh", "-c", script, "sh", *command], env
+
+        harness.node_command = wrapped
+        try:
+            super()._spawn()
+        finally:
+            harness.node_command = original
+
+
+def dns_status(node: DnsNode) -> dict[str, Any]:
+    return trio.run(
+        lambda: fetch_status(
+            node.host,
+            node.cluster_port,
+            cluster=CLUSTER_NAME,
+            user=node.user,
+            password=node.password or "",
+        )
+    )
+
+
+@pytest.fixture
+def dns_nodes(tmp_path: Path) -> Iterator[list[DnsNode]]:
+    reason = _unshare_works()
+    if reason is not None:
+        pytest.skip(reason)
+    hosts = tmp_path / "hosts"
+    hosts.write_text(
+        "127.0.0.1 localhost\n" + "".join(f"127.0.0.{i} brokers.test.svc\n" for i in (2, 3, 4))
+    )
+    stack = tmp_path / "jgroups.xml"
+    stack.write_text('<config>\n<TCP/>\n<dns.DNS_PING dns_query="brokers.test.svc"/>\n</config>\n')
+    endpoint = f"<jgroups-file>{stack}</jgroups-file><jgroups-channel>c</jgroups-channel>"
+    groups = (
+        "<discovery-groups><discovery-group name='dg'>"
+        f"{endpoint}<refresh-timeout>1500</refresh-timeout>"
+        "<initial-wait-timeout>2000</initial-wait-timeout>"
+        "</discovery-group></discovery-groups>"
+    )
+    port = harness.free_port()
+    nodes = [
+        DnsNode(
+            tmp_path / f"node{i}",
+            index=i,
+            cluster_port=port,
+            host=f"127.0.0.{i + 2}",
+            hosts=hosts,
+            extra_core=groups,
+            cluster_extra=REF,
+            policy="STRICT",
+        )
+        for i in range(3)
+    ]
+    for n in nodes:
+        n.peers = list(nodes)
+        harness._used_by_this_test.append((n, 0))
+    try:
+        yield nodes
+    finally:
+        errors = []
+        for n in nodes:
+            try:
+                n.close()
+            except AssertionError as exc:
+                errors.append(str(exc))
+        assert not errors, "\n".join(errors)
+
+
+def test_dns_ping_three_nodes(dns_nodes: list[DnsNode], clients: Any) -> None:
+    for n in dns_nodes:
+        n.start()
+
+    def formed() -> bool:
+        try:
+            datas = [dns_status(n) for n in dns_nodes]
+        except LinkError:
+            return False
+        return all(sum(b["connected"] for b in d["bridges"]) == 2 for d in datas)
+
+    wait_for(formed, 20, 0.1, message=lambda: str([dns_status(n) for n in dns_nodes]))
+    group = dns_status(dns_nodes[0])["discovery"]
+    assert sorted(m["connector"] for m in group["members"]) == [
+        f"127.0.0.3:{dns_nodes[0].cluster_port}",
+        f"127.0.0.4:{dns_nodes[0].cluster_port}",
+    ]
+    assert os.path.exists("/etc/hosts")  # the test's own namespace was not touched
+    assert "brokers.test.svc" not in Path("/etc/hosts").read_text()
+
+
+def test_scale_down_target_is_a_discovered_member(cluster: Any, clients: Any) -> None:
+    """Node 2 scales down through a discovery group of its own, on which only the node
+    with the highest id of the other two announces itself: that node is the target (without
+    discovery it would be the lowest id among the cluster's members)."""
+    main, second = udp_endpoint(), udp_endpoint()
+    scale_down = (
+        "<ha-policy><primary-only><scale-down>"
+        '<discovery-group-ref discovery-group-name="sd"/>'
+        "</scale-down></primary-only></ha-policy>"
+    )
+    nodes = cluster(
+        3,
+        static={},
+        formed=False,
+        extra_core=groups_xml({"bg": main}, {"dg": main}),
+        cluster_extra=REF,
+        node_options={
+            2: {"extra_core": groups_xml({"bg": main}, {"dg": main, "sd": second}) + scale_down}
+        },
+    )
+    wait_formed(nodes)
+    target_node = max(nodes[:2], key=node_id)
+    target_node.stop()
+    target_node.extra_core = groups_xml({"bg": main, "bg2": second}, {"dg": main})
+    target_node.start()
+    wait_formed(nodes)
+    target = node_id(target_node)
+    wait_for(lambda: discovered_in(nodes[2], "scale_down_discovery") == [target], 10)
+    queue = unique("moved")
+    producer = clients(nodes[2])
+    for i in range(5):
+        producer.send(f"/queue/{queue}", f"m{i}")
+    producer.disconnect()
+    assert nodes[2].stop() == 0
+    log = nodes[2].log(since_start=True)
+    assert f"scale-down to node {target}" in log and "moved 5 message(s)" in log, log[-3000:]
+    consumer = clients(target_node)
+    consumer.subscribe(f"/queue/{queue}")
+    assert sorted(m.body for m in consumer.wait_messages(5)) == [f"m{i}" for i in range(5)]
