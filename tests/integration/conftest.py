@@ -530,12 +530,13 @@ class Client:
         login: str | None = None,
         passcode: str | None = None,
         connect: bool = True,
+        host: str = "127.0.0.1",
     ) -> None:
         self.version = version
         kwargs: dict[str, Any] = {"auto_content_length": True}
         if version != "1.0":
             kwargs["heartbeats"] = heartbeats
-        self.conn = _VERSIONS[version]([("127.0.0.1", port)], reconnect_attempts_max=1, **kwargs)
+        self.conn = _VERSIONS[version]([(host, port)], reconnect_attempts_max=1, **kwargs)
         self.listener = Collector()
         self.conn.set_listener("collector", self.listener)
         self.client_id = client_id
