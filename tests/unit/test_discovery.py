@@ -11,14 +11,14 @@ import trio
 
 from artemis_py.cluster.discovery.group import DiscoveryGroup
 from artemis_py.cluster.discovery.membership import Membership
-from artemis_py.cluster.discovery.packet import (
+from artemis_py.config import DiscoveryGroupConfig
+from artemis_py.protocol.discovery import (
     MAGIC,
     Announcement,
     PacketError,
     decode,
     encode,
 )
-from artemis_py.config import DiscoveryGroupConfig
 
 GROUP = "udp://231.7.7.7:9876"
 ANNOUNCEMENT = Announcement(GROUP, "node-a", (("10.0.0.1", 61616), ("::1", 61617)), 7)

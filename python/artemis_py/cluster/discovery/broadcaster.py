@@ -15,11 +15,11 @@ import tempfile
 
 import trio
 
-from artemis_py.cluster.discovery.packet import Announcement, encode
 from artemis_py.cluster.discovery.sources import SUFFIX
-from artemis_py.cluster.discovery.udp import open_sender
 from artemis_py.cluster.retry import LogBackoff, unlogged
 from artemis_py.config import BroadcastGroupConfig
+from artemis_py.protocol.discovery import Announcement, encode
+from artemis_py.transport.multicast import open_sender
 
 __all__ = ["Broadcaster"]
 

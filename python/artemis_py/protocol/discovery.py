@@ -1,4 +1,5 @@
-"""The discovery announcement: what a broadcast group sends and a discovery group reads.
+"""The discovery announcement: what a broadcast group sends and a discovery group (a node's,
+or a ``udp://`` client's) reads.
 
 This is artemis-py's own format, not Artemis's: a Java node neither reads ours nor sends
 one we accept (its cluster links are CORE, ours are not either), so a mixed group is
