@@ -9,6 +9,7 @@ import random
 import shutil
 import signal
 import subprocess
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 import trio
 
 import integration.conftest as harness
+from artemis_py.client.failover import open_cluster_connection
 from artemis_py.cluster.status import fetch_status
 from artemis_py.transport.link import LinkError
 
@@ -30,14 +32,19 @@ from .conftest import (
     wait_for,
     wait_formed,
 )
+from .test_client_failover import FAILOVER, SCALE_DOWN, remaining
 
 REF = '<discovery-group-ref discovery-group-name="dg"/>'
 
 
-def udp_endpoint() -> str:
+def udp_group() -> tuple[str, int]:
     """A multicast group and port of this test's own."""
     address = f"239.255.{random.randrange(1, 255)}.{random.randrange(1, 255)}"
-    port = random.randrange(20000, 60000)
+    return address, random.randrange(20000, 60000)
+
+
+def udp_endpoint(group: tuple[str, int] | None = None) -> str:
+    address, port = group or udp_group()
     return f"<group-address>{address}</group-address><group-port>{port}</group-port>"
 
 
@@ -334,3 +341,72 @@ def test_scale_down_target_is_a_discovered_member(cluster: Any, clients: Any) ->
     consumer = clients(target_node)
     consumer.subscribe(f"/queue/{queue}")
     assert sorted(m.body for m in consumer.wait_messages(5)) == [f"m{i}" for i in range(5)]
+
+
+# --- a udp:// client -------------------------------------------------------------------------
+
+
+async def udp_client(
+    url: str, nodes: Any, queue: str, count: int, async_wait_for: Any
+) -> dict[str, Any]:
+    """A producer and a consumer on ``url``; the producer's node is stopped (in a thread)
+    after a quarter of the messages were receipted."""
+    result: dict[str, Any] = {"acked": [], "received": []}
+    destination = f"/queue/{queue}"
+    reading = trio.CancelScope()
+
+    async def consume(conn: Any) -> None:
+        subscription = await conn.subscribe(
+            destination, ack="client-individual", headers={"consumer-window-size": "0"}
+        )
+        with reading:
+            while True:
+                message = await subscription.receive()
+                result["received"].append(message.text)
+                with trio.CancelScope(shield=True):
+                    if await conn.ack(message):
+                        result["acked"].append(message.text)
+
+    async with open_cluster_connection(url) as producer, open_cluster_connection(url) as consumer:
+        assert producer.url is not None
+        victim = next(n for n in nodes if n.port == producer.url.port)
+        await async_wait_for(lambda: len(producer.locator.topology) == 3, message="topology")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consume, consumer)
+            for number in range(count):
+                await producer.send(destination, f"m{number}", headers={"persistent": "true"})
+                if number == count // 4:
+                    nursery.start_soon(trio.to_thread.run_sync, victim.stop)
+            result["failovers"] = producer.failovers
+            result["victim"] = victim
+            reading.cancel()
+    return result
+
+
+def test_a_udp_client_finds_the_cluster_and_fails_over_across_a_scale_down(
+    cluster: Any, clients: Any, request: pytest.FixtureRequest
+) -> None:
+    group = udp_group()
+    endpoint = udp_endpoint(group)
+    nodes = cluster(
+        3,
+        static={},
+        formed=False,
+        extra_core=groups_xml({"bg": endpoint}, {"dg": endpoint}) + SCALE_DOWN,
+        cluster_extra=REF,
+    )
+    wait_formed(nodes)
+    url = f"udp://{group[0]}:{group[1]}?initialWaitTimeout=5000&{FAILOVER}"
+    queue = unique("udp")
+    count = 200
+    result = trio.run(
+        udp_client, url, list(nodes), queue, count, request.getfixturevalue("wait_for")
+    )
+    assert result["failovers"] == 1
+    acked = result["acked"]
+    unsure = set(result["received"]) - set(acked)
+    survivors = [n for n in nodes if n is not result["victim"]]
+    left = remaining(clients, survivors, queue, count - len(acked) - len(unsure), len(unsure))
+    stored = Counter(acked + left)
+    assert set(stored) | unsure == {f"m{n}" for n in range(count)}  # nothing lost
+    assert max(stored.values()) == 1  # nothing stored twice
