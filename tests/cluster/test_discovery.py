@@ -18,6 +18,7 @@ import pytest
 import trio
 
 import integration.conftest as harness
+from artemis_py.client import open_stomp_connection
 from artemis_py.client.failover import open_cluster_connection
 from artemis_py.cluster.status import fetch_status
 from artemis_py.transport.link import LinkError
@@ -234,14 +235,24 @@ def dns_status(node: DnsNode) -> dict[str, Any]:
     )
 
 
-@pytest.fixture
-def dns_nodes(tmp_path: Path) -> Iterator[list[DnsNode]]:
+class NamedDnsNode(DnsNode):
+    """A DNS node whose connector names its host (``nodeN.brokers.test``, in ``hosts``), as
+    a Kubernetes pod's does; it listens on the address the name maps to."""
+
+    @property
+    def connector(self) -> str:
+        return f"tcp://node{self.index}.brokers.test:{self.cluster_port}"
+
+
+def _dns_nodes(tmp_path: Path, named: bool, extra_core: str = "") -> Iterator[list[DnsNode]]:
     reason = _unshare_works()
     if reason is not None:
         pytest.skip(reason)
     hosts = tmp_path / "hosts"
     hosts.write_text(
-        "127.0.0.1 localhost\n" + "".join(f"127.0.0.{i} brokers.test.svc\n" for i in (2, 3, 4))
+        "127.0.0.1 localhost\n"
+        + "".join(f"127.0.0.{i} brokers.test.svc\n" for i in (2, 3, 4))
+        + "".join(f"127.0.0.{i + 2} node{i}.brokers.test\n" for i in range(3))
     )
     stack = tmp_path / "jgroups.xml"
     stack.write_text('<config>\n<TCP/>\n<dns.DNS_PING dns_query="brokers.test.svc"/>\n</config>\n')
@@ -253,14 +264,15 @@ def dns_nodes(tmp_path: Path) -> Iterator[list[DnsNode]]:
         "</discovery-group></discovery-groups>"
     )
     port = harness.free_port()
+    node_class = NamedDnsNode if named else DnsNode
     nodes = [
-        DnsNode(
+        node_class(
             tmp_path / f"node{i}",
             index=i,
             cluster_port=port,
             host=f"127.0.0.{i + 2}",
             hosts=hosts,
-            extra_core=groups,
+            extra_core=groups + extra_core,
             cluster_extra=REF,
             policy="STRICT",
         )
@@ -281,18 +293,39 @@ def dns_nodes(tmp_path: Path) -> Iterator[list[DnsNode]]:
         assert not errors, "\n".join(errors)
 
 
+@pytest.fixture
+def dns_nodes(tmp_path: Path) -> Iterator[list[DnsNode]]:
+    yield from _dns_nodes(tmp_path, named=False)
+
+
+@pytest.fixture
+def named_dns_nodes(tmp_path: Path) -> Iterator[list[DnsNode]]:
+    scale_down = (
+        "<ha-policy><primary-only><scale-down>"
+        '<discovery-group-ref discovery-group-name="dg"/>'
+        "</scale-down></primary-only></ha-policy>"
+    )
+    yield from _dns_nodes(tmp_path, named=True, extra_core=scale_down)
+
+
+def dns_formed(nodes: list[DnsNode]) -> bool:
+    try:
+        datas = [dns_status(n) for n in nodes]
+    except LinkError:
+        return False
+    return all(sum(b["connected"] for b in d["bridges"]) == len(nodes) - 1 for d in datas)
+
+
 def test_dns_ping_three_nodes(dns_nodes: list[DnsNode], clients: Any) -> None:
     for n in dns_nodes:
         n.start()
 
-    def formed() -> bool:
-        try:
-            datas = [dns_status(n) for n in dns_nodes]
-        except LinkError:
-            return False
-        return all(sum(b["connected"] for b in d["bridges"]) == 2 for d in datas)
-
-    wait_for(formed, 20, 0.1, message=lambda: str([dns_status(n) for n in dns_nodes]))
+    wait_for(
+        lambda: dns_formed(dns_nodes),
+        20,
+        0.1,
+        message=lambda: str([dns_status(n) for n in dns_nodes]),
+    )
     group = dns_status(dns_nodes[0])["discovery"]
     assert sorted(m["connector"] for m in group["members"]) == [
         f"127.0.0.3:{dns_nodes[0].cluster_port}",
@@ -410,3 +443,56 @@ def test_a_udp_client_finds_the_cluster_and_fails_over_across_a_scale_down(
     stored = Counter(acked + left)
     assert set(stored) | unsure == {f"m{n}" for n in range(count)}  # nothing lost
     assert max(stored.values()) == 1  # nothing stored twice
+
+
+async def send_to(node: DnsNode, queue: str, count: int) -> None:
+    async with open_stomp_connection(node.host, node.port) as conn:
+        for i in range(count):
+            await conn.send(f"/queue/{queue}", f"m{i}", headers={"persistent": "true"})
+
+
+async def consume_from(nodes: list[DnsNode], queue: str, count: int) -> list[str]:
+    """Every message of ``queue`` on ``nodes`` (ACKed), once ``count`` have come."""
+    bodies: list[str] = []
+    done = trio.Event()
+
+    async def consume(node: DnsNode) -> None:
+        async with open_stomp_connection(node.host, node.port) as conn:
+            subscription = await conn.subscribe(f"/queue/{queue}", ack="client-individual")
+            async for message in subscription:
+                bodies.append(message.text)
+                await conn.ack(message)
+                if len(bodies) >= count:
+                    done.set()
+
+    async with trio.open_nursery() as nursery:
+        for node in nodes:
+            nursery.start_soon(consume, node)
+        with trio.move_on_after(20):
+            await done.wait()
+        nursery.cancel_scope.cancel()
+    return bodies
+
+
+def test_dns_ping_scale_down_finds_a_target_whose_connector_is_a_name(
+    named_dns_nodes: list[DnsNode],
+) -> None:
+    """DNS_PING knows the members by address (127.0.0.x) while their connectors name
+    hosts (nodeN.brokers.test): the scale-down still finds its target, nothing is lost."""
+    nodes = named_dns_nodes
+    for n in nodes:
+        n.start()
+    wait_for(
+        lambda: dns_formed(nodes), 20, 0.1, message=lambda: str([dns_status(n) for n in nodes])
+    )
+    members = dns_status(nodes[0])["discovery"]["members"]
+    assert sorted(m["connector"].split(":")[0] for m in members) == ["127.0.0.3", "127.0.0.4"]
+    survivors = {node_id(n) for n in nodes[:2]}
+    queue = unique("dns")
+    trio.run(send_to, nodes[2], queue, 20)
+    assert nodes[2].stop() == 0
+    log = nodes[2].log(since_start=True)
+    assert "moved 20 message(s)" in log, log[-3000:]
+    assert any(f"scale-down to node {s} at tcp://node" in log for s in survivors), log[-3000:]
+    bodies = trio.run(consume_from, nodes[:2], queue, 20)
+    assert sorted(bodies) == sorted(f"m{i}" for i in range(20))
