@@ -176,7 +176,8 @@ def start_discovery(node: Node) -> Discovery:
     used = {c.config.discovery_group_name for c in node.cluster_connections}
     if node.cluster_connections and scale_down is not None:
         used.add(scale_down.discovery_group_name)
-    discovery = Discovery(config, node.node_id, {name for name in used if name})
+    clients = tuple(dict.fromkeys(u for c in node.cluster_connections for u in c.local.clients))
+    discovery = Discovery(config, node.node_id, {name for name in used if name}, clients)
     for connection in node.cluster_connections:
         groups = discovery.groups
         connection.discovery = groups.get(connection.config.discovery_group_name or "")

@@ -9,6 +9,7 @@ import random
 import shutil
 import signal
 import subprocess
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,8 @@ import pytest
 import trio
 
 import integration.conftest as harness
+from artemis_py.client import open_stomp_connection
+from artemis_py.client.failover import open_cluster_connection
 from artemis_py.cluster.status import fetch_status
 from artemis_py.transport.link import LinkError
 
@@ -30,14 +33,19 @@ from .conftest import (
     wait_for,
     wait_formed,
 )
+from .test_client_failover import FAILOVER, SCALE_DOWN, remaining
 
 REF = '<discovery-group-ref discovery-group-name="dg"/>'
 
 
-def udp_endpoint() -> str:
+def udp_group() -> tuple[str, int]:
     """A multicast group and port of this test's own."""
     address = f"239.255.{random.randrange(1, 255)}.{random.randrange(1, 255)}"
-    port = random.randrange(20000, 60000)
+    return address, random.randrange(20000, 60000)
+
+
+def udp_endpoint(group: tuple[str, int] | None = None) -> str:
+    address, port = group or udp_group()
     return f"<group-address>{address}</group-address><group-port>{port}</group-port>"
 
 
@@ -227,14 +235,24 @@ def dns_status(node: DnsNode) -> dict[str, Any]:
     )
 
 
-@pytest.fixture
-def dns_nodes(tmp_path: Path) -> Iterator[list[DnsNode]]:
+class NamedDnsNode(DnsNode):
+    """A DNS node whose connector names its host (``nodeN.brokers.test``, in ``hosts``), as
+    a Kubernetes pod's does; it listens on the address the name maps to."""
+
+    @property
+    def connector(self) -> str:
+        return f"tcp://node{self.index}.brokers.test:{self.cluster_port}"
+
+
+def _dns_nodes(tmp_path: Path, named: bool, extra_core: str = "") -> Iterator[list[DnsNode]]:
     reason = _unshare_works()
     if reason is not None:
         pytest.skip(reason)
     hosts = tmp_path / "hosts"
     hosts.write_text(
-        "127.0.0.1 localhost\n" + "".join(f"127.0.0.{i} brokers.test.svc\n" for i in (2, 3, 4))
+        "127.0.0.1 localhost\n"
+        + "".join(f"127.0.0.{i} brokers.test.svc\n" for i in (2, 3, 4))
+        + "".join(f"127.0.0.{i + 2} node{i}.brokers.test\n" for i in range(3))
     )
     stack = tmp_path / "jgroups.xml"
     stack.write_text('<config>\n<TCP/>\n<dns.DNS_PING dns_query="brokers.test.svc"/>\n</config>\n')
@@ -246,14 +264,15 @@ def dns_nodes(tmp_path: Path) -> Iterator[list[DnsNode]]:
         "</discovery-group></discovery-groups>"
     )
     port = harness.free_port()
+    node_class = NamedDnsNode if named else DnsNode
     nodes = [
-        DnsNode(
+        node_class(
             tmp_path / f"node{i}",
             index=i,
             cluster_port=port,
             host=f"127.0.0.{i + 2}",
             hosts=hosts,
-            extra_core=groups,
+            extra_core=groups + extra_core,
             cluster_extra=REF,
             policy="STRICT",
         )
@@ -274,18 +293,39 @@ def dns_nodes(tmp_path: Path) -> Iterator[list[DnsNode]]:
         assert not errors, "\n".join(errors)
 
 
+@pytest.fixture
+def dns_nodes(tmp_path: Path) -> Iterator[list[DnsNode]]:
+    yield from _dns_nodes(tmp_path, named=False)
+
+
+@pytest.fixture
+def named_dns_nodes(tmp_path: Path) -> Iterator[list[DnsNode]]:
+    scale_down = (
+        "<ha-policy><primary-only><scale-down>"
+        '<discovery-group-ref discovery-group-name="dg"/>'
+        "</scale-down></primary-only></ha-policy>"
+    )
+    yield from _dns_nodes(tmp_path, named=True, extra_core=scale_down)
+
+
+def dns_formed(nodes: list[DnsNode]) -> bool:
+    try:
+        datas = [dns_status(n) for n in nodes]
+    except LinkError:
+        return False
+    return all(sum(b["connected"] for b in d["bridges"]) == len(nodes) - 1 for d in datas)
+
+
 def test_dns_ping_three_nodes(dns_nodes: list[DnsNode], clients: Any) -> None:
     for n in dns_nodes:
         n.start()
 
-    def formed() -> bool:
-        try:
-            datas = [dns_status(n) for n in dns_nodes]
-        except LinkError:
-            return False
-        return all(sum(b["connected"] for b in d["bridges"]) == 2 for d in datas)
-
-    wait_for(formed, 20, 0.1, message=lambda: str([dns_status(n) for n in dns_nodes]))
+    wait_for(
+        lambda: dns_formed(dns_nodes),
+        20,
+        0.1,
+        message=lambda: str([dns_status(n) for n in dns_nodes]),
+    )
     group = dns_status(dns_nodes[0])["discovery"]
     assert sorted(m["connector"] for m in group["members"]) == [
         f"127.0.0.3:{dns_nodes[0].cluster_port}",
@@ -334,3 +374,125 @@ def test_scale_down_target_is_a_discovered_member(cluster: Any, clients: Any) ->
     consumer = clients(target_node)
     consumer.subscribe(f"/queue/{queue}")
     assert sorted(m.body for m in consumer.wait_messages(5)) == [f"m{i}" for i in range(5)]
+
+
+# --- a udp:// client -------------------------------------------------------------------------
+
+
+async def udp_client(
+    url: str, nodes: Any, queue: str, count: int, async_wait_for: Any
+) -> dict[str, Any]:
+    """A producer and a consumer on ``url``; the producer's node is stopped (in a thread)
+    after a quarter of the messages were receipted."""
+    result: dict[str, Any] = {"acked": [], "received": []}
+    destination = f"/queue/{queue}"
+    reading = trio.CancelScope()
+
+    async def consume(conn: Any) -> None:
+        subscription = await conn.subscribe(
+            destination, ack="client-individual", headers={"consumer-window-size": "0"}
+        )
+        with reading:
+            while True:
+                message = await subscription.receive()
+                result["received"].append(message.text)
+                with trio.CancelScope(shield=True):
+                    if await conn.ack(message):
+                        result["acked"].append(message.text)
+
+    async with open_cluster_connection(url) as producer, open_cluster_connection(url) as consumer:
+        assert producer.url is not None
+        victim = next(n for n in nodes if n.port == producer.url.port)
+        await async_wait_for(lambda: len(producer.locator.topology) == 3, message="topology")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consume, consumer)
+            for number in range(count):
+                await producer.send(destination, f"m{number}", headers={"persistent": "true"})
+                if number == count // 4:
+                    nursery.start_soon(trio.to_thread.run_sync, victim.stop)
+            result["failovers"] = producer.failovers
+            result["victim"] = victim
+            reading.cancel()
+    return result
+
+
+def test_a_udp_client_finds_the_cluster_and_fails_over_across_a_scale_down(
+    cluster: Any, clients: Any, request: pytest.FixtureRequest
+) -> None:
+    group = udp_group()
+    endpoint = udp_endpoint(group)
+    nodes = cluster(
+        3,
+        static={},
+        formed=False,
+        extra_core=groups_xml({"bg": endpoint}, {"dg": endpoint}) + SCALE_DOWN,
+        cluster_extra=REF,
+    )
+    wait_formed(nodes)
+    url = f"udp://{group[0]}:{group[1]}?initialWaitTimeout=5000&{FAILOVER}"
+    queue = unique("udp")
+    count = 200
+    result = trio.run(
+        udp_client, url, list(nodes), queue, count, request.getfixturevalue("wait_for")
+    )
+    assert result["failovers"] == 1
+    acked = result["acked"]
+    unsure = set(result["received"]) - set(acked)
+    survivors = [n for n in nodes if n is not result["victim"]]
+    left = remaining(clients, survivors, queue, count - len(acked) - len(unsure), len(unsure))
+    stored = Counter(acked + left)
+    assert set(stored) | unsure == {f"m{n}" for n in range(count)}  # nothing lost
+    assert max(stored.values()) == 1  # nothing stored twice
+
+
+async def send_to(node: DnsNode, queue: str, count: int) -> None:
+    async with open_stomp_connection(node.host, node.port) as conn:
+        for i in range(count):
+            await conn.send(f"/queue/{queue}", f"m{i}", headers={"persistent": "true"})
+
+
+async def consume_from(nodes: list[DnsNode], queue: str, count: int) -> list[str]:
+    """Every message of ``queue`` on ``nodes`` (ACKed), once ``count`` have come."""
+    bodies: list[str] = []
+    done = trio.Event()
+
+    async def consume(node: DnsNode) -> None:
+        async with open_stomp_connection(node.host, node.port) as conn:
+            subscription = await conn.subscribe(f"/queue/{queue}", ack="client-individual")
+            async for message in subscription:
+                bodies.append(message.text)
+                await conn.ack(message)
+                if len(bodies) >= count:
+                    done.set()
+
+    async with trio.open_nursery() as nursery:
+        for node in nodes:
+            nursery.start_soon(consume, node)
+        with trio.move_on_after(20):
+            await done.wait()
+        nursery.cancel_scope.cancel()
+    return bodies
+
+
+def test_dns_ping_scale_down_finds_a_target_whose_connector_is_a_name(
+    named_dns_nodes: list[DnsNode],
+) -> None:
+    """DNS_PING knows the members by address (127.0.0.x) while their connectors name
+    hosts (nodeN.brokers.test): the scale-down still finds its target, nothing is lost."""
+    nodes = named_dns_nodes
+    for n in nodes:
+        n.start()
+    wait_for(
+        lambda: dns_formed(nodes), 20, 0.1, message=lambda: str([dns_status(n) for n in nodes])
+    )
+    members = dns_status(nodes[0])["discovery"]["members"]
+    assert sorted(m["connector"].split(":")[0] for m in members) == ["127.0.0.3", "127.0.0.4"]
+    survivors = {node_id(n) for n in nodes[:2]}
+    queue = unique("dns")
+    trio.run(send_to, nodes[2], queue, 20)
+    assert nodes[2].stop() == 0
+    log = nodes[2].log(since_start=True)
+    assert "moved 20 message(s)" in log, log[-3000:]
+    assert any(f"scale-down to node {s} at tcp://node" in log for s in survivors), log[-3000:]
+    bodies = trio.run(consume_from, nodes[:2], queue, 20)
+    assert sorted(bodies) == sorted(f"m{i}" for i in range(20))

@@ -54,11 +54,11 @@ def test_parameters_and_defaults() -> None:
     assert (url.host, url.port) == ("a", 1)
 
 
-def test_discovery_url_is_parsed_and_refused_when_connecting() -> None:
+def test_discovery_url_is_parsed_and_its_nodes_come_from_discovery() -> None:
     url = parse_client_url("udp://231.7.7.7:9876?ha=true")
     assert url.discovery == ("231.7.7.7", 9876) and url.addresses == ()
-    with pytest.raises(Exception, match="udp:// discovery: not available yet"):
-        ClusterLocator(url)
+    locator = ClusterLocator(url)
+    assert locator.discovery is not None and locator.discovery.endpoint == "udp://231.7.7.7:9876"
 
 
 @pytest.mark.parametrize(

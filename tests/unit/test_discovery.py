@@ -11,24 +11,46 @@ import trio
 
 from artemis_py.cluster.discovery.group import DiscoveryGroup
 from artemis_py.cluster.discovery.membership import Membership
-from artemis_py.cluster.discovery.packet import (
+from artemis_py.config import DiscoveryGroupConfig
+from artemis_py.protocol.discovery import (
     MAGIC,
     Announcement,
     PacketError,
     decode,
     encode,
 )
-from artemis_py.config import DiscoveryGroupConfig
 
 GROUP = "udp://231.7.7.7:9876"
 ANNOUNCEMENT = Announcement(GROUP, "node-a", (("10.0.0.1", 61616), ("::1", 61617)), 7)
+WITH_CLIENTS = Announcement(
+    GROUP, "node-a", (("10.0.0.1", 61616),), 8, ("tcp://10.0.0.1:61613", "tcp://[::1]:61614")
+)
+
+
+def _s(text: str) -> bytes:
+    return struct.pack(">H", len(text)) + text.encode()
 
 
 # --- codec ------------------------------------------------------------------------------------
 
 
-def test_round_trip() -> None:
-    assert decode(encode(ANNOUNCEMENT)) == ANNOUNCEMENT
+@pytest.mark.parametrize("announcement", [ANNOUNCEMENT, WITH_CLIENTS])
+def test_round_trip(announcement: Announcement) -> None:
+    assert decode(encode(announcement)) == announcement
+
+
+def test_client_urls_make_version_2_and_version_1_still_decodes() -> None:
+    assert encode(ANNOUNCEMENT)[4] == 1  # nothing new to say: readable by older nodes
+    assert encode(WITH_CLIENTS)[4] == 2
+    # A version 1 announcement as an older node sends it, byte for byte.
+    old = struct.pack(">4sBQ", MAGIC, 1, 3) + _s(GROUP) + _s("old") + b"\x01" + _s("h:1")
+    assert decode(old) == Announcement(GROUP, "old", (("h", 1),), 3, ())
+    # Version 2 with no client URLs is read too (another writer may send it).
+    assert decode(struct.pack(">4sBQ", MAGIC, 2, 3) + old[13:] + b"\x00").clients == ()
+    with pytest.raises(PacketError, match="17 client URLs"):
+        decode(struct.pack(">4sBQ", MAGIC, 2, 3) + old[13:] + b"\x11")
+    with pytest.raises(ValueError, match="at most 16 client URLs"):
+        encode(Announcement(GROUP, "n", (("h", 1),), 0, ("tcp://h:1",) * 17))
 
 
 @pytest.mark.parametrize(
@@ -36,8 +58,11 @@ def test_round_trip() -> None:
     [
         (b"", "too short"),
         (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "another format"),
-        (MAGIC + b"\x02" + bytes(8) + b"rest", "version 2"),
+        (MAGIC + b"\x03" + bytes(8) + b"rest", "version 3"),
+        (MAGIC + b"\x00" + bytes(8) + b"rest", "version 0"),
         (encode(ANNOUNCEMENT) + b"x", r"byte\(s\) after"),
+        (encode(WITH_CLIENTS) + b"x", r"byte\(s\) after"),
+        (encode(WITH_CLIENTS)[:-3], "truncated"),
         (encode(ANNOUNCEMENT)[:-3], "truncated"),
     ],
 )
@@ -46,10 +71,11 @@ def test_strangers_and_garbage_are_refused_with_a_reason(data: bytes, reason: st
         decode(data)
 
 
-def test_every_truncation_and_every_flipped_byte_is_a_packet_error_or_a_valid_announcement() -> (
-    None
-):
-    data = encode(ANNOUNCEMENT)
+@pytest.mark.parametrize("announcement", [ANNOUNCEMENT, WITH_CLIENTS])
+def test_every_truncation_and_every_flipped_byte_is_a_packet_error_or_a_valid_announcement(
+    announcement: Announcement,
+) -> None:
+    data = encode(announcement)
     for end in range(len(data)):
         with pytest.raises(PacketError):
             decode(data[:end])
@@ -64,15 +90,11 @@ def test_every_truncation_and_every_flipped_byte_is_a_packet_error_or_a_valid_an
 
 def test_bad_connectors_are_refused() -> None:
     head = struct.pack(">4sBQ", MAGIC, 1, 0)
-
-    def s(text: str) -> bytes:
-        return struct.pack(">H", len(text)) + text.encode()
-
     for connector in ("nohost", "h:0", "h:70000", ":1"):
         with pytest.raises(PacketError, match="connector"):
-            decode(head + s(GROUP) + s("n") + b"\x01" + s(connector))
+            decode(head + _s(GROUP) + _s("n") + b"\x01" + _s(connector))
     with pytest.raises(PacketError, match="0 connectors"):
-        decode(head + s(GROUP) + s("n") + b"\x00")
+        decode(head + _s(GROUP) + _s("n") + b"\x00")
 
 
 # --- membership -------------------------------------------------------------------------------

@@ -3,9 +3,10 @@
 Theory of operation
 -------------------
 :class:`ClusterLocator` (Artemis's ServerLocator) holds what one client URL knows: the
-addresses it names, the live members' STOMP URLs learnt from the node (the topology
-extension, docs/stomp.md), and the connection load-balancing policy
-(:mod:`.load_balancing`) that picks the node of each new connection.
+addresses it names (or, for ``udp://``, the nodes its discovery hears: :mod:`.discovery`),
+the live members' STOMP URLs learnt from the node (the topology extension,
+docs/stomp.md), and the connection load-balancing policy (:mod:`.load_balancing`) that
+picks the node of each new connection.
 
 :class:`FailoverConnection` is one logical connection over a succession of
 :class:`~artemis_py.client.connection.ClientConnection`\\ s, each held open by a task of its
@@ -27,12 +28,13 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import Any
 
 import trio
 
 from artemis_py.client.connection import ClientConnection, open_stomp_connection
+from artemis_py.client.discovery import ClientDiscovery
 from artemis_py.client.errors import ClientError, ConnectionLostError, connect_failure
 from artemis_py.client.handshake import Headers, header_pairs
 from artemis_py.client.load_balancing import make_policy
@@ -92,12 +94,15 @@ class ClusterLocator:
 
     def __init__(self, url: ClientUrl | str, *, policy: Any = None) -> None:
         self.url = parse_client_url(url) if isinstance(url, str) else url
-        if self.url.discovery is not None:
-            raise ClientError(
-                f"udp:// discovery: not available yet in this client ({self.url}); "
-                f"name the nodes instead: (tcp://HOST:PORT,tcp://HOST:PORT)"
-            )
         self.options = self.url.options
+        # udp://: the nodes discovery hears stand in for the URL's addresses.
+        self.discovery = (
+            ClientDiscovery(
+                self.url.discovery, self.options.refresh_timeout, self.options.initial_wait_timeout
+            )
+            if self.url.discovery is not None
+            else None
+        )
         self.policy = policy if policy is not None else make_policy(self.options.policy)
         self.topology: tuple[BrokerUrl, ...] = ()
 
@@ -111,18 +116,22 @@ class ClusterLocator:
                 log.warning("ignoring a topology URL the node sent: %r", text)
         self.topology = tuple(known)
 
+    def initial(self) -> tuple[BrokerUrl, ...]:
+        """The nodes to start from: the URL's addresses, or those discovery knows now."""
+        return self.discovery.urls() if self.discovery is not None else self.url.addresses
+
     def known(self) -> tuple[BrokerUrl, ...]:
         if self.options.use_topology and self.topology:
             return self.topology
-        return self.url.addresses
+        return self.initial()
 
     def candidates(self, avoid: BrokerUrl | None = None) -> list[BrokerUrl]:
         """Every node to try, in order: from the policy's pick on, then the URL's own
-        addresses, and ``avoid`` (the node just lost) last."""
+        addresses (or the discovered nodes), and ``avoid`` (the node just lost) last."""
         known = list(self.known())
         start = self.policy.select(len(known)) if known else 0
         order = known[start:] + known[:start]
-        order += [a for a in self.url.addresses if a not in order]
+        order += [a for a in self.initial() if a not in order]
         if avoid in order:
             order.remove(avoid)
             order.append(avoid)
@@ -381,7 +390,11 @@ async def open_cluster_connection(
                 address.host, address.port, headers=extra, **connect_options
             )
 
-    async with trio.open_nursery() as nursery:
+    # udp://: listens as long as the connection lives (failover may need the nodes it hears).
+    discovery = locator.discovery.listening() if locator.discovery is not None else nullcontext()
+    async with discovery as listen, trio.open_nursery() as nursery:
+        if listen is not None:
+            nursery.start_soon(listen)
         conn = FailoverConnection(locator, connect, nursery, on_failover=on_failover)
         await conn.start()
         try:

@@ -13,6 +13,7 @@ because this client does not implement it.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -86,7 +87,11 @@ _PARAMETERS: Final = (
     "maxRetryInterval",
     "useTopologyForLoadBalancing",
     "connectionLoadBalancingPolicyClassName",
+    "refreshTimeout",
+    "initialWaitTimeout",
 )
+#: Parameters of ``udp://`` discovery only (clusters §3.1.4).
+_DISCOVERY_PARAMETERS: Final = frozenset({"refreshTimeout", "initialWaitTimeout"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +100,9 @@ class ConnectionOptions:
     reconnection): times in ms; ``reconnect_attempts`` -1 = forever, 0 = never.
 
     ``reconnect_attempts`` is None when the URL does not say: then ``ha=true`` means
-    forever and otherwise never (see :attr:`failover_attempts`).
+    forever and otherwise never (see :attr:`failover_attempts`). ``refresh_timeout`` and
+    ``initial_wait_timeout`` are ``udp://`` discovery's (Artemis's ``refreshTimeout`` and
+    ``initialWaitTimeout``, 10 s each by default).
     """
 
     ha: bool = False
@@ -105,6 +112,8 @@ class ConnectionOptions:
     max_retry_interval: int = 2000
     use_topology: bool = True
     policy: str = "round-robin"
+    refresh_timeout: int = 10000
+    initial_wait_timeout: int = 10000
 
     @property
     def failover_attempts(self) -> int:
@@ -161,7 +170,7 @@ def _int(name: str, value: str, minimum: int) -> int:
     return number
 
 
-def _options(query: str, url: str) -> ConnectionOptions:
+def _options(query: str, url: str, discovery: bool) -> ConnectionOptions:
     values: dict[str, Any] = {}
     for part in query.split("&"):
         if not part:
@@ -173,6 +182,8 @@ def _options(query: str, url: str) -> ConnectionOptions:
             raise ValueError(
                 f"unknown URL parameter {name!r} in {url!r} (known: {', '.join(_PARAMETERS)})"
             )
+        if name in _DISCOVERY_PARAMETERS and not discovery:
+            raise ValueError(f"URL parameter {name!r} is for udp:// discovery only: {url!r}")
         if name == "ha":
             values["ha"] = _flag(name, value)
         elif name == "reconnectAttempts":
@@ -191,6 +202,10 @@ def _options(query: str, url: str) -> ConnectionOptions:
             values["retry_interval_multiplier"] = multiplier
         elif name == "useTopologyForLoadBalancing":
             values["use_topology"] = _flag(name, value)
+        elif name == "refreshTimeout":
+            values["refresh_timeout"] = _int(name, value, 1)
+        elif name == "initialWaitTimeout":
+            values["initial_wait_timeout"] = _int(name, value, 0)
         else:
             values["policy"] = policy_name(value)
     return ConnectionOptions(**values)
@@ -204,7 +219,7 @@ def parse_client_url(url: str) -> ClientUrl:
     if not text:
         raise ValueError("empty broker URL")
     body, _, query = text.partition("?")
-    options = _options(query, url)
+    options = _options(query, url, "udp://" in body.lower())
     if body.startswith("("):
         if not body.endswith(")"):
             raise ValueError(f"unbalanced parenthesis in broker URL {url!r}")
@@ -231,4 +246,13 @@ def _discovery(part: str, url: str) -> tuple[str, int]:
         raise ValueError(f"invalid port in discovery URL {url!r}") from None
     if not split.hostname or not port:
         raise ValueError(f"discovery URL {url!r} needs a group address and port")
+    try:
+        multicast = ipaddress.ip_address(split.hostname).is_multicast
+    except ValueError:
+        multicast = False
+    if not multicast:
+        raise ValueError(
+            f"discovery URL {url!r}: {split.hostname!r} is not a multicast group address "
+            f"(the group-address of the cluster's broadcast group, e.g. 231.7.7.7)"
+        )
     return split.hostname, port

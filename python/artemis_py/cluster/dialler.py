@@ -56,6 +56,9 @@ class Dialler:
         self.connect = connect or self._connect
         self.given_up: dict[str, str] = {}  # connector -> why the dialler stopped
         self.unreachable: set[tuple[str, int]] = set()  # the last dial failed
+        # The node that answered at each address dialled: a DNS_PING member is known by an
+        # address while the topology names its connector's host (scale-down matches them).
+        self.node_at: dict[tuple[str, int], str] = {}
         self._dialling: set[tuple[str, int]] = set()
 
     def dialling(self, host: str, port: int) -> bool:
@@ -126,7 +129,7 @@ class Dialler:
                         str(exc) or "timed out",
                     )
                     continue
-                peer_node = link.peer_node_id
+                peer_node = self.node_at[(host, port)] = link.peer_node_id
                 if not await self._wanted(link, target):
                     return
                 self.given_up.pop(target, None)

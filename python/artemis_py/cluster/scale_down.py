@@ -245,7 +245,8 @@ def _member_at(connection: ClusterConnection, host: str, port: int) -> str | Non
 
 async def _target_connectors(connection: ClusterConnection) -> list[tuple[str, int]]:
     """The scale-down connectors: configured, or the discovered members' (as the topology
-    knows them, so that they match its members)."""
+    knows them, so that they match its members; a DNS_PING member by its address, which
+    :func:`_node_at` matches)."""
     group = connection.scale_down_discovery
     if group is None:
         return connection.scale_down_connectors
@@ -257,17 +258,30 @@ async def _target_connectors(connection: ClusterConnection) -> list[tuple[str, i
     return found
 
 
+def _node_at(connection: ClusterConnection, host: str, port: int) -> str | None:
+    """The live member at host:port: the one whose connector it is, or else the node that
+    answered a link dialled there. DNS_PING knows members by address only; when their
+    connectors name hosts (a pod's DNS name), the link's handshake is what says which
+    member an address is (robust where resolving the names could differ or lag)."""
+    node = _member_at(connection, host, port)
+    if node is not None:
+        return node
+    node = connection.dialler.node_at.get((host, port))
+    member = connection.topology.members.get(node or "")
+    return node if member is not None and member.up else None
+
+
 async def _choose_target(connection: ClusterConnection) -> str | None:
     """The node to scale down to, or None when none is reachable within the grace time."""
     connectors = await _target_connectors(connection)
     for host, port in connectors:
-        if _member_at(connection, host, port) not in connection.outgoing:
+        if _node_at(connection, host, port) not in connection.outgoing:
             connection.dial(host, port)
     deadline = trio.current_time() + LINK_GRACE
     while True:
         if connectors:
             for host, port in connectors:
-                node = _member_at(connection, host, port)
+                node = _node_at(connection, host, port)
                 if node is not None and _linked(connection, node):
                     if _group_ok(connection, node):
                         return node

@@ -15,11 +15,11 @@ import tempfile
 
 import trio
 
-from artemis_py.cluster.discovery.packet import Announcement, encode
 from artemis_py.cluster.discovery.sources import SUFFIX
-from artemis_py.cluster.discovery.udp import open_sender
 from artemis_py.cluster.retry import LogBackoff, unlogged
 from artemis_py.config import BroadcastGroupConfig
+from artemis_py.protocol.discovery import Announcement, encode
+from artemis_py.transport.multicast import open_sender
 
 __all__ = ["Broadcaster"]
 
@@ -30,12 +30,17 @@ class Broadcaster:
     """One ``<broadcast-group>`` of this node."""
 
     def __init__(
-        self, config: BroadcastGroupConfig, node_id: str, connectors: tuple[tuple[str, int], ...]
+        self,
+        config: BroadcastGroupConfig,
+        node_id: str,
+        connectors: tuple[tuple[str, int], ...],
+        clients: tuple[str, ...] = (),
     ) -> None:
         self.config = config
         self.name = config.name
         self.node_id = node_id
         self.connectors = connectors
+        self.clients = clients  # the node's STOMP URLs, for udp:// clients
         self.period = config.broadcast_period / 1000
         self.sequence = 0
         self._failures = LogBackoff()
@@ -43,7 +48,9 @@ class Broadcaster:
     def announcement(self) -> bytes:
         self.sequence += 1
         return encode(
-            Announcement(self.config.endpoint, self.node_id, self.connectors, self.sequence)
+            Announcement(
+                self.config.endpoint, self.node_id, self.connectors, self.sequence, self.clients
+            )
         )
 
     def _failed(self, what: str, exc: OSError) -> None:

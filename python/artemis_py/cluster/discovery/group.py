@@ -26,9 +26,9 @@ from typing import Any
 import trio
 
 from artemis_py.cluster.discovery.membership import Connector, Member, Membership
-from artemis_py.cluster.discovery.packet import PacketError, decode, format_connector
 from artemis_py.cluster.retry import LogBackoff, unlogged
 from artemis_py.config import DiscoveryGroupConfig
+from artemis_py.protocol.discovery import PacketError, decode, format_connector
 
 __all__ = ["DiscoveryGroup", "Source"]
 

@@ -34,12 +34,16 @@ DEFAULT_PERIOD = 2.0
 
 
 class Discovery:
-    """The groups of one node. ``groups`` holds the discovery groups that run, by name."""
+    """The groups of one node. ``groups`` holds the discovery groups that run, by name;
+    ``clients`` are the node's STOMP URLs (its cluster connection's local member's), which
+    the broadcasts carry for ``udp://`` clients."""
 
-    def __init__(self, config: BrokerConfig, node_id: str, used: set[str]) -> None:
+    def __init__(
+        self, config: BrokerConfig, node_id: str, used: set[str], clients: tuple[str, ...] = ()
+    ) -> None:
         connectors = {c.name: (c.host, c.port) for c in config.connectors}
         self.broadcasters = [
-            Broadcaster(b, node_id, tuple(connectors[n] for n in b.connectors))
+            Broadcaster(b, node_id, tuple(connectors[n] for n in b.connectors), clients)
             for b in config.broadcast_groups
         ]
         periods = {b.endpoint: b.broadcast_period / 1000 for b in config.broadcast_groups}

@@ -17,10 +17,10 @@ from functools import partial
 import trio
 
 from artemis_py.cluster.discovery.group import DiscoveryGroup, Source
-from artemis_py.cluster.discovery.packet import MAX_SIZE
-from artemis_py.cluster.discovery.udp import open_receiver
 from artemis_py.cluster.retry import LogBackoff, unlogged
 from artemis_py.config import DiscoveryGroupConfig
+from artemis_py.protocol.discovery import MAX_SIZE
+from artemis_py.transport.multicast import open_receiver
 
 __all__ = ["dns_ping", "file_ping", "udp", "SUFFIX"]
 

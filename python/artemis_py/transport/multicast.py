@@ -1,4 +1,5 @@
-"""UDP multicast: the broadcast group's sender and the discovery group's receiver.
+"""UDP multicast: the broadcast group's sender and the receiver of a discovery group (a
+node's, or a ``udp://`` client's: :mod:`artemis_py.client.discovery`).
 
 The sender is bound to ``local-bind-address:local-bind-port`` (wildcard and an anonymous
 port by default; the address is also the interface multicast leaves by), with loopback on
