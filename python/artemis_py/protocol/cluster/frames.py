@@ -171,6 +171,11 @@ class Member:
 
     ``group_name`` is the node's scale-down group (None: none set): a node scaling down only
     picks a target of its own group.
+
+    ``scaling_down_to`` is set while the node scales down: the node id of its target, or
+    ``""`` while it has none. Other nodes scaling down at the same time read it to break the
+    tie when two would pick each other (:mod:`artemis_py.cluster.targets`). Optional on the
+    wire (absent from older peers: None).
     """
 
     node_id: str
@@ -180,6 +185,7 @@ class Member:
     up: bool
     version: int
     group_name: str | None = None
+    scaling_down_to: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -239,6 +239,7 @@ _MEMBER: Final[_Schema] = (
     ("up", _boolean),
     ("version", _member_version),
     ("group_name", _opt_text),
+    ("scaling_down_to", _opt_text),
 )
 _BINDING: Final[_Schema] = (
     ("name", _text),
@@ -313,7 +314,10 @@ _JSON_FRAMES: Final[dict[type, _Schema]] = {
     Sealed: (("streams", _array(_record(SealedStream, _SEALED_STREAM))),),
 }
 #: Fields added after version 1 of the protocol, which a frame may lack (dataclass default).
-_OPTIONAL: Final[dict[type, frozenset[str]]] = {Leaving: frozenset({"received", "client_ids"})}
+_OPTIONAL: Final[dict[type, frozenset[str]]] = {
+    Leaving: frozenset({"received", "client_ids"}),
+    Member: frozenset({"scaling_down_to"}),
+}
 _JSON_BY_TYPE: Final[dict[int, type]] = {cls.TYPE: cls for cls in _JSON_FRAMES}  # type: ignore[attr-defined]
 
 
