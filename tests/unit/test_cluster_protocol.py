@@ -399,6 +399,8 @@ EVERY_FRAME: list[Frame] = [
     Ping(),
     Topology((Member("n1", "i1", "h1", 5, True, 1), Member("n2", "i2", "h2", 6, False, 1))),
     Topology((Member("n3", "i3", "h3", 7, True, 2**63 - 1, group_name="east"),)),
+    Topology((Member("n4", "i4", "h4", 8, True, 3, scaling_down_to="n1"),)),
+    Topology((Member("n5", "i5", "h5", 9, True, 4, scaling_down_to=""),)),
     Topology(()),
     Leaving("n1", "n2"),
     Leaving("n1", "n2", ("n3:17", "n4:1")),
@@ -846,6 +848,24 @@ def test_a_leaving_frame_from_a_peer_that_predates_its_received_list() -> None:
     assert server.next_event() == Leaving("a", "b", ())
     server.receive_data(raw(FrameType.LEAVING, b'{"node_id": "a", "target": "b", "received": 1}'))
     with pytest.raises(RemoteProtocolError, match="must be an array"):
+        server.next_event()
+
+
+def test_a_member_from_a_peer_that_predates_scaling_down_to() -> None:
+    client, server = established()
+    member = b'{"node_id": "n", "instance_id": "i", "host": "h", "port": 1, "up": true, '
+    server.receive_data(
+        raw(FrameType.TOPOLOGY, b'{"members": [' + member + b'"version": 1, "group_name": null}]}')
+    )
+    assert server.next_event() == Topology((Member("n", "i", "h", 1, True, 1),))
+    server.receive_data(
+        raw(
+            FrameType.TOPOLOGY,
+            b'{"members": [' + member + b'"version": 1, "group_name": null, '
+            b'"scaling_down_to": 5}]}',
+        )
+    )
+    with pytest.raises(RemoteProtocolError, match="scaling_down_to must be a string"):
         server.next_event()
 
 

@@ -133,7 +133,11 @@ def test_etc_broker_xml_parses_without_problems() -> None:
 
 @pytest.mark.parametrize(
     "path",
-    sorted(str(p.relative_to(REPO)) for p in (REPO / "etc").rglob("*.xml")),
+    sorted(
+        str(p.relative_to(REPO))
+        for p in (REPO / "etc").rglob("*.xml")
+        if not p.name.startswith("jgroups")  # a JGroups stack file, read through a broker.xml
+    ),
 )
 def test_every_sample_config_parses_without_problems(path: str) -> None:
     config = load_config(REPO / path, environ={"ARTEMIS_CLUSTER_PASSWORD": "s3cret"})

@@ -18,7 +18,9 @@ within the dialler's ``max-hops``, and stores the messages the dialler's bridge 
 This module holds what the pieces share (the links, routes and bridges, the topology, the
 nodes that scaled down) and coordinates them: topology announcements are applied and passed
 on, a neighbour's scale-down hands its backlog over (:mod:`.scale_down`), and a graceful
-stop says goodbye on every link.
+stop says goodbye on every link. The nodes that scaled down are remembered, also across a
+restart, and told to every new link (:mod:`.departures`), so a node that was away when one
+left sends its backlog for it to its target.
 
 A link that breaks is redialled per the retry settings; while a neighbour is unreachable its
 bindings stay known but count as disconnected, so routing prefers connected nodes and
@@ -30,9 +32,10 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -41,6 +44,7 @@ from artemis_py.broker.routing import NeighbourRoute, is_internal
 from artemis_py.cluster.binding_exchange import BindingExchange
 from artemis_py.cluster.bridge import Bridge
 from artemis_py.cluster.client_ids import adopt_client_ids
+from artemis_py.cluster.departures import Departures, file_name
 from artemis_py.cluster.dialler import Connect, Dialler
 from artemis_py.cluster.discovery.service import feed_dialler, knows
 from artemis_py.cluster.incoming import IncomingLinks
@@ -114,7 +118,13 @@ class ClusterConnection:
         self.incoming: set[Link] = set()  # links other nodes dialled
         self.routes: dict[str, NeighbourRoute] = {}
         self.bridges: dict[str, Bridge] = {}
-        self.scaled_down: dict[str, str] = {}  # departed node id -> where its messages went
+        # Nodes that scaled down (remembered across restarts, replayed on every new link:
+        # .departures), and the take-overs of their backlogs still under way.
+        self.departures = Departures(self.node_id, _departures_path(broker, self.name))
+        self.departures.load()
+        self.scaled_down: dict[str, str] = {d.node_id: d.target for d in self.departures}
+        self.taking_over: set[str] = set()
+        self.scale_down_committed: str | None = None  # the target its Leaving named
         # The journal tickets of the latest forwarded messages stored: once they complete,
         # so have all before them, and every id in the duplicate-id cache is durable.
         self.last_forwarded: list[Ticket] = []
@@ -236,15 +246,18 @@ class ClusterConnection:
                 self.name,
                 member.node_id,
                 connector(member),
-                "up" if member.up else "leaving",
+                _state(member),
             )
             update = wire.Topology(members=(member,))
             for link in self.links():
                 if link is not source:
                     link.send(update)
             if member.up:
-                self.scaled_down.pop(member.node_id, None)  # it runs again
-                self._maybe_dial(member)
+                if self.departures.returned(member):  # it runs again
+                    self.scaled_down.pop(member.node_id, None)
+                    self._save_departures()
+                if member.scaling_down_to is None:  # (not a node on its way out)
+                    self._maybe_dial(member)
             else:
                 route = self.routes.get(member.node_id)
                 if route is not None:
@@ -273,6 +286,9 @@ class ClusterConnection:
         if departed == self.node_id or departed in self.scaled_down:
             return  # heard already
         self.scaled_down[departed] = target
+        known = self.topology.members.get(departed)
+        self.departures.add(event, known.version if known is not None else 0)
+        self._save_departures()
         # Pass it on, like topology: a node whose link to the departed one was down at the
         # time hears it from the others (the clients' duplicate ids are the target's only).
         relayed = replace(event, client_ids=())
@@ -288,11 +304,68 @@ class ClusterConnection:
             "this node" if target == self.node_id else f"node {target}",
         )
         self.exchange.forget_node(departed)
+        self._take_over(departed, target, event.received)
+
+    def _take_over(self, departed: str, target: str, received: Iterable[str] = ()) -> None:
+        if self._nursery is None or departed in self.taking_over:
+            return
+        self.taking_over.add(departed)
+
+        async def run() -> None:
+            try:
+                await take_over(self, departed, target, received)
+            finally:
+                self.taking_over.discard(departed)
+
+        self._nursery.start_soon(run)
+
+    def _save_departures(self) -> None:
         if self._nursery is not None:
-            self._nursery.start_soon(take_over, self, departed, target, event.received)
+            self._nursery.start_soon(self.departures.save)
+
+    def replay_departures(self, link: Link) -> None:
+        """A new link: tell its peer which nodes scaled down (it may have been away)."""
+        for frame in self.departures.replay(link.peer_node_id):
+            link.send(frame)
+
+    def resume_take_overs(self, peer: str) -> None:
+        """A link to ``peer`` is up: a backlog for a node that scaled down to ``peer`` that
+        stayed here for want of a way there (:func:`.take_over._stranded`) goes now."""
+        for departed, target in list(self.scaled_down.items()):
+            route = self.routes.get(departed)
+            if target == peer and route is not None and route.sf_queue.message_count:
+                self._take_over(departed, target)
+
+    def announce_scale_down(self, target: str | None) -> None:
+        """Tell every neighbour this node is scaling down, and to which node ("" for none
+        yet): nodes scaling down at the same time break ties with it (:mod:`.targets`)."""
+        if self.local.scaling_down_to == (target or ""):
+            return
+        self.local = replace(
+            self.local, version=self.local.version + 1, scaling_down_to=target or ""
+        )
+        self.topology.local = self.local
+        self.topology.members[self.node_id] = self.local
+        update = wire.Topology(members=(self.local,))
+        for link in self.links():
+            link.send(update)
 
     # -- status ------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
         """What ``artemis-py cluster status`` prints."""
         return status_report(self)
+
+
+def _departures_path(broker: Broker, cluster: str) -> Path | None:
+    """Where the departures are remembered: the journal directory (None: no persistence)."""
+    storage = broker.persistence.storage
+    return None if storage is None else Path(storage.messages.directory) / file_name(cluster)
+
+
+def _state(member: Member) -> str:
+    if not member.up:
+        return "leaving"
+    if member.scaling_down_to is None:
+        return "up"
+    return f"scaling down to node {member.scaling_down_to or '(none yet)'}"

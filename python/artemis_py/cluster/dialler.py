@@ -14,7 +14,9 @@ end of a chain). One task per connector keeps a link up:
   itself: the task ends; so does a second task that reaches a node already linked;
 * once a link is up, a :class:`~artemis_py.cluster.bridge.Bridge` drains the node's
   store-and-forward queue over it, and the node's topology, bindings and confirmations
-  come back over it;
+  come back over it; this node tells it the departures it remembers
+  (:mod:`.departures`), and a backlog for a node that scaled down to it and that found no
+  way there before goes now;
 * a link to a node that announced its departure (a graceful stop, a scale-down) ends
   without a warning, and only a static connector is redialled;
 * a connector found by discovery is redialled only while discovery still knows it
@@ -230,6 +232,7 @@ class Dialler:
         route = cluster.route_to(peer)
         route.connected = True
         link.send(wire.Topology(members=(cluster.local, *cluster.topology.others())))
+        cluster.replay_departures(link)
         bridge = Bridge(
             cluster.broker,
             route.sf_queue,
@@ -248,6 +251,7 @@ class Dialler:
             queue.message_count,
         )
         bridge.attach()
+        cluster.resume_take_overs(peer)
         try:
             return await link.serve(lambda event: self._event(link, bridge, event))
         finally:

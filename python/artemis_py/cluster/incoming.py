@@ -10,7 +10,8 @@ handshake it is one of:
 * a node with this node's own id: a copied data directory (refused, the log says how to
   fix it), or this node itself dialling its own connector (closed quietly);
 * a link from another node: this node publishes its topology and bindings on it (see
-  :mod:`.binding_exchange`), and stores the messages the other node's bridge forwards.
+  :mod:`.binding_exchange`) and the departures it remembers (:mod:`.departures`), and
+  stores the messages the other node's bridge forwards.
 
 Forwarded messages are stored in *runs* (:class:`ForwardedRun`: what one read brought,
 one journal submit), completed in order by one confirm task, and confirmed cumulatively
@@ -124,6 +125,7 @@ class IncomingLinks:
         cluster.incoming.add(link)
         link.send(wire.Topology(members=tuple(cluster.topology.members.values())))
         link.send(cluster.exchange.snapshot(link))
+        cluster.replay_departures(link)
         send_channel, receive_channel = trio.open_memory_channel[Stored](PIPELINE_DEPTH)
         run = ForwardedRun(cluster.broker, send_channel, self._stored)
         link.before_read = run.flush

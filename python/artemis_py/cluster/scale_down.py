@@ -6,11 +6,15 @@ The departing node
 :func:`scale_down` runs after the node has closed its client connections, so that every
 delivered but unacknowledged message is back in its queue.
 
-1. *Target.* The first of ``<scale-down><connectors>`` that the node has a link to, in
-   order (connectors it has no link to are dialled first); with a ``<discovery-group-ref>``
-   the same, among the members the group knows (after its ``initial-wait-timeout``), in
-   node-id order; without either (or with nobody discovered), the live member with the
-   lowest node ID. With a ``group-name``, only members announcing the same group qualify.
+1. *Target.* The node announces that it is scaling down (and later to which node), then
+   picks the first of ``<scale-down><connectors>`` that it has a link to, in order
+   (connectors it has no link to are dialled first); with a ``<discovery-group-ref>`` the
+   same, among the members the group knows (after its ``initial-wait-timeout``), in node-id
+   order; without either (or with nobody discovered), the live member with the lowest node
+   ID. With a ``group-name``, only members announcing the same group qualify. Nodes scaling
+   down at once break ties by node ID (:mod:`.targets`): a node whose target turns out to be
+   ruled out picks again, and a node that others scale down to waits for them before its
+   own step 5.
 2. *Queues.* A ``CreateQueues`` frame asks the target for each of the node's queues that it
    lacks (same address, routing type, filter and durability; temporary queues are not
    moved), and the node waits until the target's bindings show them. A queue whose name
@@ -59,6 +63,15 @@ from artemis_py.broker.routing import is_internal
 from artemis_py.broker.streams import stamp
 from artemis_py.cluster.client_ids import farewells
 from artemis_py.cluster.streams import seal
+from artemis_py.cluster.targets import (
+    LINK_GRACE,
+    Retarget,
+    check,
+    choose_target,
+    linked,
+    until,
+    wait_for_senders,
+)
 from artemis_py.exceptions import StorageError
 from artemis_py.protocol import cluster as wire
 
@@ -71,7 +84,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("artemis_py.cluster")
 
 DEFAULT_BATCH = 512  # messages per transaction when commit-interval is -1
-LINK_GRACE = 5.0  # seconds to wait for a link (dial, queue creation, neighbours closing)
 STALL_TIMEOUT = 30.0  # seconds without progress before a hand-over is given up
 
 
@@ -145,44 +157,87 @@ async def _scale_down(connection: ClusterConnection, report: ScaleDownReport) ->
         # store-and-forward queues first.
         redistributor.enabled = False
         await until(lambda: not redistributor.in_progress, STALL_TIMEOUT)
-    target = await _choose_target(connection)
-    if target is None:
-        if _held(connection):
-            report.problem = "no node to scale down to is reachable" + (
-                f" in group {connection.local.group_name!r}" if connection.local.group_name else ""
-            )
-        return
-    member = connection.topology.members[target]
-    report.target = target
-    report.connector = member_at = f"tcp://{member.host}:{member.port}"
-    log.info("cluster %s: scaling down to node %s at %s", connection.name, target, member_at)
+    connection.announce_scale_down(None)
+    target = await choose_target(connection)
     try:
-        await _drain_other_bridges(connection, target)
-        await _move_all(connection, target, report)
-        farewell = wire.Leaving(
-            node_id=connection.node_id, target=target, received=await _receipts(connection)
-        )
-        to_target = farewells(farewell, connection.broker.client_duplicates.snapshot())
-        for link in connection.links():
-            to = link.established.peer_node_id if link.established is not None else None
-            for frame in to_target if to == target else [farewell]:
-                link.send(frame)
-        # The others close their links once what they sent here is confirmed.
-        await until(lambda: not connection.incoming, LINK_GRACE)
-        # What arrived meanwhile: for other nodes (still linked from here), or for the queues.
-        for _ in range(3):
-            await _drain_other_bridges(connection, target)
-            await _move_all(connection, target, report)
-            await _wait_delivered(connection, target)
-            if not _held(connection):
-                seal(connection, target)
-                break
+        while True:
+            connection.announce_scale_down(target)
+            if target is None and await wait_for_senders(connection, None):
+                # Nodes moved here; the one this node lost a tie to may have left meanwhile.
+                target = await choose_target(connection)
+                connection.announce_scale_down(target)
+            if target is None:
+                if _held(connection):
+                    report.target = report.connector = None
+                    report.problem = "no node to scale down to is reachable" + (
+                        f" in group {connection.local.group_name!r}"
+                        if connection.local.group_name
+                        else ""
+                    )
+                return
+            member = connection.topology.members[target]
+            report.target = target
+            report.connector = member_at = f"tcp://{member.host}:{member.port}"
+            log.info(
+                "cluster %s: scaling down to node %s at %s", connection.name, target, member_at
+            )
+            try:
+                await _hand_over(connection, target, report)
+                return
+            except Retarget as exc:
+                log.info(
+                    "cluster %s: not scaling down to node %s after all: %s; choosing again",
+                    connection.name,
+                    target,
+                    exc,
+                )
+            target = await choose_target(connection)
     except ScaleDownError as exc:
         report.problem = str(exc)
 
 
+async def _hand_over(connection: ClusterConnection, target: str, report: ScaleDownReport) -> None:
+    """Move everything to ``target``, say goodbye, move what came meanwhile, and wait
+    until the target has confirmed it all. Raises :class:`Retarget` (before the goodbye
+    only) or :class:`ScaleDownError`."""
+    await _drain_other_bridges(connection, target)
+    await _move_all(connection, target, report)
+    # Nodes scaling down to this one first finish here (.targets): what they send is moved
+    # on with the rest, and this node's Leaving would otherwise cut them off.
+    if await wait_for_senders(connection, target):
+        await _move_all(connection, target, report)
+    farewell = wire.Leaving(
+        node_id=connection.node_id, target=target, received=await _receipts(connection)
+    )
+    check(connection, target)
+    connection.scale_down_committed = target
+    to_target = farewells(farewell, connection.broker.client_duplicates.snapshot())
+    for link in connection.links():
+        to = link.established.peer_node_id if link.established is not None else None
+        for frame in to_target if to == target else [farewell]:
+            link.send(frame)
+    # The others close their links once what they sent here is confirmed.
+    await until(lambda: not connection.incoming, LINK_GRACE)
+    # What arrived meanwhile: for other nodes (still linked from here), or for the queues.
+    for _ in range(3):
+        await _drain_other_bridges(connection, target)
+        await _move_all(connection, target, report)
+        await _wait_delivered(connection, target)
+        if not _held(connection):
+            seal(connection, target)
+            break
+
+
 class ScaleDownError(Exception):
     """Scale-down cannot finish (the message says why)."""
+
+
+def _usable(connection: ClusterConnection, target: str) -> None:
+    """Raise unless this node can go on moving to ``target``: :class:`Retarget` when the
+    tie-break or a departure rules it out, ScaleDownError when its link broke."""
+    check(connection, target)
+    if not linked(connection, target):
+        raise ScaleDownError(f"the link to node {target} broke")
 
 
 async def _receipts(connection: ClusterConnection) -> tuple[str, ...]:
@@ -202,112 +257,6 @@ async def _receipts(connection: ClusterConnection) -> tuple[str, ...]:
     except StorageError as exc:
         raise ScaleDownError(f"the journal failed: {exc}") from exc
     return received
-
-
-async def until(condition: Callable[[], bool], within: float) -> bool:
-    """Wait until ``condition()`` holds (True) or ``within`` seconds pass (False).
-
-    Polls: the conditions span links, bridges and queues, and this runs only while a node
-    stops, so a short sleep is simpler than wiring events through all of them.
-    """
-    with trio.move_on_after(within):
-        while not condition():  # noqa: ASYNC110
-            await trio.sleep(0.02)
-        return True
-    return False
-
-
-def _group_ok(connection: ClusterConnection, node_id: str) -> bool:
-    group = connection.local.group_name
-    return group is None or connection.topology.members[node_id].group_name == group
-
-
-def _linked(connection: ClusterConnection, node_id: str) -> bool:
-    route = connection.routes.get(node_id)
-    return (
-        node_id in connection.outgoing
-        and route is not None
-        and route.connected
-        and node_id not in connection.scaled_down
-    )
-
-
-def _member_left(connection: ClusterConnection, host: str, port: int) -> bool:
-    return any((m.host, m.port) == (host, port) and not m.up for m in connection.topology.others())
-
-
-def _member_at(connection: ClusterConnection, host: str, port: int) -> str | None:
-    for member in connection.topology.others():
-        if (member.host, member.port) == (host, port) and member.up:
-            return member.node_id
-    return None
-
-
-async def _target_connectors(connection: ClusterConnection) -> list[tuple[str, int]]:
-    """The scale-down connectors: configured, or the discovered members' (as the topology
-    knows them, so that they match its members; a DNS_PING member by its address, which
-    :func:`_node_at` matches)."""
-    group = connection.scale_down_discovery
-    if group is None:
-        return connection.scale_down_connectors
-    await group.initial_wait()
-    found = []
-    for discovered in group.membership.members():
-        member = connection.topology.members.get(discovered.node_id or "")
-        found.append((member.host, member.port) if member else discovered.connectors[0])
-    return found
-
-
-def _node_at(connection: ClusterConnection, host: str, port: int) -> str | None:
-    """The live member at host:port: the one whose connector it is, or else the node that
-    answered a link dialled there. DNS_PING knows members by address only; when their
-    connectors name hosts (a pod's DNS name), the link's handshake is what says which
-    member an address is (robust where resolving the names could differ or lag)."""
-    node = _member_at(connection, host, port)
-    if node is not None:
-        return node
-    node = connection.dialler.node_at.get((host, port))
-    member = connection.topology.members.get(node or "")
-    return node if member is not None and member.up else None
-
-
-async def _choose_target(connection: ClusterConnection) -> str | None:
-    """The node to scale down to, or None when none is reachable within the grace time."""
-    connectors = await _target_connectors(connection)
-    for host, port in connectors:
-        if _node_at(connection, host, port) not in connection.outgoing:
-            connection.dial(host, port)
-    deadline = trio.current_time() + LINK_GRACE
-    while True:
-        if connectors:
-            for host, port in connectors:
-                node = _node_at(connection, host, port)
-                if node is not None and _linked(connection, node):
-                    if _group_ok(connection, node):
-                        return node
-                    continue  # another group
-                # A connector not linked yet gets the grace time to answer before a later
-                # one is taken, unless it is known down.
-                known_down = (host, port) in connection.dialler.unreachable or (
-                    node is None and _member_left(connection, host, port)
-                )
-                if not known_down and trio.current_time() < deadline:
-                    break
-            else:
-                return None
-        else:
-            candidates = sorted(
-                m.node_id
-                for m in connection.topology.others()
-                if m.up and _linked(connection, m.node_id) and _group_ok(connection, m.node_id)
-            )
-            if candidates:
-                return candidates[0]
-            if not any(m.up for m in connection.topology.others()):
-                return None  # nobody else runs
-        if trio.current_time() >= deadline:
-            return None
-        await trio.sleep(0.05)
 
 
 def _movable(connection: ClusterConnection) -> list[Queue]:
@@ -348,11 +297,10 @@ async def _create_queues(
             )
         )
         await until(
-            lambda: all(q.name in has for q in missing) or not _linked(connection, target),
+            lambda: all(q.name in has for q in missing) or not linked(connection, target),
             LINK_GRACE,
         )
-        if not _linked(connection, target):
-            raise ScaleDownError(f"the link to node {target} broke")
+        _usable(connection, target)
         for q in missing:
             if q.name not in has:
                 log.error(
@@ -418,7 +366,7 @@ async def _drain_other_bridges(connection: ClusterConnection, target: str) -> No
         lambda: sum(
             route.sf_queue.message_count
             for node_id, route in connection.routes.items()
-            if node_id != target and _linked(connection, node_id)
+            if node_id != target and linked(connection, node_id)
         ),
         lambda: True,
     )
@@ -426,8 +374,7 @@ async def _drain_other_bridges(connection: ClusterConnection, target: str) -> No
 
 async def _move_all(connection: ClusterConnection, target: str, report: ScaleDownReport) -> None:
     """One pass: every ready message of this node into the target's store-and-forward queue."""
-    if not _linked(connection, target):
-        raise ScaleDownError(f"the link to node {target} broke")
+    _usable(connection, target)
     has = await _create_queues(connection, target, report)
     sf_queue = connection.routes[target].sf_queue
     batch = connection.scale_down.commit_interval if connection.scale_down else -1
@@ -436,13 +383,17 @@ async def _move_all(connection: ClusterConnection, target: str, report: ScaleDow
         for queue in _movable(connection):
             if queue.name in has:
                 for ref in list(queue.messages):
+                    if connection.scale_down_committed != target:
+                        _usable(connection, target)  # (Retarget: what is moved stays moved)
                     if queue.marks or ref.stream is not None:  # read by offset: keep it
                         stamp(ref, connection.node_id)
                     await mover.add(ref, [(sf_queue, [queue.name])], queue.name)
         departed = [
             (node_id, route)
             for node_id, route in list(connection.routes.items())
-            if node_id != target and not _linked(connection, node_id)
+            if node_id != target
+            and not linked(connection, node_id)
+            and node_id not in connection.taking_over  # take_over moves those
         ]
         for node_id, route in departed:
             what = f"waiting for node {node_id}"
@@ -484,9 +435,8 @@ def route_names(ref: MessageReference, route: NeighbourRoute) -> list[str]:
 async def _wait_delivered(connection: ClusterConnection, target: str) -> None:
     """Wait until the target has confirmed everything in its store-and-forward queue."""
     queue = connection.routes[target].sf_queue
-    if not await _drained(lambda: queue.message_count, lambda: _linked(connection, target)):
-        if not _linked(connection, target):
-            raise ScaleDownError(f"the link to node {target} broke")
+    if not await _drained(lambda: queue.message_count, lambda: linked(connection, target)):
+        _usable(connection, target)
         raise ScaleDownError(f"node {target} confirmed nothing for {STALL_TIMEOUT:.0f} s")
 
 

@@ -12,7 +12,11 @@ target itself.
 A neighbour with no link to the target (a chain with direct connections only: the
 departing node dialled its target through its scale-down connector, this node never did)
 makes no store-and-forward queue toward it, since no bridge would drain it: what waits for
-the departed node stays in that node's queue here, and the log says so.
+the departed node stays in that node's queue here, and the log says so, until a link to
+the target comes up (:meth:`.ClusterConnection.resume_take_overs`).
+
+A node that was down when a neighbour scaled down hears of it from the others when it
+returns (:mod:`.departures`), and takes over then.
 
 :func:`create_queues` is the target's side: the queues the departing node asks for. A
 name it already uses on another address is left alone; the departing node sees that clash
@@ -149,20 +153,23 @@ def _stranded(
     """``departed`` scaled down to a node this one has no link to (a chain, direct
     connections only). A store-and-forward queue toward the target would never be drained,
     so none is made: what waits for ``departed`` stays in its queue here (in the journal,
-    not lost), delivered once this node links to ``departed`` again."""
+    not lost), delivered once this node links to ``departed`` again, or taken over once it
+    links to ``target``."""
     waiting = route.sf_queue.message_count
     if not waiting:
         return
     log.error(
         "cluster %s: %d message(s) wait for node %s, which scaled down to node %s; this "
         "node has no link to node %s, so they stay in the store-and-forward queue for node "
-        "%s and go there once this node links to it again",
+        "%s and go there once this node links to it again (or to node %s once this node "
+        "links to that)",
         connection.name,
         waiting,
         departed,
         target,
         target,
         departed,
+        target,
     )
 
 

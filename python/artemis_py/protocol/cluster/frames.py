@@ -175,6 +175,11 @@ class Member:
     ``clients`` are the node's STOMP acceptor URLs (``tcp://HOST:PORT``) that clients may
     use: what a topology-aware client is told (docs/stomp.md "Topology"). Optional on the
     wire: a peer that predates it sends none (empty).
+
+    ``scaling_down_to`` is set while the node scales down: the node id of its target, or
+    ``""`` while it has none. Other nodes scaling down at the same time read it to break the
+    tie when two would pick each other (:mod:`artemis_py.cluster.targets`). Optional on the
+    wire (absent from older peers: None).
     """
 
     node_id: str
@@ -185,6 +190,7 @@ class Member:
     version: int
     group_name: str | None = None
     clients: tuple[str, ...] = ()
+    scaling_down_to: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -240,6 +240,7 @@ _MEMBER: Final[_Schema] = (
     ("version", _member_version),
     ("group_name", _opt_text),
     ("clients", _array(_text)),
+    ("scaling_down_to", _opt_text),
 )
 _BINDING: Final[_Schema] = (
     ("name", _text),
@@ -316,7 +317,7 @@ _JSON_FRAMES: Final[dict[type, _Schema]] = {
 #: Fields added after version 1 of the protocol, which a frame may lack (dataclass default).
 _OPTIONAL: Final[dict[type, frozenset[str]]] = {
     Leaving: frozenset({"received", "client_ids"}),
-    Member: frozenset({"clients"}),
+    Member: frozenset({"clients", "scaling_down_to"}),
 }
 _JSON_BY_TYPE: Final[dict[int, type]] = {cls.TYPE: cls for cls in _JSON_FRAMES}  # type: ignore[attr-defined]
 
