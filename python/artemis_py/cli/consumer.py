@@ -21,6 +21,10 @@ it had been sent beyond them. Hence:
   to redeliver it (marked ``redelivered``) to the next consumer.
 * **A clean end confirms.** The DISCONNECT receipt confirms every ACK before it. A first
   Ctrl-C stops after the message in hand, in the same clean way.
+* **Across a failover** (a failover URL, :mod:`.connect`) the subscription is made again
+  on the next node, and each ACK waits for its RECEIPT: a message is counted (and printed)
+  once a node confirmed its ACK. One whose ACK was cut off comes again, redelivered, and is
+  counted then, so a move does not count a message twice.
 """
 
 from __future__ import annotations
@@ -32,9 +36,11 @@ from typing import Final
 
 import trio
 
+from artemis_py.cli.connect import open_connection
 from artemis_py.cli.interrupt import Interrupt
 from artemis_py.cli.output import Progress, Tally, preview
-from artemis_py.client import BrokerUrl, Message, open_stomp_connection
+from artemis_py.client import Message
+from artemis_py.client.failover import FailoverConnection
 
 __all__ = ["SUBSCRIBE_HEADERS", "WIRE_ACK_MODES", "consume"]
 
@@ -58,16 +64,8 @@ async def consume(
 ) -> bool:
     """Receive, hand over and acknowledge the messages; ``tally`` says how far it got,
     however it ends. True when it stopped because nothing arrived for ``--timeout``."""
-    url: BrokerUrl = args.url
     total = args.message_count
-    async with open_stomp_connection(
-        url.host,
-        url.port,
-        login=args.user,
-        passcode=args.password,
-        version=args.stomp_version,
-        heartbeat=(args.heart_beat, args.heart_beat),
-    ) as conn:
+    async with open_connection(args, "consumer", progress) as conn:
         subscription = await conn.subscribe(
             destination,
             ack=WIRE_ACK_MODES[args.ack_mode],
@@ -87,9 +85,15 @@ async def consume(
                 if message is None:
                     idle = not interrupt.requested
                     break
-                _hand_over(message, tally, args.verbose)
-                progress.update(tally.count)
-                await conn.ack(message)
+                if isinstance(conn, FailoverConnection):
+                    if not await conn.ack(message):
+                        continue  # cut off by a failover: it comes again
+                    _hand_over(message, tally, args.verbose)
+                    progress.update(tally.count)
+                else:
+                    _hand_over(message, tally, args.verbose)
+                    progress.update(tally.count)
+                    await conn.ack(message)
             await conn.disconnect()  # its RECEIPT confirms the acknowledgements
             confirmed = True
         finally:

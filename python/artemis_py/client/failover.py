@@ -386,6 +386,11 @@ class FailoverConnection:
                 self._flushed.set()
             self._window.release()
 
+    @property
+    def pending_receipts(self) -> int:
+        """Pipelined sends not receipted yet."""
+        return self._in_flight
+
     def _raise_pipeline_error(self) -> None:
         if self._pipeline_error is not None:
             raise self._pipeline_error
