@@ -64,8 +64,9 @@ class Command:
         return code, err
 
 
-def consume_all(clients: Any, nodes: Any, queue: str, expected: int) -> Counter[str]:
-    """Every message left in ``queue`` on ``nodes`` (``expected`` of them), by body."""
+def consume_all(clients: Any, nodes: Any, queue: str, expected: int | None) -> Counter[str]:
+    """Every message left in ``queue`` on ``nodes`` (``expected`` of them; None: however
+    many, once nothing more arrives), by body."""
     consumers = [clients(node) for node in nodes]
     for consumer in consumers:
         consumer.subscribe(f"/queue/{queue}")
@@ -73,6 +74,10 @@ def consume_all(clients: Any, nodes: Any, queue: str, expected: int) -> Counter[
     def bodies() -> list[str]:
         return [m.body for c in consumers for m in c.messages]
 
+    if expected is None:
+        for consumer in consumers:
+            consumer.sync()
+        expected = len(bodies())
     wait_for(lambda: len(bodies()) >= expected, 30, message=lambda: f"{len(bodies())} found")
     stays(lambda: len(bodies()) == expected, 1.0, message=lambda: f"{len(bodies())} found")
     return Counter(bodies())
@@ -123,10 +128,14 @@ def test_consumer_fails_over_across_a_scale_down(cluster: Any, clients: Any) -> 
     assert code == 0, err
     moved = f"from tcp://127.0.0.1:{nodes[0].port} to tcp://127.0.0.1:{nodes[1].port}"
     assert err.startswith(f"artemis-py consumer: failed over {moved} after: "), err
-    assert consumer.lines[-1].startswith(f"Consumed {count} messages from /queue/{queue}")
+    summary = consumer.lines[-1]
+    assert summary.startswith(f"Consumed {count} messages from /queue/{queue}"), summary
     assert consumer.count("received ") == count
-    # It took every message exactly once: none is left on the nodes that stay.
-    assert consume_all(clients, nodes[1:], queue, 0) == Counter()
+    # Nothing is lost. The one message in flight at the move (consumer-window-size 0) may
+    # come again (moved by the scale-down as a new message: not marked redelivered) and be
+    # counted twice, leaving one behind: at most one.
+    left = consume_all(clients, nodes[1:], queue, expected=None)
+    assert sum(left.values()) <= 1
 
 
 def test_perf_spreads_over_the_members_it_learns(cluster: Any, tmp_path: Path) -> None:

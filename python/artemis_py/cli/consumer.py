@@ -22,9 +22,12 @@ it had been sent beyond them. Hence:
 * **A clean end confirms.** The DISCONNECT receipt confirms every ACK before it. A first
   Ctrl-C stops after the message in hand, in the same clean way.
 * **Across a failover** (a failover URL, :mod:`.connect`) the subscription is made again
-  on the next node, and each ACK waits for its RECEIPT: a message is counted (and printed)
-  once a node confirmed its ACK. One whose ACK was cut off comes again, redelivered, and is
-  counted then, so a move does not count a message twice.
+  on the next node, and each ACK waits for its RECEIPT. A message is counted when it is
+  handed over, as without failover: a node that goes away takes the ACKs already in its
+  socket (usually without the RECEIPT), so counting only confirmed ACKs would miss those.
+  If an ACK cut off by the move never reached the node, the message comes again and is
+  counted twice (after a scale-down it arrives as a moved message, not marked
+  redelivered): with one message at a time, at most one per move.
 """
 
 from __future__ import annotations
@@ -40,7 +43,6 @@ from artemis_py.cli.connect import open_connection
 from artemis_py.cli.interrupt import Interrupt
 from artemis_py.cli.output import Progress, Tally, preview
 from artemis_py.client import Message
-from artemis_py.client.failover import FailoverConnection
 
 __all__ = ["SUBSCRIBE_HEADERS", "WIRE_ACK_MODES", "consume"]
 
@@ -85,15 +87,9 @@ async def consume(
                 if message is None:
                     idle = not interrupt.requested
                     break
-                if isinstance(conn, FailoverConnection):
-                    if not await conn.ack(message):
-                        continue  # cut off by a failover: it comes again
-                    _hand_over(message, tally, args.verbose)
-                    progress.update(tally.count)
-                else:
-                    _hand_over(message, tally, args.verbose)
-                    progress.update(tally.count)
-                    await conn.ack(message)
+                _hand_over(message, tally, args.verbose)
+                progress.update(tally.count)
+                await conn.ack(message)
             await conn.disconnect()  # its RECEIPT confirms the acknowledgements
             confirmed = True
         finally:
