@@ -41,7 +41,8 @@ def parse(*argv: str) -> argparse.Namespace:
 def test_producer_defaults() -> None:
     args = parse("producer")
     assert args.func is clients.producer_command
-    assert args.url == BrokerUrl("localhost", 61613)
+    assert args.url.addresses == (BrokerUrl("localhost", 61613),)
+    assert not args.url.options.fails_over
     assert args.destination == "queue://TEST"
     assert args.message_count == 1000
     assert args.message_size == 0
@@ -85,7 +86,7 @@ def test_producer_options() -> None:
         "--header",
         "JMSXGroupID=g=1",
     )
-    assert args.url == BrokerUrl("broker.example", 61617)
+    assert args.url.addresses == (BrokerUrl("broker.example", 61617),)
     assert (args.persistent, args.receipts, args.max_pending) == (False, False, 16)
     assert (args.message_size, args.message_count) == (1024, 5)
     assert (args.user, args.password) == ("admin", "pw")
@@ -421,3 +422,147 @@ def test_invalid_destination_is_a_usage_error(capsys: pytest.CaptureFixture[str]
     code = run_cli("producer", "--destination", "fifo://x")
     assert code == 2
     assert "unknown destination type 'fifo'" in capsys.readouterr().err
+
+
+# -- cluster URLs and failover -----------------------------------------------------------------
+
+ARTEMIS_POLICY = "org.apache.activemq.artemis.api.core.client.loadbalance."
+
+
+def test_cluster_url_options() -> None:
+    args = parse(
+        "consumer",
+        "--url",
+        "(tcp://a:1,tcp://b:2)?ha=true&retryInterval=100&connectionLoadBalancingPolicyClassName="
+        f"{ARTEMIS_POLICY}FirstElementConnectionLoadBalancingPolicy",
+    )
+    assert args.url.addresses == (BrokerUrl("a", 1), BrokerUrl("b", 2))
+    options = args.url.options
+    assert options.fails_over and options.retry_interval == 100
+    assert options.policy == "first-element"
+    assert not parse("producer", "--url", "tcp://a:1,tcp://b:2").url.options.fails_over
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("tcp://a:1?retry=5", "unknown URL parameter 'retry'"),
+        ("(tcp://a:1,tcp://b:2", "unbalanced parenthesis"),
+        ("tcp://a:1?ha=maybe", "expected true or false"),
+        ("udp://10.0.0.1:9876", "multicast"),
+    ],
+)
+def test_bad_cluster_urls_are_one_line_usage_errors(
+    url: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args(["producer", "--url", url])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_no_receipts_with_failover_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code = run_cli("producer", "--url", "tcp://127.0.0.1:1?ha=true", "--no-receipts")
+    assert code == 2
+    assert "--no-receipts cannot be used with failover" in capsys.readouterr().err
+
+
+def failover_url(*ports: int) -> str:
+    addresses = ",".join(f"tcp://127.0.0.1:{port}" for port in ports)
+    return (
+        f"({addresses})?ha=true&retryInterval=10&useTopologyForLoadBalancing=false"
+        "&connectionLoadBalancingPolicyClassName=first-element"
+    )
+
+
+def close_at(command: str, number: int) -> FrameHook:
+    """A hook that closes the connection (unanswered) at the ``number``-th ``command``."""
+
+    async def hook(server: ScriptedStompServer, frame: Frame) -> bool:
+        if frame.command == command and len(server.received(command)) == number:
+            await server.close()
+            return True
+        return False
+
+    return hook
+
+
+@pytest.mark.parametrize("max_pending", ["1", "4"])
+def test_producer_fails_over_and_resends(
+    max_pending: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = ScriptedStompServer(on_frame=close_at("SEND", 3))
+    second = ScriptedStompServer()
+    with serving(first) as port1, serving(second) as port2:
+        code = run_cli(
+            "producer", "--url", failover_url(port1, port2), "--message-count", "6",
+            "--max-pending", max_pending,
+        )  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.startswith("Produced 6 messages to /queue/TEST")
+    # One line; its cause is a close or, with sends in flight, a reset (timing).
+    assert err.startswith(
+        f"artemis-py producer: failed over from tcp://127.0.0.1:{port1} to "
+        f"tcp://127.0.0.1:{port2} after: "
+    )
+    assert err.count("\n") == 1
+    first_ids = {f.get("_AMQ_DUPL_ID") for f in first.received("SEND")}
+    second_sends = second.received("SEND")
+    # The third send (at least) was never receipted: it went again, with its duplicate id.
+    assert len(second_sends) >= 4
+    assert first_ids & {f.get("_AMQ_DUPL_ID") for f in second_sends}
+    bodies = {f.body for s in (first, second) for f in s.received("SEND")}
+    assert bodies == {b"test message: %d" % n for n in range(1, 7)}
+
+
+def test_consumer_fails_over_and_subscribes_again(capsys: pytest.CaptureFixture[str]) -> None:
+    async def first_hook(server: ScriptedStompServer, frame: Frame) -> bool:
+        if frame.command == "SUBSCRIBE":
+            for number in range(3):
+                await server.send_message(frame.get("id", ""), b"first-%d" % number)
+        elif frame.command == "ACK" and len(server.received("ACK")) == 2:
+            await server.close()  # the second ACK is not receipted
+            return True
+        return False
+
+    first = ScriptedStompServer(on_frame=first_hook)
+    second = ScriptedStompServer(on_frame=deliver_on_subscribe(3, redelivered=2))
+    with serving(first) as port1, serving(second) as port2:
+        code = run_cli(
+            "consumer", "--url", failover_url(port1, port2), "--message-count", "4",
+            "--timeout", "5",
+        )  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert err == (
+        f"artemis-py consumer: failed over from tcp://127.0.0.1:{port1} to "
+        f"tcp://127.0.0.1:{port2} after: the server closed the connection\n"
+    )
+    # Two handed over on the first node (the second's ACK cut off), two on the second.
+    assert out.startswith("Consumed 4 messages from /queue/TEST")
+    assert out.rstrip().endswith("2 redelivered")
+    subscribe = second.received("SUBSCRIBE")[0]
+    assert subscribe.get("consumer-window-size") == "0"  # made again, with its headers
+    acks = second.received("ACK")
+    assert len(acks) == 2 and all(f.get("receipt") for f in acks)
+
+
+def test_a_list_without_failover_takes_the_first_node_that_answers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    server = ScriptedStompServer()
+    down = free_port()
+    with serving(server) as port:
+        code = run_cli(
+            "producer", "--url",
+            f"(tcp://127.0.0.1:{down},tcp://127.0.0.1:{port})"
+            "?connectionLoadBalancingPolicyClassName=first-element",
+            "--message-count", "2",
+        )  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert err == ""
+    sends = server.received("SEND")
+    assert len(sends) == 2 and all(f.get("_AMQ_DUPL_ID") is None for f in sends)

@@ -233,3 +233,75 @@ async def test_topology_updates_reach_the_locator(
         await wait_for(lambda: conn.locator.topology != (), message="topology update")
         assert conn.locator.topology == (BrokerUrl("a", 1), BrokerUrl("b", 2))
         nursery.cancel_scope.cancel()
+
+
+# -- pipelined sends (wait=False) --------------------------------------------------------------
+
+
+async def test_pipelined_sends_keep_a_window_and_their_order(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with trio.open_nursery() as nursery:
+        nodes = Nodes(nursery)
+        server = nodes.servers[1] = ScriptedStompServer(auto_receipts=False)
+        conn = FailoverConnection(ClusterLocator(URL), nodes.connect, nursery, max_pending=3)
+        await conn.start()
+        for number in range(3):
+            await conn.send("/queue/orders", f"o{number}", wait=False)
+        with trio.move_on_after(5) as blocked:
+            await conn.send("/queue/orders", "o3", wait=False)  # the window is full
+        assert blocked.cancelled_caught
+        await server.wait_for(lambda: len(server.held_receipts) == 3)
+        assert [f.body for f in server.received("SEND")] == [b"o0", b"o1", b"o2"]
+        with trio.move_on_after(5) as flushing:
+            await conn.flush_receipts()
+        assert flushing.cancelled_caught  # nothing receipted yet
+        await server.release_receipts()
+        await conn.flush_receipts()
+        await conn.send("/queue/orders", "o4", wait=False)  # room again
+        await server.wait_for(lambda: len(server.held_receipts) == 1)
+        assert conn.resends == 0
+        nursery.cancel_scope.cancel()
+
+
+async def test_unreceipted_pipelined_sends_are_resent_after_a_failover(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with trio.open_nursery() as nursery:
+        nodes = Nodes(nursery)
+        first = nodes.servers[1] = ScriptedStompServer(auto_receipts=False)
+        second = nodes.servers[2] = ScriptedStompServer()
+        conn = FailoverConnection(ClusterLocator(URL), nodes.connect, nursery, max_pending=4)
+        await conn.start()
+        for number in range(4):
+            await conn.send("/queue/orders", f"o{number}", wait=False)
+        await first.wait_for(lambda: len(first.held_receipts) == 4)
+        await first.release_receipts(1)  # o0 is receipted, o1..o3 are not
+        await first.close()
+        await conn.flush_receipts()
+        ids = {f.body: f.get(DUPLICATE_ID_HEADER) for f in first.received("SEND")}
+        resent = second.received("SEND")
+        assert sorted(f.body for f in resent) == [b"o1", b"o2", b"o3"]
+        assert all(f.get(DUPLICATE_ID_HEADER) == ids[f.body] for f in resent)
+        assert (conn.failovers, conn.resends) == (1, 3)
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_pipelined_send_that_fails_for_good_is_raised_by_the_next_call(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with trio.open_nursery() as nursery:
+        nodes = Nodes(nursery)
+        first = nodes.servers[1] = ScriptedStompServer(auto_receipts=False)
+        url = URL.replace("ha=true", "reconnectAttempts=2")
+        conn = FailoverConnection(ClusterLocator(url), nodes.connect, nursery, max_pending=2)
+        await conn.start()
+        await conn.send("/queue/orders", "o0", wait=False)
+        await first.wait_frames(Command.SEND)
+        await first.close()
+        del nodes.servers[1]
+        with pytest.raises(ConnectionLostError, match="gave up"):
+            await conn.flush_receipts()
+        with pytest.raises(ConnectionLostError, match="gave up"):
+            await conn.send("/queue/orders", "o1", wait=False)
+        nursery.cancel_scope.cancel()

@@ -14,6 +14,7 @@ import pytest
 from artemis_py.cli import build_parser
 from artemis_py.client import BrokerUrl
 from artemis_py.perf import histogram
+from artemis_py.perf.cluster import spread
 from artemis_py.perf.options import PerfOptions, options_from_args
 from artemis_py.perf.report import (
     PlotUnavailable,
@@ -347,3 +348,87 @@ def test_the_test_extra_has_what_the_perf_tests_need() -> None:
         return {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() for r in requirements}
 
     assert names(extras["perf"]) <= names(extras["test"])
+
+
+# -- cluster URLs ------------------------------------------------------------------------------
+
+CLUSTER = "(tcp://a:1,tcp://b:2,tcp://c:3)?useTopologyForLoadBalancing=false"
+
+
+def test_a_cluster_url_is_kept_with_its_parameters() -> None:
+    o = options("--url", f"{CLUSTER}&ha=true&retryInterval=50")
+    assert (
+        o.producer_urls
+        == o.consumer_urls
+        == (BrokerUrl("a", 1), BrokerUrl("b", 2), BrokerUrl("c", 3))
+    )
+    assert o.producer_cluster is not None and o.producer_cluster == o.consumer_cluster
+    assert o.fails_over and o.producer_cluster.options.retry_interval == 50
+    assert o.to_json()["producer_cluster"] == "(tcp://a:1,tcp://b:2,tcp://c:3)"
+    plain = options("--url", "tcp://a:1,tcp://b:2")  # no parentheses, no query: as before
+    assert plain.producer_cluster is None and not plain.fails_over
+    side = options("--url", "tcp://a:1", "--consumer-url", "tcp://b:2?ha=true")
+    assert side.producer_cluster is None and side.consumer_cluster is not None
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--url", f"{CLUSTER}&ha=true", "--no-receipts"], "--no-receipts cannot be used"),
+        (["--url", f"{CLUSTER}&ha=true", "--tx-size", "5"], "--tx-size cannot be used"),
+        (["--url", CLUSTER, "--url", "tcp://d:4"], "must be the only --url"),
+        (["--url", "udp://231.7.7.7:9876?ha=true"], "perf takes tcp:// URLs"),
+    ],
+)
+def test_cluster_url_conflicts_are_refused(argv: list[str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        options(*argv)
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        (f"{CLUSTER}&retries=3", "unknown URL parameter 'retries'"),
+        ("(tcp://a:1,tcp://b:2?ha=true", "unbalanced parenthesis"),
+    ],
+)
+def test_malformed_cluster_urls_are_usage_errors(
+    url: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        parse("--url", url)
+    assert info.value.code == 2
+    last = capsys.readouterr().err.splitlines()[-1]  # after argparse's usage lines
+    assert last.startswith("artemis-py perf: error: argument --url: ") and message in last
+
+
+def test_a_cluster_url_spreads_connections_by_its_policy() -> None:
+    o = spread(
+        options("--url", CLUSTER, "--producers", "3", "--consumers", "3", "--processes", "2")
+    )
+    workers = assign(o)
+    producers = [url.port for w in workers for _, url in w.producers]
+    consumers = [url.port for w in workers for _, url in w.consumers]
+    assert sorted(producers) == sorted(consumers) == [1, 2, 3]  # round robin: one each
+    first = spread(
+        options(
+            "--url",
+            f"{CLUSTER}&connectionLoadBalancingPolicyClassName=first-element",
+            "--producers",
+            "3",
+        )
+    )
+    assert first.producer_urls == (BrokerUrl("a", 1),) * 3
+    plain = options("--url", "a:1,b:2")
+    assert spread(plain) is plain
+
+
+def test_the_report_counts_failovers_resends_and_connections() -> None:
+    data = _data()
+    data.results[0].update(failovers=2, resends=5)
+    report = build_report(data)
+    assert report["failover"] == {"failovers": 2, "resends": 5}
+    options = data.options
+    assert sum(report["connections"].values()) == options.producers + options.consumers
+    assert "failover: 2 failover(s), 5 send(s) resent" in format_summary(report)
+    assert "failover" not in format_summary(build_report(_data()))

@@ -26,6 +26,7 @@ from typing import Final
 
 import trio
 
+from artemis_py.cli.connect import client_url
 from artemis_py.cli.consumer import consume
 from artemis_py.cli.interrupt import Interrupt, run_interruptibly
 from artemis_py.cli.output import Progress, Tally, format_summary
@@ -35,12 +36,11 @@ from artemis_py.client import (
     DEFAULT_ANYCAST_PREFIX,
     DEFAULT_MULTICAST_PREFIX,
     DEFAULT_URL,
-    BrokerUrl,
     StompServerError,
-    parse_url,
     stomp_destination,
 )
 from artemis_py.client.errors import connect_failure
+from artemis_py.client.url import BrokerUrl, ClientUrl
 from artemis_py.exceptions import ArtemisError, leaves
 from artemis_py.protocol.stomp import SUPPORTED_VERSIONS
 
@@ -61,13 +61,6 @@ EXIT_INTERRUPTED: Final = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
 
 
 # -- argument types ------------------------------------------------------------------------
-
-
-def _url(text: str) -> BrokerUrl:
-    try:
-        return parse_url(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _int_at_least(minimum: int) -> Callable[[str], int]:
@@ -213,9 +206,13 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     connection = parser.add_argument_group("connection")
     connection.add_argument(
         "--url",
-        type=_url,
+        type=client_url,
         default=DEFAULT_URL,
-        help=f"the STOMP acceptor, tcp://HOST:PORT (default {DEFAULT_URL})",
+        help=f"the STOMP acceptor, tcp://HOST:PORT (default {DEFAULT_URL}), or a cluster: "
+        "'(tcp://A:PORT,tcp://B:PORT)?ha=true&...' with Artemis's parameters (ha, "
+        "reconnectAttempts, retryInterval, retryIntervalMultiplier, maxRetryInterval, "
+        "useTopologyForLoadBalancing, connectionLoadBalancingPolicyClassName): with ha=true "
+        "it fails over to another node, resending unreceipted messages (docs/client.md)",
     )
     connection.add_argument("--user", default=None, help="login")
     connection.add_argument("--password", default=None, help="passcode")
@@ -283,7 +280,7 @@ def resolve_destination(args: argparse.Namespace) -> str:
 # -- running -------------------------------------------------------------------------------
 
 
-def describe_failure(exc: BaseException, url: BrokerUrl) -> str:
+def describe_failure(exc: BaseException, url: BrokerUrl | ClientUrl) -> str:
     """One line for an error of a producer/consumer run."""
     if isinstance(exc, StompServerError):
         return f"the broker sent an ERROR: {exc}"
@@ -336,6 +333,11 @@ def _run(name: str, main: Main, args: argparse.Namespace) -> _Outcome:
     tally = Tally()
     try:
         destination = resolve_destination(args)
+        if name == "producer" and args.url.options.fails_over and not args.receipts:
+            raise ValueError(
+                "--no-receipts cannot be used with failover (ha=true or reconnectAttempts): "
+                "a message is sent again until a node receipts it"
+            )
     except ValueError as exc:
         print(f"artemis-py {name}: {exc}", file=sys.stderr)
         return _Outcome(2, tally)

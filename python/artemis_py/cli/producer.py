@@ -4,6 +4,10 @@ Each message waits for its RECEIPT by default (``--max-pending 1``); a larger
 ``--max-pending`` keeps that many receipts outstanding, and ``--no-receipts`` asks for none.
 Either way the final DISCONNECT receipt confirms the whole run, so the count printed is what
 the broker has. A first Ctrl-C stops after the message being sent and confirms what was sent.
+
+With a failover URL (:mod:`.connect`) every send is receipted, and one whose RECEIPT did not
+come is sent again on the next node with the same ``_AMQ_DUPL_ID``; ``--max-pending`` is
+then the failover connection's window of unreceipted sends.
 """
 
 from __future__ import annotations
@@ -12,9 +16,11 @@ import argparse
 import time
 from typing import Final
 
+from artemis_py.cli.connect import open_connection
 from artemis_py.cli.interrupt import Interrupt
 from artemis_py.cli.output import Progress, Tally
-from artemis_py.client import BrokerUrl, ClientConnection, open_stomp_connection
+from artemis_py.client import ClientConnection
+from artemis_py.client.failover import FailoverConnection
 
 __all__ = ["produce"]
 
@@ -29,22 +35,13 @@ async def produce(
     interrupt: Interrupt,
 ) -> None:
     """Send the messages; ``tally`` says how far it got, however it ends."""
-    url: BrokerUrl = args.url
     total = args.message_count
     headers = [("persistent", "true" if args.persistent else "false"), *args.header]
     payload: bytes | None = None
     if args.message_size:
         repeats = args.message_size // len(_FILLER) + 1
         payload = (_FILLER * repeats)[: args.message_size]
-    async with open_stomp_connection(
-        url.host,
-        url.port,
-        login=args.user,
-        passcode=args.password,
-        version=args.stomp_version,
-        heartbeat=(args.heart_beat, args.heart_beat),
-        max_pending=args.max_pending,
-    ) as conn:
+    async with open_connection(args, "producer", progress, max_pending=args.max_pending) as conn:
         tally.first = time.perf_counter()
         confirmed = False
         try:
@@ -75,13 +72,15 @@ async def produce(
 
 
 async def _send_one(
-    conn: ClientConnection,
+    conn: ClientConnection | FailoverConnection,
     args: argparse.Namespace,
     destination: str,
     body: bytes | str,
     headers: list[tuple[str, str]],
 ) -> None:
-    if not args.receipts:
+    if isinstance(conn, FailoverConnection):  # receipted, always (--no-receipts is refused)
+        await conn.send(destination, body, headers=headers, wait=args.max_pending == 1)
+    elif not args.receipts:
         await conn.send(destination, body, headers=headers, receipt=False)
     elif args.max_pending == 1:
         await conn.send(destination, body, headers=headers)

@@ -19,6 +19,13 @@ under its id; then the request is made again:
 * every ``send`` is receipted, and a send whose RECEIPT did not come is sent again. Each
   carries an ``_AMQ_DUPL_ID`` (the caller's, or a fresh one), so a node that had stored it
   (or the node a scaled-down one handed its duplicate ids to) drops the repeat;
+* ``send(..., wait=False)`` keeps a window of up to ``max_pending`` unreceipted sends: each
+  is a task of the connection's nursery that holds its message until the RECEIPT came,
+  resending it after a failover like an awaited send. The caller returns once the frame
+  was encoded (so the first attempts go out in call order; resends may not), and
+  :meth:`FailoverConnection.flush_receipts` (and ``disconnect``) wait for the window to
+  empty. A pipelined send that fails for good (the failover gave up, an ERROR frame) is
+  raised by the next call;
 * messages delivered and not acknowledged on the lost connection are redelivered by the
   broker (marked ``redelivered``); their ACK on the new connection is moot and skipped.
 """
@@ -185,7 +192,9 @@ class FailoverConnection:
     """One logical STOMP connection over the nodes of a cluster (see the module doc).
 
     ``connection`` is the current node's connection, ``url`` its address, ``failovers``
-    how often it moved; ``on_failover(old, new, error)`` is called after each move.
+    how often it moved, ``resends`` how many sends went out again after a loss;
+    ``on_failover(old, new, error)`` is called after each move. ``max_pending`` is the
+    window of ``send(..., wait=False)``.
     """
 
     def __init__(
@@ -195,7 +204,10 @@ class FailoverConnection:
         nursery: trio.Nursery,
         *,
         on_failover: Callable[[BrokerUrl, BrokerUrl, ClientError], None] | None = None,
+        max_pending: int = 1,
     ) -> None:
+        if max_pending < 1:
+            raise ValueError(f"max_pending must be at least 1, got {max_pending}")
         self.locator = locator
         self._connect = connect
         self._nursery = nursery
@@ -203,7 +215,13 @@ class FailoverConnection:
         self.connection: ClientConnection | None = None
         self.url: BrokerUrl | None = None
         self.failovers = 0
+        self.resends = 0
         self._lock = trio.Lock()
+        self._window = trio.Semaphore(max_pending)
+        self._in_flight = 0
+        self._flushed = trio.Event()
+        self._flushed.set()
+        self._pipeline_error: BaseException | None = None
         self._failure: ClientError | None = None
         self._subscriptions: dict[str, FailoverSubscription] = {}
         self._origin: dict[Message, ClientConnection] = {}
@@ -295,20 +313,102 @@ class FailoverConnection:
     # -- requests --------------------------------------------------------------------------
 
     async def send(
-        self, destination: str, body: bytes | str = b"", *, headers: Headers = None
+        self,
+        destination: str,
+        body: bytes | str = b"",
+        *,
+        headers: Headers = None,
+        wait: bool = True,
     ) -> None:
         """Send and wait for the RECEIPT; sent again on another node when the connection is
-        lost first, with one ``_AMQ_DUPL_ID`` so the broker stores it once."""
+        lost first, with one ``_AMQ_DUPL_ID`` so the broker stores it once.
+
+        With ``wait=False``: return once the frame is on its way, waiting only while
+        ``max_pending`` sends are unreceipted (see the module doc)."""
+        self._raise_pipeline_error()
         pairs = header_pairs(headers)
         if not any(name == DUPLICATE_ID_HEADER for name, _ in pairs):
             pairs.append((DUPLICATE_ID_HEADER, uuid.uuid4().hex))
+        if not wait:
+            await self._window.acquire()
+            self._in_flight += 1
+            if self._flushed.is_set():
+                self._flushed = trio.Event()
+            await self._nursery.start(self._send_held, destination, body, pairs)
+            return
+        await self._send_until_receipted(destination, body, pairs, None)
+
+    async def _send_until_receipted(
+        self,
+        destination: str,
+        body: bytes | str,
+        pairs: list[tuple[str, str]],
+        encoded: Callable[[], None] | None,
+    ) -> None:
+        """One send, again on each new connection until a RECEIPT comes. ``encoded`` is
+        called just before the first attempt: a ClientConnection encodes the frame before
+        its first checkpoint, so nothing else runs in between and pipelined sends keep
+        their callers' order."""
+        attempt = 0
         while True:
             conn = await self._current()
+            if attempt:
+                self.resends += 1
+            attempt += 1
             try:
+                if encoded is not None:
+                    encoded()
+                    encoded = None
                 await conn.send(destination, body, headers=pairs)
                 return
             except ConnectionLostError:
                 await self._fail_over(conn)
+
+    async def _send_held(
+        self,
+        destination: str,
+        body: bytes | str,
+        pairs: list[tuple[str, str]],
+        *,
+        task_status: Any,
+    ) -> None:
+        """A pipelined send (a task of the nursery, started once its frame is encoded). A
+        failure before that is the caller's; after it, it is kept for the caller's next
+        call instead of breaking the nursery."""
+        started = False
+
+        def encoded() -> None:
+            nonlocal started
+            started = True
+            task_status.started()
+
+        try:
+            await self._send_until_receipted(destination, body, pairs, encoded)
+        except ClientError as exc:
+            if not started:
+                raise
+            if self._pipeline_error is None:
+                self._pipeline_error = exc
+        finally:
+            self._in_flight -= 1
+            if not self._in_flight:
+                self._flushed.set()
+            self._window.release()
+
+    @property
+    def pending_receipts(self) -> int:
+        """Pipelined sends not receipted yet."""
+        return self._in_flight
+
+    def _raise_pipeline_error(self) -> None:
+        if self._pipeline_error is not None:
+            raise self._pipeline_error
+
+    async def flush_receipts(self) -> None:
+        """Wait until every pipelined send was receipted (on some node); raises what made
+        one of them fail for good."""
+        await self._flushed.wait()
+        self._raise_pipeline_error()
 
     async def subscribe(
         self,
@@ -359,8 +459,9 @@ class FailoverConnection:
     async def disconnect(self) -> None:
         """DISCONNECT from the current node (its RECEIPT confirms what was sent before).
 
-        A loss now is not failed over: every send was receipted already, and messages whose
-        ACK was not confirmed come again."""
+        Pipelined sends are flushed first. A loss after that is not failed over: every send
+        was receipted already, and messages whose ACK was not confirmed come again."""
+        await self.flush_receipts()
         conn = await self._current()
         try:
             await conn.disconnect()
@@ -374,13 +475,15 @@ async def open_cluster_connection(
     *,
     on_failover: Callable[[BrokerUrl, BrokerUrl, ClientError], None] | None = None,
     connect: Connector | None = None,
+    max_pending: int = 1,
     **connect_options: Any,
 ) -> AsyncIterator[FailoverConnection]:
     """A :class:`FailoverConnection` over the nodes of ``url`` (any form of
     :func:`~artemis_py.client.url.parse_client_url`, or a shared :class:`ClusterLocator` so
     that several connections are spread by its policy). ``connect_options`` go to
-    :func:`~artemis_py.client.open_stomp_connection` (``login``, ``heartbeat``, ...).
-    Leaving the block disconnects."""
+    :func:`~artemis_py.client.open_stomp_connection` (``login``, ``heartbeat``, ...);
+    ``max_pending`` is the window of ``send(..., wait=False)``. Leaving the block
+    disconnects (after the pipelined sends were receipted)."""
     locator = url if isinstance(url, ClusterLocator) else ClusterLocator(url)
     if connect is None:
         extra = [*header_pairs(connect_options.pop("headers", None)), ("topology", "true")]
@@ -395,7 +498,9 @@ async def open_cluster_connection(
     async with discovery as listen, trio.open_nursery() as nursery:
         if listen is not None:
             nursery.start_soon(listen)
-        conn = FailoverConnection(locator, connect, nursery, on_failover=on_failover)
+        conn = FailoverConnection(
+            locator, connect, nursery, on_failover=on_failover, max_pending=max_pending
+        )
         await conn.start()
         try:
             yield conn

@@ -14,6 +14,13 @@ Receipts (persistent or not) come in three modes:
 
 With ``--tx-size N`` producers send N messages per transaction and wait for the COMMIT's
 receipt; consumers in a ``client`` ack mode acknowledge in transactions of N.
+
+``--url`` (and ``--producer-url``/``--consumer-url``) take plain addresses, spread over
+round-robin in the order given, or one *cluster URL* (one with parentheses or a query
+string, docs/client.md): then the runner learns the members from the first node that
+answers (``useTopologyForLoadBalancing``) and gives each connection the node its policy
+picks (:mod:`.cluster`); with ``ha=true`` (or ``reconnectAttempts``) each actor fails over
+on its own, and the report counts failovers and resends.
 """
 
 from __future__ import annotations
@@ -33,11 +40,14 @@ from artemis_py.client import (
     parse_url,
     stomp_destination,
 )
+from artemis_py.client.url import ClientUrl, parse_client_url
 
 __all__ = ["DEFAULT_DESTINATION", "PerfOptions", "add_arguments", "options_from_args"]
 
 DEFAULT_DESTINATION: Final = "queue://TEST"
 DEFAULT_MESSAGE_SIZE: Final = 1024
+TIMESTAMP_HEADER: Final = "perf-ts"
+"""The SEND header with the message's timestamp (``time.time_ns()``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +76,9 @@ class PerfOptions:
     password: str | None = None
     stomp_version: str = "1.2"
     monitor_pids: tuple[int, ...] = ()
+    producer_cluster: ClientUrl | None = None
+    consumer_cluster: ClientUrl | None = None
+    """The cluster URLs the actors' nodes were picked from (None: plain addresses)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -92,8 +105,30 @@ class PerfOptions:
             problems.append(f"--ack-mode must be one of {', '.join(ACK_MODES)}")
         if self.tx_size < 0:
             problems.append("--tx-size must not be negative")
+        problems.extend(self._cluster_problems())
         if problems:
             raise ValueError("; ".join(problems))
+
+    def _cluster_problems(self) -> list[str]:
+        problems = []
+        for cluster in (self.producer_cluster, self.consumer_cluster):
+            if cluster is not None and cluster.discovery is not None:
+                problems.append(f"perf takes tcp:// URLs: udp:// discovery is for producer and consumer ({cluster})")
+        if self.fails_over:
+            if not self.receipts:
+                problems.append("--no-receipts cannot be used with failover (ha=true)")
+            if self.tx_size:
+                problems.append("--tx-size cannot be used with failover (ha=true) yet")
+        return problems
+
+    @property
+    def fails_over(self) -> bool:
+        """Some actor uses a failover connection (a cluster URL with ha=true or
+        reconnectAttempts)."""
+        return any(
+            cluster is not None and cluster.options.fails_over
+            for cluster in (self.producer_cluster, self.consumer_cluster)
+        )
 
     @property
     def pipelined(self) -> bool:
@@ -119,6 +154,9 @@ class PerfOptions:
         data = asdict(self)
         data["producer_urls"] = [str(u) for u in self.producer_urls]
         data["consumer_urls"] = [str(u) for u in self.consumer_urls]
+        for side in ("producer_cluster", "consumer_cluster"):
+            cluster = getattr(self, side)
+            data[side] = None if cluster is None else str(cluster)
         data.pop("password")
         data.pop("extra")
         return data
@@ -127,8 +165,11 @@ class PerfOptions:
 # -- argument types ------------------------------------------------------------------------
 
 
-def _urls(text: str) -> list[BrokerUrl]:
+def _urls(text: str) -> list[BrokerUrl | ClientUrl]:
+    """Plain addresses, or one cluster URL (parentheses or a query string)."""
     try:
+        if "?" in text or "(" in text:
+            return [parse_client_url(text)]
         return [parse_url(part) for part in text.split(",") if part.strip()]
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
@@ -174,7 +215,10 @@ def _where_arguments(where: argparse._ArgumentGroup) -> None:
         default=None,
         metavar="URL[,URL...]",
         help=f"STOMP acceptor(s), tcp://HOST:PORT; repeat or separate with commas to spread "
-        f"producers and consumers round-robin over several nodes (default {DEFAULT_URL})",
+        f"producers and consumers round-robin over several nodes (default {DEFAULT_URL}). "
+        "Or one cluster URL, '(tcp://A:PORT,tcp://B:PORT)?ha=true&...' (Artemis's "
+        "parameters, docs/client.md): connections spread over the members by its policy, "
+        "and with ha=true each fails over on its own",
     )
     where.add_argument(
         "--producer-url",
@@ -323,13 +367,29 @@ def _timing_arguments(timing: argparse._ArgumentGroup) -> None:
     )
 
 
-def _flatten(groups: Sequence[list[BrokerUrl]] | None) -> tuple[BrokerUrl, ...]:
-    return tuple(url for group in groups or () for url in group)
+Where = tuple[tuple[BrokerUrl, ...], ClientUrl | None]
+
+
+def _where(
+    option: str, groups: Sequence[list[BrokerUrl | ClientUrl]] | None, default: Where
+) -> Where:
+    """The addresses of one URL option, and its cluster URL if it is one."""
+    urls = [url for group in groups or () for url in group]
+    if not urls:
+        return default
+    clusters = [url for url in urls if isinstance(url, ClientUrl)]
+    if not clusters:
+        return tuple(url for url in urls if isinstance(url, BrokerUrl)), None
+    if len(urls) > 1:
+        raise ValueError(f"a cluster URL must be the only {option}: {clusters[0]}")
+    return clusters[0].addresses, clusters[0]
 
 
 def options_from_args(args: argparse.Namespace) -> PerfOptions:
     """Build and validate :class:`PerfOptions`; raises ValueError with a readable message."""
-    urls = _flatten(args.url) or (parse_url(DEFAULT_URL),)
+    urls, cluster = _where("--url", args.url, ((parse_url(DEFAULT_URL),), None))
+    producer_urls, producer_cluster = _where("--producer-url", args.producer_url, (urls, cluster))
+    consumer_urls, consumer_cluster = _where("--consumer-url", args.consumer_url, (urls, cluster))
     destination = stomp_destination(
         args.destination,
         anycast_prefix=args.anycast_prefix,
@@ -339,8 +399,10 @@ def options_from_args(args: argparse.Namespace) -> PerfOptions:
         args.multicast_prefix
     )
     return PerfOptions(
-        producer_urls=_flatten(args.producer_url) or urls,
-        consumer_urls=_flatten(args.consumer_url) or urls,
+        producer_urls=producer_urls,
+        consumer_urls=consumer_urls,
+        producer_cluster=producer_cluster,
+        consumer_cluster=consumer_cluster,
         destination=args.destination,
         stomp_destination=destination,
         topic=topic,

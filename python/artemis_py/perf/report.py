@@ -28,6 +28,19 @@ class PlotUnavailable(RuntimeError):
     """``--plot`` without matplotlib installed."""
 
 
+def _nodes(results: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Messages sent to (receipted by) and received from each node."""
+    node_sent: Counter[str] = Counter()
+    node_received: Counter[str] = Counter()
+    for r in results:
+        node_sent.update(r["node_sent"])
+        node_received.update(r["node_received"])
+    return {
+        url: {"sent": node_sent.get(url, 0), "received": node_received.get(url, 0)}
+        for url in sorted(set(node_sent) | set(node_received))
+    }
+
+
 def build_report(data: RunData) -> dict[str, Any]:
     options = data.options
     results = data.results
@@ -36,15 +49,10 @@ def build_report(data: RunData) -> dict[str, Any]:
     def total(key: str) -> int:
         return int(sum(r[key] for r in results))
 
-    node_sent: Counter[str] = Counter()
-    node_received: Counter[str] = Counter()
-    for r in results:
-        node_sent.update(r["node_sent"])
-        node_received.update(r["node_received"])
-    nodes = {
-        url: {"sent": node_sent.get(url, 0), "received": node_received.get(url, 0)}
-        for url in sorted(set(node_sent) | set(node_received))
-    }
+    nodes = _nodes(results)
+    connections: Counter[str] = Counter(
+        str(url) for a in data.assignments for _, url in (*a.producers, *a.consumers)
+    )
     sent = total("sent")
     expected = sent * options.expected_copies
     cpu = [r["cpu_seconds_window"] or 0.0 for r in results]
@@ -81,6 +89,11 @@ def build_report(data: RunData) -> dict[str, Any]:
             "end_to_end": histogram.summarize(histogram.merge(r["e2e_latency"] for r in results)),
         },
         "nodes": nodes,
+        "connections": dict(sorted(connections.items())),
+        "failover": {
+            "failovers": int(sum(r.get("failovers", 0) for r in results)),
+            "resends": int(sum(r.get("resends", 0) for r in results)),
+        },
         "errors": {
             "count": total("errors"),
             "messages": [text for r in results for text in r["error_texts"]],
@@ -141,8 +154,18 @@ def format_summary(report: dict[str, Any]) -> str:
             + "".join(f"{_us(s[k]):>11}" for k in ("p50", "p90", "p99", "p99.9", "max"))
             + f" {s['count']:>8,}"
         )
+    connections = report.get("connections") or {}
     for url, counts in report["nodes"].items():
-        lines.append(f"  node {url}: sent {counts['sent']:,}, received {counts['received']:,}")
+        line = f"  node {url}: sent {counts['sent']:,}, received {counts['received']:,}"
+        if len(connections) > 1:
+            line += f" ({connections.get(url, 0)} connection(s) at the start)"
+        lines.append(line)
+    failover = report.get("failover") or {}
+    if options.get("producer_cluster") or options.get("consumer_cluster") or any(failover.values()):
+        lines.append(
+            f"  failover: {failover.get('failovers', 0)} failover(s), "
+            f"{failover.get('resends', 0)} send(s) resent"
+        )
     errors = report["errors"]
     lines.append(f"  errors: {errors['count']}")
     lines.extend(f"    {text}" for text in errors["messages"])

@@ -1,6 +1,8 @@
 """The coordinating process of ``artemis-py perf``: start workers, time the run, gather results.
 
-The runner does no messaging itself. It spawns one process per :class:`Assignment`
+The runner does no messaging itself, except to learn a cluster URL's members before the
+actors get their nodes (:func:`~artemis_py.perf.cluster.spread`). It spawns one process
+per :class:`Assignment`
 (``multiprocessing`` "spawn": a clean interpreter, no Trio state inherited), waits until every
 worker reports its connections ready, publishes a start instant a little in the future and
 releases them all at once. Then it samples the shared counters every second for the
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TextIO
 
+from artemis_py.perf.cluster import SpreadError, spread
 from artemis_py.perf.options import PerfOptions
 from artemis_py.perf.worker import SLOTS, Assignment, Control, assign, worker_main
 
@@ -114,6 +117,10 @@ def run(
     """Run the load test described by ``options``; progress lines go to ``out`` (None: quiet)."""
     # Long: on purpose: its try/finally owns the worker processes from their
     # start to their end, so no failure at any step can leave one running.
+    try:
+        options = spread(options)
+    except SpreadError as exc:
+        raise PerfError(str(exc)) from None
     assignments = assign(options)
     ctx = multiprocessing.get_context("spawn")
     counters = ctx.Array("d", len(assignments) * SLOTS.COUNT, lock=False)

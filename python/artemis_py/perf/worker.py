@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final
 
 import trio
@@ -45,14 +46,18 @@ from artemis_py.client import (
 )
 from artemis_py.client.errors import connect_failure
 from artemis_py.perf import histogram
-from artemis_py.perf.options import PerfOptions
+from artemis_py.perf.cluster import failover_consumer, failover_producer
+from artemis_py.perf.options import TIMESTAMP_HEADER, PerfOptions
 
 __all__ = ["SLOTS", "Assignment", "Control", "assign", "worker_main"]
 
-TIMESTAMP_HEADER: Final = "perf-ts"
 PUBLISH_INTERVAL: Final = 0.05
 _FILLER: Final = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _MAX_ERROR_TEXTS: Final = 10
+
+
+Actor = Callable[[int, BrokerUrl], Awaitable[None]]
+"""A producer or consumer task: ``actor(number, node)``."""
 
 
 class SLOTS:
@@ -113,6 +118,8 @@ class _Tally:
     receipted: int = 0
     received: int = 0
     errors: int = 0
+    failovers: int = 0
+    resends: int = 0
     window_sent: int = 0
     window_receipted: int = 0
     window_received: int = 0
@@ -220,16 +227,29 @@ class _Worker:
         for scope in self.consumer_scopes:
             scope.cancel()
 
+    def _actors(self) -> tuple[Actor, Actor]:
+        """The producer and consumer functions: on failover connections for a side given
+        by a cluster URL with failover (:mod:`.cluster`), plain ones otherwise."""
+        options = self.options
+        producer: Actor = self._producer
+        consumer: Actor = self._consumer
+        if options.producer_cluster is not None and options.producer_cluster.options.fails_over:
+            producer = partial(failover_producer, self)
+        if options.consumer_cluster is not None and options.consumer_cluster.options.fails_over:
+            consumer = partial(failover_consumer, self)
+        return producer, consumer
+
     async def run(self) -> dict[str, Any]:
+        producer, consumer = self._actors()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._publisher)
             async with trio.open_nursery() as actors:
                 actors.start_soon(self._coordinate)
                 for number, url in self.assignment.consumers:
-                    actors.start_soon(self._consumer, number, url)
+                    actors.start_soon(consumer, number, url)
                 async with trio.open_nursery() as producers:
                     for number, url in self.assignment.producers:
-                        producers.start_soon(self._producer, number, url)
+                        producers.start_soon(producer, number, url)
                 self._set(SLOTS.SENDING_DONE, 1)
                 self.publish()
                 if self.assignment.consumers:
@@ -252,6 +272,8 @@ class _Worker:
             "window_receipted": t.window_receipted,
             "window_received": t.window_received,
             "errors": t.errors,
+            "failovers": t.failovers,
+            "resends": t.resends,
             "error_texts": t.error_texts,
             "warning_texts": t.warning_texts,
             "node_sent": dict(t.node_sent),
