@@ -113,7 +113,9 @@ class PerfOptions:
         problems = []
         for cluster in (self.producer_cluster, self.consumer_cluster):
             if cluster is not None and cluster.discovery is not None:
-                problems.append(f"perf takes tcp:// URLs: udp:// discovery is for producer and consumer ({cluster})")
+                problems.append(
+                    f"perf takes tcp:// URLs: udp:// discovery is for producer and consumer ({cluster})"
+                )
         if self.fails_over:
             if not self.receipts:
                 problems.append("--no-receipts cannot be used with failover (ha=true)")
