@@ -132,7 +132,7 @@ async def test_a_pacer_without_a_rate_does_not_wait(autojump_clock: trio.testing
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["--count", "0"], "must be a positive number"),
+        (["--count", "0"], "must be at least 1"),
         (["--rate", "fast"], "not a number"),
         (["--url", "http://x:1"], "unsupported URL scheme"),
         (["--timeout", "-1"], "must be a positive number"),

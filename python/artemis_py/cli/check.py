@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import signal
 import sys
 import threading
 import time
 import uuid
-from typing import Any, Final
+from typing import Final
 
 import trio
 
 from artemis_py.checker import CheckOptions, History, Verdict, run_check
+from artemis_py.cli.clients import int_at_least, positive_number
 from artemis_py.client import DEFAULT_ANYCAST_PREFIX, DEFAULT_URL, BrokerUrl, parse_url
 from artemis_py.exceptions import ArtemisError, leaves
 
@@ -39,20 +39,6 @@ def _url(text: str) -> BrokerUrl:
         return parse_url(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _positive(kind: type[int] | type[float]) -> Any:
-    def convert(text: str) -> int | float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not value > 0 or math.isinf(value):
-            raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-        return value
-
-    convert.__name__ = f"positive {kind.__name__}"
-    return convert
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -87,20 +73,20 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--count",
-        type=_positive(int),
+        type=int_at_least(1),
         default=None,
         metavar="N",
         help=f"messages to send (default {DEFAULT_COUNT}; with --duration: no limit)",
     )
     parser.add_argument(
-        "--rate", type=_positive(float), default=None, help="messages per second, at most"
+        "--rate", type=positive_number(), default=None, help="messages per second, at most"
     )
     parser.add_argument(
-        "--duration", type=_positive(float), default=None, metavar="SECONDS", help="send this long"
+        "--duration", type=positive_number(), default=None, metavar="SECONDS", help="send this long"
     )
     parser.add_argument(
         "--timeout",
-        type=_positive(float),
+        type=positive_number(),
         default=10.0,
         metavar="SECONDS",
         help="end the drain when nothing arrived for this long, and sending when nothing "
@@ -108,7 +94,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--receipt-timeout",
-        type=_positive(float),
+        type=positive_number(),
         default=10.0,
         metavar="SECONDS",
         help="give up on a connection whose RECEIPT takes longer, and reconnect (default 10)",

@@ -50,6 +50,8 @@ __all__ = [
     "consumer_command",
     "describe_failure",
     "format_summary",
+    "int_at_least",
+    "positive_number",
     "producer_command",
     "resolve_destination",
 ]
@@ -63,7 +65,7 @@ EXIT_INTERRUPTED: Final = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
 # -- argument types ------------------------------------------------------------------------
 
 
-def _int_at_least(minimum: int) -> Callable[[str], int]:
+def int_at_least(minimum: int) -> Callable[[str], int]:
     def convert(text: str) -> int:
         try:
             value = int(text)
@@ -77,14 +79,23 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
     return convert
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value > 0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
+def positive_number(what: str = "number") -> Callable[[str], float]:
+    """An argument type: a finite number above 0 (``what`` names it in the errors)."""
+
+    def convert(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a {what}: {text!r}") from None
+        if not value > 0 or math.isinf(value):
+            raise argparse.ArgumentTypeError(f"must be a positive {what}, got {text}")
+        return value
+
+    convert.__name__ = f"positive {what}"
+    return convert
+
+
+_seconds = positive_number("number of seconds")
 
 
 def _header(text: str) -> tuple[str, str]:
@@ -116,7 +127,7 @@ def _add_producer(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     group = producer.add_argument_group("producer")
     group.add_argument(
         "--message-size",
-        type=_int_at_least(0),
+        type=int_at_least(0),
         default=0,
         metavar="BYTES",
         help="send bytes messages of this size (default 0: short text messages 'test message: N')",
@@ -144,7 +155,7 @@ def _add_producer(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     group.add_argument(
         "--max-pending",
-        type=_int_at_least(1),
+        type=int_at_least(1),
         default=1,
         metavar="N",
         help="receipts kept outstanding at once (default 1: wait for each one)",
@@ -224,7 +235,7 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     )
     connection.add_argument(
         "--heart-beat",
-        type=_int_at_least(0),
+        type=int_at_least(0),
         default=DEFAULT_HEARTBEAT_MS,
         metavar="MS",
         help="heart-beat interval offered both ways in ms (default "
@@ -254,7 +265,7 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     run = parser.add_argument_group("run")
     run.add_argument(
         "--message-count",
-        type=_int_at_least(0),
+        type=int_at_least(0),
         default=DEFAULT_MESSAGE_COUNT,
         metavar="N",
         help=f"number of messages (default {DEFAULT_MESSAGE_COUNT}; consumer: 0 = no limit)",
