@@ -37,6 +37,23 @@ def remaining(clients: Any, nodes: Any, queue: str, expected: int, more: int = 0
     return bodies()
 
 
+async def consume_acking(
+    conn: Any, destination: str, result: dict[str, Any], reading: trio.CancelScope
+) -> None:
+    """Receive from ``destination`` one message at a time until ``reading`` is cancelled,
+    noting each in ``result["received"]`` and, once its ACK is receipted, ``["acked"]``."""
+    subscription = await conn.subscribe(
+        destination, ack="client-individual", headers={"consumer-window-size": "0"}
+    )
+    with reading:
+        while True:
+            message = await subscription.receive()
+            result["received"].append(message.text)
+            with trio.CancelScope(shield=True):
+                if await conn.ack(message):
+                    result["acked"].append(message.text)
+
+
 async def produce_and_consume(
     nodes: Any, queue: str, stop: Any, count: int, async_wait_for: Any
 ) -> dict[str, Any]:
@@ -68,16 +85,7 @@ async def produce_and_consume(
         async with open_cluster_connection(
             url, on_failover=lambda old, new, exc: result["failovers"].append(("c", old, new))
         ) as conn:
-            subscription = await conn.subscribe(
-                destination, ack="client-individual", headers={"consumer-window-size": "0"}
-            )
-            with reading:
-                while True:
-                    message = await subscription.receive()
-                    result["received"].append(message.text)
-                    with trio.CancelScope(shield=True):
-                        if await conn.ack(message):
-                            result["acked"].append(message.text)
+            await consume_acking(conn, destination, result, reading)
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(consumer)

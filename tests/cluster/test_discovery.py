@@ -20,11 +20,9 @@ import trio
 import integration.conftest as harness
 from artemis_py.client import open_stomp_connection
 from artemis_py.client.failover import open_cluster_connection
-from artemis_py.cluster.status import fetch_status
 from artemis_py.transport.link import LinkError
 
 from .conftest import (
-    CLUSTER_NAME,
     ClusterNode,
     node_id,
     status,
@@ -33,7 +31,7 @@ from .conftest import (
     wait_for,
     wait_formed,
 )
-from .test_client_failover import FAILOVER, SCALE_DOWN, remaining
+from .test_client_failover import FAILOVER, SCALE_DOWN, consume_acking, remaining
 
 REF = '<discovery-group-ref discovery-group-name="dg"/>'
 
@@ -223,18 +221,6 @@ class DnsNode(ClusterNode):
             harness.node_command = original
 
 
-def dns_status(node: DnsNode) -> dict[str, Any]:
-    return trio.run(
-        lambda: fetch_status(
-            node.host,
-            node.cluster_port,
-            cluster=CLUSTER_NAME,
-            user=node.user,
-            password=node.password or "",
-        )
-    )
-
-
 class NamedDnsNode(DnsNode):
     """A DNS node whose connector names its host (``nodeN.brokers.test``, in ``hosts``), as
     a Kubernetes pod's does; it listens on the address the name maps to."""
@@ -310,7 +296,7 @@ def named_dns_nodes(tmp_path: Path) -> Iterator[list[DnsNode]]:
 
 def dns_formed(nodes: list[DnsNode]) -> bool:
     try:
-        datas = [dns_status(n) for n in nodes]
+        datas = [status(n) for n in nodes]
     except LinkError:
         return False
     return all(sum(b["connected"] for b in d["bridges"]) == len(nodes) - 1 for d in datas)
@@ -324,9 +310,9 @@ def test_dns_ping_three_nodes(dns_nodes: list[DnsNode], clients: Any) -> None:
         lambda: dns_formed(dns_nodes),
         20,
         0.1,
-        message=lambda: str([dns_status(n) for n in dns_nodes]),
+        message=lambda: str([status(n) for n in dns_nodes]),
     )
-    group = dns_status(dns_nodes[0])["discovery"]
+    group = status(dns_nodes[0])["discovery"]
     assert sorted(m["connector"] for m in group["members"]) == [
         f"127.0.0.3:{dns_nodes[0].cluster_port}",
         f"127.0.0.4:{dns_nodes[0].cluster_port}",
@@ -388,24 +374,12 @@ async def udp_client(
     destination = f"/queue/{queue}"
     reading = trio.CancelScope()
 
-    async def consume(conn: Any) -> None:
-        subscription = await conn.subscribe(
-            destination, ack="client-individual", headers={"consumer-window-size": "0"}
-        )
-        with reading:
-            while True:
-                message = await subscription.receive()
-                result["received"].append(message.text)
-                with trio.CancelScope(shield=True):
-                    if await conn.ack(message):
-                        result["acked"].append(message.text)
-
     async with open_cluster_connection(url) as producer, open_cluster_connection(url) as consumer:
         assert producer.url is not None
         victim = next(n for n in nodes if n.port == producer.url.port)
         await async_wait_for(lambda: len(producer.locator.topology) == 3, message="topology")
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(consume, consumer)
+            nursery.start_soon(consume_acking, consumer, destination, result, reading)
             for number in range(count):
                 await producer.send(destination, f"m{number}", headers={"persistent": "true"})
                 if number == count // 4:
@@ -482,10 +456,8 @@ def test_dns_ping_scale_down_finds_a_target_whose_connector_is_a_name(
     nodes = named_dns_nodes
     for n in nodes:
         n.start()
-    wait_for(
-        lambda: dns_formed(nodes), 20, 0.1, message=lambda: str([dns_status(n) for n in nodes])
-    )
-    members = dns_status(nodes[0])["discovery"]["members"]
+    wait_for(lambda: dns_formed(nodes), 20, 0.1, message=lambda: str([status(n) for n in nodes]))
+    members = status(nodes[0])["discovery"]["members"]
     assert sorted(m["connector"].split(":")[0] for m in members) == ["127.0.0.3", "127.0.0.4"]
     survivors = {node_id(n) for n in nodes[:2]}
     queue = unique("dns")

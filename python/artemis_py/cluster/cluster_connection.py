@@ -209,10 +209,18 @@ class ClusterConnection:
             for link in self.links():
                 nursery.start_soon(link.goodbye, farewell)
 
-    def dial(self, host: str, port: int) -> None:
-        """Keep a link to the node at host:port (a scale-down target), like a static one."""
+    def dial(
+        self,
+        host: str,
+        port: int,
+        *,
+        static: bool = True,
+        wanted: Callable[[], bool] | None = None,
+    ) -> None:
+        """Keep a link to the node at host:port: a scale-down target (like a static
+        connector), or a discovered member (while ``wanted``)."""
         if self._nursery is not None:
-            self.dialler.dial(self._nursery, host, port, static=True)
+            self.dialler.dial(self._nursery, host, port, static=static, wanted=wanted)
 
     def links(self) -> list[Link]:
         """Every link of this node, both directions."""

@@ -87,17 +87,8 @@ async def feed_dialler(cluster: ClusterConnection, group: DiscoveryGroup) -> Non
     """Dial the members ``group`` finds for ``cluster`` (runs in the cluster's nursery)."""
 
     def discovered(member: Member) -> None:
-        nursery = cluster._nursery
         host, port = member.connectors[0]
-        if (
-            nursery is None
-            or cluster.stopping
-            or (host, port)
-            == (
-                cluster.local.host,
-                cluster.local.port,
-            )
-        ):
+        if cluster.stopping or (host, port) == (cluster.local.host, cluster.local.port):
             return
         if member.node_id is not None and (
             member.node_id in cluster.outgoing or cluster.departed(member.node_id)
@@ -105,9 +96,7 @@ async def feed_dialler(cluster: ClusterConnection, group: DiscoveryGroup) -> Non
             return  # linked already; or it said it is going (it announces a comeback)
         if f"tcp://{host}:{port}" in cluster.dialler.given_up:
             return  # initial-connect-attempts / reconnect-attempts used up
-        cluster.dialler.dial(
-            nursery, host, port, static=False, wanted=partial(knows, group, host, port)
-        )
+        cluster.dial(host, port, static=False, wanted=partial(knows, group, host, port))
 
     group.subscribe(discovered)
     if await group.initial_wait():
