@@ -239,6 +239,46 @@ def test_cluster_address_filter(address: str, matching: list[str], not_matching:
     assert not any(cc.matches_address(a) for a in not_matching)
 
 
+@pytest.mark.parametrize(
+    ("first", "second", "shared"),
+    [
+        ("", "", ""),
+        ("eu", "", "eu"),
+        ("eu", "eu.uk", "eu.uk"),
+        ("eu,us", "asia,us.east", "us.east"),
+        ("eu", "!eu.uk", "eu"),  # eu.de is in both
+        ("eu", "us", None),
+        ("eu.uk", "eu.de", None),
+        ("eu", "!eu", None),
+        ("eu,!eu.uk", "eu.uk", None),
+        ("!eu", "eu.uk", None),
+    ],
+)
+def test_cluster_address_overlap(first: str, second: str, shared: str | None) -> None:
+    a = ClusterConnectionConfig(name="a", connector_name="self", address=first)
+    b = ClusterConnectionConfig(name="b", connector_name="self", address=second)
+    assert a.overlap(b) == shared and b.overlap(a) == shared
+
+
+def test_overlapping_cluster_connections_are_reported() -> None:
+    text = core(
+        "<cluster-connections>\n"
+        "<cluster-connection name='east'><address>orders</address>"
+        "<connector-ref>self</connector-ref></cluster-connection>\n"
+        "<cluster-connection name='west'><address>audit</address>"
+        "<connector-ref>self</connector-ref></cluster-connection>\n"
+        "<cluster-connection name='all'><connector-ref>self</connector-ref></cluster-connection>\n"
+        "</cluster-connections>"
+    )
+    warnings = parse_config(text, environ={}).warnings
+    assert [(w.line, w.element) for w in warnings] == [(11, "cluster-connection")] * 2
+    assert (
+        "cluster-connection 'all' overlaps cluster-connection 'east' (<address>): "
+        "addresses starting with 'orders' belong to 'east'" in warnings[0].message
+    )
+    assert "'all' overlaps cluster-connection 'west'" in warnings[1].message
+
+
 # --- broadcast and discovery groups -------------------------------------------------------------
 
 

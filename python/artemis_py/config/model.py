@@ -312,12 +312,34 @@ class ClusterConnectionConfig:
         exclusion wins; an empty value (or only exclusions) includes everything else. No
         wildcards here: plain prefix matching.
         """
-        parts = [p.strip() for p in self.address.split(",") if p.strip()]
-        excludes = [p[1:] for p in parts if p.startswith("!")]
-        includes = [p for p in parts if not p.startswith("!")]
+        includes, excludes = self._prefixes()
         if any(address.startswith(prefix) for prefix in excludes):
             return False
         return not includes or any(address.startswith(prefix) for prefix in includes)
+
+    def overlap(self, other: ClusterConnectionConfig) -> str | None:
+        """A prefix of addresses that both this and ``other`` apply to, or None.
+
+        Two included prefixes overlap when one starts with the other; the longer one is
+        shared unless an exclusion of either side covers it (an exclusion longer than it
+        still leaves other addresses under it).
+        """
+        mine, my_excludes = self._prefixes()
+        theirs, their_excludes = other._prefixes()
+        excludes = my_excludes + their_excludes
+        for a in mine or [""]:
+            for b in theirs or [""]:
+                if not (a.startswith(b) or b.startswith(a)):
+                    continue
+                shared = max(a, b, key=len)
+                if not any(shared.startswith(prefix) for prefix in excludes):
+                    return shared
+        return None
+
+    def _prefixes(self) -> tuple[list[str], list[str]]:
+        """The ``address`` filter's included and excluded prefixes."""
+        parts = [p.strip() for p in self.address.split(",") if p.strip()]
+        return [p for p in parts if not p.startswith("!")], [p[1:] for p in parts if p[0] == "!"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,7 +47,8 @@ def read_cluster_connections(
         return ()
     result: list[ClusterConnectionConfig] = []
     lines: dict[str, int] = {}
-    for element in reader.children(kids["cluster-connections"][0]).get("cluster-connection", []):
+    elements = reader.children(kids["cluster-connections"][0]).get("cluster-connection", [])
+    for element in elements:
         name = reader.attribute(element, "name")
         ckids = reader.children(element)
         connection = _cluster_connection(reader, element, name or "", ckids, connectors, groups)
@@ -59,8 +60,30 @@ def read_cluster_connections(
             or reader.duplicate(element, name, lines, "cluster-connection")
         ):
             continue
+        for earlier in result:
+            _warn_overlap(reader, element, earlier, connection)
         result.append(connection)
     return tuple(result)
+
+
+def _warn_overlap(
+    reader: ElementReader,
+    element: XmlElement,
+    earlier: ClusterConnectionConfig,
+    later: ClusterConnectionConfig,
+) -> None:
+    """Addresses that two cluster connections both cover belong to the first of them (the
+    later one neither balances them nor learns their queues): say so, naming both."""
+    shared = earlier.overlap(later)
+    if shared is None:
+        return
+    where = f"addresses starting with {shared!r}" if shared else "every address"
+    reader.warn(
+        element,
+        f"cluster-connection {later.name!r} overlaps cluster-connection {earlier.name!r} "
+        f"(<address>): {where} belong to {earlier.name!r}, the first in the file; give "
+        "the connections address filters that do not overlap",
+    )
 
 
 def _cluster_connection(
