@@ -85,7 +85,7 @@ def make_server(**overrides: Any) -> ServerConnection:
     args: dict[str, Any] = dict(
         node_id="node-b",
         instance_id="inst-b",
-        cluster_name="my-cluster",
+        cluster_names=("my-cluster",),
         user="cluster-admin",
         password=PASSWORD,
         nonce_source=nonces(101),
@@ -289,6 +289,31 @@ def test_wrong_cluster_name() -> None:
     )
     assert "'my-cluster'" in reject.reason and "'other-cluster'" in reject.reason
     assert reject.reason in exc.message
+
+
+@pytest.mark.parametrize("name", ["east", "west"])
+def test_a_node_in_several_clusters_accepts_a_link_for_each(name: str) -> None:
+    # The Hello names the cluster connection; the node serves it with that connection.
+    client = make_client(cluster_name=name)
+    server = make_server(cluster_names=("east", "west"))
+    client.start()
+    transfer(client, server)
+    transfer(server, client)
+    [server_event] = transfer(client, server)
+    [client_event] = transfer(server, client)
+    assert isinstance(server_event, Established) and server_event.peer_cluster_name == name
+    assert isinstance(client_event, Established)
+
+
+def test_a_cluster_the_node_is_not_in_is_rejected_naming_its_clusters() -> None:
+    _, reject = rejected_handshake(
+        make_client(cluster_name="north"),
+        make_server(cluster_names=("east", "west")),
+        at_auth=False,
+    )
+    assert reject.reason == (
+        "cluster name mismatch: this node is in clusters 'east', 'west', the peer in 'north'"
+    )
 
 
 def test_unsupported_version() -> None:

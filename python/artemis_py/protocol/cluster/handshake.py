@@ -177,7 +177,7 @@ class ServerConnection(Connection):
         "_nonce_source",
         "_password",
         "_user_ok",
-        "cluster_name",
+        "cluster_names",
         "instance_id",
         "node_id",
         "user",
@@ -189,7 +189,7 @@ class ServerConnection(Connection):
         *,
         node_id: str,
         instance_id: str,
-        cluster_name: str,
+        cluster_names: Iterable[str],
         user: str,
         password: str,
         versions: Iterable[int] = SUPPORTED_VERSIONS,
@@ -199,7 +199,8 @@ class ServerConnection(Connection):
         super().__init__(Role.SERVER, max_frame_size)
         self.node_id = node_id
         self.instance_id = instance_id
-        self.cluster_name = cluster_name
+        # The node's cluster connections: a Hello names the one it is for.
+        self.cluster_names = tuple(cluster_names)
         self.user = user
         self._password = password.encode("utf-8")
         self.versions = _versions(versions)
@@ -274,10 +275,11 @@ class ServerConnection(Connection):
                 f"unsupported cluster protocol version(s) {','.join(map(str, hello.versions))}; "
                 f"this node speaks {','.join(map(str, self.versions))}"
             )
-        if hello.cluster_name != self.cluster_name:
+        if hello.cluster_name not in self.cluster_names:
+            ours = ", ".join(map(repr, self.cluster_names))
             raise self._reject(
-                f"cluster name mismatch: this node is in cluster {self.cluster_name!r}, "
-                f"the peer in {hello.cluster_name!r}"
+                f"cluster name mismatch: this node is in cluster{'s' * (len(self.cluster_names) > 1)} "
+                f"{ours}, the peer in {hello.cluster_name!r}"
             )
         # A wrong user is only reported after Auth, with the same reason as a wrong password,
         # so a prober cannot tell which of the two it got right.
@@ -286,7 +288,7 @@ class ServerConnection(Connection):
         self._version = version
         self._challenge = Challenge(
             version=version,
-            cluster_name=self.cluster_name,
+            cluster_name=hello.cluster_name,
             node_id=self.node_id,
             instance_id=self.instance_id,
             server_nonce=_nonce(self._nonce_source),
