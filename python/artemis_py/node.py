@@ -30,6 +30,7 @@ from artemis_py.broker.persistence import Persistence
 from artemis_py.broker.security import Authenticator
 from artemis_py.cluster.cluster_connection import ClusterConnection
 from artemis_py.cluster.discovery.service import Discovery
+from artemis_py.cluster.incoming import LinkAcceptor
 from artemis_py.cluster.scale_down import ScaleDownReport, scale_down
 from artemis_py.cluster.topology import client_urls, stomp_urls
 from artemis_py.config import BrokerConfig, MessageLoadBalancing, default_config
@@ -52,7 +53,7 @@ class Node:
         self.listeners: dict[str, list[trio.SocketListener]] = {}
         self.cluster_connections: list[ClusterConnection] = []
         self.clients = Clients()
-        self.scale_down_report: ScaleDownReport | None = None
+        self.scale_down_reports: list[ScaleDownReport] = []  # one per cluster connection
         self._nursery = nursery
         self._left: trio.Event | None = None
         self._shutting_down = False
@@ -99,11 +100,14 @@ class Node:
             )
             return
         await self.clients.close_all()
-        report = self.scale_down_report = ScaleDownReport()
-        try:
-            await scale_down(self.cluster_connections[0], report)
-        finally:
-            (log.info if report.complete else log.error)("%s", report.summary())
+        several = len(self.cluster_connections) > 1
+        for connection in self.cluster_connections:  # each moves its own addresses
+            report = ScaleDownReport(cluster=connection.name if several else None)
+            self.scale_down_reports.append(report)
+            try:
+                await scale_down(connection, report)
+            finally:
+                (log.info if report.complete else log.error)("%s", report.summary())
 
     async def leave_cluster(self) -> None:
         """Tell the other nodes this one is leaving (once; a second caller waits)."""
@@ -134,13 +138,17 @@ def cluster_connections(broker: Broker) -> list[ClusterConnection]:
             CLUSTER_PASSWORD,
         )
         return []
-    connections = [ClusterConnection(broker, cc, config) for cc in config.cluster_connections]
+    instance_id = uuid.uuid4().hex  # this run of the node, the same in every cluster
+    connections = [
+        ClusterConnection(broker, cc, config, instance_id=instance_id)
+        for cc in config.cluster_connections
+    ]
+    for connection in connections:
+        connection.peers = connections
 
     def load_balancing(address: str) -> MessageLoadBalancing | None:
-        for connection in connections:
-            if connection.matches(address):
-                return connection.config.message_load_balancing
-        return None
+        owner = next((c for c in connections if c.owns(address)), None)
+        return None if owner is None else owner.config.message_load_balancing
 
     broker.balance_with(load_balancing)
 
@@ -254,10 +262,9 @@ async def open_broker(
                 connection.on_stop_request = node.stop
             for connection in node.cluster_connections:
                 await nursery.start(connection.run)
-            # Links from other nodes are served by the first cluster connection (one cluster
-            # per node for now).
+            # Links from other nodes are served by the cluster connection they name.
             serve_links = (
-                node.cluster_connections[0].serve_incoming if node.cluster_connections else None
+                LinkAcceptor(node.cluster_connections).serve if node.cluster_connections else None
             )
             for acceptor in config.acceptors:
                 listeners = await nursery.start(

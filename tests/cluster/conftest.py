@@ -104,6 +104,8 @@ class ClusterNode(BrokerProcess):
         password: str | None = CLUSTER_PASSWORD,
         cluster_extra: str = "",
         cluster_protocols: str = "CORE",
+        cluster_name: str = CLUSTER_NAME,
+        more_clusters: str = "",
         **options: Any,
     ) -> None:
         options.setdefault("persistence", True)
@@ -119,6 +121,8 @@ class ClusterNode(BrokerProcess):
         self.password = password  # None: no <cluster-password> element (Artemis's default)
         self.cluster_extra = cluster_extra
         self.cluster_protocols = cluster_protocols
+        self.cluster_name = cluster_name
+        self.more_clusters = more_clusters  # further <cluster-connection> elements
         self.peers: list[ClusterNode] = []  # every node of the cluster, self included
         self.static: list[int] = []  # indexes of the nodes in <static-connectors>
 
@@ -152,7 +156,7 @@ class ClusterNode(BrokerProcess):
     <cluster-user>{self.user}</cluster-user>
     {password}
     <cluster-connections>
-      <cluster-connection name="{CLUSTER_NAME}">
+      <cluster-connection name="{self.cluster_name}">
         {address}
         <connector-ref>self</connector-ref>
         <check-period>500</check-period>
@@ -165,6 +169,7 @@ class ClusterNode(BrokerProcess):
         {self.cluster_extra}
         {static}
       </cluster-connection>
+      {self.more_clusters}
     </cluster-connections>
 """
 
@@ -206,13 +211,16 @@ def cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     )
 
 
-def status(node: ClusterNode, *, password: str | None = None) -> dict[str, Any]:
-    """The node's view of the cluster (raises LinkError if it cannot be had)."""
+def status(
+    node: ClusterNode, *, password: str | None = None, cluster: str | None = None
+) -> dict[str, Any]:
+    """The node's view of the cluster (its first, or ``cluster``; raises LinkError if it
+    cannot be had)."""
     return trio.run(
         lambda: fetch_status(
             node.host,
             node.cluster_port,
-            cluster=CLUSTER_NAME,
+            cluster=cluster or node.cluster_name,
             user=node.user,
             password=password if password is not None else (node.password or ""),
         )
@@ -294,13 +302,15 @@ def wait_binding(
     on: ClusterNode,
     consumers: int | None = None,
     timeout: float = 15,
+    cluster: str | None = None,
 ) -> dict[str, Any]:
     """Wait until ``node`` knows ``on``'s queue ``queue`` (connected, with ``consumers``
-    consumers if given) and return that remote binding."""
+    consumers if given; in its first cluster, or ``cluster``) and return that remote
+    binding."""
     origin = node_id(on)
 
     def found() -> dict[str, Any] | None:
-        for b in binding(status(node), queue, origin):
+        for b in binding(status(node, cluster=cluster), queue, origin):
             if b["connected"] and (consumers is None or b["consumers"] == consumers):
                 return b
         return None
@@ -311,7 +321,7 @@ def wait_binding(
         0.05,
         message=lambda: (
             f"{node.name} to see {queue} on {on.name} with {consumers} consumer(s): "
-            f"{binding(status(node), queue)}"
+            f"{binding(status(node, cluster=cluster), queue)}"
         ),
     )
 

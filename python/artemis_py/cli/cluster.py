@@ -105,7 +105,15 @@ def _ask(args: argparse.Namespace, purpose: Purpose) -> dict[str, Any] | int:
         if not config.cluster_connections:
             print(f"artemis-py: {args.config} has no cluster connection", file=sys.stderr)
             return 2
-        cc = config.cluster_connections[0]
+        named = {c.name: c for c in config.cluster_connections}
+        if cluster is not None and cluster not in named:
+            print(
+                f"artemis-py: {args.config} has no cluster-connection named {cluster!r} "
+                f"(it has {', '.join(map(repr, named))})",
+                file=sys.stderr,
+            )
+            return 2
+        cc = named[cluster] if cluster is not None else config.cluster_connections[0]
         connector = next(c for c in config.connectors if c.name == cc.connector_name)
         url = url or f"tcp://{connector.host}:{connector.port}"
         cluster = cluster or cc.name

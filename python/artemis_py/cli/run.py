@@ -98,23 +98,21 @@ def command(args: argparse.Namespace) -> int:
         print(f"artemis-py: {exc}", file=sys.stderr)
         return 2
     failures: list[BaseException] = []
-    report: ScaleDownReport | None = None
+    reports: list[ScaleDownReport] = []
     try:
-        report = trio.run(serve, config, args.config)
+        reports = trio.run(serve, config, args.config)
     except* (ArtemisError, OSError) as group:
         # Startup problems (port in use, data directory locked, unreadable journal) reach
         # us from inside the node's nursery: report each on one line, no traceback.
         failures.extend(leaves(group))
     for failure in failures:
         print(f"artemis-py: {failure}", file=sys.stderr)
-    if report is not None:
+    for report in reports:
         print(f"artemis-py: {report.summary()}", file=sys.stderr)
-        if not report.complete:
-            return 1
-    return 1 if failures else 0
+    return 1 if failures or not all(report.complete for report in reports) else 0
 
 
-async def serve(config: BrokerConfig, config_path: Path | None) -> ScaleDownReport | None:
+async def serve(config: BrokerConfig, config_path: Path | None) -> list[ScaleDownReport]:
     """Run until a signal, then stop gracefully; a second signal abandons a scale-down."""
     base = instance_dir(config_path)
     config_dir = config_path.parent.absolute() if config_path else None
@@ -127,7 +125,7 @@ async def serve(config: BrokerConfig, config_path: Path | None) -> ScaleDownRepo
                 nursery.start_soon(_abandon_on_second_signal, signals, nursery.cancel_scope)
                 await node.shut_down()
                 nursery.cancel_scope.cancel()
-        return node.scale_down_report
+        return node.scale_down_reports
 
 
 async def _abandon_on_second_signal(

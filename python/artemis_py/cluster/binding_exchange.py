@@ -90,7 +90,7 @@ class BindingExchange:
 
     def _learn(self, via: str, info: wire.BindingInfo) -> None:
         cluster = self.cluster
-        if info.origin_node_id == cluster.node_id or not cluster.matches(info.address):
+        if info.origin_node_id == cluster.node_id or not cluster.owns(info.address):
             return
         if via in cluster.scaled_down or info.origin_node_id in cluster.scaled_down:
             return  # news from before it left
@@ -178,7 +178,7 @@ class BindingExchange:
     def queue_added(self, queue: Queue) -> None:
         if is_internal(queue.name):
             return
-        if self.cluster.redistributor is not None:
+        if self.cluster.redistributor is not None and self.cluster.owns(queue.address):
             self.cluster.redistributor.watch(queue)
         info = _local_info(queue, self.cluster.node_id)
         self._to_every_dialler(wire.Bindings(snapshot=False, added=(info,), removed=()))
@@ -193,7 +193,7 @@ class BindingExchange:
     def consumers_changed(self, queue: Queue) -> None:
         if is_internal(queue.name):
             return
-        if self.cluster.redistributor is not None:
+        if self.cluster.redistributor is not None and self.cluster.owns(queue.address):
             self.cluster.redistributor.consumers_changed(queue)
         self._to_every_dialler(wire.Consumers(name=queue.name, consumers=_selectors(queue)))
 

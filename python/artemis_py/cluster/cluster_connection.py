@@ -134,14 +134,27 @@ class ClusterConnection:
         self.dialler = Dialler(self, connect)
         self.exchange = BindingExchange(self)
         self.links_in = IncomingLinks(self)
+        # The node's cluster connections in broker.xml order, this one among them (node.py).
+        self.peers: list[ClusterConnection] = [self]
         self._nursery: trio.Nursery | None = None
         # The node's discovery groups this connection and its scale-down use (node.py).
         self.discovery: DiscoveryGroup | None = None
         self.scale_down_discovery: DiscoveryGroup | None = None
 
     def matches(self, address: str) -> bool:
-        """Whether messages to ``address`` are balanced by this cluster connection."""
+        """Whether this cluster connection's ``address`` filter covers ``address``."""
         return not is_internal(address) and self.config.matches_address(address)
+
+    def owns(self, address: str) -> bool:
+        """Whether messages to ``address`` are balanced by this cluster connection: the
+        first of the node's connections that covers it (overlaps get a start-up warning)."""
+        return next((c for c in self.peers if c.matches(address)), None) is self
+
+    def moves(self, address: str) -> bool:
+        """Whether a scale-down moves the queues of ``address`` through this connection:
+        its owner's, or the first connection's when none covers it."""
+        owner = next((c for c in self.peers if c.matches(address)), self.peers[0])
+        return owner is self
 
     def departed(self, node_id: str) -> bool:
         """Whether ``node_id`` announced that it is going away (and has not come back)."""
@@ -161,7 +174,7 @@ class ClusterConnection:
                     self.broker, self.config.message_load_balancing, nursery
                 )
                 for queue in self.broker.queues():
-                    if not is_internal(queue.name):
+                    if self.owns(queue.address):
                         self.redistributor.watch(queue)
                 for host, port in self.static_connectors:
                     if (host, port) != (self.local.host, self.local.port):
@@ -196,10 +209,6 @@ class ClusterConnection:
                     queue.message_count,
                     node_id,
                 )
-
-    async def serve_incoming(self, stream: trio.abc.Stream, peer: str, initial: bytes) -> None:
-        """Serve a link another node dialled (the acceptors' handler for cluster links)."""
-        await self.links_in.serve(stream, peer, initial)
 
     async def leave(self) -> None:
         """Tell every neighbour this node is going away (a graceful stop)."""

@@ -2,8 +2,9 @@
 
 Theory of operation
 -------------------
-A CORE acceptor hands each cluster connection to :meth:`IncomingLinks.serve`. After the
-handshake it is one of:
+A CORE acceptor hands each cluster connection to :meth:`LinkAcceptor.serve`. Its handshake
+names the cluster connection it is for (a node may be in several clusters), whose
+:class:`IncomingLinks` serve it. It is one of:
 
 * ``artemis-py cluster status`` / ``cluster stop`` (an admin with the cluster credentials):
   answered with this node's status, and for ``stop`` the node then stops gracefully;
@@ -22,7 +23,7 @@ duplicate ids stored with them make a resend after a broken link harmless.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 import trio
@@ -52,34 +53,56 @@ RUN_LIMIT = 64  # forwarded messages stored in one journal submit, at most
 Stored = tuple[Pending, int]
 
 
-class IncomingLinks:
-    """Serves the links other nodes (and admin commands) open to this node."""
+class LinkAcceptor:
+    """Serves the links other nodes (and admin commands) open to this node, each with the
+    cluster connection its handshake names: a node may be in several clusters."""
 
-    def __init__(self, cluster: ClusterConnection) -> None:
-        self.cluster = cluster
+    def __init__(self, clusters: Sequence[ClusterConnection]) -> None:
+        self.clusters = {cluster.name: cluster for cluster in clusters}
         self._refusals = LogBackoff()  # links refused in the handshake
 
     async def serve(self, stream: trio.abc.Stream, peer: str, initial: bytes) -> None:
         """Serve a link another node dialled (or a ``cluster status`` request)."""
-        cluster = self.cluster
+        first = next(iter(self.clusters.values()))  # the node's settings are the same in all
         codec = wire.ServerConnection(
-            node_id=cluster.node_id,
-            instance_id=cluster.instance_id,
-            cluster_name=cluster.name,
-            user=cluster.user,
-            password=cluster.password,
+            node_id=first.node_id,
+            instance_id=first.instance_id,
+            cluster_names=tuple(self.clusters),
+            user=first.user,
+            password=first.password,
         )
-        link = Link(stream, codec, peer, ping_interval=cluster.ping_interval, ttl=cluster.ttl)
+        link = Link(stream, codec, peer, ping_interval=first.ping_interval, ttl=first.ttl)
         if initial:
             codec.receive_data(initial)
         try:
-            with trio.fail_after(cluster.call_timeout):
+            with trio.fail_after(max(c.call_timeout for c in self.clusters.values())):
                 established = await link.handshake()
         except (LinkError, trio.TooSlowError) as exc:
             self._refused(peer, str(exc) or "handshake timed out (call-timeout)")
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
             return
+        cluster = self.clusters[established.peer_cluster_name]
+        link.ping_interval, link.ttl = cluster.ping_interval, cluster.ttl
+        await cluster.links_in.serve(link, established, peer)
+
+    def _refused(self, peer: str, why: str) -> None:
+        # A dialler refused for its credentials comes back at its retry rate, each time
+        # from a new port: one episode per host and reason.
+        quiet = self._refusals.occurred((peer.rpartition(":")[0], why), trio.current_time())
+        if quiet is not None:
+            log.warning("cluster link from %s refused: %s%s", peer, why, unlogged(quiet))
+
+
+class IncomingLinks:
+    """Serves one cluster connection's links that other nodes dialled."""
+
+    def __init__(self, cluster: ClusterConnection) -> None:
+        self.cluster = cluster
+
+    async def serve(self, link: Link, established: wire.Established, peer: str) -> None:
+        """Serve a link whose handshake named this cluster connection."""
+        cluster = self.cluster
         if established.purpose == "status":
             await link.goodbye(wire.Status(data=cluster.status()))
         elif established.purpose == "stop":
@@ -91,19 +114,6 @@ class IncomingLinks:
             await self._same_node_id(link, established, peer)
         else:
             await self._serve_link(link, peer)
-
-    def _refused(self, peer: str, why: str) -> None:
-        # A dialler refused for its credentials comes back at its retry rate, each time
-        # from a new port: one episode per host and reason.
-        quiet = self._refusals.occurred((peer.rpartition(":")[0], why), trio.current_time())
-        if quiet is not None:
-            log.warning(
-                "cluster %s: link from %s refused: %s%s",
-                self.cluster.name,
-                peer,
-                why,
-                unlogged(quiet),
-            )
 
     async def _same_node_id(self, link: Link, established: wire.Established, peer: str) -> None:
         cluster = self.cluster

@@ -6,6 +6,10 @@ The departing node
 :func:`scale_down` runs after the node has closed its client connections, so that every
 delivered but unacknowledged message is back in its queue.
 
+A node in several clusters scales down in each, one after the other: each cluster
+connection moves the queues of the addresses it covers (the first one also those that none
+covers) to a member of its own cluster, and says goodbye on its own links.
+
 1. *Target.* The node announces that it is scaling down (and later to which node), then
    picks the first of ``<scale-down><connectors>`` that it has a link to, in order
    (connectors it has no link to are dialled first); with a ``<discovery-group-ref>`` the
@@ -98,12 +102,17 @@ class ScaleDownReport:
     clashes: dict[str, tuple[str, str]] = field(default_factory=dict)
     remaining: int = 0
     problem: str | None = None
+    cluster: str | None = None  # named when the node is in several clusters
 
     @property
     def complete(self) -> bool:
         return self.problem is None
 
     def summary(self) -> str:
+        prefix = "" if self.cluster is None else f"cluster {self.cluster}: "
+        return prefix + self._summary()
+
+    def _summary(self) -> str:
         if self.target is None:
             if self.complete:
                 return "scale-down: no other node is reachable, and there is nothing to move"
@@ -260,7 +269,12 @@ async def _receipts(connection: ClusterConnection) -> tuple[str, ...]:
 
 
 def _movable(connection: ClusterConnection) -> list[Queue]:
-    return [q for q in connection.broker.queues() if not is_internal(q.name) and not q.temporary]
+    """The queues this connection moves (with several, each the queues of its addresses)."""
+    return [
+        q
+        for q in connection.broker.queues()
+        if not is_internal(q.name) and not q.temporary and connection.moves(q.address)
+    ]
 
 
 def _holding(connection: ClusterConnection) -> list[Queue]:
