@@ -74,7 +74,8 @@ def test_duplicates_are_split_by_what_the_consumer_had_done_with_the_first_copy(
 
     verdict = history.verdict()
 
-    assert verdict.ok  # duplicates are allowed (at-least-once), and reported
+    # Duplicates are allowed (at-least-once) and reported, except after a confirmed ACK.
+    assert not verdict.ok
     # The third copy of ``unacked`` came after the second one's ACK was confirmed.
     assert (verdict.after_ack, verdict.after_sent_ack, verdict.never_acked) == (2, 1, 1)
     assert verdict.duplicated == 4
@@ -85,6 +86,19 @@ def test_duplicates_are_split_by_what_the_consumer_had_done_with_the_first_copy(
         "after_unconfirmed_ack": 1,
         "never_acknowledged": 1,
     }
+
+
+def test_redeliveries_without_a_confirmed_ack_pass() -> None:
+    history = History(PREFIX)
+    unconfirmed, unacked = sent(history, 0), sent(history, 0)
+    taken(history, unconfirmed, 0, ack="sent")
+    taken(history, unacked, 0, ack="none")
+    for n in (unconfirmed, unacked):
+        taken(history, n, 1)
+
+    verdict = history.verdict()
+
+    assert verdict.ok and verdict.duplicated == 2 and verdict.after_ack == 0
 
 
 def test_a_number_never_sent_is_unexpected_and_another_runs_body_is_foreign() -> None:

@@ -204,8 +204,9 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
-        """Nothing lost, nothing unexpected (duplicates are allowed, and reported)."""
-        return not self.lost and not self.unexpected
+        """Nothing lost, nothing unexpected, nothing delivered again after its ACK was
+        confirmed (other duplicates are allowed, and reported)."""
+        return not self.lost and not self.unexpected and not self.after_ack
 
     def summary(self) -> str:
         return (

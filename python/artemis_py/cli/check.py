@@ -203,6 +203,10 @@ def _text(
     if verdict.unexpected:
         listed = ", ".join(map(str, verdict.unexpected[:SHOWN]))
         lines.append(f"FAILED: {len(verdict.unexpected)} never sent but received: {listed}")
+    if verdict.after_ack:
+        lines.append(
+            f"FAILED: {verdict.after_ack} message(s) delivered again after their ACK was confirmed"
+        )
     if verdict.ok and verdict.receipted:
         lines.append("OK: every receipted message was received")
     return "\n".join(lines)
