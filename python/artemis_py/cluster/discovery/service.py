@@ -24,7 +24,7 @@ from artemis_py.config import BrokerConfig, DiscoveryGroupConfig
 if TYPE_CHECKING:
     from artemis_py.cluster.cluster_connection import ClusterConnection
 
-__all__ = ["Discovery", "feed_dialler", "knows"]
+__all__ = ["Discovery", "feed_dialler", "knows", "own_connector"]
 
 log = logging.getLogger("artemis_py.cluster.discovery")
 
@@ -47,14 +47,8 @@ class Discovery:
             for b in config.broadcast_groups
         ]
         periods = {b.endpoint: b.broadcast_period / 1000 for b in config.broadcast_groups}
-        # DNS_PING finds addresses; the port is the members' connector port (this node's).
-        own = (
-            connectors[config.cluster_connections[0].connector_name]
-            if config.cluster_connections
-            else ("localhost", 0)
-        )
         self.groups = {
-            g.name: DiscoveryGroup(g, node_id, _source(g, periods, own))
+            g.name: DiscoveryGroup(g, node_id, _source(g, periods, own_connector(config, g.name)))
             for g in config.discovery_groups
             if g.name in used
         }
@@ -67,6 +61,18 @@ class Discovery:
                 await nursery.start(broadcaster.run)
             task_status.started()
             await trio.sleep_forever()
+
+
+def own_connector(config: BrokerConfig, group: str) -> tuple[str, int]:
+    """The connector (host, port) of the cluster connection that uses discovery group
+    ``group`` (the first that refers to it; else the first cluster connection's: a
+    scale-down's group). DNS_PING finds addresses; the port it dials them at is the members'
+    connector port, the same as this node's in that cluster, and the host's addresses are
+    this node's own, left out. A node in several clusters may give each its own port."""
+    connectors = {c.name: (c.host, c.port) for c in config.connectors}
+    users = [c for c in config.cluster_connections if c.discovery_group_name == group]
+    chosen = users or config.cluster_connections
+    return connectors[chosen[0].connector_name] if chosen else ("localhost", 0)
 
 
 def _source(group: DiscoveryGroupConfig, periods: dict[str, float], own: tuple[str, int]) -> Source:
