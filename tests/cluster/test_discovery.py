@@ -8,6 +8,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ import trio
 import integration.conftest as harness
 from artemis_py.client import open_stomp_connection
 from artemis_py.client.failover import open_cluster_connection
+from artemis_py.protocol.discovery import MAGIC, Announcement, encode
 from artemis_py.transport.link import LinkError
 
 from .conftest import (
@@ -140,6 +142,74 @@ def test_a_member_that_stops_broadcasting_is_dropped(cluster: Any) -> None:
         nodes[2].process.send_signal(signal.SIGCONT)
     # It broadcasts again: found again.
     wait_for(lambda: frozen in discovered(nodes[0]), 10)
+
+
+def test_garbage_and_strangers_on_the_group_port_are_ignored_with_a_warning(
+    cluster: Any, clients: Any
+) -> None:
+    """Datagrams on the group's address and port that are not this group's announcements
+    (garbage, another format, another group's) are logged, rate-limited per sender and
+    reason, and change nothing: the cluster stays formed and serves clients."""
+    group = udp_group()
+    endpoint = udp_endpoint(group)
+    nodes = cluster(
+        2,
+        static={},
+        policy="STRICT",
+        formed=False,
+        extra_core=groups_xml({"bg": endpoint}, {"dg": endpoint}),
+        cluster_extra=REF,
+    )
+    wait_formed(nodes)
+    ids = {node_id(n) for n in nodes}
+    stranger = Announcement("udp://239.255.0.1:9999", "stranger", (("127.0.0.1", 1),))
+    reasons = {
+        bytes(range(256)) * 2: "not an artemis-py announcement (another format or program)",
+        b'{"type": "announce", "node": "x"}': "not an artemis-py announcement",
+        b"APY": "too short for an announcement (3 bytes)",
+        MAGIC + b"\x02" + bytes(8) + b"\xff\xff": "truncated",
+        encode(stranger): "an announcement for 'udp://239.255.0.1:9999'",
+    }
+    burst = 50
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1)
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
+        for _ in range(burst):
+            for data in reasons:
+                sock.sendto(data, group)
+        port = sock.getsockname()[1]
+
+        def lines(node: ClusterNode, reason: str) -> list[str]:
+            return [
+                line
+                for line in node.log(since_start=True).splitlines()
+                if "WARNING" in line and f":{port} sent on udp://" in line and reason in line
+            ]
+
+        for n in nodes:
+            wait_for(
+                lambda n=n: all(lines(n, r) for r in reasons.values()),
+                10,
+                message=lambda n=n: f"{n.name}'s warnings; log:\n{n.log_tail()}",
+            )
+        # Rate-limited: a burst is one line (two if it straddled a second), not 50.
+        for n in nodes:
+            for reason in reasons.values():
+                assert 1 <= len(lines(n, reason)) <= 2, lines(n, reason)
+
+        # One more after the first gap: the line says how many went unlogged meanwhile.
+        def summed_up() -> bool:
+            sock.sendto(b"APY", group)
+            return any("more time(s)" in line for line in lines(nodes[0], "too short"))
+
+        wait_for(summed_up, 10, 0.2, message=lambda: nodes[0].log_tail())
+
+    # Nothing changed: the members are the two nodes, the cluster still routes.
+    for n in nodes:
+        assert discovered(n) == sorted(ids - {node_id(n)})
+        assert n.running and "Traceback" not in n.log()
+    wait_formed(nodes)
+    round_robin(list(nodes), clients)
 
 
 def test_file_ping_three_nodes(cluster: Any, clients: Any, tmp_path: Path) -> None:
@@ -319,6 +389,39 @@ def test_dns_ping_three_nodes(dns_nodes: list[DnsNode], clients: Any) -> None:
     ]
     assert os.path.exists("/etc/hosts")  # the test's own namespace was not touched
     assert "brokers.test.svc" not in Path("/etc/hosts").read_text()
+
+
+def test_a_dns_ping_name_that_does_not_resolve_is_a_warning_and_the_node_serves(
+    cluster: Any, clients: Any, tmp_path: Path
+) -> None:
+    """A DNS_PING name with no addresses (``.invalid`` never resolves, RFC 6761): the
+    node warns naming it, keeps trying (each period; logged ever less often), and serves
+    clients meanwhile."""
+    name = "artemis-py-test.invalid"
+    stack = tmp_path / "jgroups.xml"
+    stack.write_text(f'<config>\n<TCP/>\n<dns.DNS_PING dns_query="{name}"/>\n</config>\n')
+    endpoint = f"<jgroups-file>{stack}</jgroups-file><jgroups-channel>c</jgroups-channel>"
+    groups = (
+        f"<discovery-groups><discovery-group name='dg'>{endpoint}"
+        "<refresh-timeout>1000</refresh-timeout><initial-wait-timeout>500</initial-wait-timeout>"
+        "</discovery-group></discovery-groups>"
+    )
+    (node,) = cluster(1, static={}, formed=False, extra_core=groups, cluster_extra=REF)
+    needle = f"discovery group dg: cannot resolve '{name}'"
+
+    def warnings() -> list[str]:
+        return [line for line in node.log(since_start=True).splitlines() if needle in line]
+
+    # Resolved every 0.5 s (half the refresh-timeout); the second line comes after the
+    # first gap of the log back-off, with the failures not logged in between.
+    wait_for(lambda: len(warnings()) >= 2, 15, message=lambda: node.log_tail())
+    assert "WARNING" in warnings()[0] and "more time(s) since the last such line" in warnings()[1]
+    queue = unique("dns-down")
+    consumer, producer = clients(node), clients(node)
+    consumer.subscribe(f"/queue/{queue}")
+    producer.send(f"/queue/{queue}", "served")
+    assert [m.body for m in consumer.wait_messages(1)] == ["served"]
+    assert node.running and status(node)["discovery"]["members"] == []
 
 
 def test_scale_down_target_is_a_discovered_member(cluster: Any, clients: Any) -> None:
