@@ -1,8 +1,10 @@
 """Wrong options and columns fail where the user calls Spark, naming what is wrong.
 
 ``load()`` runs the data source's ``schema()`` (reads); ``save()`` and the first micro-batch
-of ``start()`` run its writer methods (writes). Spark wraps our error in its own exception
-with the Python traceback; its last line is our one-line message, checked here whole.
+of ``start()`` run its writer methods (writes). A batch read's stream-only options fail when
+Spark makes the batch reader, at the first action: ``schema()`` cannot tell a batch read from
+a stream. Spark wraps our error in its own exception with the Python traceback; its last
+line is our one-line message, checked here whole.
 """
 
 from __future__ import annotations
@@ -89,6 +91,17 @@ def test_a_schema_of_ones_own_is_refused(spark: Any) -> None:
         )
     assert our_error(info.value).startswith(
         "SchemaError: the artemis source has a fixed schema, do not set one with .schema()"
+    )
+
+
+def test_a_batch_read_refuses_a_stream_only_option_at_its_first_action(spark: Any) -> None:
+    options = {"url": URL, "queue": "orders", "maxMessagesPerTrigger": "100"}
+    frame = reader(spark, options, stream=False).load()  # schema() cannot tell it is a batch
+    with pytest.raises(Exception) as info:
+        frame.collect()
+    assert our_error(info.value) == (
+        "OptionError: option maxMessagesPerTrigger is for streaming reads only "
+        "(spark.readStream), not for batch reads (spark.read)"
     )
 
 

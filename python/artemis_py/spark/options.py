@@ -4,7 +4,9 @@ Spark hands a data source its options as a case-insensitive dict of strings (it 
 keys); the functions here accept any mapping and compare keys without case. Reading and writing
 take different sets (:data:`SOURCE_OPTIONS`, :data:`SINK_OPTIONS`); an option of the wrong set,
 an unknown or missing one, or a value of the wrong type or range is an :class:`OptionError`
-that names the option (and the value, and a close spelling when there is one).
+that names the option (and the value, and a close spelling when there is one). A batch read
+takes :data:`BATCH_SOURCE_OPTIONS`: :func:`check_batch_read` refuses the
+:data:`STREAM_ONLY_OPTIONS` it would otherwise ignore, the same way.
 
 Source (``spark.read`` / ``spark.readStream``):
 
@@ -15,10 +17,11 @@ Source (``spark.read`` / ``spark.readStream``):
 * ``clientId``: the STOMP ``client-id`` of the durable subscription. Default ``spark-<topic>``
   (or ``spark-<queue>``), so the subscription's queue is ``<clientId>.<subscription>`` and stays
   the same across restarts without being set.
-* ``login`` / ``passcode``; ``maxMessagesPerTrigger`` (≥ 1, default: no limit);
-  ``startingOffsets`` (``earliest`` default, ``latest``, or JSON, see :mod:`.offsets`);
-  ``failOnDataLoss`` (default ``true``); ``fetchSize`` (messages per browse, default 5000);
-  ``nodeTimeoutMs`` (how long an unreachable node is retried, default 60000).
+* ``login`` / ``passcode``; ``failOnDataLoss`` (default ``true``); ``fetchSize`` (messages
+  per browse, default 5000); ``nodeTimeoutMs`` (how long an unreachable node is retried,
+  default 60000).
+* Streaming reads only: ``maxMessagesPerTrigger`` (≥ 1, default: no limit);
+  ``startingOffsets`` (``earliest`` default, ``latest``, or JSON, see :mod:`.offsets`).
 
 Sink (``df.write`` / ``df.writeStream``): ``url``, ``destination`` (unless the rows have a
 ``destination`` column; checked with the schema), ``persistent`` (default ``true``),
@@ -41,12 +44,15 @@ from artemis_py.spark.errors import OptionError
 from artemis_py.spark.offsets import SpecificOffsets, StartingOffsets, parse_starting_offsets
 
 __all__ = [
+    "BATCH_SOURCE_OPTIONS",
     "DEFAULT_FETCH_SIZE",
     "DEFAULT_NODE_TIMEOUT_MS",
     "SINK_OPTIONS",
     "SOURCE_OPTIONS",
+    "STREAM_ONLY_OPTIONS",
     "SinkOptions",
     "SourceOptions",
+    "check_batch_read",
     "check_option_names",
     "parse_sink_options",
     "parse_source_options",
@@ -71,6 +77,10 @@ SOURCE_OPTIONS: Final = (
     "fetchSize",
     "nodeTimeoutMs",
 )
+# Source options only a stream uses: a batch read takes every message held up to the stable
+# end, so it has no trigger to limit and no start to choose.
+STREAM_ONLY_OPTIONS: Final = ("maxMessagesPerTrigger", "startingOffsets")
+BATCH_SOURCE_OPTIONS: Final = tuple(n for n in SOURCE_OPTIONS if n not in STREAM_ONLY_OPTIONS)
 SINK_OPTIONS: Final = (
     "url",
     "destination",
@@ -104,6 +114,9 @@ class SourceOptions:
     fail_on_data_loss: bool
     fetch_size: int
     node_timeout_ms: int
+    # The option names given, in lower case: a batch read refuses the stream-only ones, which
+    # the parsed values cannot show (a default looks like one given).
+    given: frozenset[str] = frozenset()
 
     @property
     def source_queue(self) -> str:
@@ -132,7 +145,9 @@ class SinkOptions:
 
 def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     """Check ``options`` as a read's; raise :class:`OptionError` naming the first problem."""
-    values = check_option_names(options, SOURCE_OPTIONS, other=SINK_OPTIONS, role="reading")
+    values = check_option_names(
+        options, SOURCE_OPTIONS, other={"writing": SINK_OPTIONS}, role="reading"
+    )
     urls = parse_urls(_required(values, "url"))
     queue = _name(values, "queue")
     topic = _name(values, "topic")
@@ -169,6 +184,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         fail_on_data_loss=_boolean(values, "failOnDataLoss", default=True),
         fetch_size=DEFAULT_FETCH_SIZE if fetch_size is None else fetch_size,
         node_timeout_ms=DEFAULT_NODE_TIMEOUT_MS if node_timeout is None else node_timeout,
+        given=frozenset(values),
     )
     if isinstance(starting, SpecificOffsets) and starting.queue not in (None, result.source_queue):
         raise OptionError(
@@ -180,7 +196,9 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     """Check ``options`` as a write's; raise :class:`OptionError` naming the first problem."""
-    values = check_option_names(options, SINK_OPTIONS, other=SOURCE_OPTIONS, role="writing")
+    values = check_option_names(
+        options, SINK_OPTIONS, other={"reading": SOURCE_OPTIONS}, role="writing"
+    )
     urls = parse_urls(_required(values, "url"))
     login, passcode = _credentials(values)
     node_timeout = _integer(values, "nodeTimeoutMs", minimum=0)
@@ -192,6 +210,21 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         passcode=passcode,
         node_timeout_ms=DEFAULT_NODE_TIMEOUT_MS if node_timeout is None else node_timeout,
         write_id=_write_id(values),
+    )
+
+
+def check_batch_read(options: SourceOptions) -> None:
+    """Refuse the options a batch read would ignore, naming them as for streaming reads only.
+
+    Spark's ``load()`` runs the data source's ``schema()`` without saying whether the read is
+    a batch or a stream, so this runs when the batch reader is made: at the read's first
+    action (``collect()``, ``count()``, a write), before any I/O.
+    """
+    check_option_names(
+        dict.fromkeys(options.given, ""),
+        BATCH_SOURCE_OPTIONS,
+        other={"streaming reads only (spark.readStream)": STREAM_ONLY_OPTIONS},
+        role="batch reads (spark.read)",
     )
 
 
@@ -208,17 +241,19 @@ def check_option_names(
     options: Mapping[str, str],
     allowed: tuple[str, ...],
     *,
-    other: tuple[str, ...] = (),
+    other: Mapping[str, tuple[str, ...]] | None = None,
     role: str = "",
 ) -> dict[str, str]:
     """``options`` with lower-case keys, after refusing any name not in ``allowed``.
 
-    ``other`` is the option set of the other direction: naming it in the error tells a user
-    who gave, say, ``destination`` to a read that it belongs to a write. Spark's own options
-    (``checkpointLocation``) are dropped.
+    ``other`` maps each other use (``"writing"``) to its options: naming the use in the error
+    tells a user who gave, say, ``destination`` to a read that it belongs to a write. Spark's
+    own options (``checkpointLocation``) are dropped.
     """
     known = {name.lower(): name for name in allowed}
-    elsewhere = {name.lower(): name for name in other} if other else {}
+    elsewhere = {
+        name.lower(): (name, use) for use, names in (other or {}).items() for name in names
+    }
     values: dict[str, str] = {}
     for key, value in options.items():
         lower = key.lower()
@@ -265,11 +300,13 @@ def parse_urls(text: str) -> tuple[BrokerUrl, ...]:
 # -- values -------------------------------------------------------------------------------
 
 
-def _unknown(key: str, known: dict[str, str], elsewhere: dict[str, str], role: str) -> str:
+def _unknown(
+    key: str, known: dict[str, str], elsewhere: dict[str, tuple[str, str]], role: str
+) -> str:
     lower = key.lower()
     if lower in elsewhere:
-        other_role = "writing" if role == "reading" else "reading"
-        return f"option {elsewhere[lower]} is for {other_role}, not for {role}"
+        name, use = elsewhere[lower]
+        return f"option {name} is for {use}, not for {role}"
     if lower == "path":
         return "option path is not supported: the artemis source takes no path (use option queue)"
     close = difflib.get_close_matches(lower, list(known), n=1, cutoff=0.6)

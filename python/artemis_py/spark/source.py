@@ -32,8 +32,13 @@ when Spark has durably finished the batch that read it.
   removes what the batch read. A failure is logged and the acknowledgement is sent again at
   the next ``latestOffset``/``commit`` (it is cumulative); it never fails the query. Spark
   does not call it for a run's last batch: its messages stay until the query runs again.
+  As ``acknowledgeUpTo`` takes everything below the offset, a query that started above a
+  stream's lowest message (``latest``, or a JSON position) removes the messages below its
+  start, unread, at its first commit: the query owns the queue.
 * Batch reads (``spark.read``): one listing, and every message each node holds from its
-  lowest offset to the stable end, read the same way; nothing is acknowledged.
+  lowest offset to the stable end, read the same way; nothing is acknowledged. The
+  stream-only options (``maxMessagesPerTrigger``, ``startingOffsets``) would be ignored, so
+  the batch reader refuses them when Spark makes it (the read's first action).
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ from artemis_py.client import ClientError
 from artemis_py.spark import reading
 from artemis_py.spark.errors import ConnectorError
 from artemis_py.spark.offsets import SourceOffset
-from artemis_py.spark.options import SourceOptions
+from artemis_py.spark.options import SourceOptions, check_batch_read
 from artemis_py.spark.planning import (
     NodeListing,
     StreamRange,
@@ -337,6 +342,8 @@ class ArtemisBatchReader(DataSourceReader):
     """Spark's batch reader: a snapshot of what every node holds, nothing taken."""
 
     def __init__(self, options: SourceOptions) -> None:
+        # Here, not in load(): Spark's schema() call does not say whether it is a batch read.
+        check_batch_read(options)
         self.options = options
         self.target = ReadTarget.of(options)
 

@@ -8,8 +8,12 @@ from artemis_py.client.url import BrokerUrl
 from artemis_py.spark.errors import OptionError
 from artemis_py.spark.offsets import SpecificOffsets
 from artemis_py.spark.options import (
+    BATCH_SOURCE_OPTIONS,
     DEFAULT_FETCH_SIZE,
     DEFAULT_NODE_TIMEOUT_MS,
+    SOURCE_OPTIONS,
+    STREAM_ONLY_OPTIONS,
+    check_batch_read,
     parse_sink_options,
     parse_source_options,
     parse_urls,
@@ -172,6 +176,46 @@ def test_an_option_of_the_other_direction_says_so() -> None:
     assert "option queue is for reading, not for writing" in error_of(
         {**sink, "queue": "q"}, sink=True
     )
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "name"),
+    [
+        ("maxMessagesPerTrigger", "100", "maxMessagesPerTrigger"),
+        ("maxmessagespertrigger", "100", "maxMessagesPerTrigger"),  # as Spark passes it
+        ("startingOffsets", "latest", "startingOffsets"),
+        ("startingOffsets", '{"n1": 5}', "startingOffsets"),
+        # The value a batch read acts as if given is refused too: the option is what is wrong.
+        ("STARTINGOFFSETS", "earliest", "startingOffsets"),
+    ],
+)
+def test_a_batch_read_refuses_stream_only_options(key: str, value: str, name: str) -> None:
+    options = parse_source_options({**QUEUE, key: value})  # fine for a stream
+    with pytest.raises(OptionError) as info:
+        check_batch_read(options)
+    assert str(info.value) == (
+        f"option {name} is for streaming reads only (spark.readStream), not for batch reads "
+        "(spark.read)"
+    )
+
+
+def test_a_batch_read_takes_every_other_source_option() -> None:
+    assert set(STREAM_ONLY_OPTIONS) == {"maxMessagesPerTrigger", "startingOffsets"}
+    assert set(BATCH_SOURCE_OPTIONS) == set(SOURCE_OPTIONS) - set(STREAM_ONLY_OPTIONS)
+    every = {
+        "url": "tcp://h:1",
+        "topic": "t",
+        "subscription": "s",
+        "clientId": "c",
+        "login": "u",
+        "passcode": "p",
+        "failOnDataLoss": "false",
+        "fetchSize": "10",
+        "nodeTimeoutMs": "0",
+    }
+    assert set(every) | {"queue"} == set(BATCH_SOURCE_OPTIONS)
+    check_batch_read(parse_source_options(every))
+    check_batch_read(parse_source_options(QUEUE))
 
 
 def test_path_is_refused_with_a_hint() -> None:
