@@ -7,7 +7,9 @@ Spark builds the data source in a Python worker with the options as given (keys 
 whenever a reader or writer is made: :meth:`ArtemisDataSource.__init__` refuses names that
 are no option at all, :meth:`~ArtemisDataSource.schema` (run by ``load()``) checks a read's
 options fully, and the writer methods check a write's options and columns in the driver,
-before any task. So a wrong option fails ``load()``, ``save()`` or ``start()`` naming it.
+before any task. So a wrong option fails ``load()`` or a batch ``save()`` naming it; a
+streaming write fails at its first micro-batch (``awaitTermination()`` raises it), and a
+batch read given a stream-only option at its first action (docs/spark.md).
 
 The readers live in :mod:`.source`, the writers in :mod:`.sink`.
 """
