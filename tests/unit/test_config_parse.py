@@ -269,6 +269,7 @@ def test_full_cluster_connections(full: BrokerConfig) -> None:
     discovered = full.cluster_connection("discovered")
     assert discovered.discovery_group_name == "dg"
     assert discovered.static_connectors == ()
+    assert discovered.address == "audit"  # not overlapping static-cluster's: no warning
 
 
 def test_full_ha_policy(full: BrokerConfig) -> None:
