@@ -28,7 +28,7 @@ from artemis_py.broker.broker import Broker
 from artemis_py.broker.paging import PagingManager
 from artemis_py.broker.persistence import Persistence
 from artemis_py.broker.security import Authenticator
-from artemis_py.cluster.cluster_connection import ClusterConnection
+from artemis_py.cluster.cluster_connection import ClusterConnection, owner
 from artemis_py.cluster.discovery.service import Discovery
 from artemis_py.cluster.incoming import LinkAcceptor
 from artemis_py.cluster.scale_down import ScaleDownReport, scale_down
@@ -147,8 +147,8 @@ def cluster_connections(broker: Broker) -> list[ClusterConnection]:
         connection.peers = connections
 
     def load_balancing(address: str) -> MessageLoadBalancing | None:
-        owner = next((c for c in connections if c.owns(address)), None)
-        return None if owner is None else owner.config.message_load_balancing
+        connection = owner(connections, address)
+        return None if connection is None else connection.config.message_load_balancing
 
     broker.balance_with(load_balancing)
 

@@ -146,15 +146,13 @@ class ClusterConnection:
         return not is_internal(address) and self.config.matches_address(address)
 
     def owns(self, address: str) -> bool:
-        """Whether messages to ``address`` are balanced by this cluster connection: the
-        first of the node's connections that covers it (overlaps get a start-up warning)."""
-        return next((c for c in self.peers if c.matches(address)), None) is self
+        """Whether messages to ``address`` are balanced by this cluster connection."""
+        return owner(self.peers, address) is self
 
     def moves(self, address: str) -> bool:
         """Whether a scale-down moves the queues of ``address`` through this connection:
         its owner's, or the first connection's when none covers it."""
-        owner = next((c for c in self.peers if c.matches(address)), self.peers[0])
-        return owner is self
+        return (owner(self.peers, address) or self.peers[0]) is self
 
     def departed(self, node_id: str) -> bool:
         """Whether ``node_id`` announced that it is going away (and has not come back)."""
@@ -372,6 +370,12 @@ class ClusterConnection:
     def status(self) -> dict[str, Any]:
         """What ``artemis-py cluster status`` prints."""
         return status_report(self)
+
+
+def owner(connections: Iterable[ClusterConnection], address: str) -> ClusterConnection | None:
+    """The cluster connection ``address`` belongs to: the first of the node's connections
+    (broker.xml order) that covers it; overlaps get a start-up warning."""
+    return next((c for c in connections if c.matches(address)), None)
 
 
 def _departures_path(broker: Broker, cluster: str) -> Path | None:
