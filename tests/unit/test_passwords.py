@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from artemis_py.config import passwords
+from artemis_py.config import ConfigFileError, ConfigProblem, parse_config, passwords
 
 # `bin/artemis mask <plain>` of Apache Artemis 2.56.0 (default key "clusterpassword"):
 # plain -> the "result:" it printed.
@@ -110,3 +110,62 @@ def test_codec_description() -> None:
         passwords.parse_codec(f"{default};algorithm=one-way")
     with pytest.raises(ValueError, match="name=value"):
         passwords.parse_codec(f"{default};key")
+
+
+# --- broker.xml: <cluster-password>, <mask-password>, <password-codec> ---------------------------
+
+
+def _core(body: str) -> str:
+    return (
+        '<configuration xmlns="urn:activemq">\n<core xmlns="urn:activemq:core">\n'
+        f"{body}\n</core>\n</configuration>\n"
+    )
+
+
+def _problems(body: str) -> list[ConfigProblem]:
+    with pytest.raises(ConfigFileError) as info:
+        parse_config(_core(body), "broker.xml", environ={})
+    return list(info.value.problems)
+
+
+SECRET = ARTEMIS_MASKED["secret"]
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (f"<cluster-password>ENC({SECRET})</cluster-password>", "secret"),
+        (f"<cluster-password>  ENC({SECRET})\n</cluster-password>", "secret"),
+        ("<cluster-password>plain</cluster-password>", "plain"),
+        # mask-password true: masked even without ENC(); false: ENC(...) is the password.
+        (
+            f"<mask-password>true</mask-password><cluster-password>{SECRET}</cluster-password>",
+            "secret",
+        ),
+        (
+            f"<mask-password>false</mask-password><cluster-password>ENC({SECRET})</cluster-password>",
+            f"ENC({SECRET})",
+        ),
+        (
+            f"<password-codec>{passwords.DEFAULT_CODEC_CLASS};key=mykey123</password-codec>"
+            "<cluster-password>ENC(3b8a0088651eb946)</cluster-password>",
+            "secret",
+        ),
+    ],
+)
+def test_cluster_password(body: str, expected: str) -> None:
+    assert parse_config(_core(body), "broker.xml", environ={}).cluster_password == expected
+
+
+def test_malformed_masked_cluster_password() -> None:
+    body = "<name>n</name>\n<cluster-password>ENC(not-hex)</cluster-password>"
+    (problem,) = _problems(body)
+    assert (problem.file, problem.line, problem.element) == ("broker.xml", 4, "cluster-password")
+    assert "masked password" in problem.message and "hexadecimal" in problem.message
+    (problem,) = _problems("<cluster-password>ENC(3b8a0088651eb946)</cluster-password>")
+    assert "not masked with this key" in problem.message
+
+
+def test_password_codec_other_than_artemis_default_is_an_error() -> None:
+    (problem,) = _problems("<password-codec>com.example.VaultCodec</password-codec>")
+    assert problem.element == "password-codec" and "Java class" in problem.message

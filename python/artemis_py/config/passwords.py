@@ -118,6 +118,22 @@ def reveal(value: str, key: str | None = None) -> str:
     return reveal_bare(unwrap(stripped), key)
 
 
+def resolve_mask(value: str, mask_password: bool | None, codec: PasswordCodec | None = None) -> str:
+    """A broker.xml password as Artemis's PasswordMaskingUtil.resolveMask reads it.
+
+    ``mask_password`` is ``<mask-password>``: absent (None), an ``ENC(...)`` value is unmasked
+    and anything else is plain; true, every value is masked (with or without ``ENC()``); false,
+    every value is plain, ``ENC(...)`` included. ``codec`` is ``<password-codec>``.
+    """
+    key = codec.key if codec else None
+    if mask_password is None:
+        return reveal(value, key)
+    if mask_password:
+        # Artemis would try to unmask "ENC(...)" itself and fail; the wrapper is accepted.
+        return reveal_bare(unwrap(value.strip()), key)
+    return value
+
+
 def mask_bare(plain: str, key: str | None = None) -> str:
     """The two-way masked value without ``ENC()``, as ``artemis mask`` prints it."""
     encryptor = _cipher(key).encryptor()

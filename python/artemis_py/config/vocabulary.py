@@ -57,7 +57,8 @@ CORE_IMPLEMENTED = _names(
     journal-buffer-size journal-buffer-timeout journal-max-io journal-datasync
     journal-sync-transactional journal-sync-non-transactional journal-compact-min-files
     journal-compact-percentage id-cache-size persist-id-cache global-max-size global-max-messages
-    cluster-user cluster-password connection-ttl-override wild-card-routing-enabled
+    cluster-user cluster-password mask-password password-codec connection-ttl-override
+    wild-card-routing-enabled
     management-address
     acceptors connectors address-settings addresses
     broadcast-groups discovery-groups cluster-connections ha-policy wildcard-addresses
@@ -71,7 +72,7 @@ CORE_UNIMPLEMENTED = _names(
     resolve-protocols large-message-sync scheduled-thread-pool-max-size thread-pool-max-size
     graceful-shutdown-enabled graceful-shutdown-timeout security-invalidation-interval
     authentication-cache-size authorization-cache-size journal-lock-acquisition-timeout
-    management-notification-address password-codec mask-password
+    management-notification-address
     log-delegate-factory-class-name jmx-management-enabled jmx-domain jmx-use-broker-name
     message-counter-enabled message-counter-sample-period message-counter-max-day-history
     connection-ttl-check-interval configuration-file-refresh-period temporary-queue-namespace

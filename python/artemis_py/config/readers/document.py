@@ -14,6 +14,7 @@ from ..element_reader import (
 )
 from ..enums import JournalType
 from ..model import BrokerConfig, JournalConfig
+from ..passwords import PasswordCodec, parse_codec, resolve_mask
 from ..values import (
     at_least,
     between,
@@ -153,9 +154,18 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
 
 
 def _read_cluster_password(reader: ElementReader, kids: Children, clustered: bool) -> str:
-    password = reader.scalar(kids, "cluster-password", str.strip, defaults.CLUSTER_PASSWORD)
-    if password.startswith("ENC(") and password.endswith(")"):
-        reader.error(kids["cluster-password"][0], "masked (ENC(...)) passwords are not supported")
+    """The plain cluster password: ``ENC(...)`` (or any value under ``<mask-password>true``)
+    is unmasked with Artemis's default codec and ``<password-codec>``'s key (docs/security.md)."""
+    mask_password: bool | None = reader.scalar(kids, "mask-password", parse_bool, None)
+    codec = reader.scalar(kids, "password-codec", parse_codec, PasswordCodec())
+
+    def unmask(text: str) -> str:
+        try:
+            return resolve_mask(text, mask_password, codec)
+        except ValueError as exc:
+            raise ValueError(f"masked password: {exc}") from None
+
+    password = reader.scalar(kids, "cluster-password", unmask, defaults.CLUSTER_PASSWORD)
     if clustered and password == defaults.CLUSTER_PASSWORD:
         element = kids.get("cluster-password", kids["cluster-connections"])[0]
         reader.warn(
