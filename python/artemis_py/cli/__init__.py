@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from artemis_py import __version__
-from artemis_py.cli import cluster, create, data, run
+from artemis_py.cli import cert, cluster, create, data, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_parser(commands)
     create.add_parser(commands)
+    cert.add_parser(commands)
     cluster.add_parser(commands)
     data.add_parser(commands)
     try:

@@ -3,18 +3,33 @@
 The instance holds ``etc/broker.xml`` (every journal setting written out with its default,
 so it can be tuned in place) and an empty ``data/``; ``artemis-py run DIR/etc/broker.xml``
 resolves the data directories against DIR.
+
+``--ssl`` makes the acceptor a TLS one: a private CA, the node's key store, a client key store
+and trust stores are written into ``etc/`` (:mod:`artemis_py.transport.certificates`), the
+acceptor names the key store with a random password masked as Artemis masks it, and the
+command a client runs is printed (docs/certificates.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 from xml.sax.saxutils import escape
 
+from cryptography.hazmat.primitives import serialization
+
+from artemis_py.cli.cert import default_hosts, new_password, protect, url_value
 from artemis_py.config import parse_config
 from artemis_py.exceptions import ConfigError
+from artemis_py.transport.certificates import (
+    generate_ca,
+    issue_certificate,
+    write_keystore,
+    write_truststore,
+)
 
 USERS_FILE = "artemis-users.properties"
 
@@ -48,7 +63,7 @@ BROKER_XML = Template("""\
 
     <acceptors>
       <!-- STOMP clients (stomp.py and others). /queue/NAME is anycast, /topic/NAME multicast. -->
-      <acceptor name="stomp">tcp://$host:$port?protocols=STOMP;anycastPrefix=/queue/;multicastPrefix=/topic/</acceptor>
+      <acceptor name="stomp">tcp://$host:$port?protocols=STOMP;anycastPrefix=/queue/;multicastPrefix=/topic/$tls</acceptor>
     </acceptors>
 
     <!-- Cluster links authenticate with these; change the password before clustering. -->
@@ -105,7 +120,67 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "a node refuses to cluster: give every node of a cluster the same new one)",
     )
     parser.add_argument("--force", action="store_true", help="overwrite an existing broker.xml")
+    tls = parser.add_argument_group("TLS")
+    tls.add_argument(
+        "--ssl",
+        action="store_true",
+        help="serve STOMP over TLS: make a private CA, the node's key store and a client "
+        "trust store in DIR/etc/ and print the client command",
+    )
+    tls.add_argument(
+        "--ssl-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="another host name or address the node's certificate names (repeat; it always "
+        "names --host, localhost, 127.0.0.1, ::1 and this machine's names)",
+    )
+    tls.add_argument(
+        "--ssl-client-auth",
+        action="store_true",
+        help="require client certificates (needClientAuth=true; clients use "
+        "etc/client-keystore.p12)",
+    )
     parser.set_defaults(func=command)
+
+
+@dataclass(frozen=True)
+class TlsSetup:
+    """What --ssl wrote, and the acceptor URL parameters naming it."""
+
+    acceptor_params: str
+    truststore: Path
+    ca: Path
+    client_keystore: Path
+    client_password: str
+
+
+def write_tls_files(etc: Path, name: str, hosts: list[str], client_auth: bool) -> TlsSetup:
+    """A CA, the node's key store (its own password, masked in broker.xml) and, for clients,
+    a trust store and a key store under a second password that may be shown to them."""
+    node_password, client_password = new_password(), new_password()
+    ca_key, ca_cert = generate_ca(f"artemis-py CA of {name}")
+    key, cert = issue_certificate(ca_key, ca_cert, name, hosts)
+    keystore, truststore = etc / "keystore.p12", etc / "truststore.p12"
+    write_keystore(keystore, key, cert, node_password, chain=[ca_cert])
+    # The CA key stays, encrypted, so that `artemis-py cert create etc --password ...` can
+    # issue certificates it trusts; the node's own password protects it.
+    write_keystore(etc / "ca-key.pem", ca_key, ca_cert, node_password, store_type="PEM")
+    (etc / "ca.pem").write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    write_truststore(truststore, [ca_cert], client_password)
+    client_key, client_cert = issue_certificate(ca_key, ca_cert, "client", hosts)
+    client_keystore = etc / "client-keystore.p12"
+    write_keystore(client_keystore, client_key, client_cert, client_password, chain=[ca_cert])
+    params = (
+        f";sslEnabled=true;keyStorePath={url_value(str(keystore.resolve()))}"
+        f";keyStorePassword={url_value(protect(node_password))}"
+    )
+    if client_auth:
+        params += (
+            f";needClientAuth=true;trustStorePath={url_value(str(truststore.resolve()))}"
+            f";trustStorePassword={url_value(protect(client_password))}"
+        )
+    return TlsSetup(params, truststore, etc / "ca.pem", client_keystore, client_password)
 
 
 def command(args: argparse.Namespace) -> int:
@@ -118,13 +193,20 @@ def command(args: argparse.Namespace) -> int:
     if bool(args.user) != bool(args.password):
         print("artemis-py: --user and --password go together", file=sys.stderr)
         return 2
+    name = args.name or directory.resolve().name
+    tls = None
+    if args.ssl:
+        etc.mkdir(parents=True, exist_ok=True)
+        hosts = default_hosts([args.host, *args.ssl_host])
+        tls = write_tls_files(etc, name, hosts, args.ssl_client_auth)
     text = BROKER_XML.substitute(
-        name=escape(args.name or directory.resolve().name),
+        name=escape(name),
         host=escape(args.host),
         port=args.port,
         security="true" if args.user else "false",
         cluster_user=escape(args.cluster_user),
         cluster_password=escape(args.cluster_password),
+        tls=escape(tls.acceptor_params) if tls else "",
     )
     try:
         parse_config(text, str(broker_xml))  # never write a file `run` would reject
@@ -140,4 +222,24 @@ def command(args: argparse.Namespace) -> int:
         users.chmod(0o600)
     print(f"Created broker instance {directory}")
     print(f"  run it with: artemis-py run {broker_xml}")
+    if tls is not None:
+        _print_tls_usage(tls, args)
     return 0
+
+
+def _print_tls_usage(tls: TlsSetup, args: argparse.Namespace) -> None:
+    host = "localhost" if args.host in ("0.0.0.0", "::", "[::]") else args.host
+    url = f"tcp://{host}:{args.port}?sslEnabled=true&trustStorePath={url_value(str(tls.ca.resolve()))}"
+    if args.ssl_client_auth:
+        url += (
+            f"&keyStorePath={url_value(str(tls.client_keystore.resolve()))}"
+            f"&keyStorePassword={url_value(tls.client_password)}"
+        )
+    print("  its STOMP acceptor serves TLS only; receive with:")
+    print(f"    artemis-py consumer --url '{url}'")
+    print(
+        f"  other clients trust {tls.ca} (PEM) or {tls.truststore} (PKCS12, password "
+        f"{tls.client_password})"
+    )
+    if args.ssl_client_auth:
+        print(f"  and present {tls.client_keystore} (PKCS12, the same password)")
