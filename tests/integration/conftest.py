@@ -531,12 +531,17 @@ class Client:
         passcode: str | None = None,
         connect: bool = True,
         host: str = "127.0.0.1",
+        ssl: dict[str, Any] | None = None,
     ) -> None:
+        """``ssl``: connect over TLS, with these keyword arguments of stomp.py's
+        ``set_ssl`` (``ca_certs``, ``key_file``, ``cert_file``, ``password``...)."""
         self.version = version
         kwargs: dict[str, Any] = {"auto_content_length": True}
         if version != "1.0":
             kwargs["heartbeats"] = heartbeats
         self.conn = _VERSIONS[version]([(host, port)], reconnect_attempts_max=1, **kwargs)
+        if ssl is not None:
+            self.conn.set_ssl(for_hosts=[(host, port)], **ssl)
         self.listener = Collector()
         self.conn.set_listener("collector", self.listener)
         self.client_id = client_id

@@ -252,8 +252,8 @@ def test_url_parameters_nothing_acts_on_are_named() -> None:
     assert named(parse_config(text, environ={})) == ["URL parameter stompEnableMessageId (line 4)"]
 
 
-def test_tls_that_would_be_plain_text_is_an_error() -> None:
-    # A warning would still let the node serve plain text where TLS was asked for.
+def test_tls_acceptor_without_a_key_store_is_an_error() -> None:
+    # A TLS acceptor needs its certificate; a connector may trust the system's authorities.
     text = core(
         "<acceptors>\n"
         "<acceptor name='a'>tcp://h:1?sslEnabled=TRUE</acceptor>\n"
@@ -263,8 +263,8 @@ def test_tls_that_would_be_plain_text_is_an_error() -> None:
     with pytest.raises(ConfigFileError) as info:
         parse_config(text, "tls.xml", environ={})
     found = [(p.line, p.element) for p in info.value.problems]
-    assert found == [(4, "acceptor"), (6, "connector")]
-    assert all("plain text" in p.message for p in info.value.problems)
+    assert found == [(4, "acceptor")]
+    assert "keyStorePath" in info.value.problems[0].message
 
 
 # --- one warning -------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import trio
 from artemis_py.cluster.status import fetch_status
 from artemis_py.config import load_config
 from artemis_py.config.defaults import CLUSTER_USER
+from artemis_py.config.tls import TLS_PARAM_NAMES, TlsParams, read_tls_params
 from artemis_py.config.urls import parse_transport_url
 from artemis_py.exceptions import ConfigError
 from artemis_py.protocol.cluster import CREDENTIALS_REJECTED, Purpose
@@ -96,6 +97,7 @@ def _ask(args: argparse.Namespace, purpose: Purpose) -> dict[str, Any] | int:
     """The node's answer, or an exit status after printing why there is none."""
     url, cluster, user, password = args.url, args.cluster, args.user, args.password
     source = "given with --user"
+    tls = TlsParams()
     if args.config is not None:
         try:
             config = load_config(args.config)
@@ -115,7 +117,8 @@ def _ask(args: argparse.Namespace, purpose: Purpose) -> dict[str, Any] | int:
             return 2
         cc = named[cluster] if cluster is not None else config.cluster_connections[0]
         connector = next(c for c in config.connectors if c.name == cc.connector_name)
-        url = url or f"tcp://{connector.host}:{connector.port}"
+        if url is None:
+            url, tls = f"tcp://{connector.host}:{connector.port}", connector.tls
         cluster = cluster or cc.name
         if not user:
             user, source = config.cluster_user, f"the cluster-user of {args.config}"
@@ -131,9 +134,11 @@ def _ask(args: argparse.Namespace, purpose: Purpose) -> dict[str, Any] | int:
     try:
         parsed = parse_transport_url(url)
         host, port = parsed.hosts[0], parsed.port
+        if parsed.params:  # --url tcp://h:p?sslEnabled=true;trustStorePath=... (docs/tls.md)
+            tls = _url_tls(dict(parsed.params))
         return trio.run(
             lambda: fetch_status(
-                host, port, cluster=cluster, user=user, password=password, purpose=purpose
+                host, port, cluster=cluster, user=user, password=password, purpose=purpose, tls=tls
             )
         )
     except LinkRefused as exc:
@@ -145,6 +150,17 @@ def _ask(args: argparse.Namespace, purpose: Purpose) -> dict[str, Any] | int:
     except (LinkError, ValueError) as exc:
         print(f"artemis-py: {exc}", file=sys.stderr)
         return 1
+
+
+def _url_tls(params: dict[str, str]) -> TlsParams:
+    """The TLS parameters of ``--url`` (a connector's); anything else is refused."""
+    unknown = sorted(set(params) - TLS_PARAM_NAMES)
+    if unknown:
+        raise ValueError(f"--url: unknown parameter(s) {', '.join(unknown)} (only TLS ones)")
+    read = read_tls_params(params, "connector")
+    if read.errors:
+        raise ValueError(f"--url: {read.errors[0]}")
+    return read.params
 
 
 def status_command(args: argparse.Namespace) -> int:

@@ -66,6 +66,8 @@ async def open_connection(
         "version": args.stomp_version,
         "heartbeat": (args.heart_beat, args.heart_beat),
     }
+    if url.options.tls.enabled:  # sslEnabled=true and the stores in --url (docs/tls.md)
+        options["tls"] = url.options.tls
     if url.options.fails_over or url.discovery is not None:  # udp:// listens as it runs
         async with open_cluster_connection(
             url,

@@ -23,11 +23,16 @@ each, which share the connection's :class:`~artemis_py.client.state.ConnectionSt
   RECEIPT confirms everything sent before it (servers process a connection's frames in order,
   STOMP 1.2 "DISCONNECT"). Leaving the ``async with`` normally disconnects; leaving it with an
   exception closes the socket at once (the server then redelivers unacknowledged messages).
+* **TLS.** With ``tls`` (a connector's TLS parameters or a ready ``ssl.SSLContext``, see
+  docs/tls.md) the stream is a ``trio.SSLStream`` whose handshake completes before CONNECT;
+  a server that does not answer it, or whose certificate is not trusted, is a
+  :class:`TlsError` saying so.
 """
 
 from __future__ import annotations
 
 import itertools
+import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Final, NoReturn
@@ -44,6 +49,7 @@ from artemis_py.client.state import ConnectionState
 from artemis_py.client.subscription import ACK_MODES, Subscription, SubscriptionTable
 from artemis_py.client.url import DEFAULT_STOMP_PORT
 from artemis_py.client.writer import FrameWriter
+from artemis_py.config.tls import TlsParams
 from artemis_py.protocol.stomp import (
     SUPPORTED_VERSIONS,
     Command,
@@ -53,6 +59,7 @@ from artemis_py.protocol.stomp import (
     Role,
 )
 from artemis_py.transport.sockets import FastSocketStream
+from artemis_py.transport.tls import TlsSetupError, client_context, dial_failure
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -61,6 +68,7 @@ __all__ = [
     "HEARTBEAT_TOLERANCE",
     "ClientConnection",
     "Headers",
+    "TlsError",
     "open_stomp_connection",
     "open_stomp_connection_over",
 ]
@@ -68,6 +76,11 @@ __all__ = [
 DEFAULT_MAX_PENDING: Final = 1000
 DEFAULT_CONNECT_TIMEOUT: Final = 30.0
 DEFAULT_DISCONNECT_TIMEOUT: Final = 30.0
+
+
+class TlsError(ClientError):
+    """A TLS connection could not be set up (the message says why: the stores, a plain
+    port, an untrusted certificate)."""
 
 
 class ClientConnection:
@@ -489,6 +502,7 @@ async def open_stomp_connection(
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     disconnect_timeout: float = DEFAULT_DISCONNECT_TIMEOUT,
     limits: FrameLimits | None = None,
+    tls: TlsParams | ssl.SSLContext | None = None,
 ) -> AsyncIterator[ClientConnection]:
     """Connect to a STOMP acceptor at ``host:port``; disconnect when the block ends.
 
@@ -503,18 +517,25 @@ async def open_stomp_connection(
     * ``connect_timeout``: seconds for the TCP connection, and again for CONNECTED;
       ``disconnect_timeout``: seconds :meth:`~ClientConnection.disconnect` waits for its
       RECEIPT.
+    * ``tls``: connect over TLS (see the module doc); a disabled :class:`TlsParams`
+      (no ``sslEnabled=true``) means plain TCP.
 
     Raises :class:`OSError` if the TCP connection fails, :class:`StompServerError` if the
-    server refuses the CONNECT, :class:`ClientError` on a timeout.
+    server refuses the CONNECT, :class:`TlsError` if TLS cannot be set up,
+    :class:`ClientError` on a timeout.
     """
     _check_options(version, heartbeat, max_pending)
+    context = await _context(tls)
     try:
         with trio.fail_after(connect_timeout):
-            stream = FastSocketStream(await trio.open_tcp_stream(host, port))
+            fast = FastSocketStream(await trio.open_tcp_stream(host, port))
     except trio.TooSlowError:
         raise ClientError(
             f"timed out after {connect_timeout:g} s connecting to {host}:{port}"
         ) from None
+    stream: trio.abc.Stream = fast
+    if context is not None:
+        stream = await _secure(fast, context, host, port, connect_timeout)
     async with open_stomp_connection_over(
         stream,
         host=vhost if vhost is not None else host,
@@ -530,3 +551,34 @@ async def open_stomp_connection(
         limits=limits,
     ) as conn:
         yield conn
+
+
+async def _context(tls: TlsParams | ssl.SSLContext | None) -> ssl.SSLContext | None:
+    if tls is None or isinstance(tls, ssl.SSLContext):
+        return tls
+    if not tls.enabled:
+        return None
+    try:
+        return await trio.to_thread.run_sync(client_context, tls)
+    except TlsSetupError as exc:
+        raise TlsError(str(exc)) from None
+
+
+async def _secure(
+    stream: FastSocketStream, context: ssl.SSLContext, host: str, port: int, within: float
+) -> trio.SSLStream[FastSocketStream]:
+    """The TLS handshake, within ``within`` seconds; raises :class:`TlsError`."""
+    secured = trio.SSLStream(stream, context, server_hostname=host)
+    try:
+        with trio.fail_after(within):
+            await secured.do_handshake()
+    except trio.BrokenResourceError as exc:
+        await trio.aclose_forcefully(stream)
+        raise TlsError(f"TLS connection to {host}:{port} failed: {dial_failure(exc)}") from None
+    except trio.TooSlowError:
+        await trio.aclose_forcefully(stream)
+        raise TlsError(
+            f"the server at {host}:{port} did not answer the TLS handshake within {within:g} s "
+            "(is it a plain-TCP acceptor?)"
+        ) from None
+    return secured

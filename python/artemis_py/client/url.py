@@ -7,8 +7,10 @@ is the STOMP default, 61613. A query string is refused there.
 :func:`parse_client_url` reads the forms of a cluster-aware client (docs/client.md): one
 address, a list (``(tcp://a:61613,tcp://b:61613)`` or without the parentheses), or
 ``udp://GROUP:PORT`` (discovery), each with the query parameters of :data:`_PARAMETERS`
-(Artemis's names). Any other parameter is refused by name rather than silently ignored,
-because this client does not implement it.
+(Artemis's names), and the TLS parameters of an Artemis connector (``sslEnabled``,
+``trustStorePath``, ``keyStorePath``..., :mod:`artemis_py.config.tls`, docs/tls.md), whose
+stores are opened here so that a wrong path or password is a usage error. Any other parameter
+is refused by name rather than silently ignored, because this client does not implement it.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from artemis_py.client.load_balancing import policy_name
+from artemis_py.config.tls import TLS_PARAM_NAMES, TlsParams, read_tls_params
 
 __all__ = [
     "DEFAULT_STOMP_PORT",
@@ -102,7 +105,8 @@ class ConnectionOptions:
     ``reconnect_attempts`` is None when the URL does not say: then ``ha=true`` means
     forever and otherwise never (see :attr:`failover_attempts`). ``refresh_timeout`` and
     ``initial_wait_timeout`` are ``udp://`` discovery's (Artemis's ``refreshTimeout`` and
-    ``initialWaitTimeout``, 10 s each by default).
+    ``initialWaitTimeout``, 10 s each by default). ``tls``: the TLS parameters, for every
+    node of the URL.
     """
 
     ha: bool = False
@@ -114,6 +118,7 @@ class ConnectionOptions:
     policy: str = "round-robin"
     refresh_timeout: int = 10000
     initial_wait_timeout: int = 10000
+    tls: TlsParams = TlsParams()
 
     @property
     def failover_attempts(self) -> int:
@@ -170,17 +175,29 @@ def _int(name: str, value: str, minimum: int) -> int:
     return number
 
 
+def _tls(params: dict[str, str], url: str) -> TlsParams:
+    read = read_tls_params(params, "connector")
+    if read.errors:
+        raise ValueError(f"{read.errors[0]} in {url!r}")
+    return read.params
+
+
 def _options(query: str, url: str, discovery: bool) -> ConnectionOptions:
     values: dict[str, Any] = {}
-    for part in query.split("&"):
+    tls: dict[str, str] = {}
+    for part in query.replace(";", "&").split("&"):
         if not part:
             continue
         name, sep, value = part.partition("=")
         if not sep:
             raise ValueError(f"URL parameter {name!r} has no value in {url!r}")
+        if name in TLS_PARAM_NAMES:
+            tls[name] = unquote(value)
+            continue
         if name not in _PARAMETERS:
             raise ValueError(
-                f"unknown URL parameter {name!r} in {url!r} (known: {', '.join(_PARAMETERS)})"
+                f"unknown URL parameter {name!r} in {url!r} (known: {', '.join(_PARAMETERS)} "
+                "and the TLS parameters of docs/tls.md)"
             )
         if name in _DISCOVERY_PARAMETERS and not discovery:
             raise ValueError(f"URL parameter {name!r} is for udp:// discovery only: {url!r}")
@@ -208,6 +225,8 @@ def _options(query: str, url: str, discovery: bool) -> ConnectionOptions:
             values["initial_wait_timeout"] = _int(name, value, 0)
         else:
             values["policy"] = policy_name(value)
+    if tls:
+        values["tls"] = _tls(tls, url)
     return ConnectionOptions(**values)
 
 

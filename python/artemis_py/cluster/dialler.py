@@ -23,8 +23,13 @@ end of a chain). One task per connector keeps a link up:
   (``wanted``): a member dropped after ``refresh-timeout`` keeps a link that is up, but
   is not redialled once it is gone.
 
-Refused links (wrong credentials, another cluster) are logged once, then ever less often
-(:class:`~artemis_py.cluster.retry.LogBackoff`).
+Refused links (wrong credentials, another cluster, a certificate not trusted over TLS) are
+logged once, then ever less often (:class:`~artemis_py.cluster.retry.LogBackoff`).
+
+TLS (docs/tls.md): a static connector dials with its own TLS parameters; a node learned from
+the topology or discovery, with those of the cluster connection's ``connector-ref`` (the
+nodes of a cluster announce alike connectors). The stores are read at each dial, in a worker
+thread, so renewed files are used by the next link.
 """
 
 from __future__ import annotations
@@ -38,8 +43,10 @@ import trio
 from artemis_py.cluster.bridge import Bridge
 from artemis_py.cluster.retry import LogBackoff, unlogged
 from artemis_py.cluster.topology import connector
+from artemis_py.config.tls import TlsParams
 from artemis_py.protocol import cluster as wire
-from artemis_py.transport.link import Link, LinkError, LinkRefused, connect
+from artemis_py.transport.link import Link, LinkError, LinkRefused, LinkTlsError, connect
+from artemis_py.transport.tls import TlsSetupError, client_context
 
 if TYPE_CHECKING:
     from artemis_py.cluster.cluster_connection import ClusterConnection
@@ -213,14 +220,35 @@ class Dialler:
             max_hops=cluster.config.max_hops,
             purpose="link",
         )
-        return await connect(
-            host,
-            port,
-            codec,
-            call_timeout=cluster.call_timeout,
-            ping_interval=cluster.ping_interval,
-            ttl=cluster.ttl,
-        )
+        tls = self._tls(host, port)
+        context = None
+        if tls.enabled:
+            try:
+                context = await trio.to_thread.run_sync(client_context, tls)
+            except TlsSetupError as exc:
+                raise LinkRefused(f"TLS setup: {exc}") from None
+        try:
+            return await connect(
+                host,
+                port,
+                codec,
+                call_timeout=cluster.call_timeout,
+                ping_interval=cluster.ping_interval,
+                ttl=cluster.ttl,
+                ssl_context=context,
+            )
+        except LinkTlsError as exc:
+            trust = tls.trust_store_path or "the system's certificate authorities"
+            raise LinkTlsError(f"{exc} (trust store: {trust})") from None
+
+    def _tls(self, host: str, port: int) -> TlsParams:
+        """The TLS parameters to dial host:port with (see the module doc)."""
+        connectors = {c.name: c for c in self.cluster.broker.config.connectors}
+        for name in self.cluster.config.static_connectors:
+            static = connectors[name]
+            if (static.host, static.port) == (host, port):
+                return static.tls
+        return connectors[self.cluster.config.connector_name].tls
 
     # -- a link that is up -------------------------------------------------------------
 

@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from artemis_py.cluster.topology import connector
+from artemis_py.config.tls import TlsParams
 from artemis_py.protocol import cluster as wire
 from artemis_py.protocol.cluster import Purpose
-from artemis_py.transport.link import LinkError, LinkRefused, connect
+from artemis_py.transport.link import LinkError, LinkRefused, LinkTlsError, connect
+from artemis_py.transport.tls import TlsSetupError, client_context
 
 if TYPE_CHECKING:
     from artemis_py.cluster.cluster_connection import ClusterConnection
@@ -31,11 +33,18 @@ _WHICH_ACCEPTOR = (
 
 
 async def fetch_status(
-    host: str, port: int, *, cluster: str, user: str, password: str, purpose: Purpose = "status"
+    host: str,
+    port: int,
+    *,
+    cluster: str,
+    user: str,
+    password: str,
+    purpose: Purpose = "status",
+    tls: TlsParams | None = None,
 ) -> dict[str, Any]:
     """The status of the node at host:port, authenticated with the cluster credentials.
     With ``purpose="stop"`` the node answers, then stops gracefully (scaling down if it is
-    configured to).
+    configured to). With ``tls`` enabled, over TLS (a connector's parameters).
 
     Raises LinkError (or LinkRefused, e.g. for wrong credentials) with a readable message.
     """
@@ -51,15 +60,28 @@ async def fetch_status(
         purpose=purpose,
     )
     try:
+        context = None
+        if tls is not None and tls.enabled:
+            context = await trio.to_thread.run_sync(client_context, tls)
         link = await connect(
-            host, port, codec, call_timeout=TIMEOUT, ping_interval=TIMEOUT, ttl=TIMEOUT
+            host,
+            port,
+            codec,
+            call_timeout=TIMEOUT,
+            ping_interval=TIMEOUT,
+            ttl=TIMEOUT,
+            ssl_context=context,
         )
+    except TlsSetupError as exc:
+        raise LinkError(f"TLS setup: {exc}") from None
     except trio.TooSlowError:
         raise LinkError(
             f"{peer} did not answer within {TIMEOUT:g} s: is it {_WHICH_ACCEPTOR}?"
         ) from None
     except OSError as exc:
         raise LinkError(f"cannot connect to {peer}: {exc.strerror or exc}") from None
+    except LinkTlsError as exc:
+        raise LinkError(f"{peer}: {exc}") from None
     except LinkRefused:
         raise
     except LinkError as exc:

@@ -17,6 +17,7 @@ from . import defaults
 from .address_settings import AddressSettings, AddressSettingsRepository
 from .enums import HAPolicy, JournalType, MessageLoadBalancing, RoutingType
 from .problems import ConfigProblem
+from .tls import TlsParams
 from .wildcards import DEFAULT_WILDCARDS, WildcardSyntax
 
 __all__ = [
@@ -119,6 +120,9 @@ class AcceptorConfig:
         ``stompMaxHeaderLength`` (64 KiB): bytes in one header line.
     ``stomp_max_headers_size``
         ``stompMaxHeadersSize`` (1 MiB): bytes of all header lines of one frame.
+
+    ``tls``
+        ``sslEnabled`` and the other TLS parameters (:class:`~.tls.TlsParams`, docs/tls.md).
     """
 
     name: str
@@ -142,6 +146,7 @@ class AcceptorConfig:
     stomp_max_headers: int = defaults.STOMP_MAX_HEADERS
     stomp_max_header_length: int = defaults.STOMP_MAX_HEADER_LENGTH
     stomp_max_headers_size: int = defaults.STOMP_MAX_HEADERS_SIZE
+    tls: TlsParams = TlsParams()
 
     @property
     def host(self) -> str:
@@ -155,13 +160,18 @@ class AcceptorConfig:
 
 @dataclass(frozen=True, slots=True)
 class ConnectorConfig:
-    """A ``<connector name=...>tcp://host:port?params</connector>``: how to reach a broker."""
+    """A ``<connector name=...>tcp://host:port?params</connector>``: how to reach a broker.
+
+    ``tls``: ``sslEnabled`` and the other TLS parameters a cluster link dials with
+    (:class:`~.tls.TlsParams`, docs/tls.md).
+    """
 
     name: str
     url: str
     host: str = defaults.TCP_HOST
     port: int = defaults.TCP_PORT
     params: Mapping[str, str] = field(default_factory=_no_params, hash=False)
+    tls: TlsParams = TlsParams()
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,12 @@ cluster connections; artemis-py's cluster links use a protocol of their own on t
 acceptors). An acceptor without a ``protocols`` parameter serves both and tells them apart
 by the first bytes. Other protocols (AMQP, MQTT, OPENWIRE) are not spoken yet; an acceptor
 that lists only those is not started and the log says so.
+
+A TLS acceptor (``sslEnabled=true``, docs/tls.md) wraps each connection in a
+``trio.SSLStream`` and completes the handshake, within :data:`~.tls.HANDSHAKE_TIMEOUT`,
+before telling the protocols apart. A failed handshake (a plain-TCP client, a client
+certificate that is expired or not trusted) is one line in the log and the connection is
+closed; the acceptor serves everyone else.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from artemis_py.config import AcceptorConfig
 from artemis_py.protocol.cluster import MAGIC
 from artemis_py.transport.sockets import FastSocketStream
 from artemis_py.transport.stomp import StompConnection
+from artemis_py.transport.tls import HANDSHAKE_TIMEOUT, ServerTls, TlsSetupError, handshake_failure
 
 log = logging.getLogger("artemis_py.transport")
 
@@ -90,14 +97,29 @@ async def serve_acceptor(
         )
         task_status.started([])
         return
+    tls = await _server_tls(acceptor)
     listeners = await _listen(acceptor)
     task_status.started(listeners)
     what = " and ".join(n for n, on in (("STOMP", stomp), ("cluster links", core)) if on)
+    over = " over TLS" if tls is not None else ""
     for listener in listeners:
         host_port = listener.socket.getsockname()[:2]
-        log.info("acceptor %s listening for %s on %s:%d", acceptor.name, what, *host_port)
-    handler = _Handler(broker, acceptor, authenticator, cluster, clients or Clients())
-    await trio.serve_listeners(handler.serve, listeners)
+        log.info("acceptor %s listening for %s on %s:%d%s", acceptor.name, what, *host_port, over)
+    handler = _Handler(broker, acceptor, authenticator, cluster, clients or Clients(), tls)
+    async with trio.open_nursery() as nursery:
+        if tls is not None and acceptor.tls.auto_reload:
+            nursery.start_soon(tls.watch)
+        await trio.serve_listeners(handler.serve, listeners)
+
+
+async def _server_tls(acceptor: AcceptorConfig) -> ServerTls | None:
+    """The acceptor's TLS context (its stores read in a worker thread), or None."""
+    if not acceptor.tls.enabled:
+        return None
+    try:
+        return await trio.to_thread.run_sync(ServerTls, acceptor.name, acceptor.tls)
+    except TlsSetupError as exc:
+        raise TlsSetupError(f"acceptor {acceptor.name}: {exc}") from None
 
 
 async def _listen(acceptor: AcceptorConfig) -> list[trio.SocketListener]:
@@ -130,7 +152,9 @@ class _Handler:
         authenticator: Authenticator,
         cluster: ClusterHandler | None,
         clients: Clients,
+        tls: ServerTls | None = None,
     ) -> None:
+        self.tls = tls
         self.broker = broker
         self.acceptor = acceptor
         self.authenticator = authenticator
@@ -140,12 +164,18 @@ class _Handler:
         self.core = acceptor.accepts("CORE")
 
     async def serve(self, socket_stream: trio.SocketStream) -> None:
-        stream = FastSocketStream(socket_stream)
+        fast = FastSocketStream(socket_stream)
         try:
-            host, port = stream.socket.getpeername()[:2]
+            host, port = fast.socket.getpeername()[:2]
             peer = f"{host}:{port}"
         except OSError:
             peer = "?"
+        stream: trio.abc.Stream = fast
+        if self.tls is not None:
+            secured = await self._handshake(fast, self.tls, peer)
+            if secured is None:
+                return
+            stream = secured
         initial = b""
         if self.core:
             is_cluster = True
@@ -168,6 +198,25 @@ class _Handler:
             log.exception("connection %s from %s failed", connection.id, peer)
         finally:
             self.clients.connections.discard(connection)
+
+    async def _handshake(
+        self, stream: FastSocketStream, tls: ServerTls, peer: str
+    ) -> trio.SSLStream[FastSocketStream] | None:
+        """The connection over TLS, or None (logged, closed) when the handshake fails."""
+        secured = trio.SSLStream(stream, tls.context, server_side=True)
+        try:
+            with trio.fail_after(HANDSHAKE_TIMEOUT):
+                await secured.do_handshake()
+        except (trio.BrokenResourceError, trio.TooSlowError) as exc:
+            log.warning(
+                "acceptor %s: TLS connection from %s closed: %s",
+                self.acceptor.name,
+                peer,
+                handshake_failure(exc),
+            )
+            await trio.aclose_forcefully(stream)
+            return None
+        return secured
 
     async def _serve_link(self, stream: trio.abc.Stream, peer: str, initial: bytes) -> None:
         if self.cluster is None:

@@ -17,11 +17,16 @@ sides send a ping every ``check-period`` and give up on a link that has been sil
 ``connection-ttl``, which catches half-open connections. :func:`connect` dials a node and
 completes the handshake. A message whose body is in a large-message file is streamed from
 the file by the writer task in its turn (:mod:`.bodies`); the high-water mark counts it.
+
+A connector with ``sslEnabled=true`` makes :func:`connect` dial over TLS and verify the
+peer's certificate before the handshake (docs/tls.md); a certificate the dialler does not
+trust ends the attempt with :class:`LinkTlsError`, which says why.
 """
 
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -32,6 +37,7 @@ from artemis_py.protocol.errors import ProtocolError
 from artemis_py.storage.large_messages import LargeMessageError
 from artemis_py.transport.bodies import BodyQueue
 from artemis_py.transport.sockets import FastSocketStream
+from artemis_py.transport.tls import dial_failure
 
 log = logging.getLogger("artemis_py.cluster")
 
@@ -45,6 +51,10 @@ class LinkError(Exception):
 
 class LinkRefused(LinkError):
     """The peer refused the link (wrong credentials, cluster name, version)."""
+
+
+class LinkTlsError(LinkRefused):
+    """The TLS handshake with the peer failed (an untrusted certificate, a plain port)."""
 
 
 class Link:
@@ -277,21 +287,61 @@ async def connect(
     call_timeout: float,
     ping_interval: float,
     ttl: float,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> Link:
     """Dial host:port and complete the handshake, each within ``call_timeout`` seconds
-    (Artemis's call-timeout bounds each blocking call, not their sum).
+    (Artemis's call-timeout bounds each blocking call, not their sum); with
+    ``ssl_context``, over TLS (the TLS handshake is one more such call).
 
-    Raises OSError (unreachable), trio.TooSlowError, LinkRefused or LinkError.
+    Raises OSError (unreachable), trio.TooSlowError, LinkRefused (LinkTlsError) or LinkError.
     """
     with trio.fail_after(call_timeout):
-        stream = FastSocketStream(await trio.open_tcp_stream(host, port))
+        fast = FastSocketStream(await trio.open_tcp_stream(host, port))
+    stream: trio.abc.Stream = fast
+    if ssl_context is not None:
+        stream = await _secure(fast, ssl_context, host, call_timeout)
     link = Link(stream, codec, f"{host}:{port}", ping_interval=ping_interval, ttl=ttl)
     codec.start()
     try:
         with trio.fail_after(call_timeout):
             await link.handshake()
-    except BaseException:
+    except BaseException as exc:
         with trio.CancelScope(shield=True):
             await trio.aclose_forcefully(stream)
+        refusal = _tls_refusal(exc)
+        if refusal is not None:
+            # TLS 1.3: the server checks this side's certificate after the handshake
+            # completed here; its refusal arrives as the first thing read.
+            raise LinkTlsError(f"TLS handshake failed: {dial_failure(refusal)}") from None
         raise
     return link
+
+
+def _tls_refusal(exc: BaseException) -> ssl.SSLError | None:
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ssl.SSLError):
+            return cause
+        cause = cause.__cause__
+    return None
+
+
+async def _secure(
+    stream: FastSocketStream, context: ssl.SSLContext, host: str, within: float
+) -> trio.SSLStream[FastSocketStream]:
+    """The TLS handshake as the dialling side; raises LinkTlsError saying why it failed."""
+    secured = trio.SSLStream(stream, context, server_hostname=host)
+    try:
+        with trio.fail_after(within):
+            await secured.do_handshake()
+    except BaseException as exc:
+        with trio.CancelScope(shield=True):
+            await trio.aclose_forcefully(stream)
+        if isinstance(exc, trio.BrokenResourceError):
+            raise LinkTlsError(f"TLS handshake failed: {dial_failure(exc)}") from None
+        if isinstance(exc, trio.TooSlowError):
+            raise LinkTlsError(
+                f"no answer to the TLS handshake within {within:g} s (is it a TLS acceptor?)"
+            ) from None
+        raise
+    return secured

@@ -6,19 +6,21 @@ AcceptorConfig` (see :data:`ACCEPTOR_PARAMS`); every parameter is also kept as w
 case, a letter off) gets a warning, since URL keys are case-sensitive.
 
 ``stompEnableMessageId=true`` is named in the start-up warning about unimplemented settings
-(read, but nothing adds the header yet). ``sslEnabled=true`` is an error: there is no TLS
-yet, and an acceptor or connector that a user set up for TLS must not carry their messages
-and passwords in plain text instead.
+(read, but nothing adds the header yet). The TLS parameters (``sslEnabled``, ``keyStorePath``
+...) are read into ``tls`` by :func:`~..tls.read_tls_params`, which also opens the stores, so a
+missing file or a wrong password is reported here with the element's line (docs/tls.md).
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Callable
 from types import MappingProxyType
 
 from ..element_reader import Children, ElementReader, value_line
 from ..model import ARTEMIS_PROTOCOLS, AcceptorConfig, ConnectorConfig
+from ..tls import TLS_PARAM_NAMES, Role, TlsParams, read_tls_params
 from ..urls import TransportURL, parse_transport_url
 from ..values import (
     at_least,
@@ -61,7 +63,7 @@ ACCEPTOR_PARAMS: dict[str, tuple[Callable[[str], object], str]] = {
     "stompMaxHeaderLength": (checked(bytes32, at_least(1)), "stomp_max_header_length"),
     "stompMaxHeadersSize": (checked(bytes64, at_least(1)), "stomp_max_headers_size"),
 }
-_OTHER_KNOWN_PARAMS = frozenset({"protocols", "anycastPrefix", "multicastPrefix"})
+_OTHER_KNOWN_PARAMS = frozenset({"protocols", "anycastPrefix", "multicastPrefix"}) | TLS_PARAM_NAMES
 _DEPRECATED_PARAMS = {"stompConsumerCredits": "stompConsumerWindowSize"}
 
 
@@ -124,7 +126,7 @@ def _acceptor(
         typed["connection_ttl"] = connection_ttl_override
     if typed.get("stomp_enable_message_id"):
         reader.not_implemented("URL parameter stompEnableMessageId", element.line)
-    _refuse_tls(reader, element, params)
+    tls = _tls(reader, element, params, "acceptor")
     return AcceptorConfig(
         name=name,
         url=url,
@@ -134,6 +136,7 @@ def _acceptor(
         protocols=protocols,
         anycast_prefixes=_prefixes(params.get("anycastPrefix", "")),
         multicast_prefixes=_prefixes(params.get("multicastPrefix", "")),
+        tls=tls,
         **typed,  # type: ignore[arg-type]
     )
 
@@ -192,14 +195,18 @@ def _check_param_spelling(reader: ElementReader, element: XmlElement, key: str) 
         )
 
 
-def _refuse_tls(reader: ElementReader, element: XmlElement, params: dict[str, str]) -> None:
-    if params.get("sslEnabled", "").strip().lower() == "true":
-        reader.error(
-            element,
-            "sslEnabled=true: TLS is not implemented yet, and this "
-            f"{element.tag} would carry everything in plain text instead; remove sslEnabled "
-            "(or set it to false) to use plain TCP knowingly",
-        )
+def _tls(
+    reader: ElementReader, element: XmlElement, params: dict[str, str], role: Role
+) -> TlsParams:
+    """The TLS parameters, their stores opened: each problem is an error at the URL's line."""
+    file = reader.problems.file
+    base_dir = os.path.dirname(os.path.abspath(file)) if os.path.isfile(file) else None
+    read = read_tls_params(params, role, base_dir=base_dir)
+    for message in read.errors:
+        reader.problems.error(value_line(element), element.tag, message)
+    for name in read.ignored:
+        reader.not_implemented(f"URL parameter {name}", element.line)
+    return read.params
 
 
 def _prefixes(value: str) -> tuple[str, ...]:
@@ -220,14 +227,16 @@ def read_connectors(reader: ElementReader, kids: Children) -> tuple[ConnectorCon
             continue
         if len(parsed.hosts) != 1:
             reader.error(element, "a connector connects to exactly one host")
-        _refuse_tls(reader, element, dict(parsed.params))
+        params = dict(parsed.params)
+        tls = _tls(reader, element, params, "connector")
         connectors.append(
             ConnectorConfig(
                 name=name,
                 url=url,
                 host=parsed.hosts[0],
                 port=parsed.port,
-                params=MappingProxyType(dict(parsed.params)),
+                params=MappingProxyType(params),
+                tls=tls,
             )
         )
     return tuple(connectors)
