@@ -1,0 +1,307 @@
+"""Fuzz targets for the sans-IO codecs: one function per target, ``target(data: bytes)``.
+
+Each target asserts the codec's contract, not just "no crash" (docs/fuzzing.md):
+
+* a parse yields events or raises the codec's :class:`RemoteProtocolError` (the peer broke
+  the protocol), never any other exception -- an ``AssertionError``, ``IndexError``,
+  ``UnicodeError``, ``RecursionError`` or a :class:`LocalProtocolError` out of a *receive*
+  path is a bug;
+* the events do not depend on how the bytes were cut into ``receive_data`` calls (the
+  whole input at once and a drip-feed in pieces of the size the input's first byte picks
+  give the same frames, and both fail or both do not);
+* what decodes re-encodes to bytes that decode to the same frame (when the encoder accepts
+  it: it is strict in what it sends, and refuses e.g. a body on a SUBSCRIBE, which the
+  decoder accepts).
+
+The same functions run under atheris (``tests/fuzz/main.py``, coverage-guided) and under
+pytest, which replays the committed corpus and regressions (``tests/fuzz/test_fuzz_short.py``).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from artemis_py.protocol.cluster import (
+    NEED_DATA as CLUSTER_NEED_DATA,
+)
+from artemis_py.protocol.cluster import (
+    ClientConnection,
+    ServerConnection,
+    decode_frame,
+    encode_frame,
+)
+from artemis_py.protocol.cluster import (
+    ConnectionClosed as ClusterClosed,
+)
+from artemis_py.protocol.cluster import (
+    Established as ClusterEstablished,
+)
+from artemis_py.protocol.cluster.connection import Connection as ClusterConnection
+from artemis_py.protocol.errors import LocalProtocolError, RemoteProtocolError
+from artemis_py.protocol.stomp import (
+    CLIENT,
+    NEED_DATA,
+    PAUSED,
+    SERVER,
+    Command,
+    Connection,
+    ConnectionClosed,
+    Frame,
+    FrameLimits,
+    Heartbeat,
+    negotiate_version,
+)
+from artemis_py.protocol.stomp.headers import rules_for
+from artemis_py.protocol.stomp.reader import FrameReader
+from artemis_py.protocol.stomp.writer import encode_frame as encode_stomp
+
+__all__ = ["TARGETS"]
+
+# Small limits, so the limit checks are reached by inputs of a few hundred bytes.
+LIMITS = FrameLimits(
+    max_command_length=32,
+    max_header_line_length=200,
+    max_header_count=12,
+    max_header_bytes=600,
+    max_body_size=2000,
+)
+# Re-decoding a re-encoded frame: escaping may lengthen lines, so no tight limits there.
+_LOOSE = FrameLimits()
+_ALL_COMMANDS = frozenset(Command)
+
+
+def _pieces(data: bytes, size: int) -> Iterator[bytes]:
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+
+
+# --- STOMP ---------------------------------------------------------------------------------
+
+Outcome = tuple[list[Any], bool]  # (events with the version they were decoded under, failed)
+
+
+def _stomp_server_run(chunks: Iterator[bytes]) -> Outcome:
+    conn = Connection(SERVER, LIMITS)
+    events: list[Any] = []
+    try:
+        for chunk in [*filter(None, chunks), b""]:
+            conn.receive_data(chunk)
+            while True:
+                version = conn.version
+                event = conn.next_event()
+                if event is NEED_DATA:
+                    break
+                if event is PAUSED:
+                    # What the node does: negotiate (VersionNegotiationError is a
+                    # RemoteProtocolError) and accept.
+                    connect = events[-1][1]
+                    conn.accept_connect(negotiate_version(connect.get("accept-version")))
+                    continue
+                events.append((version, event))
+                if isinstance(event, ConnectionClosed):
+                    return events, False
+    except RemoteProtocolError:
+        return events, True
+    raise AssertionError("the stream ended without ConnectionClosed or an error")
+
+
+def _stomp_client_run(chunks: Iterator[bytes]) -> Outcome:
+    conn = Connection(CLIENT, LIMITS)
+    conn.send(Frame(Command.CONNECT, (("accept-version", "1.0,1.1,1.2"), ("host", "h"))))
+    events: list[Any] = []
+    try:
+        for chunk in [*filter(None, chunks), b""]:
+            conn.receive_data(chunk)
+            while True:
+                version = conn.version
+                event = conn.next_event()
+                if event is NEED_DATA:
+                    break
+                assert event is not PAUSED, "a client connection never pauses"
+                if isinstance(event, Frame) and event.command == Command.CONNECTED:
+                    version = None  # CONNECTED itself is read before the version is known
+                events.append((version, event))
+                if isinstance(event, ConnectionClosed):
+                    return events, False
+    except RemoteProtocolError:
+        return events, True
+    raise AssertionError("the stream ended without ConnectionClosed or an error")
+
+
+def _stomp_round_trip(version: str | None, frame: Frame) -> None:
+    """What was decoded re-encodes (unless the strict encoder refuses it) and decodes the same."""
+    try:
+        wire = encode_stomp(frame, rules_for(frame.command, version))
+    except LocalProtocolError:
+        return
+    reader = FrameReader(_LOOSE, _ALL_COMMANDS)
+    reader.feed(wire)
+    again = reader.next_item(version)
+    assert again == frame, f"round trip changed the frame: {frame!r} -> {wire!r} -> {again!r}"
+    assert reader.buffered == 0
+
+
+def _stomp_target(run: Callable[[Iterator[bytes]], Outcome]) -> Callable[[bytes], None]:
+    def target(data: bytes) -> None:
+        if not data:
+            return
+        size, data = data[0] % 17 + 1, data[1:]
+        whole = run(iter([data]))
+        drip = run(_pieces(data, size))
+        assert whole == drip, f"chunking changed the events: {whole!r} != {drip!r}"
+        for version, event in whole[0]:
+            if isinstance(event, Frame):
+                _stomp_round_trip(version, event)
+            else:
+                assert isinstance(event, Heartbeat | ConnectionClosed), event
+
+    return target
+
+
+stomp_server = _stomp_target(_stomp_server_run)
+stomp_client = _stomp_target(_stomp_client_run)
+
+
+# --- cluster link --------------------------------------------------------------------------
+
+_PASSWORD = "fuzz-password"
+
+
+def _nonces(seed: int) -> Callable[[int], bytes]:
+    counter = [seed]
+
+    def source(n: int) -> bytes:
+        counter[0] += 1
+        return bytes((counter[0] + i) % 256 for i in range(n))
+
+    return source
+
+
+def _cluster_client() -> ClientConnection:
+    return ClientConnection(
+        node_id="node-a",
+        instance_id="inst-a",
+        cluster_name="c",
+        connector=("127.0.0.1", 61616),
+        user="cluster",
+        password=_PASSWORD,
+        max_hops=1,
+        nonce_source=_nonces(1),
+        max_frame_size=1 << 16,
+    )
+
+
+def _cluster_server() -> ServerConnection:
+    return ServerConnection(
+        node_id="node-b",
+        instance_id="inst-b",
+        cluster_names=("c",),
+        user="cluster",
+        password=_PASSWORD,
+        nonce_source=_nonces(101),
+        max_frame_size=1 << 16,
+    )
+
+
+def _drain(conn: ClusterConnection, events: list[Any] | None = None) -> list[Any]:
+    """Every event available now, appended to ``events`` as they come (so the ones before an
+    error are kept)."""
+    events = [] if events is None else events
+    while (event := conn.next_event()) is not CLUSTER_NEED_DATA:
+        events.append(event)
+        if isinstance(event, ClusterClosed):
+            break
+    return events
+
+
+def _established() -> tuple[ClientConnection, ServerConnection]:
+    client, server = _cluster_client(), _cluster_server()
+    client.start()
+    for _ in range(3):  # Hello -> Challenge -> Auth -> Welcome
+        for sender, receiver in ((client, server), (server, client)):
+            if wire := sender.data_to_send():  # b"" would mean the end of the stream
+                receiver.receive_data(wire)
+                _drain(receiver)
+    assert client.established is not None and server.established is not None
+    return client, server
+
+
+def _cluster_run(make: Callable[[], ClusterConnection], chunks: Iterator[bytes]) -> Outcome:
+    conn = make()
+    events: list[Any] = []
+    try:
+        for chunk in [*filter(None, chunks), b""]:
+            conn.receive_data(chunk)
+            _drain(conn, events)
+            conn.data_to_send()  # replies are queued whatever happened; must encode
+    except RemoteProtocolError:
+        conn.data_to_send()
+        return events, True
+    assert isinstance(events[-1], ClusterClosed), events
+    return events, False
+
+
+def _cluster_target(make: Callable[[], ClusterConnection]) -> Callable[[bytes], None]:
+    def target(data: bytes) -> None:
+        if not data:
+            return
+        size, data = data[0] % 17 + 1, data[1:]
+        whole = _cluster_run(make, iter([data]))
+        drip = _cluster_run(make, _pieces(data, size))
+        assert whole == drip, f"chunking changed the events: {whole!r} != {drip!r}"
+        for event in whole[0]:
+            if not isinstance(event, ClusterClosed | ClusterEstablished):
+                assert decode_frame(encode_frame(event)) == event
+
+    return target
+
+
+def _server_with_magic() -> ServerConnection:
+    return _cluster_server()
+
+
+def _established_server() -> ServerConnection:
+    return _established()[1]
+
+
+def _established_client() -> ClientConnection:
+    return _established()[0]
+
+
+#: The server end before the handshake: the preamble, Hello, Auth (the bytes of a
+#: stranger on the cluster acceptor).
+cluster_handshake = _cluster_target(_server_with_magic)
+
+
+def cluster_established(data: bytes) -> None:
+    """Frames after a completed handshake, to the server end (flag bit 0 clear) or the
+    client end; the input's second byte is the flag."""
+    if len(data) < 2:
+        return
+    make = _established_client if data[1] & 1 else _established_server
+    _cluster_target(make)(data[:1] + data[2:])
+
+
+def cluster_frame(data: bytes) -> None:
+    """One frame: ``data`` is the type byte and the body; the length is added, so every
+    input reaches the body decoder. A decoded frame re-encodes to the same frame."""
+    if not data:
+        return
+    wire = struct.pack(">I", len(data)) + data
+    try:
+        frame = decode_frame(wire)
+    except RemoteProtocolError:
+        return
+    again = encode_frame(frame)
+    assert decode_frame(again) == frame, f"{frame!r} re-encoded as {again!r}"
+
+
+TARGETS: dict[str, Callable[[bytes], None]] = {
+    "stomp_server": stomp_server,
+    "stomp_client": stomp_client,
+    "cluster_handshake": cluster_handshake,
+    "cluster_established": cluster_established,
+    "cluster_frame": cluster_frame,
+}
