@@ -4,7 +4,6 @@ and ``artemis-py cert create`` makes the stores of a cluster under one CA."""
 
 from __future__ import annotations
 
-import argparse
 import re
 import shlex
 import subprocess
@@ -15,7 +14,7 @@ from urllib.parse import unquote
 import pytest
 import stomp
 
-from artemis_py.cli.connect import client_url
+from artemis_py.config.passwords import reveal
 from artemis_py.config.urls import parse_transport_url
 from artemis_py.transport.certificates import load_keystore, load_truststore
 
@@ -33,14 +32,6 @@ def acceptor_params(broker_xml: Path) -> dict[str, str]:
     url = re.search(r'<acceptor name="stomp">([^<]*)</acceptor>', broker_xml.read_text())
     assert url is not None
     return dict(parse_transport_url(url.group(1).replace("&amp;", "&")).params)
-
-
-def reveal(value: str) -> str:
-    try:
-        from artemis_py.config.passwords import reveal as unmask
-    except ImportError:  # pragma: no cover - masked passwords not there yet
-        return value
-    return unmask(value)
 
 
 def create_ssl(instance: Path, port: int, *extra: str) -> tuple[Path, str]:
@@ -97,27 +88,9 @@ def test_cert_create_makes_a_cluster_under_one_ca(tmp_path):
     assert refused.returncode == 2 and "invalid choice" in refused.stderr
 
 
-def _tls_acceptor() -> bool:
-    try:
-        import artemis_py.transport.tls  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _tls_client() -> bool:
-    try:
-        client_url("tcp://localhost:61613?sslEnabled=true")
-    except (ValueError, argparse.ArgumentTypeError):
-        return False
-    return True
-
-
 @pytest.fixture
 def tls_node(tmp_path) -> Iterator[tuple[BrokerProcess, Path, str]]:
     """A node made by ``create --ssl`` and run, with its broker.xml and create's output."""
-    if not _tls_acceptor():
-        pytest.skip("the TLS acceptor is not there yet")
     port = free_port()
     broker_xml, stdout = create_ssl(tmp_path / "node", port)
     node = BrokerProcess(tmp_path, name="tls", config_path=broker_xml, port=port)
@@ -149,7 +122,6 @@ def test_a_created_tls_node_serves_stomp_py(tls_node):
     conn.disconnect()
 
 
-@pytest.mark.skipif(not _tls_client(), reason="the client does not speak TLS yet")
 def test_the_printed_consumer_command_receives_over_tls(tls_node):
     node, broker_xml, stdout = tls_node
     queue = unique("printed")

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import quote
 
+from artemis_py.config.passwords import mask
 from artemis_py.transport.certificates import (
     STORE_TYPES,
     CertificateStoreError,
@@ -45,12 +46,9 @@ def new_password() -> str:
 
 
 def protect(password: str) -> str:
-    """The password as broker.xml should hold it: ``ENC(...)`` masked with Artemis's default
-    codec when artemis-py can unmask it, else plain."""
-    try:
-        from artemis_py.config.passwords import mask
-    except ImportError:  # pragma: no cover - before masked passwords existed
-        return password
+    """The password as broker.xml should hold it: ``ENC(...)``, masked with Artemis's default
+    codec (so Apache Artemis reads the same file). Masking hides a password from a glance,
+    it does not protect it: anyone with the file can unmask it."""
     return mask(password)
 
 
