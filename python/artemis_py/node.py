@@ -20,10 +20,12 @@ import logging
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from functools import partial
 from pathlib import Path
 
 import trio
 
+from artemis_py.broker.authorization import Authorizer
 from artemis_py.broker.broker import Broker
 from artemis_py.broker.paging import PagingManager
 from artemis_py.broker.persistence import Persistence
@@ -253,6 +255,7 @@ async def open_broker(
         broker.recover()
         await broker.recover_paging()
         authenticator = Authenticator.from_directory(config.security_enabled, config_dir)
+        authorizer = Authorizer.from_config(config, config_dir)
         async with trio.open_nursery() as nursery:
             await nursery.start(paging.run)
             node = Node(broker, nursery)
@@ -268,7 +271,12 @@ async def open_broker(
             )
             for acceptor in config.acceptors:
                 listeners = await nursery.start(
-                    serve_acceptor, broker, acceptor, authenticator, serve_links, node.clients
+                    partial(serve_acceptor, authorizer=authorizer),
+                    broker,
+                    acceptor,
+                    authenticator,
+                    serve_links,
+                    node.clients,
                 )
                 node.listeners[acceptor.name] = listeners
             log.info(

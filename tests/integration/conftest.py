@@ -132,6 +132,18 @@ def node_command() -> tuple[list[str], dict[str, str]]:
     ], env
 
 
+# With security on and no security_settings given: every permission to role "amq", which
+# every user has (what `artemis create` writes).
+ALL_PERMISSIONS = (
+    "send consume browse createAddress deleteAddress createDurableQueue deleteDurableQueue "
+    "createNonDurableQueue deleteNonDurableQueue manage"
+).split()
+DEFAULT_SECURITY_SETTINGS = (
+    '<security-setting match="#">'
+    + "".join(f'<permission type="{p}" roles="amq"/>' for p in ALL_PERMISSIONS)
+    + "</security-setting>"
+)
+
 DEFAULT_ADDRESS_SETTINGS = """
       <address-setting match="#">
         <dead-letter-address>DLQ</dead-letter-address>
@@ -173,6 +185,8 @@ class BrokerProcess:
         extra_core: str = "",
         data_dir: Path | None = None,
         users: dict[str, str] | None = None,
+        roles: dict[str, list[str]] | None = None,
+        security_settings: str | None = None,
         config_path: Path | None = None,
         port: int | None = None,
     ) -> None:
@@ -190,6 +204,12 @@ class BrokerProcess:
         self.extra_core = extra_core
         self.data_dir = data_dir or (self.dir / "data")
         self.users = users
+        # artemis-roles.properties (role -> users) and <security-settings> (with security on).
+        self.roles = roles
+        if security and security_settings is None and roles is None:
+            self.roles = {"amq": list(users or {})}
+            security_settings = DEFAULT_SECURITY_SETTINGS
+        self.security_settings = security_settings
         self.external_config = config_path is not None
         self.config_path = config_path or self.dir / "broker.xml"
         self.log_path = self.dir / "node.log"
@@ -227,6 +247,7 @@ class BrokerProcess:
     <large-messages-directory>{data}/largemessages</large-messages-directory>
     <journal-file-size>1MiB</journal-file-size>
     {self.extra_core}
+    {self.security_xml()}
     <acceptors>
         {acceptor_xml}
     </acceptors>
@@ -238,10 +259,19 @@ class BrokerProcess:
 </configuration>
 """
 
+    def security_xml(self) -> str:
+        if self.security_settings is None:
+            return ""
+        return f"<security-settings>{self.security_settings}</security-settings>"
+
     def write_config(self) -> None:
         if self.external_config:
             return
         self.config_path.write_text(self.broker_xml())
+        if self.roles is not None:
+            (self.dir / "artemis-roles.properties").write_text(
+                "".join(f"{role} = {','.join(users)}\n" for role, users in self.roles.items())
+            )
         if self.users is not None:
             (self.dir / "artemis-users.properties").write_text(
                 "".join(f"{user} = {password}\n" for user, password in self.users.items())

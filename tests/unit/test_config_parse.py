@@ -646,7 +646,7 @@ def test_xinclude_is_refused() -> None:
 UNIMPLEMENTED = core(
     """<name>n</name>
 <security-settings>
-  <security-setting match="#"><permission type="send" roles="amq"/></security-setting>
+  <security-setting-plugin class-name="org.example.Ldap"/>
 </security-settings>
 <jmx-management-enabled>false</jmx-management-enabled>
 <address-settings>
@@ -664,9 +664,9 @@ def test_one_warning_lists_every_unimplemented_element_with_lines(
     with caplog.at_level(logging.WARNING, logger="artemis_py.config"):
         config = parse_config(UNIMPLEMENTED, "u.xml", environ={})
     (warning,) = config.warnings
-    assert (warning.file, warning.line, warning.element) == ("u.xml", 4, "core")
+    assert (warning.file, warning.line, warning.element) == ("u.xml", 5, "core")
     assert warning.message.endswith(
-        "security-settings (line 4), jmx-management-enabled (line 7), "
+        "security-setting-plugin (line 5), jmx-management-enabled (line 7), "
         "auto-create-jms-queues (line 9), queue@exclusive (line 12), user (line 12)"
     )
     assert [r.getMessage() for r in caplog.records] == [str(warning)]

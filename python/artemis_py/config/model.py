@@ -17,6 +17,7 @@ from . import defaults
 from .address_settings import AddressSettings, AddressSettingsRepository
 from .enums import HAPolicy, JournalType, MessageLoadBalancing, RoutingType
 from .problems import ConfigProblem
+from .security import SecuritySettingConfig
 from .tls import TlsParams
 from .wildcards import DEFAULT_WILDCARDS, WildcardSyntax
 
@@ -411,6 +412,8 @@ class BrokerConfig:
     connectors: tuple[ConnectorConfig, ...] = ()
     address_settings: AddressSettingsRepository = field(default_factory=AddressSettingsRepository)
     addresses: tuple[AddressConfig, ...] = ()
+    # Who may do what where (broker/authorization.py), when security_enabled.
+    security_settings: tuple[SecuritySettingConfig, ...] = ()
     broadcast_groups: tuple[BroadcastGroupConfig, ...] = ()
     discovery_groups: tuple[DiscoveryGroupConfig, ...] = ()
     cluster_connections: tuple[ClusterConnectionConfig, ...] = ()

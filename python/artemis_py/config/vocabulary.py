@@ -62,6 +62,7 @@ CORE_IMPLEMENTED = _names(
     management-address
     acceptors connectors address-settings addresses
     broadcast-groups discovery-groups cluster-connections ha-policy wildcard-addresses
+    security-settings
     """
 )
 
@@ -91,7 +92,7 @@ CORE_UNIMPLEMENTED = _names(
     page-sync-timeout mirror-ack-manager-queue-attempts mirror-ack-manager-page-attempts
     mirror-ack-manager-retry-delay mirror-ack-manager-warn-unacked mirror-page-transaction
     suppress-session-notifications literal-match-markers view-permission-method-match-pattern
-    management-message-rbac management-rbac-prefix security-settings broker-plugins
+    management-message-rbac management-rbac-prefix broker-plugins
     metrics-plugin metrics resource-limit-settings connector-services network-check-list
     network-check-URL-list network-check-period network-check-timeout network-check-NIC
     network-check-ping-command network-check-ping6-command
@@ -145,6 +146,18 @@ VOCABULARIES: dict[str, Vocabulary] = {
         ),
         attributes=_names("match"),
     ),
+    "security-settings": Vocabulary(
+        implemented=_names("security-setting role-mapping"),
+        unimplemented=_names("security-setting-plugin"),
+        repeatable=_names("security-setting role-mapping"),
+    ),
+    "security-setting": Vocabulary(
+        implemented=_names("permission"),
+        repeatable=_names("permission"),
+        attributes=_names("match"),
+    ),
+    "permission": Vocabulary(implemented=frozenset(), attributes=_names("type roles")),
+    "role-mapping": Vocabulary(implemented=frozenset(), attributes=_names("from to")),
     "addresses": Vocabulary(implemented=_names("address"), repeatable=_names("address")),
     "address": Vocabulary(implemented=_names("anycast multicast"), attributes=_names("name")),
     "anycast": Vocabulary(implemented=_names("queue"), repeatable=_names("queue")),

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from artemis_py.broker.authorization import Authorizer
 from artemis_py.broker.broker import Broker
 from artemis_py.broker.security import Authenticator
 from artemis_py.config import AcceptorConfig
@@ -84,6 +85,7 @@ async def serve_acceptor(
     cluster: ClusterHandler | None = None,
     clients: Clients | None = None,
     *,
+    authorizer: Authorizer | None = None,
     task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Listen on the acceptor's host and port and serve connections until cancelled."""
@@ -106,6 +108,7 @@ async def serve_acceptor(
         host_port = listener.socket.getsockname()[:2]
         log.info("acceptor %s listening for %s on %s:%d%s", acceptor.name, what, *host_port, over)
     handler = _Handler(broker, acceptor, authenticator, cluster, clients or Clients(), tls)
+    handler.authorizer = authorizer
     async with trio.open_nursery() as nursery:
         if tls is not None and acceptor.tls.auto_reload:
             nursery.start_soon(tls.watch)
@@ -144,6 +147,8 @@ async def _listen(acceptor: AcceptorConfig) -> list[trio.SocketListener]:
 
 class _Handler:
     """Serves each accepted connection: a cluster link or a STOMP client."""
+
+    authorizer: Authorizer | None = None  # what STOMP clients may do (None: anything)
 
     def __init__(
         self,
@@ -188,7 +193,13 @@ class _Handler:
             await trio.aclose_forcefully(stream)  # the node is stopping
             return
         connection = StompConnection(
-            self.broker, stream, self.acceptor, self.authenticator, peer, initial
+            self.broker,
+            stream,
+            self.acceptor,
+            self.authenticator,
+            peer,
+            initial,
+            authorizer=self.authorizer,
         )
         self.clients.connections.add(connection)
         try:

@@ -41,6 +41,7 @@ import logging
 
 import trio
 
+from artemis_py.broker.authorization import Authorizer
 from artemis_py.broker.broker import Broker
 from artemis_py.broker.message import LargeBody
 from artemis_py.broker.pending import Pending, durable, settle_in_order
@@ -75,6 +76,8 @@ class StompConnection:
         authenticator: Authenticator,
         peer: str = "?",
         initial: bytes = b"",
+        *,
+        authorizer: Authorizer | None = None,
     ) -> None:
         self.stream = stream
         self.peer = peer
@@ -85,6 +88,7 @@ class StompConnection:
             send=self.send_frame,
             writable=self.writable,
             send_body=self.send_frame_with_body,
+            authorizer=authorizer,
         )
         self.id = self.session.id
         self._codec = self.session.codec

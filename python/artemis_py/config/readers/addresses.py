@@ -16,7 +16,7 @@ from ..values import checked, int32, minus_one_or_at_least, parse_bool
 from ..wildcards import WildcardSyntax
 from ..xmlreader import XmlElement
 
-__all__ = ["read_address_settings", "read_addresses"]
+__all__ = ["check_match", "read_address_settings", "read_addresses"]
 
 
 # --- address settings --------------------------------------------------------------------------
@@ -35,7 +35,7 @@ def read_address_settings(
         setting_kids = reader.children(element)
         if match is None:
             continue
-        if not _check_match(reader, element, match, wildcards):
+        if not check_match(reader, element, match, wildcards):
             continue
         overrides = _overrides(reader, setting_kids, base)
         if match in entries:
@@ -73,11 +73,17 @@ def _overrides(
     return overrides
 
 
-def _check_match(
-    reader: ElementReader, element: XmlElement, match: str, syntax: WildcardSyntax
+def check_match(
+    reader: ElementReader,
+    element: XmlElement,
+    match: str,
+    syntax: WildcardSyntax,
+    what: str = "address-setting",
 ) -> bool:
+    """Whether a ``match`` pattern is one Artemis accepts (else reported): wildcards are
+    whole words, any-words only last (the same rules for address- and security-settings)."""
     words = syntax.words(match)
-    label = "address-setting@match"
+    label = f"{what}@match"
     for i, word in enumerate(words):
         if word in (syntax.any_words, syntax.single_word):
             continue
@@ -95,8 +101,7 @@ def _check_match(
         # Artemis (Match.verify) only accepts the any-words wildcard at the end.
         reader.error(
             element,
-            f"'{syntax.any_words}' may only be the last word of an address-setting match, "
-            f"got '{match}'",
+            f"'{syntax.any_words}' may only be the last word of the {what} match, got '{match}'",
             label=label,
         )
         return False

@@ -34,6 +34,7 @@ from .addresses import read_address_settings, read_addresses
 from .cluster_connections import read_cluster_connections
 from .discovery import check_discovery_use, read_broadcast_groups, read_discovery_groups
 from .ha_policy import read_ha_policy
+from .security import read_security_settings
 from .transports import read_acceptors, read_connectors
 
 __all__ = ["read_document"]
@@ -146,6 +147,7 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
         connectors=connectors,
         address_settings=read_address_settings(reader, kids, id_cache_size, wildcards),
         addresses=read_addresses(reader, kids),
+        security_settings=read_security_settings(reader, kids, wildcards),
         broadcast_groups=broadcast_groups,
         discovery_groups=discovery_groups,
         cluster_connections=cluster_connections,

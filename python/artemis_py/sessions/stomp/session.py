@@ -28,18 +28,18 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from artemis_py import __version__
+from artemis_py.broker.authorization import UNCHECKED, Authorizer, Permission, send_creates
 from artemis_py.broker.broker import Broker, BrokerError, Transaction, now_ms
 from artemis_py.broker.duplicate_cache import DUPLICATE_ID_HEADER, Claim, duplicate_id
 from artemis_py.broker.filter import Filter, FilterSyntaxError
 from artemis_py.broker.message import DEFAULT_PRIORITY, LargeBody
 from artemis_py.broker.offsets import OffsetReadError
 from artemis_py.broker.pending import Pending
-from artemis_py.broker.queue import MaxConsumersReachedError, Queue
+from artemis_py.broker.queue import MaxConsumersReachedError
 from artemis_py.broker.routing import split_fqqn
 from artemis_py.broker.security import Authenticator
 from artemis_py.broker.streams import OFFSET_FROM
@@ -57,6 +57,7 @@ from artemis_py.protocol.stomp import (
 from artemis_py.protocol.stomp import Role as StompRole
 from artemis_py.sessions.stomp import offsets
 from artemis_py.sessions.stomp.errors import StompError
+from artemis_py.sessions.stomp.subscribing import subscription_queue
 from artemis_py.sessions.stomp.subscription import Subscription
 from artemis_py.sessions.stomp.topology import TopologyFeed, wants_topology
 
@@ -145,10 +146,13 @@ class StompSession:
         send: Callable[[Frame], None],
         writable: Callable[[], bool],
         send_body: Callable[[Frame, LargeBody], None] | None = None,
+        authorizer: Authorizer | None = None,
     ) -> None:
         self.broker = broker
         self.acceptor = acceptor
         self.authenticator = authenticator
+        self.authorizer = authorizer  # None: nothing is checked (security-enabled false)
+        self.subject = UNCHECKED  # who logged in, and what it may do (set by CONNECT)
         self.send = send
         self.writable = writable
         self.send_body = send_body
@@ -259,6 +263,8 @@ class StompSession:
         if not self.authenticator.authenticate(login, frame.get("passcode")):
             who = f"for user {login!r}" if login is not None else "(no login header)"
             raise StompError(f"Security Error: authentication failed {who}")
+        if self.authorizer is not None:
+            self.subject = self.authorizer.subject(login)
         self.client_id = frame.get("client-id")
         try:
             plan = artemis_heartbeat(
@@ -321,11 +327,17 @@ class StompSession:
         target = self._targets.get(key)
         if target is None:
             target = self._target(*key)
+            # Permissions are fixed for a session: checked once per cached destination.
+            permission = Permission.MANAGE if target.management else Permission.SEND
+            self.subject.check(permission, target.address, target.queue)
             if len(self._targets) >= _DESTINATION_CACHE:
                 self._targets.clear()
             self._targets[key] = target
         if target.management:  # decided once per cached destination
             return offsets.manage(self, frame)
+        if self.subject.checked and target.queue is None:  # what routing would auto-create
+            for needed in send_creates(self.broker, target.address, target.routing_type):
+                self.subject.check(*needed)
         try:
             priority = int(first.get("priority") or DEFAULT_PRIORITY)
             expiration = int(first.get("expires") or 0)
@@ -377,6 +389,7 @@ class StompSession:
         if sub_id in self.subscriptions:
             raise StompError(f"subscription {sub_id} already exists")
         if (frame.get("browser") or "").lower() == "true":
+            self.subject.check(Permission.BROWSE, target.address, target.queue or target.address)
             pending = offsets.browse(self, frame, target, sub_id)
             if len(self.browsed) >= _BROWSES_REMEMBERED:
                 self.browsed.clear()
@@ -396,7 +409,7 @@ class StompSession:
         durable_name = frame.get("durable-subscription-name") or frame.get(
             "durable-subscriber-name"
         )
-        queue = self._subscription_queue(target, selector_text, durable_name)
+        queue = subscription_queue(self, target, selector_text, durable_name)
         sub = Subscription(
             self, sub_id, destination or "", queue, ack_mode, window, selector, durable_name
         )
@@ -405,69 +418,6 @@ class StompSession:
         queue.add_consumer(sub)
         self.subscriptions[sub_id] = sub
         return None
-
-    def _subscription_queue(
-        self, target: Target, selector: str | None, durable_name: str | None
-    ) -> Queue:
-        broker = self.broker
-        if target.queue is not None:  # fully qualified: address::queue
-            queue = broker.queue(target.queue)
-            if queue is None:
-                routing = (
-                    target.routing_type
-                    or broker.address_settings(target.address).default_queue_routing_type
-                )
-                return self._auto_create_queue(target.queue, target.address, routing)
-            if queue.address != target.address:
-                raise StompError(f"queue {target.queue} is not bound to address {target.address}")
-            return queue
-        address = broker.resolve_address(target.address, target.routing_type, for_send=False)
-        if target.routing_type is not None:
-            routing = target.routing_type
-        elif len(address.routing_types) == 1:
-            routing = next(iter(address.routing_types))
-        else:
-            routing = broker.address_settings(target.address).default_queue_routing_type
-        if routing is RoutingType.ANYCAST:
-            queue = broker.queue(target.address)
-            if queue is None:
-                queue = self._auto_create_queue(target.address, target.address, routing)
-            return queue
-        if durable_name:
-            return self._durable_subscription_queue(target.address, selector, durable_name)
-        return broker.create_queue(
-            str(uuid.uuid4()),
-            target.address,
-            RoutingType.MULTICAST,
-            filter_text=selector,
-            durable=False,
-            temporary=True,
-        )
-
-    def _durable_subscription_queue(
-        self, address: str, selector: str | None, durable_name: str
-    ) -> Queue:
-        if not self.client_id:
-            raise StompError("a durable subscription needs a client-id on CONNECT")
-        name = f"{self.client_id}.{durable_name}"
-        queue = self.broker.queue(name)
-        if queue is not None and (
-            queue.address != address or ((queue.filter.text if queue.filter else None) != selector)
-        ):
-            # Artemis: a durable subscription re-created with another address or selector
-            # replaces the old one.
-            self.broker.delete_queue(queue)
-            queue = None
-        if queue is None:
-            queue = self.broker.create_queue(
-                name, address, RoutingType.MULTICAST, filter_text=selector, durable=True
-            )
-        return queue
-
-    def _auto_create_queue(self, name: str, address: str, routing: RoutingType) -> Queue:
-        if not self.broker.address_settings(address).auto_create_queues:
-            raise StompError(f"queue {name} does not exist and auto-create is disabled")
-        return self.broker.create_queue(name, address, routing, auto_created=True)
 
     def _on_unsubscribe(self, frame: Frame) -> Pending | None:
         sub_id = frame.get("id") or (frame.get("destination") if self.version == "1.0" else None)
@@ -480,6 +430,14 @@ class StompSession:
                 self.browsed.discard(sub_id)
                 return None
             raise StompError(f"no subscription {sub_id!r} on this connection")
+        queue = sub.queue  # Artemis: unsubscribing deletes a temporary or durable one
+        if (durable_name and queue.durable) or queue.temporary:
+            drop = (
+                Permission.DELETE_DURABLE_QUEUE
+                if queue.durable
+                else Permission.DELETE_NON_DURABLE_QUEUE
+            )
+            self.subject.check(drop, queue.address, queue.name)
         self._close_subscription(sub)
         if durable_name and sub.queue.durable and not sub.queue.consumers:
             return self.broker.delete_queue(sub.queue)
