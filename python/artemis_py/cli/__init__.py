@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from artemis_py import __version__
-from artemis_py.cli import cert, cluster, create, data, run
+from artemis_py.cli import cert, cluster, create, data, mask, run, user
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,6 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     cert.add_parser(commands)
     cluster.add_parser(commands)
     data.add_parser(commands)
+    mask.add_parser(commands)
+    user.add_parser(commands)
     try:
         from artemis_py.cli import clients
     except ImportError:  # pragma: no cover - the client commands are optional
