@@ -186,6 +186,11 @@ def test_create_with_a_user_turns_security_on(tmp_path):
     try:
         c = Client(port, login="admin", passcode="s3cret")
         assert c.conn.is_connected()
+        # The user has role amq (artemis-roles.properties), which may do everything.
+        q = unique("/queue/secure")
+        c.subscribe(q)
+        c.send(q, "allowed")
+        assert c.wait_messages(1)[0].body == "allowed"
         c.close()
         from .conftest import RawStomp
 

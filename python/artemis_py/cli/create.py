@@ -32,6 +32,7 @@ from artemis_py.transport.certificates import (
 )
 
 USERS_FILE = "artemis-users.properties"
+ROLES_FILE = "artemis-roles.properties"
 
 BROKER_XML = Template("""\
 <?xml version="1.0" encoding="UTF-8"?>
@@ -81,6 +82,23 @@ BROKER_XML = Template("""\
       </address-setting>
     </address-settings>
 
+    <!-- Who may do what (with security-enabled true): every permission on every address to
+         role $role; users get roles in artemis-roles.properties beside this file. -->
+    <security-settings>
+      <security-setting match="#">
+        <permission type="createNonDurableQueue" roles="$role"/>
+        <permission type="deleteNonDurableQueue" roles="$role"/>
+        <permission type="createDurableQueue" roles="$role"/>
+        <permission type="deleteDurableQueue" roles="$role"/>
+        <permission type="createAddress" roles="$role"/>
+        <permission type="deleteAddress" roles="$role"/>
+        <permission type="consume" roles="$role"/>
+        <permission type="browse" roles="$role"/>
+        <permission type="send" roles="$role"/>
+        <permission type="manage" roles="$role"/>
+      </security-setting>
+    </security-settings>
+
     <addresses>
       <address name="DLQ">
         <anycast><queue name="DLQ"/></anycast>
@@ -108,6 +126,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--port", type=int, default=61613, help="STOMP port (default 61613)")
     parser.add_argument("--user", help="a user to create (turns security on)")
     parser.add_argument("--password", help="that user's password")
+    parser.add_argument(
+        "--role",
+        default="amq",
+        help="the role the user gets, granted every permission on every address (default amq)",
+    )
     parser.add_argument(
         "--cluster-user",
         default="ACTIVEMQ.CLUSTER.ADMIN.USER",
@@ -207,6 +230,7 @@ def command(args: argparse.Namespace) -> int:
         cluster_user=escape(args.cluster_user),
         cluster_password=escape(args.cluster_password),
         tls=escape(tls.acceptor_params) if tls else "",
+        role=escape(args.role, {'"': "&quot;"}),
     )
     try:
         parse_config(text, str(broker_xml))  # never write a file `run` would reject
@@ -220,6 +244,7 @@ def command(args: argparse.Namespace) -> int:
         users = etc / USERS_FILE
         users.write_text(f"# user = password\n{args.user} = {args.password}\n")
         users.chmod(0o600)
+        (etc / ROLES_FILE).write_text(f"# role = user1,user2\n{args.role} = {args.user}\n")
     print(f"Created broker instance {directory}")
     print(f"  run it with: artemis-py run {broker_xml}")
     if tls is not None:
