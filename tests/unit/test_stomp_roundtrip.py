@@ -45,6 +45,8 @@ def handshake(version: str) -> tuple[Connection, Connection]:
 
 def header_ok(version: str, name: str, value: str) -> bool:
     """What a version can carry (see artemis_py.protocol.stomp.headers)."""
+    if "\x00" in name or "\x00" in value:
+        return False  # no version carries a NUL
     if version == "1.2":
         return True
     if version == "1.1":

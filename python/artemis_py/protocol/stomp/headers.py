@@ -18,6 +18,13 @@ protocol error, as both specs require. A raw ``:`` inside a value (after the fir
 accepted in every version and kept: the 1.1/1.2 grammar forbids it but senders do it, and it is
 unambiguous.
 
+NUL: no version can carry a NUL in a header, and none is accepted (a
+:class:`RemoteProtocolError` when decoding, a :class:`LocalProtocolError` when encoding). The
+1.2 grammar does not exclude it, but a frame ends at its NUL for every reader that frames
+without ``content-length`` (and for many that look for the NUL before reading headers), so a
+NUL a producer put in a header would end the MESSAGE that carries it to another client early
+and let the bytes after it be read as a frame of their own (frame injection).
+
 Line endings: the decoder accepts CRLF as well as LF in every version (lenient, like most
 servers), so one CR right before the LF is never part of a value. The encoder therefore refuses
 a value ending in CR where the version has no ``\\r`` escape (1.0, 1.1, unescaped frames),
@@ -111,7 +118,7 @@ def decode_headers(block: bytes | bytearray, rules: HeaderRules) -> tuple[tuple[
     """Decode a header block: header lines joined by LF, each possibly ending in CR.
 
     The block has no final EOL and no blank line. Raises :class:`RemoteProtocolError` on
-    invalid UTF-8, a line without ``:``, an empty name or an undefined escape.
+    invalid UTF-8, a NUL, a line without ``:``, an empty name or an undefined escape.
     """
     try:
         text = block.decode("utf-8")
@@ -119,6 +126,9 @@ def decode_headers(block: bytes | bytearray, rules: HeaderRules) -> tuple[tuple[
         raise RemoteProtocolError(
             f"frame headers are not valid UTF-8 (byte {exc.start} of the header block)"
         ) from None
+    if "\x00" in text:
+        line = text[: text.index("\x00")].rsplit("\n", 1)[-1]
+        raise RemoteProtocolError(f"NUL in a header ({show(line)} before it)")
     if "\r" in text:
         # A CR right before a LF belongs to the EOL (the block's last LF was cut off).
         text = text.replace("\r\n", "\n")
@@ -168,6 +178,9 @@ def encode_headers(headers: tuple[tuple[str, str], ...], rules: HeaderRules) -> 
 
     Raises :class:`LocalProtocolError` for what ``rules`` cannot carry (see module doc).
     """
+    for name, value in headers:
+        if "\x00" in name or "\x00" in value:
+            raise LocalProtocolError(f"header {show(name)}: no STOMP version can carry a NUL")
     pieces: list[str] = []
     append = pieces.append
     if rules is HeaderRules.V12:

@@ -2,7 +2,7 @@
 
 Strict in what it sends: an unknown command, a body on a frame that may not have one, a
 ``content-length`` that does not match the body, a NUL in a body without ``content-length``,
-or a header the rules cannot carry is a :class:`LocalProtocolError`, never a corrupt frame.
+or a header the rules cannot carry (a NUL in any header, in every version) is a :class:`LocalProtocolError`, never a corrupt frame.
 The headers are written in the frame's order; nothing is added (in particular no automatic
 ``content-length``: for STOMP 1.0 its presence tells Artemis a bytes message from a text one).
 """
@@ -52,7 +52,13 @@ def encode_frame(frame: Frame, rules: HeaderRules, body_length: int | None = Non
     # escaping: this is most of a MESSAGE frame's encoding cost).
     probe = "".join(chain.from_iterable(headers))
     lines = None
-    if "\\" not in probe and ":" not in probe and "\n" not in probe and "\r" not in probe:
+    if (
+        "\\" not in probe
+        and ":" not in probe
+        and "\n" not in probe
+        and "\r" not in probe
+        and "\x00" not in probe
+    ):
         lines = "\n".join(map(":".join, headers))
         if lines.startswith(":") or "\n:" in lines:
             lines = None  # an empty name: the general path refuses it

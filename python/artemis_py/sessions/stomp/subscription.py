@@ -27,7 +27,20 @@ def _carriable_in_10(header: tuple[str, str]) -> bool:
     colon) that a 1.1/1.2 producer sent cannot be written to a 1.0 consumer, so it is left
     out of that consumer's MESSAGE rather than breaking the frame."""
     name, value = header
-    return not any(c in name for c in ":\r\n") and "\n" not in value and "\r" not in value
+    return (
+        not any(c in name for c in ":\r\n\x00")
+        and not any(c in value for c in "\r\n\x00")
+    )
+
+
+def _carriable_in_11(header: tuple[str, str]) -> bool:
+    """STOMP 1.1 has no ``\\r`` escape: a value a 1.2 producer ended with a CR cannot be
+    written (a reader would take the CR for part of the line end), so that property is left
+    out, as in 1.0; so is a NUL (no version carries one; the codec refuses them on the way
+    in, so only a message from elsewhere could hold one). Without this, the encoder's
+    refusal would end the consumer's connection: one producer's header must not do that."""
+    name, value = header
+    return not value.endswith("\r") and "\x00" not in name and "\x00" not in value
 
 
 def send_message(session: StompSession, message: Message, headers: list[tuple[str, str]]) -> None:
@@ -42,6 +55,8 @@ def send_message(session: StompSession, message: Message, headers: list[tuple[st
     headers.append(("timestamp", str(message.timestamp)))
     if session.version == "1.0":
         headers.extend(p for p in message.properties if _carriable_in_10(p))
+    elif session.version == "1.1":
+        headers.extend(p for p in message.properties if _carriable_in_11(p))
     else:
         headers.extend(message.properties)
     body_ref = message.body_ref
