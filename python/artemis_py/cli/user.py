@@ -234,10 +234,10 @@ def _run(args: argparse.Namespace) -> int:
         if args.action == "list":
             print("\n".join(listing(etc, args.name)))
             return 0
-        password = getattr(args, "password", None)
-        if args.action == "add" and password is None:
-            password = getpass.getpass(f"password for {args.name}: ")
+        password: str | None = getattr(args, "password", None)
         if args.action == "add":
+            if password is None:
+                password = getpass.getpass(f"password for {args.name}: ")
             add(etc, args.name, password, _roles(args.role), args.plaintext)
         elif args.action == "rm":
             remove(etc, args.name)
