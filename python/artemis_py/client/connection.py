@@ -536,21 +536,40 @@ async def open_stomp_connection(
     stream: trio.abc.Stream = fast
     if context is not None:
         stream = await _secure(fast, context, host, port, connect_timeout)
-    async with open_stomp_connection_over(
-        stream,
-        host=vhost if vhost is not None else host,
-        login=login,
-        passcode=passcode,
-        version=version,
-        heartbeat=heartbeat,
-        client_id=client_id,
-        headers=headers,
-        max_pending=max_pending,
-        connect_timeout=connect_timeout,
-        disconnect_timeout=disconnect_timeout,
-        limits=limits,
-    ) as conn:
-        yield conn
+    connected = False
+    try:
+        async with open_stomp_connection_over(
+            stream,
+            host=vhost if vhost is not None else host,
+            login=login,
+            passcode=passcode,
+            version=version,
+            heartbeat=heartbeat,
+            client_id=client_id,
+            headers=headers,
+            max_pending=max_pending,
+            connect_timeout=connect_timeout,
+            disconnect_timeout=disconnect_timeout,
+            limits=limits,
+        ) as conn:
+            connected = True
+            yield conn
+    except ConnectionLostError as exc:
+        refusal = None if connected or context is None else _tls_refusal(exc)
+        if refusal is None:
+            raise
+        # TLS 1.3: the server checks the client's certificate after the client's side of
+        # the handshake ended; its refusal is what CONNECT reads.
+        raise TlsError(f"TLS connection to {host}:{port} failed: {dial_failure(refusal)}") from None
+
+
+def _tls_refusal(exc: BaseException) -> ssl.SSLError | None:
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ssl.SSLError):
+            return cause
+        cause = cause.__cause__
+    return None
 
 
 async def _context(tls: TlsParams | ssl.SSLContext | None) -> ssl.SSLContext | None:

@@ -66,6 +66,21 @@ _VERSIONS = {
 }
 
 
+# OpenSSL's reasons for bytes that are no TLS record (plain STOMP's "CONNECT" reads as an
+# HTTPS proxy request).
+_NOT_TLS = frozenset(
+    {
+        "HTTP_REQUEST",
+        "HTTPS_PROXY_REQUEST",
+        "WRONG_VERSION_NUMBER",
+        "UNSUPPORTED_PROTOCOL",
+        "UNKNOWN_PROTOCOL",
+        "PACKET_LENGTH_TOO_LONG",
+        "RECORD_LAYER_FAILURE",
+    }
+)
+
+
 class TlsSetupError(ArtemisError, ValueError):
     """The TLS settings cannot be turned into a context (the message says why)."""
 
@@ -222,7 +237,7 @@ def handshake_failure(exc: BaseException, initial: bytes = b"") -> str:
         return f"client certificate refused: {reason.verify_message}"
     if isinstance(reason, ssl.SSLError):
         text = reason.reason or str(reason)
-        if text in ("HTTP_REQUEST", "WRONG_VERSION_NUMBER", "UNSUPPORTED_PROTOCOL"):
+        if text in _NOT_TLS:
             return f"not a TLS handshake ({text}: a plain-TCP client on a TLS port?)"
         if text == "PEER_DID_NOT_RETURN_A_CERTIFICATE":
             return "the client sent no certificate (needClientAuth=true)"
@@ -245,6 +260,11 @@ def dial_failure(exc: BaseException) -> str:
             return f"the server did not answer the TLS handshake ({text}: a plain port?)"
         if "ALERT" in text:
             return f"the server refused the handshake ({text}: does it trust this certificate?)"
+        if text == "UNEXPECTED_EOF_WHILE_READING":
+            return (
+                "the server closed the connection in the TLS handshake (does it need a client "
+                "certificate, keyStorePath, or not trust the one given?)"
+            )
         return text
     if isinstance(reason, trio.BrokenResourceError | OSError) or not str(reason):
         return (

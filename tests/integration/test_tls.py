@@ -1,0 +1,233 @@
+"""TLS acceptors with real processes: stomp.py and artemis-py's own client and CLI over TLS,
+client certificates (needClientAuth), PKCS12 and PEM stores, masked passwords, and what a
+wrong client does to a node (nothing: one line in its log, everyone else still served):
+plain text on a TLS port, TLS on a plain port, an untrusted or expired client certificate.
+``sslAutoReload`` serves a renewed certificate to new connections without a restart."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+import ssl
+import subprocess
+from pathlib import Path
+
+import pytest
+import stomp
+import trio
+from cryptography import x509
+
+from artemis_py.client import open_stomp_connection
+from artemis_py.client.connection import TlsError
+from artemis_py.client.url import parse_client_url
+from artemis_py.transport.certificates import (
+    TlsFiles,
+    create_tls_files,
+    issue_certificate,
+    load_keystore,
+    write_keystore,
+)
+
+from .conftest import BrokerProcess, Client, node_command, start_refused, unique, wait_for
+
+PASSWORD = "s3cret-pass"
+HOSTS = ["localhost", "127.0.0.1"]
+
+
+@pytest.fixture(scope="module")
+def pem_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    return create_tls_files(
+        tmp_path_factory.mktemp("pem"), ["node"], HOSTS, PASSWORD, store_type="PEM"
+    )
+
+
+@pytest.fixture(scope="module")
+def p12_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    return create_tls_files(tmp_path_factory.mktemp("p12"), ["node"], HOSTS, PASSWORD)
+
+
+def acceptor_tls(files: TlsFiles, *extra: str, password: str = PASSWORD) -> str:
+    params = [
+        "sslEnabled=true",
+        f"keyStorePath={files.keystores['node']}",
+        f"keyStorePassword={password}",
+        *extra,
+    ]
+    return ";" + ";".join(params)
+
+
+def client_auth(files: TlsFiles) -> tuple[str, ...]:
+    return (
+        "needClientAuth=true",
+        f"trustStorePath={files.truststore}",
+        f"trustStorePassword={PASSWORD}",
+    )
+
+
+def stomp_ssl(files: TlsFiles, keystore: Path | None = None) -> dict[str, object]:
+    """stomp.py's set_ssl arguments: trust the CA; with a PEM ``keystore``, present it."""
+    options: dict[str, object] = {"ca_certs": str(files.ca)}
+    if keystore is not None:
+        options.update(key_file=str(keystore), cert_file=str(keystore), password=PASSWORD)
+    return options
+
+
+def round_trip(client: Client) -> None:
+    client.clear()
+    queue, body = f"/queue/{unique('tls')}", unique("body")
+    client.subscribe(queue)
+    client.send(queue, body, receipt=True)
+    assert client.wait_messages(1)[0].body == body
+
+
+def logged(node: BrokerProcess, needle: str, times: int = 1) -> str:
+    """The node's log once it holds ``needle`` ``times`` times, else ``""``."""
+    text = node.log()
+    return text if text.count(needle) >= times else ""
+
+
+def served_serial(port: int, ca: Path) -> int:
+    """The serial number of the certificate a new TLS connection to the node sees."""
+    context = ssl.create_default_context(cafile=str(ca))
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+def stomp_refused(port: int, files: TlsFiles, keystore: Path | None) -> None:
+    """A stomp.py client that must not get a connection."""
+    conn = stomp.Connection12([("127.0.0.1", port)], reconnect_attempts_max=1)
+    conn.set_ssl(for_hosts=[("127.0.0.1", port)], **stomp_ssl(files, keystore))  # type: ignore[arg-type]
+    with pytest.raises((stomp.exception.ConnectFailedException, OSError, ssl.SSLError)):
+        conn.connect(wait=True, with_connect_command=True)
+        # TLS 1.3: the server refuses the certificate after the client's handshake ended,
+        # so the refusal may only come with the first read.
+        conn.disconnect()
+        raise stomp.exception.ConnectFailedException("connected")
+
+
+def test_stomp_py_over_tls_with_a_pkcs12_key_store(make_broker, p12_files):
+    node = make_broker(acceptor_params=acceptor_tls(p12_files))
+    assert f"on 127.0.0.1:{node.port} over TLS" in node.log()
+    client = node.client(ssl=stomp_ssl(p12_files))
+    round_trip(client)
+    client.disconnect()
+
+
+def test_client_certificates_with_pem_stores(make_broker, pem_files, tmp_path):
+    node = make_broker(acceptor_params=acceptor_tls(pem_files, *client_auth(pem_files)))
+    client = node.client(ssl=stomp_ssl(pem_files, pem_files.client_keystore))
+    round_trip(client)
+    # No certificate: refused, and the log says so in one line.
+    stomp_refused(node.port, pem_files, None)
+    wait_for(lambda: "sent no certificate" in node.log() or "certificate" in node.log())
+    # A certificate from another CA, and an expired one from the right CA.
+    other = create_tls_files(tmp_path / "other", [], HOSTS, PASSWORD, store_type="PEM")
+    stomp_refused(node.port, pem_files, other.client_keystore)
+    ca_key, ca_cert, _ = load_keystore(pem_files.ca_key, PASSWORD, store_type="PEM")
+    past = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=30)
+    key, cert = issue_certificate(ca_key, ca_cert, "old", HOSTS, days=1, not_before=past)
+    expired = tmp_path / "expired.pem"
+    write_keystore(expired, key, cert, PASSWORD, chain=[ca_cert], store_type="PEM")
+    stomp_refused(node.port, pem_files, expired)
+    log = wait_for(
+        lambda: logged(node, "client certificate refused", times=2),
+        message="two refused certificates in the log",
+    )
+    assert "certificate has expired" in log
+    assert "Traceback" not in log
+    # The node still serves the client with a good certificate.
+    round_trip(client)
+    round_trip(node.client(ssl=stomp_ssl(pem_files, pem_files.client_keystore)))
+
+
+def test_plain_text_on_a_tls_port_is_closed_and_the_node_keeps_serving(make_broker, p12_files):
+    node = make_broker(acceptor_params=acceptor_tls(p12_files))
+    with socket.create_connection(("127.0.0.1", node.port), timeout=5) as plain:
+        plain.sendall(b"CONNECT\naccept-version:1.2\nhost:localhost\n\n\x00")
+        data = plain.recv(4096)
+        while data and not data.startswith(b"\x15"):  # a TLS alert record at most
+            data = plain.recv(4096)
+        assert b"CONNECTED" not in data
+    log = wait_for(lambda: logged(node, "not a TLS handshake"))
+    assert "Traceback" not in log
+    round_trip(node.client(ssl=stomp_ssl(p12_files)))
+
+
+async def test_our_client_over_tls_and_on_a_plain_port(make_broker, p12_files):
+    tls_node = make_broker(acceptor_params=acceptor_tls(p12_files))
+    plain_node = make_broker()
+    query = f"sslEnabled=true&trustStorePath={p12_files.truststore}&trustStorePassword={PASSWORD}"
+    url = parse_client_url(f"tcp://127.0.0.1:{tls_node.port}?{query}")
+    async with open_stomp_connection("127.0.0.1", tls_node.port, tls=url.options.tls) as conn:
+        await conn.send("/queue/ours", "hello", receipt=True)
+    with pytest.raises(TlsError, match="did not answer the TLS handshake"):
+        with trio.fail_after(15):
+            async with open_stomp_connection(
+                "127.0.0.1", plain_node.port, tls=url.options.tls, connect_timeout=5
+            ):
+                pass
+    assert "Traceback" not in plain_node.log()
+
+
+def artemis_py(*args: str) -> subprocess.CompletedProcess[str]:
+    command, env = node_command()
+    return subprocess.run([*command, *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_producer_and_consumer_over_tls_with_a_client_certificate(make_broker, p12_files):
+    node = make_broker(acceptor_params=acceptor_tls(p12_files, *client_auth(p12_files)))
+    url = (
+        f"tcp://127.0.0.1:{node.port}?sslEnabled=true&trustStorePath={p12_files.truststore}"
+        f"&trustStorePassword={PASSWORD}&keyStorePath={p12_files.client_keystore}"
+        f"&keyStorePassword={PASSWORD}"
+    )
+    queue = f"queue://{unique('cli')}"
+    sent = artemis_py("producer", "--url", url, "--destination", queue, "--message-count", "3")
+    assert sent.returncode == 0, sent.stderr
+    got = artemis_py("consumer", "--url", url, "--destination", queue, "--message-count", "3")
+    assert got.returncode == 0, got.stderr
+    # Without the client certificate: one line saying why, no traceback.
+    bare = url.split("&keyStorePath")[0]
+    refused = artemis_py("producer", "--url", bare, "--destination", queue, "--message-count", "1")
+    assert refused.returncode == 1, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert "certificate" in refused.stderr.lower() or "refused" in refused.stderr.lower()
+
+
+def test_broken_tls_configuration_is_refused_at_start(make_broker, p12_files, tmp_path):
+    log = start_refused(
+        make_broker(start=False, acceptor_params=acceptor_tls(p12_files, password="wrong"))
+    )
+    assert "wrong password" in log and "keyStorePath" in log
+    jks = tmp_path / "store.jks"
+    jks.write_bytes(b"\xfe\xed\xfe\xed" + os.urandom(64))
+    params = f";sslEnabled=true;keyStorePath={jks};keyStorePassword=x"
+    log = start_refused(make_broker(start=False, acceptor_params=params))
+    assert "keytool -importkeystore" in log
+
+
+def test_masked_key_store_password(make_broker, p12_files):
+    passwords = pytest.importorskip("artemis_py.config.passwords")
+    masked = f"ENC({passwords.mask_bare(PASSWORD)})"
+    node = make_broker(acceptor_params=acceptor_tls(p12_files, password=masked))
+    round_trip(node.client(ssl=stomp_ssl(p12_files)))
+
+
+def test_ssl_auto_reload_serves_a_renewed_certificate(make_broker, tmp_path):
+    files = create_tls_files(tmp_path / "tls", ["node"], HOSTS, PASSWORD)
+    node = make_broker(acceptor_params=acceptor_tls(files, "sslAutoReload=true"))
+    first = served_serial(node.port, files.ca)
+    client = node.client(ssl={"ca_certs": str(files.ca)})
+    ca_key, ca_cert, _ = load_keystore(files.ca_key, PASSWORD, store_type="PEM")
+    key, cert = issue_certificate(ca_key, ca_cert, "node", HOSTS)
+    renewed = tmp_path / "renewed.p12"
+    write_keystore(renewed, key, cert, PASSWORD, chain=[ca_cert])
+    os.replace(renewed, files.keystores["node"])
+    wait_for(lambda: served_serial(node.port, files.ca) == cert.serial_number, 15)
+    assert cert.serial_number != first
+    round_trip(client)  # the connection made before the reload goes on
+    assert "reloaded" in node.log()
