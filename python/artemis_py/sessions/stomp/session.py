@@ -421,7 +421,7 @@ class StompSession:
 
     def _on_unsubscribe(self, frame: Frame) -> Pending | None:
         sub_id = frame.get("id") or (frame.get("destination") if self.version == "1.0" else None)
-        sub = self.subscriptions.pop(sub_id or "", None)
+        sub = self.subscriptions.get(sub_id or "")
         durable_name = frame.get("durable-subscription-name") or frame.get(
             "durable-subscriber-name"
         )
@@ -437,7 +437,8 @@ class StompSession:
                 if queue.durable
                 else Permission.DELETE_NON_DURABLE_QUEUE
             )
-            self.subject.check(drop, queue.address, queue.name)
+            self.subject.check(drop, queue.address, queue.name)  # refused: still subscribed
+        del self.subscriptions[sub.id]
         self._close_subscription(sub)
         if durable_name and sub.queue.durable and not sub.queue.consumers:
             return self.broker.delete_queue(sub.queue)
