@@ -21,6 +21,13 @@ Targets:
 
 Peers are installed on first use (network, minutes), cached under ~/.cache/artemis-py-bench.
 Every run's JSON report (and PNG plot with ``--plots DIR``) is kept under ``--results``.
+
+``--tls`` (issue 18, the cost of TLS): each target runs each scenario twice, plain and with
+TLS on every acceptor and connector (clients and cluster links; server certificates only,
+no client certificates), from key stores made by :mod:`artemis_py.transport.certificates`
+under the cache's ``tls/``; the load generator speaks TLS with the same trust store. A last
+table gives TLS / plain per target and artemis-py TLS / Artemis TLS. Scenarios default to
+2 and 5 with ``--tls``; ActiveMQ Classic is not run.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -64,6 +72,7 @@ def cluster_urls() -> list[str]:
 
 CLUSTER_CONFIGS = [ROOT / "etc" / "cluster" / "symmetric" / f"node{i}.xml" for i in (1, 2, 3)]
 TARGETS = ("artemis-py", "artemis", "activemq")
+TLS = "+tls"  # suffix of a target's name in its TLS runs ("artemis-py+tls")
 
 
 @dataclass(frozen=True)
@@ -74,8 +83,9 @@ class Scenario:
     options: str  # artemis-py perf options; {node1} and {nodes} are filled in per target
     metric: str  # the rate the ratio compares
 
-    def args(self, urls: list[str]) -> list[str]:
-        return [a.format(node1=urls[0], nodes=",".join(urls)) for a in self.options.split()]
+    def args(self, urls: list[str], tls: bool = False) -> list[str]:
+        node1, nodes = client_urls(urls[:1], tls), client_urls(urls, tls)
+        return [a.format(node1=node1, nodes=nodes) for a in self.options.split()]
 
 
 SCENARIOS = [
@@ -187,6 +197,62 @@ def listening_pids(ports: list[int]) -> list[int]:
     return sorted(pids)
 
 
+# -- TLS (--tls) -------------------------------------------------------------------------------
+
+TLS_DIR = CACHE / "tls"
+# A benchmark's stores on a benchmark machine: the password only has to be the same on both
+# sides, and the peer script writes it into Apache Artemis's broker.xml.
+TLS_PASSWORD = "bench-tls-secret"
+TLS_NODES = ("single", "node1", "node2", "node3")
+_TRANSPORT = re.compile(r"(<(acceptor|connector) name=\"([^\"]*)\">)([^<]*)(</\2>)")
+
+
+def make_tls_files() -> None:
+    """One CA and a key store per node name (the same paths every run, so the TLS
+    instances of Apache Artemis made by an earlier run keep naming the right files)."""
+    from artemis_py.transport.certificates import create_tls_files
+
+    create_tls_files(TLS_DIR, TLS_NODES, ["localhost", "127.0.0.1"], TLS_PASSWORD)
+
+
+def tls_transports(broker_xml: str, node: str) -> str:
+    """Every acceptor with ``node``'s key store, every connector trusting the CA: what
+    bench/peers/artemis.sh does to Apache Artemis's broker.xml, with sed."""
+
+    def rewrite(match: re.Match[str]) -> str:
+        url = match.group(4)
+        if match.group(2) == "acceptor":
+            params = (
+                f"sslEnabled=true;keyStorePath={TLS_DIR / f'{node}-keystore.p12'};"
+                f"keyStorePassword={TLS_PASSWORD}"
+            )
+        else:
+            params = (
+                f"sslEnabled=true;trustStorePath={TLS_DIR / 'truststore.p12'};"
+                f"trustStorePassword={TLS_PASSWORD}"
+            )
+        url += (";" if "?" in url else "?") + params
+        return match.group(1) + url + match.group(5)
+
+    return _TRANSPORT.sub(rewrite, broker_xml)
+
+
+def client_urls(urls: list[str], tls: bool) -> str:
+    """The load generator's ``--url`` value for ``urls`` (one node or the cluster's).
+
+    With TLS it is one cluster URL carrying the trust store, as Artemis clients write it;
+    ``useTopologyForLoadBalancing=false`` keeps the connections on the nodes listed,
+    spread round-robin like a plain list (perf hands out a plain list's nodes in turn)."""
+    if not tls:
+        return ",".join(urls)
+    query = (
+        f"sslEnabled=true&trustStorePath={TLS_DIR / 'truststore.p12'}"
+        f"&trustStorePassword={TLS_PASSWORD}&useTopologyForLoadBalancing=false"
+    )
+    nodes = urls[0] if len(urls) == 1 else f"({','.join(urls)})"
+    return f"{nodes}?{query}"
+
+
 # -- targets -----------------------------------------------------------------------------------
 
 
@@ -198,7 +264,7 @@ def artemis_py_command() -> list[str]:
 
 
 @contextlib.contextmanager
-def artemis_py_nodes(cluster: bool, workdir: Path) -> Iterator[list[str]]:
+def artemis_py_nodes(cluster: bool, workdir: Path, tls: bool) -> Iterator[list[str]]:
     """Start one artemis-py node (etc/broker.xml) or the three cluster nodes."""
     env = dict(os.environ, STOMP_PORT=str(61613 + SHIFT), CORE_PORT=str(61616 + SHIFT))
     env.pop("ARTEMIS_DATA", None)
@@ -214,12 +280,16 @@ def artemis_py_nodes(cluster: bool, workdir: Path) -> Iterator[list[str]]:
                 text = text.replace(f":{port}<", f":{port + SHIFT}<").replace(
                     f":{port}?", f":{port + SHIFT}?"
                 )
+            if tls:
+                text = tls_transports(text, path.stem)
             configs.append(cwd / path.name)
             configs[-1].write_text(text)
     else:
         cwd = workdir / "single"
         (cwd / "etc").mkdir(parents=True)
         text = with_paging_setting((ROOT / "etc" / "broker.xml").read_text())
+        if tls:
+            text = tls_transports(text, "single")
         (cwd / "etc" / "broker.xml").write_text(text)
         configs, urls = [cwd / "etc" / "broker.xml"], single_urls()
     check_free(urls)
@@ -252,11 +322,13 @@ def artemis_py_nodes(cluster: bool, workdir: Path) -> Iterator[list[str]]:
 
 
 @contextlib.contextmanager
-def peer(script: str, layout: str | None) -> Iterator[list[str]]:
+def peer(script: str, layout: str | None, tls: bool = False) -> Iterator[list[str]]:
     urls = cluster_urls() if layout == "cluster" else single_urls()
     extra = [layout] if layout else []
     check_free(urls)
     env = dict(os.environ, BENCH_PORT_SHIFT=str(SHIFT))
+    if tls:  # TLS instances of their own (artemis.sh reads these)
+        env.update(BENCH_TLS_DIR=str(TLS_DIR), BENCH_TLS_PASSWORD=TLS_PASSWORD)
     try:
         subprocess.run([str(PEERS / script), "start", *extra], check=True, env=env)
         yield urls
@@ -267,15 +339,18 @@ def peer(script: str, layout: str | None) -> Iterator[list[str]]:
 def target_nodes(
     target: str, cluster: bool, workdir: Path
 ) -> contextlib.AbstractContextManager[list[str]]:
-    if target == "artemis-py":
-        return artemis_py_nodes(cluster, workdir)
-    if target == "artemis":
-        return peer("artemis.sh", "cluster" if cluster else "single")
+    tls = target.endswith(TLS)
+    base = target.removesuffix(TLS)
+    if base == "artemis-py":
+        return artemis_py_nodes(cluster, workdir, tls)
+    if base == "artemis":
+        return peer("artemis.sh", "cluster" if cluster else "single", tls)
     return peer("activemq.sh", None)
 
 
 def available(target: str, scenario: Scenario) -> str | None:
     """None if ``target`` can run ``scenario``, else why not."""
+    target = target.removesuffix(TLS)
     if scenario.number == 6 and target == "activemq":
         return "not run (ActiveMQ Classic limits memory per destination differently)"
     if not scenario.cluster:
@@ -296,7 +371,7 @@ def run_perf(
     stem = f"s{scenario.number}-{target}"
     json_path = args.results / f"{stem}.json"
     command = [
-        *artemis_py_command(), "perf", *scenario.args(urls),
+        *artemis_py_command(), "perf", *scenario.args(urls, target.endswith(TLS)),
         "--destination", f"queue://bench{scenario.number}",
         "--duration", str(args.duration), "--warmup", str(args.warmup),
         "--processes", str(args.processes), "--drain-timeout", "5",
@@ -358,6 +433,44 @@ def table(results: dict[tuple[int, str], dict[str, Any] | None], scenarios: list
                 row.append(f"**{ours['rates'][s.metric] / theirs['rates'][s.metric]:.2f}**")
             else:
                 row.append("–")
+        row += [fmt_latency(results.get((s.number, t))) for t in targets]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def _ratio(
+    results: dict[tuple[int, str], dict[str, Any] | None], s: Scenario, top: str, bottom: str
+) -> str:
+    ours, theirs = results.get((s.number, top)), results.get((s.number, bottom))
+    if ours and theirs and theirs["rates"][s.metric]:
+        return f"**{ours['rates'][s.metric] / theirs['rates'][s.metric]:.2f}**"
+    return "–"
+
+
+def tls_table(
+    results: dict[tuple[int, str], dict[str, Any] | None],
+    scenarios: list[Scenario],
+    targets: list[str],
+) -> str:
+    """--tls: msg/s plain and with TLS per target, TLS / plain, artemis-py TLS / Artemis TLS,
+    and the latencies."""
+    bases = [t for t in targets if not t.endswith(TLS)]
+    head = ["scenario"]
+    for t in bases:
+        head += [f"{t} plain msg/s", f"{t} TLS msg/s", f"{t} TLS / plain"]
+    both = "artemis-py" in bases and "artemis" in bases
+    if both:
+        head.append("artemis-py TLS / Artemis TLS")
+    head += [f"{t} p50 / p99 ms" for t in targets]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in scenarios:
+        row = [f"{s.number}. {s.title}"]
+        for t in bases:
+            row += [fmt_rate(results.get((s.number, t)), s)]
+            row += [fmt_rate(results.get((s.number, t + TLS)), s)]
+            row += [_ratio(results, s, t + TLS, t)]
+        if both:
+            row.append(_ratio(results, s, "artemis-py" + TLS, "artemis" + TLS))
         row += [fmt_latency(results.get((s.number, t))) for t in targets]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
@@ -439,7 +552,15 @@ def summary_plot(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--targets", default=",".join(TARGETS), help="comma-separated")
-    parser.add_argument("--scenarios", default="1,2,3,4,5,6", help="comma-separated numbers")
+    parser.add_argument(
+        "--scenarios", default=None, help="comma-separated numbers (default 1-6; --tls: 2,5)"
+    )
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="run each target plain and with TLS on every acceptor and connector, and print "
+        "the cost of TLS (ActiveMQ Classic is left out)",
+    )
     parser.add_argument("--duration", type=float, default=8.0, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=4.0, help="seconds (JVMs: JIT)")
     parser.add_argument("--processes", type=int, default=2, help="load-generator processes")
@@ -458,6 +579,11 @@ def main() -> int:
     unknown = set(targets) - set(TARGETS)
     if unknown:
         parser.error(f"unknown targets {sorted(unknown)}; choose from {TARGETS}")
+    if args.tls:
+        targets = [v for t in targets if t != "activemq" for v in (t, t + TLS)]
+        make_tls_files()
+    if args.scenarios is None:
+        args.scenarios = "2,5" if args.tls else "1,2,3,4,5,6"
     wanted = {int(n) for n in args.scenarios.split(",") if n}
     scenarios = [s for s in SCENARIOS if s.number in wanted]
     if args.results is None:
@@ -493,7 +619,10 @@ def main() -> int:
                 log(f"stopped {target} ({layout})")
     load_after = os.getloadavg()
     print()
-    print(table(results, scenarios, targets))
+    if args.tls:
+        print(tls_table(results, scenarios, targets))
+    else:
+        print(table(results, scenarios, targets))
     print()
     print(cpu_table(results, scenarios, targets))
     print()

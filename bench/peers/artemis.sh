@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Apache ActiveMQ Artemis as a benchmark peer: install | start | stop | status  [single|cluster]
 #
-#   (BENCH_PORT_SHIFT=N adds N to every port.)
+#   (BENCH_PORT_SHIFT=N adds N to every port. BENCH_TLS_DIR=DIR and BENCH_TLS_PASSWORD=P: TLS
+#   instances of their own, every acceptor with DIR/NODE-keystore.p12 and every connector
+#   trusting DIR/truststore.p12, as bench/run.py --tls makes them.)
 #   install   fetch the binary distribution of Apache Artemis $ARTEMIS_VERSION (default below)
 #             with Maven (`mvn dependency:copy`, once; cached) and create the instances: one
 #             node (STOMP 61613) and a three-node symmetric cluster (STOMP 61613/61713/61813,
@@ -34,6 +36,8 @@ MAVEN_GROUPS=(org.apache.artemis org.apache.activemq)
 SHIFT=${BENCH_PORT_SHIFT:-0}
 SUFFIX=""
 ((SHIFT == 0)) || SUFFIX="-shift$SHIFT"
+TLS_DIR=${BENCH_TLS_DIR:-}
+[[ -z $TLS_DIR ]] || SUFFIX="$SUFFIX-tls"
 layout=${2:-single}
 case $layout in
     single) NODES=(single); OFFSETS=($((SHIFT))) ;;
@@ -97,6 +101,22 @@ create_instance() { # NAME OFFSET [cluster]
     sed -i -E '/<acceptor name="stomp">/ s:(protocols=STOMP[^<]*):\1;anycastPrefix=/queue/;multicastPrefix=/topic/:' \
         "$dir/etc/broker.xml"
     grep -q 'anycastPrefix=/queue/' "$dir/etc/broker.xml" || die "could not set STOMP prefixes in $dir"
+    [[ -z $TLS_DIR ]] || tls_transports "$dir" "$name"
+}
+
+# TLS on every acceptor (the node's key store) and connector (the CA's trust store): the
+# same parameters bench/run.py's tls_transports gives artemis-py's broker.xml.
+tls_transports() { # DIR NODE
+    local xml=$1/etc/broker.xml password=${BENCH_TLS_PASSWORD:?BENCH_TLS_PASSWORD is not set}
+    local key="sslEnabled=true;keyStorePath=$TLS_DIR/$2-keystore.p12;keyStorePassword=$password"
+    local trust="sslEnabled=true;trustStorePath=$TLS_DIR/truststore.p12;trustStorePassword=$password"
+    [[ -f $TLS_DIR/$2-keystore.p12 ]] || die "no key store $TLS_DIR/$2-keystore.p12"
+    sed -i -E \
+        -e "s#(<acceptor name=\"[^\"]*\">[^<]*)</acceptor>#\1;$key</acceptor>#" \
+        -e "s#(<connector name=\"[^\"]*\">[^<?]*\?[^<]*)</connector>#\1;$trust</connector>#" \
+        -e "s#(<connector name=\"[^\"]*\">[^<?]*)</connector>#\1?$trust</connector>#" \
+        "$xml"
+    grep -q 'keyStorePath=' "$xml" || die "could not configure TLS in $xml"
 }
 
 # Scenario 6 of bench/run.py: address bench6 pages beyond 1 MiB (the same element as

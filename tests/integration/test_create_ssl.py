@@ -4,6 +4,7 @@ and ``artemis-py cert create`` makes the stores of a cluster under one CA."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -141,3 +142,21 @@ def test_the_printed_consumer_command_receives_over_tls(tls_node):
     )
     assert received.returncode == 0, received.stderr
     assert "for the consumer" in received.stdout
+
+
+def test_perf_runs_over_tls(tls_node, tmp_path):
+    """The load generator (bench/run --tls) speaks TLS with the URL's trust store."""
+    node, broker_xml, stdout = tls_node
+    report = tmp_path / "perf.json"
+    command, env = node_command()
+    perf = subprocess.run(
+        [*command, "perf", "--url", printed_consumer_url(stdout), "--producers", "1",
+         "--consumers", "1", "--duration", "1", "--warmup", "0", "--processes", "1",
+         "--destination", f"queue://{unique('perf')}", "--quiet", "--json", str(report)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert perf.returncode == 0, perf.stdout + perf.stderr
+    assert json.loads(report.read_text())["totals"]["received"] > 0

@@ -57,6 +57,7 @@ async def _members(cluster: ClientUrl, options: PerfOptions) -> tuple[BrokerUrl,
                 passcode=options.password,
                 version=options.stomp_version,
                 headers=[("topology", "true")],
+                tls=cluster.options.tls,
             ) as conn:
                 announced = conn.topology or ()
         except (OSError, ClientError) as exc:
@@ -131,6 +132,7 @@ def _open(worker: _Worker, cluster: ClientUrl, url: BrokerUrl) -> Any:
         login=options.user,
         passcode=options.password,
         version=options.stomp_version,
+        tls=cluster.options.tls,
     )
 
 

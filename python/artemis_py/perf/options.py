@@ -41,6 +41,7 @@ from artemis_py.client import (
     stomp_destination,
 )
 from artemis_py.client.url import ClientUrl, parse_client_url
+from artemis_py.config.tls import TlsParams
 
 __all__ = ["DEFAULT_DESTINATION", "PerfOptions", "add_arguments", "options_from_args"]
 
@@ -131,6 +132,15 @@ class PerfOptions:
             cluster is not None and cluster.options.fails_over
             for cluster in (self.producer_cluster, self.consumer_cluster)
         )
+
+    @property
+    def producer_tls(self) -> TlsParams | None:
+        """The TLS parameters of the producers' cluster URL (``sslEnabled=true&...``)."""
+        return self.producer_cluster.options.tls if self.producer_cluster else None
+
+    @property
+    def consumer_tls(self) -> TlsParams | None:
+        return self.consumer_cluster.options.tls if self.consumer_cluster else None
 
     @property
     def pipelined(self) -> bool:

@@ -45,6 +45,7 @@ from artemis_py.client import (
     open_stomp_connection,
 )
 from artemis_py.client.errors import connect_failure
+from artemis_py.config.tls import TlsParams
 from artemis_py.perf import histogram
 from artemis_py.perf.cluster import failover_consumer, failover_producer
 from artemis_py.perf.options import TIMESTAMP_HEADER, PerfOptions
@@ -286,7 +287,7 @@ class _Worker:
 
     # -- producers -------------------------------------------------------------------------
 
-    def _connect(self, url: BrokerUrl, max_pending: int = 1) -> Any:
+    def _connect(self, url: BrokerUrl, max_pending: int = 1, tls: TlsParams | None = None) -> Any:
         return open_stomp_connection(
             url.host,
             url.port,
@@ -294,6 +295,7 @@ class _Worker:
             passcode=self.options.password,
             version=self.options.stomp_version,
             max_pending=max_pending,
+            tls=tls,
         )
 
     def _in_window(self, ns: int) -> bool:
@@ -331,7 +333,7 @@ class _Worker:
         who = f"producer {number} ({url})"
         window = options.max_pending if options.receipts and not options.tx_size else 1
         try:
-            async with self._connect(url, max_pending=window) as conn:
+            async with self._connect(url, window, self.options.producer_tls) as conn:
                 self._actor_ready()
                 await self.started.wait()
                 next_ts = self._schedule(number)
@@ -439,7 +441,7 @@ class _Worker:
         consuming = trio.CancelScope()
         self.consumer_scopes.append(consuming)
         try:
-            async with self._connect(url) as conn:
+            async with self._connect(url, tls=self.options.consumer_tls) as conn:
                 subscription = await conn.subscribe(options.stomp_destination, ack=ack_mode)
                 self._actor_ready()
                 tx: str | None = None
