@@ -122,6 +122,14 @@ class AcceptorConfig:
     ``stomp_max_headers_size``
         ``stompMaxHeadersSize`` (1 MiB): bytes of all header lines of one frame.
 
+    ``handshake_timeout``
+        ``handshake-timeout`` (10 s, as in Artemis; 0 = no limit): how long a new connection
+        has to complete its handshake (telling protocols apart, a STOMP client's CONNECT)
+        before it is closed (docs/stomp.md "Limits and hostile input").
+    ``connections_allowed``
+        ``connectionsAllowed`` (-1 = unlimited, as in Artemis): connections open at once on
+        this acceptor; one more is closed as soon as it is accepted.
+
     ``tls``
         ``sslEnabled`` and the other TLS parameters (:class:`~.tls.TlsParams`, docs/tls.md).
     """
@@ -147,6 +155,8 @@ class AcceptorConfig:
     stomp_max_headers: int = defaults.STOMP_MAX_HEADERS
     stomp_max_header_length: int = defaults.STOMP_MAX_HEADER_LENGTH
     stomp_max_headers_size: int = defaults.STOMP_MAX_HEADERS_SIZE
+    handshake_timeout: int = 10  # seconds
+    connections_allowed: int = -1
     tls: TlsParams = TlsParams()
 
     @property

@@ -12,11 +12,18 @@ A TLS acceptor (``sslEnabled=true``, docs/tls.md) wraps each connection in a
 before telling the protocols apart. A failed handshake (a plain-TCP client, a client
 certificate that is expired or not trusted) is one line in the log and the connection is
 closed; the acceptor serves everyone else.
+
+Limits on what connections may hold (docs/stomp.md "Limits and hostile input"):
+``connectionsAllowed`` caps the connections open at once (one more is closed as soon as it
+is accepted, logged at DEBUG as Artemis does), and ``handshake-timeout`` bounds the time a
+new connection may take to become useful: telling the protocols apart and (in
+:mod:`.stomp`) a STOMP client's CONNECT each have that long.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -34,13 +41,18 @@ log = logging.getLogger("artemis_py.transport")
 
 # Serves one cluster link: (stream, peer "host:port", bytes already read).
 ClusterHandler = Callable[[trio.abc.Stream, str, bytes], Awaitable[None]]
-SNIFF_TIMEOUT = 10.0
 
 
-async def _sniff(stream: trio.abc.ReceiveStream) -> tuple[bool, bytes]:
-    """Read until the first bytes tell a cluster link (MAGIC) from a STOMP client."""
+def handshake_seconds(acceptor: AcceptorConfig) -> float:
+    """The acceptor's ``handshake-timeout`` in seconds (0 in broker.xml: no limit)."""
+    return float(acceptor.handshake_timeout) if acceptor.handshake_timeout > 0 else math.inf
+
+
+async def _sniff(stream: trio.abc.ReceiveStream, within: float) -> tuple[bool, bytes]:
+    """Read until the first bytes tell a cluster link (MAGIC) from a STOMP client (what
+    came by then, if ``within`` seconds pass first)."""
     data = b""
-    with trio.move_on_after(SNIFF_TIMEOUT):
+    with trio.move_on_after(within):
         while len(data) < len(MAGIC) and MAGIC.startswith(data):
             chunk = await stream.receive_some(4096)
             if not chunk:
@@ -167,8 +179,25 @@ class _Handler:
         self.clients = clients
         self.stomp = acceptor.accepts("STOMP")
         self.core = acceptor.accepts("CORE")
+        self.open = 0  # connections being served now (connectionsAllowed)
 
     async def serve(self, socket_stream: trio.SocketStream) -> None:
+        allowed = self.acceptor.connections_allowed
+        if allowed != -1 and self.open >= allowed:
+            log.debug(
+                "acceptor %s: connection refused: %d connections open (connectionsAllowed)",
+                self.acceptor.name,
+                self.open,
+            )
+            await trio.aclose_forcefully(socket_stream)
+            return
+        self.open += 1
+        try:
+            await self._serve(socket_stream)
+        finally:
+            self.open -= 1
+
+    async def _serve(self, socket_stream: trio.SocketStream) -> None:
         fast = FastSocketStream(socket_stream)
         try:
             host, port = fast.socket.getpeername()[:2]
@@ -185,7 +214,7 @@ class _Handler:
         if self.core:
             is_cluster = True
             if self.stomp:
-                is_cluster, initial = await _sniff(stream)
+                is_cluster, initial = await _sniff(stream, handshake_seconds(self.acceptor))
             if is_cluster:
                 await self._serve_link(stream, peer, initial)
                 return

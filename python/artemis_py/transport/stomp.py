@@ -38,6 +38,7 @@ never delivered again. Not after a DISCONNECT or an ERROR: frames after those ar
 from __future__ import annotations
 
 import logging
+import math
 
 import trio
 
@@ -104,6 +105,13 @@ class StompConnection:
         self._pipeline_done = trio.Event()
         self._last_received = trio.current_time()
         self._last_sent = self._last_received
+        # handshake-timeout: the CONNECT must be in by then (see _receive).
+        self._handshake_timeout = acceptor.handshake_timeout
+        self._connect_deadline = (
+            self._last_received + self._handshake_timeout
+            if self._handshake_timeout > 0
+            else math.inf
+        )
         self._cancel_scope: trio.CancelScope | None = None
         self._initial = initial  # bytes read while telling protocols apart
         self._reading = trio.CancelScope()  # cancelled by stop()
@@ -216,7 +224,10 @@ class StompConnection:
             if self._initial:
                 data, self._initial = self._initial, b""
             else:
-                data = await self.stream.receive_some(READ_SIZE)
+                received = await self._receive()
+                if received is None:
+                    return
+                data = received
             self._last_received = trio.current_time()
             codec.receive_data(data)
             self._codec_eof = not data
@@ -238,6 +249,20 @@ class StompConnection:
                     return
             if not data:
                 return
+
+    async def _receive(self) -> bytes | bytearray | None:
+        """The next bytes from the client, or None: no CONNECT came within the acceptor's
+        ``handshake-timeout`` (Artemis: a connection that has not completed its handshake
+        by then is closed, so idle or slow connections cannot pile up), answered here
+        with an ERROR that says so."""
+        if self.session.connected or self._connect_deadline == math.inf:
+            return await self.stream.receive_some(READ_SIZE)
+        with trio.move_on_at(self._connect_deadline):
+            return await self.stream.receive_some(READ_SIZE)
+        await self._fail(
+            f"no CONNECT frame within {self._handshake_timeout} s (handshake-timeout)", None
+        )
+        return None
 
     async def _handle(self, frame: Frame) -> None:
         receipt = frame.get("receipt")

@@ -62,6 +62,8 @@ ACCEPTOR_PARAMS: dict[str, tuple[Callable[[str], object], str]] = {
     "stompMaxHeaders": (checked(int32, at_least(1)), "stomp_max_headers"),
     "stompMaxHeaderLength": (checked(bytes32, at_least(1)), "stomp_max_header_length"),
     "stompMaxHeadersSize": (checked(bytes64, at_least(1)), "stomp_max_headers_size"),
+    "handshake-timeout": (checked(int32, at_least(0)), "handshake_timeout"),
+    "connectionsAllowed": (checked(int64, minus_one_or_at_least(0)), "connections_allowed"),
 }
 _OTHER_KNOWN_PARAMS = frozenset({"protocols", "anycastPrefix", "multicastPrefix"}) | TLS_PARAM_NAMES
 _DEPRECATED_PARAMS = {"stompConsumerCredits": "stompConsumerWindowSize"}
