@@ -29,7 +29,9 @@ with atheris.instrument_imports(include=["artemis_py.protocol"]):
 
 def main() -> None:
     if len(sys.argv) < 2 or sys.argv[1] not in targets.TARGETS:
-        sys.exit(f"usage: {sys.argv[0]} TARGET [libFuzzer args]; TARGET: {', '.join(targets.TARGETS)}")
+        sys.exit(
+            f"usage: {sys.argv[0]} TARGET [libFuzzer args]; TARGET: {', '.join(targets.TARGETS)}"
+        )
     target = targets.TARGETS[sys.argv[1]]
     atheris.Setup([sys.argv[0], *sys.argv[2:]], target)
     atheris.Fuzz()
