@@ -30,6 +30,7 @@ import pytest
 import trio
 
 from artemis_py.cluster.status import fetch_status
+from artemis_py.config.tls import TlsParams, read_tls_params
 from artemis_py.transport.link import LinkError
 from integration.conftest import (  # the same module object pytest loaded for tests/integration
     DEFAULT_ADDRESS_SETTINGS,
@@ -106,8 +107,12 @@ class ClusterNode(BrokerProcess):
         cluster_protocols: str = "CORE",
         cluster_name: str = CLUSTER_NAME,
         more_clusters: str = "",
+        acceptor_tls: str = "",
+        connector_tls: str = "",
         **options: Any,
     ) -> None:
+        """``acceptor_tls`` / ``connector_tls``: TLS URL parameters (``key=value;...``) of
+        the cluster acceptor and of every connector (this node's, as the dialling side)."""
         options.setdefault("persistence", True)
         options.setdefault("address_settings", CLUSTER_ADDRESS_SETTINGS)
         super().__init__(directory, name=f"node{index}", **options)
@@ -123,6 +128,8 @@ class ClusterNode(BrokerProcess):
         self.cluster_protocols = cluster_protocols
         self.cluster_name = cluster_name
         self.more_clusters = more_clusters  # further <cluster-connection> elements
+        self.acceptor_tls = acceptor_tls
+        self.connector_tls = connector_tls
         self.peers: list[ClusterNode] = []  # every node of the cluster, self included
         self.static: list[int] = []  # indexes of the nodes in <static-connectors>
 
@@ -132,7 +139,8 @@ class ClusterNode(BrokerProcess):
 
     def cluster_xml(self) -> str:
         connectors = "\n".join(
-            f'      <connector name="{"self" if p is self else p.name}">{p.connector}</connector>'
+            f'      <connector name="{"self" if p is self else p.name}">{p.connector}'
+            f"{'?' + self.connector_tls if self.connector_tls else ''}</connector>"
             for p in self.peers
         )
         static = ""
@@ -177,7 +185,8 @@ class ClusterNode(BrokerProcess):
         xml = super().broker_xml()
         acceptor = (
             f'<acceptor name="cluster">tcp://{self.host}:{self.cluster_port}'
-            f"?protocols={self.cluster_protocols}</acceptor>\n    </acceptors>"
+            f"?protocols={self.cluster_protocols}"
+            f"{';' + self.acceptor_tls if self.acceptor_tls else ''}</acceptor>\n    </acceptors>"
         )
         assert xml.count("</acceptors>") == 1
         xml = xml.replace("</acceptors>", acceptor)
@@ -194,6 +203,14 @@ class ClusterNode(BrokerProcess):
 
     def status(self, password: str | None = None) -> dict[str, Any]:
         return status(self, password=password)
+
+    @property
+    def status_tls(self) -> TlsParams | None:
+        """How ``cluster status`` dials this node: its connectors' TLS parameters."""
+        if not self.connector_tls:
+            return None
+        params = dict(kv.split("=", 1) for kv in self.connector_tls.split(";"))
+        return read_tls_params(params, "connector").params
 
     def __repr__(self) -> str:
         return f"<{self.name} stomp={self.port} cluster={self.cluster_port}>"
@@ -223,6 +240,7 @@ def status(
             cluster=cluster or node.cluster_name,
             user=node.user,
             password=password if password is not None else (node.password or ""),
+            tls=node.status_tls,
         )
     )
 

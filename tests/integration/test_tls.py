@@ -128,7 +128,7 @@ def test_client_certificates_with_pem_stores(make_broker, pem_files, tmp_path):
     other = create_tls_files(tmp_path / "other", [], HOSTS, PASSWORD, store_type="PEM")
     stomp_refused(node.port, pem_files, other.client_keystore)
     ca_key, ca_cert, _ = load_keystore(pem_files.ca_key, PASSWORD, store_type="PEM")
-    past = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=30)
+    past = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=30)
     key, cert = issue_certificate(ca_key, ca_cert, "old", HOSTS, days=1, not_before=past)
     expired = tmp_path / "expired.pem"
     write_keystore(expired, key, cert, PASSWORD, chain=[ca_cert], store_type="PEM")

@@ -33,6 +33,7 @@ from artemis_py.broker.broker import Broker
 from artemis_py.broker.security import Authenticator
 from artemis_py.config import AcceptorConfig
 from artemis_py.protocol.cluster import MAGIC
+from artemis_py.transport.log_backoff import LogBackoff, unlogged
 from artemis_py.transport.sockets import FastSocketStream
 from artemis_py.transport.stomp import StompConnection
 from artemis_py.transport.tls import HANDSHAKE_TIMEOUT, ServerTls, TlsSetupError, handshake_failure
@@ -172,6 +173,7 @@ class _Handler:
         tls: ServerTls | None = None,
     ) -> None:
         self.tls = tls
+        self.refusals = LogBackoff()  # failed TLS handshakes, by peer host and reason
         self.broker = broker
         self.acceptor = acceptor
         self.authenticator = authenticator
@@ -248,12 +250,18 @@ class _Handler:
             with trio.fail_after(HANDSHAKE_TIMEOUT):
                 await secured.do_handshake()
         except (trio.BrokenResourceError, trio.TooSlowError) as exc:
-            log.warning(
-                "acceptor %s: TLS connection from %s closed: %s",
-                self.acceptor.name,
-                peer,
-                handshake_failure(exc),
-            )
+            reason = handshake_failure(exc)
+            # A node with a refused certificate retries every retry-interval: log it once,
+            # then ever less often.
+            quiet = self.refusals.occurred((peer.rpartition(":")[0], reason), trio.current_time())
+            if quiet is not None:
+                log.warning(
+                    "acceptor %s: TLS connection from %s closed: %s%s",
+                    self.acceptor.name,
+                    peer,
+                    reason,
+                    unlogged(quiet),
+                )
             await trio.aclose_forcefully(stream)
             return None
         return secured

@@ -1,0 +1,73 @@
+"""Cluster links over TLS (docs/tls.md): three nodes whose cluster acceptors require client
+certificates (needClientAuth) and whose connectors verify the peers' certificates against a
+shared trust store form a symmetric cluster and balance round robin; a node whose
+certificate comes from another CA never joins, and the logs say why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from artemis_py.transport.certificates import TlsFiles, create_tls_files
+
+from .conftest import Cluster, consume_everywhere, drain, status, stays, unique, wait_for
+
+PASSWORD = "cluster-tls-pass"
+HOSTS = ["localhost", "127.0.0.1"]
+
+
+def tls_options(files: TlsFiles, node: str) -> dict[str, str]:
+    """The cluster acceptor and connectors of ``node``: its own key store, the shared CA."""
+    trust = f"trustStorePath={files.truststore};trustStorePassword={PASSWORD}"
+    key = f"keyStorePath={files.keystores[node]};keyStorePassword={PASSWORD}"
+    return {
+        "acceptor_tls": f"sslEnabled=true;{key};needClientAuth=true;{trust}",
+        "connector_tls": f"sslEnabled=true;{trust};{key}",
+    }
+
+
+def test_three_nodes_over_tls_balance_round_robin(cluster: Any, clients: Any, tmp_path: Path):
+    names = ["node0", "node1", "node2"]
+    files = create_tls_files(tmp_path / "tls", names, HOSTS, PASSWORD)
+    nodes: Cluster = cluster(
+        3,
+        policy="ON_DEMAND",
+        node_options={i: tls_options(files, name) for i, name in enumerate(names)},
+    )
+    assert all("over TLS" in node.log() for node in nodes)
+    q = unique("tls-rr")
+    consumers = consume_everywhere(nodes, clients, q)
+    producer = clients(nodes[0])
+    for i in range(9):
+        producer.send(f"/queue/{q}", f"m-{i}", persistent="true")
+    got = drain(consumers, 9)
+    assert sorted(sum(got, [])) == list(range(9)), got
+    assert [len(g) for g in got] == [3, 3, 3], got
+
+
+def test_a_node_with_an_untrusted_certificate_never_joins(cluster: Any, tmp_path: Path) -> None:
+    files = create_tls_files(tmp_path / "tls", ["node0", "node1"], HOSTS, PASSWORD)
+    stranger = create_tls_files(tmp_path / "other-ca", ["node2"], HOSTS, PASSWORD)
+    options = {0: tls_options(files, "node0"), 1: tls_options(files, "node1")}
+    # node2 trusts the cluster's CA, but its own certificate comes from another CA.
+    node2 = tls_options(stranger, "node2")
+    node2["acceptor_tls"] = node2["acceptor_tls"].replace(
+        str(stranger.truststore), str(files.truststore)
+    )
+    node2["connector_tls"] = node2["connector_tls"].replace(
+        str(stranger.truststore), str(files.truststore)
+    )
+    options[2] = node2
+    # node0 dials node2 too (a static connector), so both directions are tried.
+    static = {0: [1, 2], 1: [0], 2: [0]}
+    nodes: Cluster = cluster(3, formed=False, node_options=options, static=static)
+    wait_for(lambda: len(status(nodes[0])["members"]) == 2, 20)
+    # node0 refuses node2's certificate when node2 dials it, and cannot verify it when it
+    # dials node2; each side's log says why, once (then ever less often).
+    wait_for(lambda: "client certificate refused" in nodes[0].log(), 20)
+    wait_for(lambda: "certificate verify failed" in nodes[0].log(), 20)
+    assert f"trust store: {files.truststore}" in nodes[0].log()
+    wait_for(lambda: "refused the link: TLS handshake failed" in nodes[2].log(), 20)
+    stays(lambda: len(status(nodes[1])["members"]) == 2, 1.0, message="node2 stays out")
+    assert nodes[0].log().count("client certificate refused") < 5, nodes[0].log()
+    assert all("Traceback" not in node.log() for node in nodes)
