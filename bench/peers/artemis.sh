@@ -112,9 +112,9 @@ tls_transports() { # DIR NODE
     local trust="sslEnabled=true;trustStorePath=$TLS_DIR/truststore.p12;trustStorePassword=$password"
     [[ -f $TLS_DIR/$2-keystore.p12 ]] || die "no key store $TLS_DIR/$2-keystore.p12"
     sed -i -E \
-        -e "s#(<acceptor name=\"[^\"]*\">[^<]*)</acceptor>#\1;$key</acceptor>#" \
-        -e "s#(<connector name=\"[^\"]*\">[^<?]*\?[^<]*)</connector>#\1;$trust</connector>#" \
-        -e "s#(<connector name=\"[^\"]*\">[^<?]*)</connector>#\1?$trust</connector>#" \
+        -e "s#(<acceptor name *= *\"[^\"]*\">[^<]*)</acceptor>#\1;$key</acceptor>#" \
+        -e "s#(<connector name *= *\"[^\"]*\">[^<?]*\?[^<]*)</connector>#\1;$trust</connector>#" \
+        -e "s#(<connector name *= *\"[^\"]*\">[^<?]*)</connector>#\1?$trust</connector>#" \
         "$xml"
     grep -q 'keyStorePath=' "$xml" || die "could not configure TLS in $xml"
 }
