@@ -129,7 +129,10 @@ fn journal_op(input: &mut Input<'_>) -> Op {
             payload,
         },
         5 => Op::DeleteTx { tx_id, id },
-        6 => Op::Prepare { tx_id, xid: payload },
+        6 => Op::Prepare {
+            tx_id,
+            xid: payload,
+        },
         7 => Op::Commit { tx_id },
         _ => Op::Rollback { tx_id },
     }

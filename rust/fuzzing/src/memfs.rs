@@ -21,7 +21,9 @@ impl MemFile {
 impl JournalFile for MemFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let data = self.bytes();
-        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(data.len());
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(data.len());
         let n = buf.len().min(data.len() - start);
         buf[..n].copy_from_slice(&data[start..start + n]);
         Ok(n)
@@ -83,9 +85,7 @@ impl MemFs {
 
     /// The length of the file at `path` (0 if there is none).
     pub fn size(&self, path: &Path) -> u64 {
-        self.files()
-            .get(path)
-            .map_or(0, |f| f.bytes().len() as u64)
+        self.files().get(path).map_or(0, |f| f.bytes().len() as u64)
     }
 }
 
