@@ -59,7 +59,7 @@ from artemis_py.protocol.stomp import (
     Role,
 )
 from artemis_py.transport.sockets import FastSocketStream
-from artemis_py.transport.tls import TlsSetupError, client_context, dial_failure
+from artemis_py.transport.tls import TlsSetupError, client_context, dial_failure, tls_refusal
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -555,21 +555,12 @@ async def open_stomp_connection(
             connected = True
             yield conn
     except ConnectionLostError as exc:
-        refusal = None if connected or context is None else _tls_refusal(exc)
+        refusal = None if connected or context is None else tls_refusal(exc)
         if refusal is None:
             raise
         # TLS 1.3: the server checks the client's certificate after the client's side of
         # the handshake ended; its refusal is what CONNECT reads.
         raise TlsError(f"TLS connection to {host}:{port} failed: {dial_failure(refusal)}") from None
-
-
-def _tls_refusal(exc: BaseException) -> ssl.SSLError | None:
-    cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, ssl.SSLError):
-            return cause
-        cause = cause.__cause__
-    return None
 
 
 async def _context(tls: TlsParams | ssl.SSLContext | None) -> ssl.SSLContext | None:

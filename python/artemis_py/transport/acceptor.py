@@ -8,7 +8,7 @@ by the first bytes. Other protocols (AMQP, MQTT, OPENWIRE) are not spoken yet; a
 that lists only those is not started and the log says so.
 
 A TLS acceptor (``sslEnabled=true``, docs/tls.md) wraps each connection in a
-``trio.SSLStream`` and completes the handshake, within :data:`~.tls.HANDSHAKE_TIMEOUT`,
+``trio.SSLStream`` and completes the TLS handshake, within ``handshake-timeout``,
 before telling the protocols apart. A failed handshake (a plain-TCP client, a client
 certificate that is expired or not trusted) is one line in the log and the connection is
 closed; the acceptor serves everyone else.
@@ -36,7 +36,7 @@ from artemis_py.protocol.cluster import MAGIC
 from artemis_py.transport.log_backoff import LogBackoff, unlogged
 from artemis_py.transport.sockets import FastSocketStream
 from artemis_py.transport.stomp import StompConnection
-from artemis_py.transport.tls import HANDSHAKE_TIMEOUT, ServerTls, TlsSetupError, handshake_failure
+from artemis_py.transport.tls import ServerTls, TlsSetupError, handshake_failure
 
 log = logging.getLogger("artemis_py.transport")
 
@@ -247,7 +247,7 @@ class _Handler:
         """The connection over TLS, or None (logged, closed) when the handshake fails."""
         secured = trio.SSLStream(stream, tls.context, server_side=True)
         try:
-            with trio.fail_after(HANDSHAKE_TIMEOUT):
+            with trio.fail_after(handshake_seconds(self.acceptor)):
                 await secured.do_handshake()
         except (trio.BrokenResourceError, trio.TooSlowError) as exc:
             reason = handshake_failure(exc)

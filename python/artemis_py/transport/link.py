@@ -37,7 +37,7 @@ from artemis_py.protocol.errors import ProtocolError
 from artemis_py.storage.large_messages import LargeMessageError
 from artemis_py.transport.bodies import BodyQueue
 from artemis_py.transport.sockets import FastSocketStream
-from artemis_py.transport.tls import dial_failure
+from artemis_py.transport.tls import dial_failure, tls_refusal
 
 log = logging.getLogger("artemis_py.cluster")
 
@@ -308,22 +308,13 @@ async def connect(
     except BaseException as exc:
         with trio.CancelScope(shield=True):
             await trio.aclose_forcefully(stream)
-        refusal = _tls_refusal(exc)
+        refusal = tls_refusal(exc)
         if refusal is not None:
             # TLS 1.3: the server checks this side's certificate after the handshake
             # completed here; its refusal arrives as the first thing read.
             raise LinkTlsError(f"TLS handshake failed: {dial_failure(refusal)}") from None
         raise
     return link
-
-
-def _tls_refusal(exc: BaseException) -> ssl.SSLError | None:
-    cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, ssl.SSLError):
-            return cause
-        cause = cause.__cause__
-    return None
 
 
 async def _secure(

@@ -43,19 +43,18 @@ from artemis_py.config.tls import (
 from artemis_py.exceptions import ArtemisError
 
 __all__ = [
-    "HANDSHAKE_TIMEOUT",
     "RELOAD_PERIOD",
     "ServerTls",
     "TlsSetupError",
     "client_context",
     "dial_failure",
+    "tls_refusal",
     "handshake_failure",
     "server_context",
 ]
 
 log = logging.getLogger("artemis_py.transport")
 
-HANDSHAKE_TIMEOUT = 10.0  # seconds; Artemis's handshake-timeout default
 RELOAD_PERIOD = 1.0  # seconds between checks of sslAutoReload's files
 
 _VERSIONS = {
@@ -245,7 +244,7 @@ def handshake_failure(exc: BaseException, initial: bytes = b"") -> str:
             return f"the client refused the handshake ({text})"
         return text
     if isinstance(reason, trio.TooSlowError):
-        return "no TLS handshake within the handshake timeout"
+        return "no TLS handshake within the acceptor's handshake-timeout"
     return str(reason) or type(reason).__name__
 
 
@@ -271,3 +270,14 @@ def dial_failure(exc: BaseException) -> str:
             "the server did not answer the TLS handshake: it closed the connection (a plain port?)"
         )
     return str(reason)
+
+
+def tls_refusal(exc: BaseException) -> ssl.SSLError | None:
+    """The TLS error behind ``exc`` (its chain of causes), if any: with TLS 1.3 a server's
+    refusal of the client's certificate comes with the first read after the handshake."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ssl.SSLError):
+            return cause
+        cause = cause.__cause__
+    return None
