@@ -5,12 +5,22 @@ certificate comes from another CA never joins, and the logs say why."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from artemis_py.transport.certificates import TlsFiles, create_tls_files
 
-from .conftest import Cluster, consume_everywhere, drain, status, stays, unique, wait_for
+from .conftest import (
+    Cluster,
+    cli,
+    consume_everywhere,
+    drain,
+    status,
+    stays,
+    unique,
+    wait_for,
+)
 
 PASSWORD = "cluster-tls-pass"
 HOSTS = ["localhost", "127.0.0.1"]
@@ -43,6 +53,17 @@ def test_three_nodes_over_tls_balance_round_robin(cluster: Any, clients: Any, tm
     got = drain(consumers, 9)
     assert sorted(sum(got, [])) == list(range(9)), got
     assert [len(g) for g in got] == [3, 3, 3], got
+    # cluster status dials TLS too: with the connector of the node's broker.xml, or --url.
+    shown = cli("cluster", "status", str(nodes[0].config_path), "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert len(json.loads(shown.stdout)["members"]) == 3
+    url = f"tcp://{nodes[1].host}:{nodes[1].cluster_port}?{nodes[1].connector_tls}"
+    args = ["--cluster", nodes[1].cluster_name, "--password", nodes[1].password or ""]
+    shown = cli("cluster", "status", "--url", url, *args, "--user", nodes[1].user, "--json")
+    assert shown.returncode == 0, shown.stderr
+    plain = cli("cluster", "status", "--url", url.split("?")[0], *args, "--user", nodes[1].user)
+    assert plain.returncode == 1 and "Traceback" not in plain.stderr, plain.stderr
+    assert "sslEnabled=true" in plain.stderr, plain.stderr
 
 
 def test_a_node_with_an_untrusted_certificate_never_joins(cluster: Any, tmp_path: Path) -> None:

@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from artemis_py.cluster.cluster_connection import ClusterConnection
 
 TIMEOUT = 10.0
+_TLS_HINT = (
+    " (a TLS acceptor needs sslEnabled=true and its trust store in the --url parameters, "
+    "docs/tls.md)"
+)
 _WHICH_ACCEPTOR = (
     "the node's cluster acceptor (protocols=CORE in its broker.xml), or the broker.xml"
 )
@@ -85,7 +89,8 @@ async def fetch_status(
     except LinkRefused:
         raise
     except LinkError as exc:
-        raise LinkError(f"{peer}: {exc}; give {_WHICH_ACCEPTOR}") from None
+        tls_hint = "" if tls is not None and tls.enabled else _TLS_HINT
+        raise LinkError(f"{peer}: {exc}; give {_WHICH_ACCEPTOR}{tls_hint}") from None
     try:
         with trio.fail_after(TIMEOUT):
             while True:
