@@ -27,10 +27,7 @@ def _carriable_in_10(header: tuple[str, str]) -> bool:
     colon) that a 1.1/1.2 producer sent cannot be written to a 1.0 consumer, so it is left
     out of that consumer's MESSAGE rather than breaking the frame."""
     name, value = header
-    return (
-        not any(c in name for c in ":\r\n\x00")
-        and not any(c in value for c in "\r\n\x00")
-    )
+    return not any(c in name for c in ":\r\n\x00") and not any(c in value for c in "\r\n\x00")
 
 
 def _carriable_in_11(header: tuple[str, str]) -> bool:
