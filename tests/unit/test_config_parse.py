@@ -857,7 +857,7 @@ def test_journal_file_size_minimum() -> None:
     assert "must be at least 1024" in problem.message
 
 
-def test_masked_cluster_password_is_refused() -> None:
+def test_malformed_masked_cluster_password_is_refused() -> None:
     (problem,) = problems_of(core("<cluster-password>ENC(abc)</cluster-password>"))
     assert problem.element == "cluster-password"
     assert "masked" in problem.message
