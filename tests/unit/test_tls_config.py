@@ -195,3 +195,35 @@ def test_broker_xml_errors_have_the_line_and_a_relative_path_is_beside_it(
     assert {(p.line, p.element) for p in problems} == {(3, "acceptor")}
     assert any("TLSv9" in p.message for p in problems)
     assert any("wrong password" in p.message for p in problems)
+
+
+@pytest.mark.parametrize("codec_key", [None, "site-key"])
+def test_store_passwords_follow_mask_password_and_password_codec(
+    files: TlsFiles, tmp_path: Path, codec_key: str | None
+) -> None:
+    """Artemis reads key store passwords in URLs as it reads <cluster-password>: masked with
+    <password-codec>'s key, and without ENC() under <mask-password>true."""
+    from artemis_py.config.passwords import mask, unwrap
+
+    masked = unwrap(mask(PASSWORD, codec_key))
+    codec = (
+        "<password-codec>org.apache.activemq.artemis.utils.DefaultSensitiveStringCodec;"
+        f"key={codec_key}</password-codec>"
+        if codec_key
+        else ""
+    )
+
+    def acceptor(mask_password: bool) -> str:
+        return (
+            '<configuration xmlns="urn:activemq"><core xmlns="urn:activemq:core">\n'
+            f"<mask-password>{str(mask_password).lower()}</mask-password>{codec}\n"
+            "<acceptors>\n"
+            '<acceptor name="tls">tcp://localhost:0?sslEnabled=true;'
+            f"keyStorePath={files.keystores['node']};keyStorePassword={masked}</acceptor>\n"
+            "</acceptors></core></configuration>\n"
+        )
+
+    (read,) = parse_config(acceptor(True), "broker.xml", environ={}).acceptors
+    assert read.tls.key_store_password == PASSWORD
+    with pytest.raises(ConfigError, match="wrong password"):
+        parse_config(acceptor(False), "broker.xml", environ={})  # taken as the plain password

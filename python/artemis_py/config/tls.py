@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -31,6 +31,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.hazmat.primitives.serialization import pkcs12
+
+from artemis_py.config.passwords import reveal
 
 __all__ = [
     "CIPHER_NAMES",
@@ -197,16 +199,9 @@ def _bool(name: str, value: str, errors: list[str]) -> bool:
     return lowered == "true"
 
 
-def _reveal(name: str, value: str, errors: list[str]) -> str:
-    if not value.startswith("ENC("):
-        return value
+def _reveal(name: str, value: str, unmask: Callable[[str], str] | None, errors: list[str]) -> str:
     try:
-        from artemis_py.config.passwords import reveal
-    except ImportError:  # pragma: no cover - until masked passwords are implemented
-        errors.append(f"URL parameter {name}: masked ENC(...) passwords are not supported")
-        return value
-    try:
-        return reveal(value)
+        return (unmask or reveal)(value)
     except ValueError as exc:
         errors.append(f"URL parameter {name}: {exc}")
         return value
@@ -281,13 +276,20 @@ def _cipher_suites(value: str, errors: list[str]) -> tuple[str, ...]:
 
 
 def read_tls_params(
-    params: Mapping[str, str], role: Role, *, base_dir: str | None = None, check: bool = True
+    params: Mapping[str, str],
+    role: Role,
+    *,
+    base_dir: str | None = None,
+    check: bool = True,
+    unmask: Callable[[str], str] | None = None,
 ) -> TlsRead:
     """Read the TLS parameters of an acceptor's or connector's URL.
 
     ``errors`` are one line each, naming the parameter; ``ignored`` names the parameters
     read but not implemented. With ``check`` (and ``sslEnabled=true``), the stores are opened
-    with their passwords so that a wrong one is an error now.
+    with their passwords so that a wrong one is an error now. ``unmask`` reads a password as
+    broker.xml's ``<mask-password>`` and ``<password-codec>`` say (default: only ``ENC(...)``
+    values are masked, with Artemis's default key).
     """
     # Long: one branch per parameter, in Artemis's documentation order.
     errors: list[str] = []
@@ -312,7 +314,7 @@ def read_tls_params(
         ("trustStorePassword", "trust_store_password"),
     ):
         if name in params:
-            values[attr] = _reveal(name, params[name], errors)
+            values[attr] = _reveal(name, params[name], unmask, errors)
     for name, attr in (("keyStoreType", "key_store_type"), ("trustStoreType", "trust_store_type")):
         if name in params:
             values[attr] = _store_type(name, params[name], errors)

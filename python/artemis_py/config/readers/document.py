@@ -35,7 +35,7 @@ from .cluster_connections import read_cluster_connections
 from .discovery import check_discovery_use, read_broadcast_groups, read_discovery_groups
 from .ha_policy import read_ha_policy
 from .security import read_security_settings
-from .transports import read_acceptors, read_connectors
+from .transports import Unmask, read_acceptors, read_connectors
 
 __all__ = ["read_document"]
 
@@ -107,12 +107,13 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
     connection_ttl_override = reader.scalar(
         kids, "connection-ttl-override", checked(int64, minus_one_or_at_least(1)), -1
     )
-    connectors = read_connectors(reader, kids)
+    unmask = _password_reader(reader, kids)
+    connectors = read_connectors(reader, kids, unmask)
     connector_names = {c.name for c in connectors}
     discovery_groups = read_discovery_groups(reader, kids)
     discovery_names = {d.name for d in discovery_groups}
     cluster_connections = read_cluster_connections(reader, kids, connector_names, discovery_names)
-    cluster_password = _read_cluster_password(reader, kids, bool(cluster_connections))
+    cluster_password = _read_cluster_password(reader, kids, unmask, bool(cluster_connections))
     broadcast_groups = read_broadcast_groups(reader, kids, connector_names)
     ha_policy = read_ha_policy(reader, kids, connector_names, discovery_names)
     check_discovery_use(
@@ -143,7 +144,7 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
         connection_ttl_override=connection_ttl_override,
         wildcard_routing_enabled=routing_enabled,
         wildcards=wildcards,
-        acceptors=read_acceptors(reader, kids, connection_ttl_override),
+        acceptors=read_acceptors(reader, kids, connection_ttl_override, unmask),
         connectors=connectors,
         address_settings=read_address_settings(reader, kids, id_cache_size, wildcards),
         addresses=read_addresses(reader, kids),
@@ -155,9 +156,10 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
     )
 
 
-def _read_cluster_password(reader: ElementReader, kids: Children, clustered: bool) -> str:
-    """The plain cluster password: ``ENC(...)`` (or any value under ``<mask-password>true``)
-    is unmasked with Artemis's default codec and ``<password-codec>``'s key (docs/security.md)."""
+def _password_reader(reader: ElementReader, kids: Children) -> Unmask:
+    """How broker.xml's passwords (cluster-password, key and trust store passwords) are read:
+    ``ENC(...)`` (or any value under ``<mask-password>true``) is unmasked with Artemis's
+    default codec and ``<password-codec>``'s key (docs/security.md)."""
     mask_password: bool | None = reader.scalar(kids, "mask-password", parse_bool, None)
     codec = reader.scalar(kids, "password-codec", parse_codec, PasswordCodec())
 
@@ -167,6 +169,13 @@ def _read_cluster_password(reader: ElementReader, kids: Children, clustered: boo
         except ValueError as exc:
             raise ValueError(f"masked password: {exc}") from None
 
+    return unmask
+
+
+def _read_cluster_password(
+    reader: ElementReader, kids: Children, unmask: Unmask, clustered: bool
+) -> str:
+    """The plain cluster password (read with ``unmask``)."""
     password = reader.scalar(kids, "cluster-password", unmask, defaults.CLUSTER_PASSWORD)
     if clustered and password == defaults.CLUSTER_PASSWORD:
         element = kids.get("cluster-password", kids["cluster-connections"])[0]

@@ -36,7 +36,10 @@ from ..values import (
 from ..vocabulary import VOCABULARIES, suggest
 from ..xmlreader import XmlElement
 
-__all__ = ["ACCEPTOR_PARAMS", "read_acceptors", "read_connectors"]
+__all__ = ["ACCEPTOR_PARAMS", "Unmask", "read_acceptors", "read_connectors"]
+
+#: Reads a password as written in broker.xml (``<mask-password>``, ``<password-codec>``).
+Unmask = Callable[[str], str]
 
 
 def _url_bool(text: str) -> bool:
@@ -86,7 +89,7 @@ def _transport(
 
 
 def read_acceptors(
-    reader: ElementReader, kids: Children, connection_ttl_override: int
+    reader: ElementReader, kids: Children, connection_ttl_override: int, unmask: Unmask
 ) -> tuple[AcceptorConfig, ...]:
     if "acceptors" not in kids:
         return ()
@@ -107,7 +110,9 @@ def read_acceptors(
                     f"{host}:{parsed.port} is already used by acceptor '{bound[(host, parsed.port)]}'",
                 )
             bound.setdefault((host, parsed.port), name)
-        acceptors.append(_acceptor(reader, element, name, url, parsed, connection_ttl_override))
+        acceptors.append(
+            _acceptor(reader, element, name, url, parsed, connection_ttl_override, unmask)
+        )
     return tuple(acceptors)
 
 
@@ -118,6 +123,7 @@ def _acceptor(
     url: str,
     parsed: TransportURL,
     connection_ttl_override: int,
+    unmask: Unmask,
 ) -> AcceptorConfig:
     params = dict(parsed.params)
     typed = _typed_params(reader, element, params)
@@ -128,7 +134,7 @@ def _acceptor(
         typed["connection_ttl"] = connection_ttl_override
     if typed.get("stomp_enable_message_id"):
         reader.not_implemented("URL parameter stompEnableMessageId", element.line)
-    tls = _tls(reader, element, params, "acceptor")
+    tls = _tls(reader, element, params, "acceptor", unmask)
     return AcceptorConfig(
         name=name,
         url=url,
@@ -198,12 +204,12 @@ def _check_param_spelling(reader: ElementReader, element: XmlElement, key: str) 
 
 
 def _tls(
-    reader: ElementReader, element: XmlElement, params: dict[str, str], role: Role
+    reader: ElementReader, element: XmlElement, params: dict[str, str], role: Role, unmask: Unmask
 ) -> TlsParams:
     """The TLS parameters, their stores opened: each problem is an error at the URL's line."""
     file = reader.problems.file
     base_dir = os.path.dirname(os.path.abspath(file)) if os.path.isfile(file) else None
-    read = read_tls_params(params, role, base_dir=base_dir)
+    read = read_tls_params(params, role, base_dir=base_dir, unmask=unmask)
     for message in read.errors:
         reader.problems.error(value_line(element), element.tag, message)
     for name in read.ignored:
@@ -215,7 +221,9 @@ def _prefixes(value: str) -> tuple[str, ...]:
     return tuple(p.strip() for p in value.split(",") if p.strip())
 
 
-def read_connectors(reader: ElementReader, kids: Children) -> tuple[ConnectorConfig, ...]:
+def read_connectors(
+    reader: ElementReader, kids: Children, unmask: Unmask
+) -> tuple[ConnectorConfig, ...]:
     if "connectors" not in kids:
         return ()
     connectors: list[ConnectorConfig] = []
@@ -230,7 +238,7 @@ def read_connectors(reader: ElementReader, kids: Children) -> tuple[ConnectorCon
         if len(parsed.hosts) != 1:
             reader.error(element, "a connector connects to exactly one host")
         params = dict(parsed.params)
-        tls = _tls(reader, element, params, "connector")
+        tls = _tls(reader, element, params, "connector", unmask)
         connectors.append(
             ConnectorConfig(
                 name=name,
