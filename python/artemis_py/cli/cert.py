@@ -64,7 +64,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="make certificates for TLS",
         description="Make a private certificate authority and TLS key stores.",
     )
-    sub = parser.add_subparsers(dest="cert_command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(
+        dest="cert_command", metavar="COMMAND", required=True, help="what to do with certificates"
+    )
     create = sub.add_parser(
         "create",
         help="a private CA, one key store per node, a client key store and a trust store",

@@ -182,7 +182,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "Artemis's 'artemis user' does. Passwords are stored hashed (ENC(...)) unless "
         "--plaintext; a running node picks the change up within a second.",
     )
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions = parser.add_subparsers(
+        dest="action", metavar="ACTION", required=True, help="add, list, rm or reset"
+    )
     for name, text in (
         ("add", "add a user"),
         ("list", "list users and their roles"),
