@@ -179,6 +179,8 @@ def test_create_with_a_user_turns_security_on(tmp_path):
         "s3cret",
     )
     assert created.returncode == 0, created.stderr
+    users = (instance / "etc" / "artemis-users.properties").read_text()
+    assert "admin = ENC(" in users and "s3cret" not in users  # hashed, as artemis create does
     node = BrokerProcess(
         tmp_path, name="secure", config_path=instance / "etc" / "broker.xml", port=port
     )

@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives import serialization
 
 from artemis_py.cli.cert import default_hosts, new_password, protect, url_value
 from artemis_py.config import parse_config
+from artemis_py.config.passwords import hash_password
 from artemis_py.exceptions import ConfigError
 from artemis_py.transport.certificates import (
     generate_ca,
@@ -242,7 +243,9 @@ def command(args: argparse.Namespace) -> int:
     broker_xml.write_text(text)
     if args.user:
         users = etc / USERS_FILE
-        users.write_text(f"# user = password\n{args.user} = {args.password}\n")
+        # Hashed as `artemis create` writes it (`artemis-py user add --plaintext` to differ).
+        hashed = hash_password(args.password)
+        users.write_text(f"# user = password (ENC: hashed)\n{args.user} = {hashed}\n")
         users.chmod(0o600)
         (etc / ROLES_FILE).write_text(f"# role = user1,user2\n{args.role} = {args.user}\n")
     print(f"Created broker instance {directory}")
