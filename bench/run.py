@@ -462,6 +462,7 @@ def tls_table(
     if both:
         head.append("artemis-py TLS / Artemis TLS")
     head += [f"{t} p50 / p99 ms" for t in targets]
+    head += [f"{t} node µs/msg" for t in targets]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in scenarios:
         row = [f"{s.number}. {s.title}"]
@@ -472,8 +473,18 @@ def tls_table(
         if both:
             row.append(_ratio(results, s, "artemis-py" + TLS, "artemis" + TLS))
         row += [fmt_latency(results.get((s.number, t))) for t in targets]
+        row += [fmt_node_cpu(results.get((s.number, t)), s) for t in targets]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
+
+
+def fmt_node_cpu(report: dict[str, Any] | None, scenario: Scenario) -> str:
+    """Node CPU per message (all nodes, µs): steadier than msg/s on a shared machine."""
+    if report is None:
+        return "–"
+    cores = report.get("monitored", {}).get("cores")
+    rate = report["rates"][scenario.metric]
+    return "?" if cores is None or not rate else f"{cores / rate * 1e6:.0f}"
 
 
 def cpu_table(
