@@ -188,3 +188,19 @@ def test_message_journal_encoding_round_trips() -> None:
     assert copy.property("k") == "v"  # the first of repeated headers wins
     with pytest.raises(ValueError, match="unreadable message record 7"):
         decode_message(7, b"\x01\x00")
+
+
+def test_a_paused_queue_takes_messages_but_delivers_none_until_resumed() -> None:
+    q = queue("orders")
+    consumer = FakeConsumer("c")
+    q.add_consumer(consumer)
+    fill(q, 2)
+    q.pause()
+    fill(q, 3)
+    q.add_consumer(FakeConsumer("late"))  # a new consumer does not start delivery either
+    assert consumer.bodies == [b"m0", b"m1"]
+    assert (q.paused, q.messages_added, len(q.messages)) == (True, 5, 3)
+    q.resume()
+    assert not q.paused
+    assert len(q.messages) == 0
+    assert q.delivering == 5

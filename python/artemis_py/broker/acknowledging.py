@@ -102,16 +102,20 @@ class Acknowledgements:
                     self.acknowledge_refs(keep)
 
     def _dead_letter(self, ref: MessageReference) -> None:
+        ref.queue.messages_killed += 1
         settings = self.broker.address_settings(ref.queue.address)
         self._move(ref, settings.dead_letter_address, "dead letter")
 
     def expire(self, ref: MessageReference) -> None:
+        ref.queue.messages_expired += 1
         settings = self.broker.address_settings(ref.queue.address)
         self._move(ref, settings.expiry_address, "expiry")
 
     def _move(self, ref: MessageReference, target: str | None, why: str) -> None:
         """Acknowledge ``ref`` and, when ``target`` is set, send a copy there."""
-        ref.queue.acknowledged()
+        # Counted as expired or killed by the caller, not as acknowledged (Artemis's
+        # QueueImpl keeps the three apart).
+        ref.queue.delivering -= 1
         if target:
             copy = ref.message.with_address(self.broker.persistence.next_id(), target)
             copy.properties += (

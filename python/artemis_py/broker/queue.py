@@ -19,6 +19,10 @@ delivery count kept, so the next delivery is marked redelivered).
 
 Every reference has an offset (:mod:`artemis_py.broker.offsets`); a queue that readers
 browse by offset keeps its ready references in an :class:`OffsetIndex` as well.
+
+A *paused* queue (the management API's pause) keeps accepting messages but delivers none
+until it is resumed, as Artemis's ``QueueControl.pause()``; the pause lasts while the node
+runs (Artemis's default, without ``persist``).
 """
 
 from __future__ import annotations
@@ -85,6 +89,9 @@ class Queue:
         self.delivering = 0  # references delivered and not yet acknowledged or cancelled
         self.messages_added = 0
         self.messages_acknowledged = 0
+        self.messages_expired = 0  # went to the expiry path
+        self.messages_killed = 0  # dead-lettered (max-delivery-attempts reached)
+        self.paused = False  # delivers nothing while paused (management)
         self.paged = 0  # messages for this queue still in page files (its cursor reads them)
         # Offsets of messages routed here whose send has not settled yet: auto-delete
         # waits for them, and readers by offset never plan past the lowest.
@@ -231,8 +238,22 @@ class Queue:
 
     # -- delivery ----------------------------------------------------------------------
 
+    def pause(self) -> None:
+        """Deliver nothing from now on (messages still arrive); :meth:`resume` undoes it."""
+        self.paused = True
+
+    def resume(self) -> None:
+        """Deliver again what arrived while paused."""
+        if self.paused:
+            self.paused = False
+            self.deliver()
+            if self.messages and self.on_undelivered is not None:
+                self.on_undelivered(self)
+
     def deliver(self) -> None:
         """Hand ready references to consumers with credit until none can take more."""
+        if self.paused:
+            return
         if self._in_deliver:
             # A consumer's deliver() got credit back and re-entered: loop once more.
             self._redeliver = True
