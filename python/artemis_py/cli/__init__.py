@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from artemis_py import __version__
-from artemis_py.cli import cert, cluster, create, data, mask, run, user
+from artemis_py.cli import cert, cluster, create, data, management, mask, run, user
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_parser(commands)
     mask.add_parser(commands)
     user.add_parser(commands)
+    management.add_parsers(commands)
     try:
         from artemis_py.cli import clients
     except ImportError:  # pragma: no cover - the client commands are optional

@@ -1,6 +1,7 @@
 """``artemis-py cluster status``: the cluster as one node sees it; ``cluster stop``: stop a
 node gracefully. Both authenticate with the cluster credentials, read from the node's
-broker.xml or given as options."""
+broker.xml or given as options; ``cluster status --url http://HOST:PORT`` asks the node's
+management API instead, as a user with the manage permission (:mod:`.management`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any, Final
 
 import trio
 
+from artemis_py.cli import management
 from artemis_py.cluster.status import fetch_status
 from artemis_py.config import load_config
 from artemis_py.config.defaults import CLUSTER_USER
@@ -69,7 +71,8 @@ def _connection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--url",
         help="the node's cluster acceptor, tcp://HOST:PORT (not its STOMP port; default: the "
-        "broker.xml's connector for the node itself)",
+        "broker.xml's connector for the node itself); for status also the node's management "
+        "API, http://HOST:PORT, where --user/--password are a user with the manage permission",
     )
     parser.add_argument(
         "--cluster", help="the cluster-connection name (default: the broker.xml's first)"
@@ -164,6 +167,8 @@ def _url_tls(params: dict[str, str]) -> TlsParams:
 
 
 def status_command(args: argparse.Namespace) -> int:
+    if args.url and args.url.startswith(("http://", "https://")):
+        return management.cluster_status(args)
     data = _ask(args, "status")
     if isinstance(data, int):
         return data

@@ -1,0 +1,241 @@
+"""What the management commands print (:mod:`.management`): Artemis's ``queue stat`` table
+and its filter, and the address and connection listings, from the management API's JSON."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, Final
+
+__all__ = [
+    "OPERATIONS",
+    "STAT_FIELDS",
+    "render_address",
+    "render_addresses",
+    "render_connections",
+    "render_stat",
+    "select_queues",
+    "table",
+]
+
+STAT_FIELDS: Final = (
+    ("NAME", "name"),
+    ("ADDRESS", "address"),
+    ("CONSUMER_COUNT", "consumers"),
+    ("MESSAGE_COUNT", "messages"),
+    ("MESSAGES_ADDED", "added"),
+    ("DELIVERING_COUNT", "delivering"),
+    ("MESSAGES_ACKED", "acknowledged"),
+    ("ROUTING_TYPE", "routing_type"),
+)
+"""``queue stat``'s columns: Artemis's titles, and the API's field each shows."""
+
+# Artemis's `queue stat --field` also takes its JSON names (messageCount, ...).
+_ARTEMIS_JSON_NAMES: Final = {
+    "consumercount": "consumers",
+    "messagecount": "messages",
+    "messagesadded": "added",
+    "deliveringcount": "delivering",
+    "messagesacked": "acknowledged",
+    "routingtype": "routing_type",
+}
+
+OPERATIONS: Final = ("CONTAINS", "NOT_CONTAINS", "EQUALS", "GREATER_THAN", "LESS_THAN")
+
+
+def _field_key(field: str) -> str:
+    wanted = field.strip()
+    for title, key in STAT_FIELDS:
+        if wanted.upper() == title or wanted == key:
+            return key
+    artemis_name = _ARTEMIS_JSON_NAMES.get(wanted.lower())
+    if artemis_name is None:
+        titles = ", ".join(title for title, _ in STAT_FIELDS)
+        raise ValueError(f"--field must be one of {titles}, not {field!r}")
+    return artemis_name
+
+
+def _matcher(field: str, operation: str | None, value: str | None) -> tuple[str, Any]:
+    key = _field_key(field)
+    if value is None or not value.strip():
+        raise ValueError("--value is needed with --field")
+    op = (operation or "").upper()
+    if op not in OPERATIONS:
+        raise ValueError(f"--operation must be one of {', '.join(OPERATIONS)} with --field")
+    numeric = key not in ("name", "address", "routing_type")
+    if op in ("GREATER_THAN", "LESS_THAN") and not numeric:
+        raise ValueError(f"--operation {op} compares counts: give a count --field")
+    if numeric:
+        try:
+            number = int(value)
+        except ValueError:
+            raise ValueError(f"--value {value!r}: --field {field} is a count") from None
+        tests = {
+            "EQUALS": lambda v: v == number,
+            "GREATER_THAN": lambda v: v > number,
+            "LESS_THAN": lambda v: v < number,
+            "CONTAINS": lambda v: value in str(v),
+            "NOT_CONTAINS": lambda v: value not in str(v),
+        }
+    else:
+        tests = {
+            "EQUALS": lambda v: str(v) == value,
+            "CONTAINS": lambda v: value in str(v),
+            "NOT_CONTAINS": lambda v: value not in str(v),
+        }
+    return key, tests[op]
+
+
+def select_queues(
+    queues: list[dict[str, Any]],
+    *,
+    queue_name: str | None = None,
+    field: str | None = None,
+    operation: str | None = None,
+    value: str | None = None,
+    max_rows: int = 50,
+) -> tuple[list[dict[str, Any]], int]:
+    """The queues ``queue stat`` shows, by name, and how many matched before ``max_rows``.
+
+    As Artemis: ``--queueName X`` keeps names containing X; ``--field F --operation OP
+    --value V`` is the general filter; the two do not go together. ValueError says why
+    options are wrong.
+    """
+    if queue_name and field:
+        raise ValueError("--field and --queueName cannot be given together")
+    if field is None and (operation or value):
+        raise ValueError("--operation and --value need --field")
+    if max_rows < 1:
+        raise ValueError(f"--maxRows must be at least 1, got {max_rows}")
+    selected = sorted(queues, key=lambda q: str(q.get("name", "")))
+    if queue_name:
+        selected = [q for q in selected if queue_name in str(q.get("name", ""))]
+    elif field:
+        key, test = _matcher(field, operation, value)
+        selected = [q for q in selected if key in q and test(q[key])]
+    return selected[:max_rows], len(selected)
+
+
+def _cut(text: str, width: int) -> str:
+    if width < 0 or len(text) <= width:
+        return text
+    return text[: max(width - 3, 1)] + "..."
+
+
+def table(
+    titles: Sequence[str], rows: Sequence[Sequence[object]], max_column_size: int = -1
+) -> str:
+    """Artemis's CLI table: ``|``-separated columns, each as wide as its widest cell."""
+    if max_column_size != -1 and max_column_size < 1:
+        raise ValueError(f"--maxColumnSize must be -1 or at least 1, got {max_column_size}")
+    cells = [[_cut(_text(c), max_column_size) for c in row] for row in rows]
+    widths = [len(t) for t in titles]
+    for row in cells:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+
+    def line(values: Sequence[str]) -> str:
+        return "|" + "|".join(v.ljust(w) + " " for v, w in zip(values, widths, strict=True)) + "|"
+
+    return "\n".join([line(titles), *(line(row) for row in cells)])
+
+
+def _text(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def render_stat(queues: list[dict[str, Any]], max_column_size: int = 25) -> str:
+    rows = [[q.get(key) for _, key in STAT_FIELDS] for q in queues]
+    return table([title for title, _ in STAT_FIELDS], rows, max_column_size)
+
+
+def render_addresses(addresses: list[dict[str, Any]]) -> str:
+    if not addresses:
+        return "no addresses"
+    rows = [
+        [
+            a.get("name"),
+            ",".join(a.get("routing_types") or []),
+            ",".join(a.get("queues") or []),
+            a.get("size_bytes"),
+            a.get("paging"),
+        ]
+        for a in sorted(addresses, key=lambda a: str(a.get("name", "")))
+    ]
+    return table(["NAME", "ROUTING_TYPES", "QUEUES", "SIZE_BYTES", "PAGING"], rows)
+
+
+def render_address(address: dict[str, Any]) -> str:
+    queues = address.get("queues") or []
+    return "\n".join(
+        [
+            f"address {address.get('name')}",
+            f"  routing types: {', '.join(address.get('routing_types') or []) or 'none'}",
+            f"  queues ({len(queues)}): {', '.join(queues) or 'none'}",
+            f"  size: {address.get('size_bytes')} bytes, paging: "
+            + ("yes" if address.get("paging") else "no"),
+            "  auto-created: " + ("yes" if address.get("auto_created") else "no"),
+        ]
+    )
+
+
+_CONNECTION_FIELDS: Final = (
+    ("ID", "id"),
+    ("REMOTE_ADDRESS", "remote_address"),
+    ("PROTOCOL", "protocol"),
+    ("VERSION", "version"),
+    ("USER", "user"),
+    ("CREATED", "created"),
+    ("SESSIONS", "sessions"),
+    ("CONSUMERS", "consumers"),
+    ("FRAMES_IN", "frames_in"),
+    ("FRAMES_OUT", "frames_out"),
+)
+
+
+def _when(value: object) -> object:
+    """``created`` as local time when the API gives epoch seconds (else as given)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
+    return value
+
+
+def render_connections(connections: list[dict[str, Any]]) -> str:
+    if not connections:
+        return "no connections"
+    rows = [
+        [_when(c.get(key)) if key == "created" else c.get(key) for _, key in _CONNECTION_FIELDS]
+        for c in connections
+    ]
+    return table([title for title, _ in _CONNECTION_FIELDS], rows)
+
+
+def render_cluster(data: dict[str, Any]) -> str:
+    """``cluster status --url http://...``: the management API's ``/api/cluster``."""
+    node = data.get("node") or {}
+    lines = [f"node {node.get('node_id')} ({node.get('name')})"]
+    for cc in data.get("cluster_connections") or []:
+        members = cc.get("members") or []
+        lines += [
+            "",
+            f"cluster connection {cc.get('name')} on address {cc.get('address')!r}: "
+            f"{cc.get('message_load_balancing')}, max-hops {cc.get('max_hops')}",
+            f"members ({len(members)}):",
+        ]
+        for m in members:
+            bridge = m.get("bridge") or {}
+            link = "connected" if bridge.get("connected") else "DISCONNECTED"
+            lines.append(
+                f"  {m.get('node_id')}  {m.get('name')}  {m.get('connector')}  "
+                f"{m.get('state')}, bridge {link}  waiting {bridge.get('store_and_forward_depth')}"
+                f"  in flight {bridge.get('in_flight')}  forwarded {bridge.get('forwarded')}"
+                f"  redistributed {bridge.get('redistributed')}"
+            )
+        if not members:
+            lines.append("  none")
+    if not data.get("cluster_connections"):
+        lines.append("no cluster connection")
+    return "\n".join(lines)
