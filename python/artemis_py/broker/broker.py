@@ -401,7 +401,7 @@ class Broker:
         try:
             placement = self.paging.place(message, queues, self.next_id(), internal=internal)
         except Full as exc:
-            raise BrokerError(str(exc)) from None
+            raise BrokerError(str(exc)) from exc  # (the cause: the metrics' error kind)
         if placement.wait is not None:
             return after(placement.wait, partial(self.send, message, queues, claim=claim))
         if claim is not None:  # a transaction of its own (as Artemis): its id commits with it
@@ -536,7 +536,7 @@ class Broker:
         except Full as exc:
             for placement in placements:
                 placement.release()
-            raise BrokerError(str(exc)) from None
+            raise BrokerError(str(exc)) from exc
         tx_id = self.next_id()
         stored = []
         pending = Pending()

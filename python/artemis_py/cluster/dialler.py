@@ -268,6 +268,9 @@ class Dialler:
             lambda: link.writable,
             cluster.config.producer_window_size,
         )
+        previous = cluster.bridges.get(peer)
+        if previous is not None:  # a count of the neighbour's, not of one link (metrics)
+            bridge.forwarded = previous.forwarded
         cluster.bridges[peer] = bridge
         queue = route.sf_queue
         link.on_writable = lambda: queue.deliver() if queue.messages else None

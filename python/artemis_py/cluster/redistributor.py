@@ -61,6 +61,8 @@ class Redistributor:
         )
         self.nursery = nursery
         self.moved = 0
+        # Messages moved, by the store-and-forward queue they went to (the metrics').
+        self.moved_to: dict[str, int] = {}
         self.in_progress = 0  # moves waiting for the journal (their messages are in limbo)
         self._waiting: dict[str, trio.CancelScope] = {}  # queue name -> pending delay
         self._active: set[str] = set()
@@ -199,6 +201,11 @@ class Redistributor:
             log.error("redistribution from queue %s failed: %s", queue.name, exc)
             return
         self.moved += len(moves)
+        moved_to = self.moved_to
+        for _, destinations in moves:
+            if destinations:
+                name = destinations[0][0].name
+                moved_to[name] = moved_to.get(name, 0) + 1
         log.debug("redistributing %d message(s) from queue %s", len(moves), queue.name)
         self.in_progress += 1
         self.nursery.start_soon(self._complete, pending)

@@ -32,6 +32,10 @@ Theory of operation
   submitted anything submitted once, the first submit of a pass wakes the writer at once, so
   a lone producer's fdatasync overlaps the rest of its pass. Submits from other threads wake
   the writer at once.
+* **Batch latency, for the metrics** (:class:`Latencies`): each time the leader is woken by
+  a completion it records how long it waited, counted from the later of its wait's start
+  and the writer's deferred wake-up: the batch's write and fdatasync as the loop sees them.
+  A bucket increment per batch, read by a scrape; nothing on the path of a single append.
 """
 
 from __future__ import annotations
@@ -39,7 +43,9 @@ from __future__ import annotations
 import heapq
 import os
 import threading
+from bisect import bisect_left
 from collections.abc import Callable
+from time import perf_counter
 from typing import Protocol
 
 import outcome
@@ -54,6 +60,28 @@ class NativeProgress(Protocol):
     def progress(self) -> tuple[int, bool]: ...
     def fileno(self) -> int: ...
     def wake_writer(self) -> None: ...
+
+
+#: Upper bounds (seconds) of :class:`Latencies`' buckets; one more bucket holds the rest.
+LATENCY_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+)  # fmt: skip
+
+
+class Latencies:
+    """Durations counted in fixed buckets (``le`` bounds, as Prometheus histograms are):
+    written on the loop only, so no lock; a scrape turns them into a histogram."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...] = LATENCY_BUCKETS) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(self.bounds, seconds)] += 1
+        self.sum += seconds
 
 
 def _not_cancellable(_: object) -> trio.lowlevel.Abort:
@@ -90,6 +118,10 @@ class Completion:
         self._leading = False
         # Set once the store's close has returned and every outcome is final.
         self.settled = False
+        # How long the leader waited for each completion (module docstring), and when the
+        # writer was last woken at a pass's end (set by the store's DeferredWake).
+        self.latencies = Latencies()
+        self.woken_at = 0.0
 
     async def wait(self, ticket: int) -> None:
         """Return when ``ticket`` is complete; raise the failure if the writer failed first."""
@@ -145,6 +177,7 @@ class Completion:
                     raise self._failure()
                 if self.settled:
                     raise self._closed(f"{self._name} closed before the write completed")
+                started = perf_counter()
                 try:
                     if shield:
                         with trio.CancelScope(shield=True):
@@ -158,6 +191,7 @@ class Completion:
                     # so its next checkpoint raises this again.
                     shield = True
                     continue
+                self.latencies.observe(perf_counter() - max(started, self.woken_at))
                 # The usual wake-up completes this ticket: return without the reset, which
                 # the next leader does after its submit, off the path to it.
                 if ticket <= self.dispatch()[0]:
@@ -201,8 +235,9 @@ class Completion:
 class DeferredWake:
     """Defers waking a store's writer to the end of the loop pass (module docstring)."""
 
-    def __init__(self, native: NativeProgress) -> None:
+    def __init__(self, native: NativeProgress, completion: Completion | None = None) -> None:
         self._native = native
+        self._completion = completion  # told when the writer is woken (its latencies)
         # The Trio thread whose instrument wakes the writer; None: every submit wakes it.
         self.loop_thread: int | None = None
         self._wake_due = False
@@ -229,6 +264,8 @@ class DeferredWake:
         if self._wake_due:
             self._wake_due = False
             self._native.wake_writer()
+            if self._completion is not None:
+                self._completion.woken_at = perf_counter()
 
     def attach(self) -> None:
         """Start deferring: called on the Trio thread."""

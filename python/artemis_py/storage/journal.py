@@ -32,7 +32,7 @@ import trio
 
 from artemis_py import _native
 from artemis_py.exceptions import JournalClosedError, JournalFailedError
-from artemis_py.storage.completion import Completion, DeferredWake
+from artemis_py.storage.completion import Completion, DeferredWake, Latencies
 from artemis_py.storage.ops import Op
 from artemis_py.storage.settings import JournalSettings
 
@@ -54,7 +54,7 @@ class Journal:
         self._completion = Completion(
             native, self._failure, JournalClosedError, f"journal {native.directory}"
         )
-        self._wake = DeferredWake(native)
+        self._wake = DeferredWake(native, self._completion)
         self._closed = False
         self._sync_plain = settings.sync_non_transactional
 
@@ -157,6 +157,11 @@ class Journal:
 
     def stats(self) -> _native.JournalStats:
         return self._native.stats()
+
+    @property
+    def latencies(self) -> Latencies:
+        """How long each batch's write and fdatasync took, as the loop saw it (metrics)."""
+        return self._completion.latencies
 
     async def aclose(self) -> None:
         """Flush what is queued, stop the writer, release the files. Idempotent."""

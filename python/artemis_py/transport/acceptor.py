@@ -75,11 +75,24 @@ def _set_buffer_sizes(sock: trio.socket.SocketType, acceptor: AcceptorConfig) ->
 
 class Clients:
     """A node's client connections, so that stopping can close them before the cluster
-    links (scale-down then moves what they leave in the queues)."""
+    links (scale-down then moves what they leave in the queues), and the counts the
+    metrics add to those of the open connections: of the connections that closed."""
 
     def __init__(self) -> None:
         self.connections: set[StompConnection] = set()
         self.accepting = True
+        self.opened = 0  # client connections ever served
+        self.frames_in = 0  # by the connections that closed
+        self.frames_out = 0
+        self.errors: dict[str, int] = {}  # ERROR frames sent, by kind (StompError.kind)
+
+    def closed(self, connection: StompConnection) -> None:
+        """``connection`` is gone: keep its counts."""
+        self.connections.discard(connection)
+        self.frames_in += connection.frames_in
+        self.frames_out += connection.frames_out
+        if connection.error_kind is not None:
+            self.errors[connection.error_kind] = self.errors.get(connection.error_kind, 0) + 1
 
     async def close_all(self, within: float = 5.0) -> None:
         """Turn new clients away and close the open connections (waits ``within`` s)."""
@@ -233,13 +246,14 @@ class _Handler:
             authorizer=self.authorizer,
         )
         self.clients.connections.add(connection)
+        self.clients.opened += 1
         try:
             await connection.run()
         except* Exception:
             # One broken connection must never take the acceptor down with it.
             log.exception("connection %s from %s failed", connection.id, peer)
         finally:
-            self.clients.connections.discard(connection)
+            self.clients.closed(connection)
 
     async def _handshake(
         self, stream: FastSocketStream, tls: ServerTls, peer: str

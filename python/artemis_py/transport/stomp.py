@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 
 import trio
 
@@ -82,6 +83,7 @@ class StompConnection:
     ) -> None:
         self.stream = stream
         self.peer = peer
+        self.created = time.time()  # epoch seconds (the management API shows it)
         self.session = StompSession(
             broker,
             acceptor,
@@ -115,6 +117,10 @@ class StompConnection:
         self._cancel_scope: trio.CancelScope | None = None
         self._initial = initial  # bytes read while telling protocols apart
         self._reading = trio.CancelScope()  # cancelled by stop()
+        # For the metrics (plain ints: counted on the hot path, read by a scrape).
+        self.frames_in = 0
+        self.frames_out = 0
+        self.error_kind: str | None = None  # of the ERROR frame sent, if any
 
     # -- outgoing ----------------------------------------------------------------------
 
@@ -124,6 +130,7 @@ class StompConnection:
     def send_frame(self, frame: Frame) -> None:
         if self._closing and frame.command != "ERROR":
             return
+        self.frames_out += 1
         self._outgoing += self._codec.send(frame)
         self._data_ready.set()
 
@@ -131,6 +138,7 @@ class StompConnection:
         """Send ``frame`` (without its body) and then ``body``, streamed from its file."""
         if self._closing:
             return
+        self.frames_out += 1
         self._outgoing += self._codec.send(frame, body.length)
         self._bodies.push(self._outgoing, body)
         self._outgoing = bytearray(b"\x00")
@@ -235,7 +243,7 @@ class StompConnection:
                 try:
                     event = codec.next_event()
                 except ProtocolError as exc:
-                    await self._fail(str(exc), None, exc.error_headers)
+                    await self._fail(str(exc), None, exc.error_headers, kind="protocol")
                     return
                 if event is NEED_DATA:
                     break
@@ -244,6 +252,7 @@ class StompConnection:
                 if isinstance(event, Heartbeat):
                     continue
                 assert isinstance(event, Frame)
+                self.frames_in += 1
                 await self._handle(event)
                 if session.disconnecting:
                     return
@@ -260,7 +269,9 @@ class StompConnection:
         with trio.move_on_at(self._connect_deadline):
             return await self.stream.receive_some(READ_SIZE)
         await self._fail(
-            f"no CONNECT frame within {self._handshake_timeout} s (handshake-timeout)", None
+            f"no CONNECT frame within {self._handshake_timeout} s (handshake-timeout)",
+            None,
+            kind="timeout",
         )
         return None
 
@@ -269,7 +280,7 @@ class StompConnection:
         try:
             pending = self.session.handle(frame)
         except StompError as exc:
-            await self._fail(str(exc), receipt, exc.error_headers)
+            await self._fail(str(exc), receipt, exc.error_headers, exc.kind)
             return
         if frame.command in ("CONNECT", "STOMP"):
             receipt = None  # CONNECTED is the answer
@@ -399,10 +410,12 @@ class StompConnection:
         message: str,
         receipt: str | None,
         extra_headers: tuple[tuple[str, str], ...] = (),
+        kind: str = "refused",
     ) -> None:
         log.info("connection %s from %s: %s", self.id, self.peer, message)
         self._closing = True
         self._failed = True
+        self.error_kind = kind
         self.send_frame(self.session.error_frame(message, receipt, extra_headers))
         self._data_ready.set()
         with trio.move_on_after(5):

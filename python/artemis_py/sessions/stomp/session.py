@@ -56,7 +56,7 @@ from artemis_py.protocol.stomp import (
 )
 from artemis_py.protocol.stomp import Role as StompRole
 from artemis_py.sessions.stomp import offsets
-from artemis_py.sessions.stomp.errors import StompError
+from artemis_py.sessions.stomp.errors import StompError, refusal_kind
 from artemis_py.sessions.stomp.subscribing import subscription_queue
 from artemis_py.sessions.stomp.subscription import Subscription
 from artemis_py.sessions.stomp.topology import TopologyFeed, wants_topology
@@ -195,14 +195,14 @@ class StompSession:
         Raises :class:`StompError` when the frame is refused.
         """
         if not self.connected and frame.command not in ("CONNECT", "STOMP"):
-            raise StompError(f"{frame.command} before CONNECT")
+            raise StompError(f"{frame.command} before CONNECT", kind="protocol")
         verb = self._verbs.get(frame.command)
         if verb is None:
-            raise StompError(f"unknown command {frame.command}")
+            raise StompError(f"unknown command {frame.command}", kind="protocol")
         try:
             return verb(frame)
         except _REFUSALS as exc:
-            raise StompError(str(exc)) from exc
+            raise StompError(str(exc), kind=refusal_kind(exc)) from exc
 
     def error_frame(
         self, message: str, receipt: str | None, extra_headers: tuple[tuple[str, str], ...] = ()
@@ -253,16 +253,16 @@ class StompSession:
 
     def _on_connect(self, frame: Frame) -> None:
         if self.connected:
-            raise StompError("already connected")
+            raise StompError("already connected", kind="protocol")
         try:
             self.version = negotiate_version(frame.get("accept-version"))
         except ProtocolError as exc:
-            raise StompError(str(exc), exc.error_headers) from exc
+            raise StompError(str(exc), exc.error_headers, kind="protocol") from exc
         self.codec.accept_connect(self.version)
         login = frame.get("login")
         if not self.authenticator.authenticate(login, frame.get("passcode")):
             who = f"for user {login!r}" if login is not None else "(no login header)"
-            raise StompError(f"Security Error: authentication failed {who}")
+            raise StompError(f"Security Error: authentication failed {who}", kind="security")
         if self.authorizer is not None:
             self.subject = self.authorizer.subject(login)
         self.client_id = frame.get("client-id")

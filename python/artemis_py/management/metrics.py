@@ -1,0 +1,320 @@
+"""The node's Prometheus metrics, served at ``/metrics`` (docs/management.md "Metrics").
+
+Theory of operation
+-------------------
+Nothing here runs on the hot path. The broker counts with plain ``int`` attributes where
+it works (a queue's ``messages_added``, a connection's ``frames_in``, a bridge's
+``forwarded``, the journal writer's latency buckets); a scrape reads them and the node's
+state (queue depths, paging, links) through :class:`NodeCollector`, a custom
+prometheus_client collector, and prometheus_client writes the exposition (text, or
+OpenMetrics when the scraper asks for it). So counting costs an increment, and a metric
+nobody scrapes costs nothing more.
+
+Each node has its own :class:`~prometheus_client.CollectorRegistry` (:class:`NodeMetrics`),
+never the process-wide default one: several nodes in one process (tests, embedding) each
+report their own state. The registry also holds prometheus_client's process collector
+(``process_resident_memory_bytes``, ``process_cpu_seconds_total`` ...).
+
+Names follow Prometheus conventions (``artemis_`` prefix, base units in the name, counters
+end in ``_total``) and cover what Artemis's Prometheus plugin and RabbitMQ's
+``rabbitmq_prometheus`` expose; every series carries the node's id as ``node``.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
+
+from artemis_py import __version__
+from artemis_py.sessions.stomp.errors import ERROR_KINDS
+
+if TYPE_CHECKING:
+    from artemis_py.node import Node
+    from artemis_py.storage import Journal, JournalStats
+    from artemis_py.storage.completion import Latencies
+
+QUEUE_LABELS = ["node", "address", "queue", "routing_type"]
+BRIDGE_LABELS = ["node", "cluster", "neighbour"]
+
+
+def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, labels=labels)
+
+
+def _counter(name: str, doc: str, labels: list[str]) -> CounterMetricFamily:
+    return CounterMetricFamily(name, doc, labels=labels)
+
+
+def histogram_buckets(latencies: Latencies) -> list[tuple[str, float]]:
+    """Cumulative ``(le, count)`` pairs from the writer's per-bucket counts."""
+    buckets = []
+    total = 0
+    for bound, count in zip((*latencies.bounds, float("inf")), latencies.counts, strict=True):
+        total += count
+        buckets.append(("+Inf" if bound == float("inf") else repr(bound), float(total)))
+    return buckets
+
+
+class NodeCollector(Collector):
+    """Reads one node's counters and state at scrape time."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    def collect(self) -> Iterable[Metric]:
+        node_id = self.node.node_id
+        yield from self._node(node_id)
+        yield from self._queues(node_id)
+        yield from self._addresses(node_id)
+        yield from self._journals(node_id)
+        yield from self._cluster(node_id)
+        yield from self._connections(node_id)
+
+    def _node(self, node_id: str) -> Iterator[Metric]:
+        info = InfoMetricFamily(
+            "artemis_node", "The node: its id, name (broker.xml <name>) and version"
+        )
+        info.add_metric(
+            [],
+            {"node": node_id, "name": self.node.config.name or "", "version": __version__},
+        )
+        yield info
+
+    def _queues(self, node_id: str) -> Iterator[Metric]:
+        messages = _gauge(
+            "artemis_queue_messages",
+            "Messages in the queue: ready, delivering (not yet acknowledged) and paged",
+            QUEUE_LABELS,
+        )
+        delivering = _gauge(
+            "artemis_queue_delivering_messages",
+            "Messages delivered to consumers and not yet acknowledged",
+            QUEUE_LABELS,
+        )
+        consumers = _gauge("artemis_queue_consumers", "Consumers of the queue", QUEUE_LABELS)
+        paused = _gauge(
+            "artemis_queue_paused", "1 while the queue is paused (delivers nothing)", QUEUE_LABELS
+        )
+        added = _counter(
+            "artemis_queue_messages_added", "Messages that entered the queue", QUEUE_LABELS
+        )
+        acked = _counter(
+            "artemis_queue_messages_acknowledged",
+            "Messages acknowledged by consumers (for a store-and-forward queue: confirmed by "
+            "the neighbour)",
+            QUEUE_LABELS,
+        )
+        expired = _counter(
+            "artemis_queue_messages_expired", "Messages that expired in the queue", QUEUE_LABELS
+        )
+        killed = _counter(
+            "artemis_queue_messages_killed",
+            "Messages dead-lettered after max-delivery-attempts",
+            QUEUE_LABELS,
+        )
+        for queue in self.node.broker.queues():
+            labels = [node_id, queue.address, queue.name, queue.routing_type.name]
+            messages.add_metric(labels, queue.message_count)
+            delivering.add_metric(labels, queue.delivering)
+            consumers.add_metric(labels, len(queue.consumers))
+            paused.add_metric(labels, 1 if queue.paused else 0)
+            added.add_metric(labels, queue.messages_added)
+            acked.add_metric(labels, queue.messages_acknowledged)
+            expired.add_metric(labels, queue.messages_expired)
+            killed.add_metric(labels, queue.messages_killed)
+        yield from (messages, delivering, consumers, paused, added, acked, expired, killed)
+
+    def _addresses(self, node_id: str) -> Iterator[Metric]:
+        labels = ["node", "address"]
+        size = _gauge(
+            "artemis_address_size_bytes",
+            "Bytes of the address's messages held in memory (max-size-bytes counts these)",
+            labels,
+        )
+        paging = _gauge("artemis_address_paging", "1 while the address pages", labels)
+        pages = _gauge("artemis_address_pages", "Page files of the address", labels)
+        dropped = _counter(
+            "artemis_address_messages_dropped",
+            "Messages dropped because the address was full (address-full-policy DROP)",
+            labels,
+        )
+        manager = self.node.broker.paging
+        for name in list(self.node.broker.post_office.addresses):
+            state = manager.addresses.get(name)
+            values = [node_id, name]
+            size.add_metric(values, state.size if state is not None else 0)
+            paging.add_metric(values, 1 if state is not None and state.paging else 0)
+            pages.add_metric(values, len(state.page_records) if state is not None else 0)
+            dropped.add_metric(values, state.dropped if state is not None else 0)
+        memory = _gauge(
+            "artemis_address_memory_usage_bytes",
+            "Bytes of messages held in memory by all addresses (global-max-size counts these)",
+            ["node"],
+        )
+        memory.add_metric([node_id], manager.size)
+        limit = _gauge(
+            "artemis_address_memory_limit_bytes", "global-max-size of the node", ["node"]
+        )
+        limit.add_metric([node_id], manager.global_max_size)
+        yield from (size, paging, pages, dropped, memory, limit)
+
+    def _journals(self, node_id: str) -> Iterator[Metric]:
+        storage = self.node.broker.persistence.storage
+        if storage is None:  # persistence-enabled false: no journal
+            return
+        journals: list[tuple[str, Journal]] = [
+            ("messages", storage.messages),
+            ("bindings", storage.bindings),
+        ]
+        labels = ["node", "journal"]
+        stats = [(name, journal.stats()) for name, journal in journals]
+        families: list[tuple[Metric, Callable[[JournalStats], int]]] = [
+            (_counter("artemis_journal_appends", "Records appended to the journal", labels),
+             lambda s: s.records_written),
+            (_counter("artemis_journal_writes", "Batches written (one write each)", labels),
+             lambda s: s.batches),
+            (_counter("artemis_journal_fsyncs", "fdatasync calls of the journal writer", labels),
+             lambda s: s.syncs),
+            (_counter("artemis_journal_written_bytes", "Bytes written to the journal", labels),
+             lambda s: s.bytes_written),
+            (_counter("artemis_journal_compactions", "Journal compactions", labels),
+             lambda s: s.compactions),
+            (_gauge("artemis_journal_files", "Journal data files in use", labels),
+             lambda s: s.data_files),
+            (_gauge("artemis_journal_free_files", "Journal files pooled for reuse", labels),
+             lambda s: s.free_files),
+            (_gauge("artemis_journal_live_records", "Live records in the journal", labels),
+             lambda s: s.live_records),
+        ]  # fmt: skip
+        for family, value in families:
+            for name, stat in stats:
+                family.add_metric([node_id, name], value(stat))  # type: ignore[attr-defined]
+            yield family
+        fsync = HistogramMetricFamily(
+            "artemis_journal_fsync_seconds",
+            "Time from a journal batch's start (its writer woken, or a task waiting for it) "
+            "until the loop saw it written and fdatasynced",
+            labels=labels,
+        )
+        for name, journal in journals:
+            latencies = journal.latencies
+            fsync.add_metric([node_id, name], histogram_buckets(latencies), latencies.sum)
+        yield fsync
+
+    def _cluster(self, node_id: str) -> Iterator[Metric]:
+        connected = _gauge(
+            "artemis_cluster_bridge_connected",
+            "1 while the bridge to the neighbour is connected",
+            BRIDGE_LABELS,
+        )
+        depth = _gauge(
+            "artemis_cluster_store_and_forward_messages",
+            "Messages waiting in the store-and-forward queue for the neighbour",
+            BRIDGE_LABELS,
+        )
+        in_flight = _gauge(
+            "artemis_cluster_bridge_in_flight_messages",
+            "Messages sent over the bridge and not yet confirmed by the neighbour",
+            BRIDGE_LABELS,
+        )
+        forwarded = _counter(
+            "artemis_cluster_bridge_forwarded_messages",
+            "Messages the neighbour confirmed (forwarded over the bridge)",
+            BRIDGE_LABELS,
+        )
+        redistributed = _counter(
+            "artemis_cluster_redistributed_messages",
+            "Messages redistributed to the neighbour (moved to its store-and-forward queue)",
+            BRIDGE_LABELS,
+        )
+        members = _gauge(
+            "artemis_cluster_members", "Other nodes of the cluster that are up", ["node", "cluster"]
+        )
+        for cc in self.node.cluster_connections:
+            members.add_metric([node_id, cc.name], sum(1 for m in cc.topology.others() if m.up))
+            moved = cc.redistributor.moved_to if cc.redistributor is not None else {}
+            for neighbour, route in list(cc.routes.items()):
+                labels = [node_id, cc.name, neighbour]
+                bridge = cc.bridges.get(neighbour)
+                connected.add_metric(labels, 1 if route.connected else 0)
+                depth.add_metric(labels, route.sf_queue.message_count)
+                flying = len(bridge.in_flight) if bridge is not None and route.connected else 0
+                in_flight.add_metric(labels, flying)
+                forwarded.add_metric(labels, bridge.forwarded if bridge is not None else 0)
+                redistributed.add_metric(labels, moved.get(route.sf_queue.name, 0))
+        yield from (connected, depth, in_flight, forwarded, redistributed, members)
+
+    def _connections(self, node_id: str) -> Iterator[Metric]:
+        clients = self.node.clients
+        live = list(clients.connections)
+        labels = ["node"]
+        connections = _gauge("artemis_connections", "Open client (STOMP) connections", labels)
+        connections.add_metric([node_id], len(live))
+        sessions = _gauge("artemis_sessions", "Sessions (connected STOMP clients)", labels)
+        sessions.add_metric([node_id], sum(1 for c in live if c.session.connected))
+        opened = _counter("artemis_connections_opened", "Client connections accepted", labels)
+        opened.add_metric([node_id], clients.opened)
+        frames_in = _counter(
+            "artemis_frames_received", "STOMP frames received from clients", labels
+        )
+        frames_in.add_metric([node_id], clients.frames_in + sum(c.frames_in for c in live))
+        frames_out = _counter("artemis_frames_sent", "STOMP frames sent to clients", labels)
+        frames_out.add_metric([node_id], clients.frames_out + sum(c.frames_out for c in live))
+        errors = _counter(
+            "artemis_errors",
+            "ERROR frames sent to clients, by kind (protocol, security, resource, storage, "
+            "timeout, refused)",
+            ["node", "kind"],
+        )
+        counts = dict.fromkeys(ERROR_KINDS, 0) | clients.errors
+        for connection in live:
+            if connection.error_kind is not None:
+                counts[connection.error_kind] = counts.get(connection.error_kind, 0) + 1
+        for kind, count in counts.items():
+            errors.add_metric([node_id, kind], count)
+        yield from (connections, sessions, opened, frames_in, frames_out, errors)
+
+
+class NodeMetrics:
+    """One node's registry: its :class:`NodeCollector` and the process collectors."""
+
+    def __init__(self, node: Node) -> None:
+        self.registry = CollectorRegistry()
+        self.registry.register(NodeCollector(node))
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+
+    def exposition(self, accept_header: str | None = None) -> tuple[bytes, str]:
+        """The scrape's body and content type: Prometheus text, or OpenMetrics when the
+        ``Accept`` header asks for it (prometheus_client's content negotiation)."""
+        encoder, content_type = choose_encoder(accept_header or "")
+        return encoder(self.registry), content_type
+
+
+_registries: weakref.WeakKeyDictionary[Node, NodeMetrics] = weakref.WeakKeyDictionary()
+
+
+def metrics_of(node: Node) -> NodeMetrics:
+    """The node's metrics, made on first use (one registry per node)."""
+    metrics = _registries.get(node)
+    if metrics is None:
+        metrics = _registries[node] = NodeMetrics(node)
+    return metrics
+
+
+def exposition(node: Node, registry_accept_header: str | None = None) -> tuple[bytes, str]:
+    """``(body, content_type)`` of a scrape of ``node``; ``registry_accept_header`` is the
+    request's ``Accept`` header (None: Prometheus text format)."""
+    return metrics_of(node).exposition(registry_accept_header)
