@@ -1,0 +1,66 @@
+// The live charts (uPlot): per queue depth, messages added per second and acknowledged per
+// second, from the History of /api/stats snapshots. One series per charted queue, in the
+// same colour on every chart; a chart is made again only when the set of queues changes.
+import { useEffect, useRef } from "preact/hooks";
+import uPlot from "uplot";
+
+const COLOURS = ["#1565c0", "#2e7d32", "#c62828", "#6a1b9a", "#ef6c00", "#00838f", "#5d4037", "#ad1457"];
+
+export const colour = (i) => COLOURS[i % COLOURS.length];
+
+function Chart({ title, names, data }) {
+  const box = useRef(null);
+  const plot = useRef(null);
+  const key = names.join("\u0000");
+
+  useEffect(() => {
+    const width = Math.max(280, box.current.clientWidth || 360);
+    const opts = {
+      width,
+      height: 180,
+      title,
+      legend: { live: false },
+      scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max * 1.1)] } },
+      axes: [{}, { size: 56 }],
+      series: [{}, ...names.map((n, i) => ({ label: n, stroke: colour(i), width: 2, spanGaps: false }))],
+    };
+    plot.current = new uPlot(opts, data, box.current);
+    const resize = new ResizeObserver(() => {
+      const w = box.current && box.current.clientWidth;
+      if (w && plot.current && Math.abs(w - plot.current.width) > 4)
+        plot.current.setSize({ width: w, height: 180 });
+    });
+    resize.observe(box.current);
+    return () => {
+      resize.disconnect();
+      plot.current.destroy();
+      plot.current = null;
+    };
+  }, [key, title]);
+
+  useEffect(() => {
+    if (plot.current) plot.current.setData(data);
+  }, [data]);
+
+  return <div class="chart" ref={box} role="img" aria-label={`${title}: ${names.join(", ")}`} />;
+}
+
+export function Charts({ history, names, version }) {
+  if (!names.length || history.times.length === 0) {
+    return <p class="empty">No queue charted yet: tick a queue's “Chart” box in the table.</p>;
+  }
+  const series = names.map((n) => history.queues.get(n));
+  const empty = history.times.map(() => null);
+  const pick = (f) => [history.times.slice(), ...series.map((s) => (s ? f(s) : empty))];
+  return (
+    <div class="charts" data-version={version}>
+      <Chart title="Messages (depth)" names={names} data={pick((s) => s.messages.slice())} />
+      <Chart title="Added per second" names={names} data={pick((s) => history.rate(s.added))} />
+      <Chart
+        title="Acknowledged per second"
+        names={names}
+        data={pick((s) => history.rate(s.acknowledged))}
+      />
+    </div>
+  );
+}

@@ -1,0 +1,227 @@
+// The queues: a form to create one, the table (counts from GET /api/queues, live) with each
+// queue's operations, and the browse panel (a few messages, read without consuming).
+import { useState } from "preact/hooks";
+import { api } from "./api.js";
+import { colour } from "./charts.jsx";
+
+const fmt = (n) => (n == null ? "–" : Number(n).toLocaleString("en"));
+
+export function CreateQueue({ ask }) {
+  const [name, setName] = useState("");
+  const [address, setAddress] = useState("");
+  const [routing, setRouting] = useState("ANYCAST");
+  const [durable, setDurable] = useState(true);
+  const submit = (e) => {
+    e.preventDefault();
+    const spec = { name: name.trim(), address: address.trim() || name.trim(), routing_type: routing, durable };
+    if (!spec.name) return;
+    ask({
+      title: "Create queue",
+      text: `Create the ${durable ? "durable" : "non-durable"} ${routing} queue “${spec.name}” on address “${spec.address}”?`,
+      confirm: "Create",
+      run: async () => {
+        await api.createQueue(spec);
+        setName("");
+        setAddress("");
+        return `queue ${spec.name} created`;
+      },
+    });
+  };
+  return (
+    <form class="create" onSubmit={submit} aria-label="Create a queue">
+      <label>
+        Name <input value={name} required onInput={(e) => setName(e.currentTarget.value)} />
+      </label>
+      <label>
+        Address{" "}
+        <input value={address} placeholder="same as the name" onInput={(e) => setAddress(e.currentTarget.value)} />
+      </label>
+      <label>
+        Routing{" "}
+        <select value={routing} onChange={(e) => setRouting(e.currentTarget.value)}>
+          <option>ANYCAST</option>
+          <option>MULTICAST</option>
+        </select>
+      </label>
+      <label class="check">
+        <input type="checkbox" checked={durable} onChange={(e) => setDurable(e.currentTarget.checked)} /> Durable
+      </label>
+      <button type="submit">Create queue…</button>
+    </form>
+  );
+}
+
+function actions(queue, names, ask, browse) {
+  const n = queue.name;
+  const list = [
+    ["Browse", () => browse(n), false],
+    [
+      "Purge",
+      () =>
+        ask({
+          title: `Purge ${n}`,
+          text: `Remove the ${fmt(queue.messages)} message(s) waiting in “${n}”? They are deleted, not dead-lettered.`,
+          confirm: "Purge",
+          danger: true,
+          run: async () => `purged ${n}: ${(await api.purge(n)).removed} message(s) removed`,
+        }),
+      false,
+    ],
+    queue.paused
+      ? ["Resume", () => ask({ title: `Resume ${n}`, text: `Resume delivery from “${n}” to its consumers?`, confirm: "Resume", run: async () => (await api.resume(n), `${n} resumed`) }), false]
+      : ["Pause", () => ask({ title: `Pause ${n}`, text: `Pause “${n}”? Messages are still added but none is delivered until it is resumed.`, confirm: "Pause", run: async () => (await api.pause(n), `${n} paused`) }), false],
+    [
+      "Move",
+      () =>
+        ask({
+          title: `Move messages from ${n}`,
+          text: `Move every message of “${n}” to another queue?`,
+          confirm: "Move",
+          danger: true,
+          fields: [{ name: "to", label: "To queue ", type: "select", options: names.filter((x) => x !== n) }],
+          run: async (v) => `moved ${(await api.move(n, v.to)).moved} message(s) from ${n} to ${v.to}`,
+        }),
+      names.length < 2,
+    ],
+    [
+      "Delete",
+      () =>
+        ask({
+          title: `Delete ${n}`,
+          text: `Delete the queue “${n}” and its ${fmt(queue.messages)} message(s)?`,
+          confirm: "Delete",
+          danger: true,
+          fields: queue.consumers ? [{ name: "force", label: " even with its consumers (they are closed)", type: "checkbox" }] : [],
+          run: async (v) => (await api.deleteQueue(n, v.force), `queue ${n} deleted`),
+        }),
+      false,
+    ],
+  ];
+  return list.map(([label, onClick, disabled]) => (
+    <button key={label} type="button" onClick={onClick} disabled={disabled} aria-label={`${label} queue ${n}`}>
+      {label}
+    </button>
+  ));
+}
+
+export function QueuesTable({ queues, charted, toggleChart, ask, browse }) {
+  const names = queues.map((q) => q.name);
+  const chartedList = [...charted];
+  if (!queues.length) return <p class="empty">No queue on this node.</p>;
+  return (
+    <div class="scroll">
+      <table class="queues">
+        <caption class="visually-hidden">Queues of this node</caption>
+        <thead>
+          <tr>
+            <th scope="col">Chart</th>
+            <th scope="col">Name</th>
+            <th scope="col">Address</th>
+            <th scope="col">Routing</th>
+            <th scope="col" class="num">Consumers</th>
+            <th scope="col" class="num">Messages</th>
+            <th scope="col" class="num">Delivering</th>
+            <th scope="col" class="num">Added</th>
+            <th scope="col" class="num">Acked</th>
+            <th scope="col" class="num">Dead-lettered</th>
+            <th scope="col">Operations</th>
+          </tr>
+        </thead>
+        <tbody>
+          {queues.map((q) => {
+            const at = chartedList.indexOf(q.name);
+            return (
+              <tr key={q.name} data-queue={q.name} class={q.paused ? "paused" : ""}>
+                <td>
+                  <input
+                    type="checkbox"
+                    checked={at >= 0}
+                    onChange={() => toggleChart(q.name)}
+                    aria-label={`Chart queue ${q.name}`}
+                  />
+                  {at >= 0 && <span class="swatch" style={{ background: colour(at) }} />}
+                </td>
+                <th scope="row" class="name">
+                  {q.name}
+                  {q.paused && <span class="pill">paused</span>}
+                  {q.filter && <small title="filter"> [{q.filter}]</small>}
+                </th>
+                <td>{q.address}</td>
+                <td>{q.routing_type}{q.durable ? "" : " · non-durable"}</td>
+                <td class="num consumers">{fmt(q.consumers)}</td>
+                <td class="num messages">{fmt(q.messages)}</td>
+                <td class="num">{fmt(q.delivering)}</td>
+                <td class="num">{fmt(q.added)}</td>
+                <td class="num">{fmt(q.acknowledged)}</td>
+                <td class="num">{fmt(q.killed)}</td>
+                <td class="ops">{actions(q, names, ask, browse)}</td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+export function BrowsePanel({ browsing, onClose, onLimit }) {
+  if (!browsing) return null;
+  const { queue, limit, messages, error } = browsing;
+  return (
+    <section class="browse" aria-labelledby="browse-title">
+      <h3 id="browse-title">
+        Messages of {queue} <small>(the first {limit}, not consumed)</small>
+      </h3>
+      <div class="bar">
+        <label>
+          Show{" "}
+          <select value={limit} onChange={(e) => onLimit(Number(e.currentTarget.value))}>
+            {[10, 20, 100, 1000].map((n) => (
+              <option key={n} value={n}>{n}</option>
+            ))}
+          </select>
+        </label>
+        <button type="button" onClick={onClose}>Close</button>
+      </div>
+      {error && <p class="error">{error}</p>}
+      {messages && !messages.length && <p class="empty">No message in {queue}.</p>}
+      {messages && messages.length > 0 && (
+        <div class="scroll">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">ID</th>
+                <th scope="col">Priority</th>
+                <th scope="col">Persistent</th>
+                <th scope="col" class="num">Size</th>
+                <th scope="col">Time</th>
+                <th scope="col">Headers</th>
+                <th scope="col">Body</th>
+              </tr>
+            </thead>
+            <tbody>
+              {messages.map((m) => (
+                <tr key={m.message_id}>
+                  <td><code>{m.message_id}</code></td>
+                  <td>{m.priority}</td>
+                  <td>{m.persistent ? "yes" : "no"}</td>
+                  <td class="num">{fmt(m.size)}</td>
+                  <td>{m.timestamp ? new Date(m.timestamp > 1e11 ? m.timestamp : m.timestamp * 1000).toLocaleString() : "–"}</td>
+                  <td class="headers">
+                    {Object.entries(m.headers || {}).map(([k, v]) => (
+                      <div key={k}><code>{k}</code>: {String(v)}</div>
+                    ))}
+                  </td>
+                  <td class="body">
+                    {m.body_encoding ? <small>({m.body_encoding}) </small> : null}
+                    <code>{m.body}</code>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}
