@@ -17,6 +17,7 @@ lock are released.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -37,6 +38,8 @@ from artemis_py.cluster.scale_down import ScaleDownReport, scale_down
 from artemis_py.cluster.topology import client_urls, stomp_urls
 from artemis_py.config import BrokerConfig, MessageLoadBalancing, default_config
 from artemis_py.config.defaults import CLUSTER_PASSWORD
+from artemis_py.management.bootstrap import WebConfig
+from artemis_py.management.server import serve_management
 from artemis_py.storage import JournalSettings, open_storage
 from artemis_py.storage.large_messages import open_large_message_store
 from artemis_py.storage.paging import open_page_stores
@@ -56,6 +59,10 @@ class Node:
         self.cluster_connections: list[ClusterConnection] = []
         self.clients = Clients()
         self.scale_down_reports: list[ScaleDownReport] = []  # one per cluster connection
+        self.started = time.monotonic()
+        self.authenticator = Authenticator(False)  # the node's users (set by open_broker)
+        self.authorizer = Authorizer(False)
+        self.web_url: str | None = None  # where the management web server listens
         self._nursery = nursery
         self._left: trio.Event | None = None
         self._shutting_down = False
@@ -196,6 +203,22 @@ def start_discovery(node: Node) -> Discovery:
     return discovery
 
 
+async def start_acceptors(node: Node, nursery: trio.Nursery) -> None:
+    """Start the node's acceptors (listening once this returns)."""
+    # Links from other nodes are served by the cluster connection they name.
+    serve_links = LinkAcceptor(node.cluster_connections).serve if node.cluster_connections else None
+    for acceptor in node.config.acceptors:
+        listeners = await nursery.start(
+            partial(serve_acceptor, authorizer=node.authorizer),
+            node.broker,
+            acceptor,
+            node.authenticator,
+            serve_links,
+            node.clients,
+        )
+        node.listeners[acceptor.name] = listeners
+
+
 def journal_settings(config: BrokerConfig) -> JournalSettings:
     journal = config.journal
     return JournalSettings(
@@ -218,12 +241,14 @@ async def open_broker(
     *,
     instance_dir: Path | None = None,
     config_dir: Path | None = None,
+    web: WebConfig | None = None,
 ) -> AsyncIterator[Node]:
     """Start a node from ``config`` (default: the embedded single-node default).
 
     Relative directories in the configuration are resolved against ``instance_dir``
     (default: the current directory); ``config_dir`` is where ``artemis-users.properties``
-    is looked up when security is enabled.
+    is looked up when security is enabled. ``web``: serve the management API, metrics and
+    console there (docs/management.md), in the node's nursery, stopped with the node.
     """
     config = config if config is not None else default_config()
     base = instance_dir or Path.cwd()
@@ -259,26 +284,16 @@ async def open_broker(
         async with trio.open_nursery() as nursery:
             await nursery.start(paging.run)
             node = Node(broker, nursery)
+            node.authenticator, node.authorizer = authenticator, authorizer
             node.cluster_connections = cluster_connections(broker)
             await nursery.start(start_discovery(node).run)
             for connection in node.cluster_connections:
                 connection.on_stop_request = node.stop
             for connection in node.cluster_connections:
                 await nursery.start(connection.run)
-            # Links from other nodes are served by the cluster connection they name.
-            serve_links = (
-                LinkAcceptor(node.cluster_connections).serve if node.cluster_connections else None
-            )
-            for acceptor in config.acceptors:
-                listeners = await nursery.start(
-                    partial(serve_acceptor, authorizer=authorizer),
-                    broker,
-                    acceptor,
-                    authenticator,
-                    serve_links,
-                    node.clients,
-                )
-                node.listeners[acceptor.name] = listeners
+            await start_acceptors(node, nursery)
+            if web is not None:
+                await nursery.start(serve_management, node, web)
             log.info(
                 "node %s (%s) started: %s",
                 config.name or "artemis-py",

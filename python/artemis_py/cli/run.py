@@ -16,6 +16,7 @@ import trio
 from artemis_py.cluster.scale_down import ScaleDownReport
 from artemis_py.config import BrokerConfig, default_config, load_config
 from artemis_py.exceptions import ArtemisError, ConfigError, leaves
+from artemis_py.management.bootstrap import BOOTSTRAP_FILE, WebConfig, read_bootstrap, web_from_uri
 from artemis_py.node import open_broker
 
 log = logging.getLogger("artemis_py.cli")
@@ -40,7 +41,27 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         default="INFO",
         help=f"one of {', '.join(LOG_LEVELS)}, in any case (default INFO)",
     )
+    parser.add_argument(
+        "--web",
+        metavar="URI|off",
+        help="serve the management API, metrics and console at http://HOST:PORT (overrides "
+        "the <web> binding of bootstrap.xml beside broker.xml; 'off' turns it off; default: "
+        "bootstrap.xml's, else off; docs/management.md)",
+    )
     parser.set_defaults(func=command)
+
+
+def web_config(option: str | None, config_path: Path | None) -> WebConfig | None:
+    """The management web server's binding: ``--web``, else bootstrap.xml beside broker.xml
+    (``artemis create`` puts both in etc/), else none. Raises ConfigError."""
+    if option is not None:
+        return None if option.strip().lower() == "off" else web_from_uri(option)
+    if config_path is None:
+        return None
+    bootstrap = config_path.absolute().parent / BOOTSTRAP_FILE
+    if not bootstrap.is_file():
+        return None
+    return read_bootstrap(bootstrap, instance_dir(config_path))
 
 
 def log_level(text: str) -> str:
@@ -94,13 +115,14 @@ def command(args: argparse.Namespace) -> int:
     limit_malloc_arenas()
     try:
         config = load_config(args.config) if args.config else default_config()
+        web = web_config(args.web, args.config)
     except ConfigError as exc:
         print(f"artemis-py: {exc}", file=sys.stderr)
         return 2
     failures: list[BaseException] = []
     reports: list[ScaleDownReport] = []
     try:
-        reports = trio.run(serve, config, args.config)
+        reports = trio.run(serve, config, args.config, web)
     except* (ArtemisError, OSError) as group:
         # Startup problems (port in use, data directory locked, unreadable journal) reach
         # us from inside the node's nursery: report each on one line, no traceback.
@@ -112,12 +134,14 @@ def command(args: argparse.Namespace) -> int:
     return 1 if failures or not all(report.complete for report in reports) else 0
 
 
-async def serve(config: BrokerConfig, config_path: Path | None) -> list[ScaleDownReport]:
+async def serve(
+    config: BrokerConfig, config_path: Path | None, web: WebConfig | None = None
+) -> list[ScaleDownReport]:
     """Run until a signal, then stop gracefully; a second signal abandons a scale-down."""
     base = instance_dir(config_path)
     config_dir = config_path.parent.absolute() if config_path else None
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with open_broker(config, instance_dir=base, config_dir=config_dir) as node:
+        async with open_broker(config, instance_dir=base, config_dir=config_dir, web=web) as node:
             async for signum in signals:
                 log.info("%s received: stopping", signal.Signals(signum).name)
                 break

@@ -470,6 +470,7 @@ class StompSession:
     def _on_ack(self, frame: Frame) -> Pending | None:
         sub, key = self._locate(frame)
         refs = sub.take(key)
+        sub.acknowledged += len(refs)
         tx_name = frame.get("transaction")
         if tx_name is not None:
             self._transaction(tx_name).acks.extend(refs)

@@ -91,6 +91,7 @@ class Subscription:
         self.durable_name = durable_name
         self.in_flight: OrderedDict[str, MessageReference] = OrderedDict()
         self.in_flight_bytes = 0
+        self.acknowledged = 0  # references its ACKs covered (the management API shows it)
         self._ack_ids = itertools.count(1)
         self._writable = session.writable
 

@@ -1,0 +1,243 @@
+"""The JSON shapes of the management API (docs/management.md "HTTP API"): cheap reads of the
+node's state, made on the loop between other work (no I/O, nothing that grows with the
+number of messages except a browse, which is bounded by its limit)."""
+
+from __future__ import annotations
+
+import base64
+import time
+from itertools import islice
+from typing import TYPE_CHECKING, Any
+
+from artemis_py.broker.message import MessageReference
+from artemis_py.broker.queue import Queue
+from artemis_py.broker.routing import Address, is_internal
+from artemis_py.cluster.cluster_connection import ClusterConnection
+from artemis_py.cluster.topology import connector
+
+if TYPE_CHECKING:
+    from artemis_py.node import Node
+    from artemis_py.transport.stomp import StompConnection
+
+BODY_CHARS = 1024  # of a browsed message's body
+
+
+def node_view(node: Node) -> dict[str, Any]:
+    from artemis_py import __version__
+
+    config = node.config
+    return {
+        "name": config.name or "artemis-py",
+        "node_id": node.node_id,
+        "version": __version__,
+        "uptime_seconds": round(time.monotonic() - node.started, 3),
+        "acceptors": [
+            {
+                "name": a.name,
+                # Not the URL as written: its parameters may hold key store passwords.
+                "url": f"tcp://{','.join(a.hosts)}:{a.port}",
+                "listening": [f"{h}:{p}" for h, p in node.addresses(a.name)],
+                "protocols": sorted(a.protocols) if a.protocols is not None else None,
+                "tls": a.tls.enabled,
+            }
+            for a in config.acceptors
+        ],
+        "web": node.web_url,
+        "security_enabled": config.security_enabled,
+        "persistence_enabled": config.persistence_enabled,
+    }
+
+
+def address_view(node: Node, address: Address) -> dict[str, Any]:
+    paging = node.broker.paging.addresses.get(address.name)
+    return {
+        "name": address.name,
+        "routing_types": sorted(rt.name for rt in address.routing_types),
+        "queues": [q.name for q in address.queues],
+        "size_bytes": paging.size if paging is not None else 0,
+        "paging": bool(paging is not None and paging.paging),
+        "auto_created": address.auto_created,
+        "internal": is_internal(address.name),
+    }
+
+
+def queue_view(queue: Queue) -> dict[str, Any]:
+    return {
+        "name": queue.name,
+        "address": queue.address,
+        "routing_type": queue.routing_type.name,
+        "durable": queue.durable,
+        "filter": queue.filter.text if queue.filter is not None else None,
+        "consumers": queue.consumer_count,
+        "messages": queue.message_count,
+        "delivering": queue.delivering,
+        "added": queue.messages_added,
+        "acknowledged": queue.messages_acknowledged,
+        "expired": queue.messages_expired,
+        "killed": queue.messages_killed,
+        "paused": queue.paused,
+        "max_consumers": queue.max_consumers,
+        "auto_created": queue.auto_created,
+        "temporary": queue.temporary,
+        "paged": queue.paged,
+        "internal": is_internal(queue.name),
+    }
+
+
+def message_view(ref: MessageReference) -> dict[str, Any]:
+    message = ref.message
+    view: dict[str, Any] = {
+        "message_id": message.message_id,
+        "destination": message.address,
+        "priority": message.priority,
+        "persistent": message.durable,
+        "size": message.size,
+        "timestamp": message.timestamp,
+        "expiration": message.expiration,
+        "redelivered": ref.delivery_count > 0,
+        "headers": dict(message.user_properties()),
+    }
+    if message.body_ref is not None and not message.body:
+        view["body"] = None  # a large message: its body is in a file, not read here
+        view["body_encoding"] = "file"
+        return view
+    body = bytes(message.body)
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        view["body"] = base64.b64encode(body[:BODY_CHARS]).decode("ascii")
+        view["body_encoding"] = "base64"
+    else:
+        view["body"] = text[:BODY_CHARS]
+        view["body_encoding"] = "text"
+    view["body_truncated"] = len(body) > BODY_CHARS
+    return view
+
+
+def browse(queue: Queue, limit: int) -> list[dict[str, Any]]:
+    """The first ``limit`` messages ready in the queue, without consuming them."""
+    return [message_view(ref) for ref in islice(queue.messages, limit)]
+
+
+def consumers_view(node: Node) -> list[dict[str, Any]]:
+    found = []
+    for connection in node.clients.connections:
+        for sub in list(connection.session.subscriptions.values()):
+            queue = sub.queue
+            found.append(
+                {
+                    "id": sub.id,
+                    "connection_id": connection.id,
+                    "queue": queue.name,
+                    "address": queue.address,
+                    "destination": sub.destination,
+                    "ack_mode": sub.ack_mode,
+                    "selector": sub.selector.text if sub.selector is not None else None,
+                    "delivering": len(sub.in_flight),
+                    "acknowledged": sub.acknowledged,
+                }
+            )
+    return found
+
+
+def connection_view(connection: StompConnection) -> dict[str, Any]:
+    session = connection.session
+    return {
+        "id": connection.id,
+        "remote_address": connection.peer,
+        "protocol": "STOMP",
+        "version": session.version,
+        "user": session.subject.user,  # (known with security enabled)
+        "client_id": session.client_id,
+        "created": connection.created,
+        "sessions": 1,
+        "consumers": len(session.subscriptions),
+        "frames_in": connection.frames_in,
+        "frames_out": connection.frames_out,
+    }
+
+
+def _member_state(cluster: ClusterConnection, node_id: str, up: bool) -> str:
+    route = cluster.routes.get(node_id)
+    if not up or cluster.departed(node_id):
+        return "down"
+    if route is not None and route.connected:
+        return "up"
+    return "connecting"
+
+
+def _redistributed(cluster: ClusterConnection, sf_queue: str) -> int:
+    """Messages redistribution moved toward one neighbour (its store-and-forward queue)."""
+    moved_to: dict[str, int] = getattr(cluster.redistributor, "moved_to", {})
+    return moved_to.get(sf_queue, 0)
+
+
+def bridge_view(cluster: ClusterConnection, node_id: str) -> dict[str, Any]:
+    route = cluster.routes.get(node_id)
+    bridge = cluster.bridges.get(node_id)
+    connected = route is not None and route.connected
+    return {
+        "connected": connected,
+        "store_and_forward_queue": route.sf_queue.name if route is not None else None,
+        "store_and_forward_depth": route.sf_queue.message_count if route is not None else 0,
+        "in_flight": len(bridge.in_flight) if bridge is not None and connected else 0,
+        "forwarded": bridge.forwarded if bridge is not None else 0,
+        "redistributed": _redistributed(cluster, route.sf_queue.name) if route is not None else 0,
+    }
+
+
+def cluster_view(node: Node) -> dict[str, Any]:
+    return {
+        "node": {"node_id": node.node_id, "name": node.config.name or "artemis-py"},
+        "cluster_connections": [
+            {
+                "name": cluster.name,
+                "address": cluster.config.address,
+                "message_load_balancing": cluster.config.message_load_balancing.value,
+                "max_hops": cluster.config.max_hops,
+                "connector": connector(cluster.local),
+                "members": members_view(cluster),
+            }
+            for cluster in node.cluster_connections
+        ],
+    }
+
+
+def members_view(cluster: ClusterConnection) -> list[dict[str, Any]]:
+    """The other nodes this node knows in ``cluster``, with the link to each."""
+    known = {m.node_id: m for m in cluster.topology.others()}
+    ids = sorted(set(known) | set(cluster.routes))
+    members = []
+    for node_id in ids:
+        member = known.get(node_id)
+        members.append(
+            {
+                "node_id": node_id,
+                # The topology carries no node names: the connector names a member.
+                "name": connector(member) if member is not None else node_id,
+                "connector": connector(member) if member is not None else None,
+                "state": _member_state(cluster, node_id, member is not None and member.up),
+                "bridge": bridge_view(cluster, node_id),
+            }
+        )
+    return members
+
+
+def stats_view(node: Node) -> dict[str, Any]:
+    """A cheap snapshot for the console's live charts."""
+    return {
+        "time": time.time(),
+        "queues": {
+            q.name: {
+                "messages": q.message_count,
+                "added": q.messages_added,
+                "acknowledged": q.messages_acknowledged,
+            }
+            for q in node.broker.queues()
+        },
+        "connections": len(node.clients.connections),
+        "cluster": {
+            cluster.name: {m["node_id"]: m["bridge"] for m in members_view(cluster)}
+            for cluster in node.cluster_connections
+        },
+    }
