@@ -20,6 +20,7 @@ from artemis_py.broker.queue import MaxConsumersReachedError
 from artemis_py.client import open_stomp_connection
 from artemis_py.config import parse_config
 from artemis_py.exceptions import JournalFailedError
+from artemis_py.management import metrics
 from artemis_py.management.metrics import exposition, metrics_of
 from artemis_py.node import Node, open_broker
 from artemis_py.sessions.stomp.errors import refusal_kind
@@ -184,12 +185,21 @@ def test_refusals_have_kinds() -> None:
     assert refusal_kind(BrokerError("queue m.x does not exist")) == "refused"
 
 
-async def test_openmetrics_when_asked_and_a_registry_of_its_own(node: Node) -> None:
+async def test_openmetrics_when_asked_a_threaded_scrape_and_a_registry_of_its_own(
+    node: Node,
+) -> None:
     body, content_type = exposition(node, "application/openmetrics-text; version=1.0.0")
     assert content_type.startswith("application/openmetrics-text")
     assert body.endswith(b"# EOF\n")
     names = {f.name for f in parse_om(body.decode())}
     assert {"artemis_queue_messages", "artemis_journal_fsync_seconds"} <= names
+    # The loop's variant (encoded in a worker thread) gives the same families.
+    threaded, content_type = await metrics.scrape(node)
+    assert content_type.startswith("text/plain")
+    families = {f.name for f in text_string_to_metric_families(threaded.decode())}
+    assert families == {
+        f.name for f in text_string_to_metric_families(exposition(node)[0].decode())
+    }
     registry = metrics_of(node).registry
     assert registry is not REGISTRY and metrics_of(node).registry is registry
     assert REGISTRY.get_sample_value("artemis_connections", {"node": node.node_id}) is None
