@@ -189,9 +189,11 @@ class BrokerProcess:
         security_settings: str | None = None,
         config_path: Path | None = None,
         port: int | None = None,
+        web: bool = False,
     ) -> None:
         """``config_path`` + ``port``: run an existing broker.xml (not written by us) whose
-        STOMP acceptor listens on 127.0.0.1:``port``."""
+        STOMP acceptor listens on 127.0.0.1:``port``. ``web``: a bootstrap.xml beside it
+        turns the management web server on (at :attr:`web_url`)."""
         self.dir = directory
         self.dir.mkdir(parents=True, exist_ok=True)
         self.name = name
@@ -215,6 +217,8 @@ class BrokerProcess:
         self.log_path = self.dir / "node.log"
         self.port = port or 0
         self.extra_ports: dict[str, int] = {}
+        self.web = web
+        self.web_port = 0
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self._log_offset = 0
@@ -259,6 +263,11 @@ class BrokerProcess:
 </configuration>
 """
 
+    @property
+    def web_url(self) -> str:
+        """The management web server's base URL (with ``web=True``)."""
+        return f"http://{self.host}:{self.web_port}"
+
     def security_xml(self) -> str:
         if self.security_settings is None:
             return ""
@@ -268,6 +277,11 @@ class BrokerProcess:
         if self.external_config:
             return
         self.config_path.write_text(self.broker_xml())
+        if self.web:
+            (self.config_path.parent / "bootstrap.xml").write_text(
+                '<broker xmlns="http://activemq.apache.org/schema"><web path="web">'
+                f'<binding name="artemis" uri="{self.web_url}"/></web></broker>\n'
+            )
         if self.roles is not None:
             (self.dir / "artemis-roles.properties").write_text(
                 "".join(f"{role} = {','.join(users)}\n" for role, users in self.roles.items())
@@ -302,6 +316,7 @@ class BrokerProcess:
             if self.starts == 0 and not self.external_config and self.pick_ports:
                 self.port = free_port()
                 self.extra_ports = {n: free_port() for n in self.extra_acceptor_params}
+                self.web_port = free_port() if self.web else 0
             self.write_config()
             self._spawn()
             if not wait:
@@ -339,6 +354,8 @@ class BrokerProcess:
         needles = [f"listening for STOMP on {self.host}:{self.port}"] + [
             f"listening for STOMP on {self.host}:{p}" for p in self.extra_ports.values()
         ]
+        if self.web:
+            needles.append(f"management web server listening on {self.web_url}")
 
         def ready() -> bool:
             text = self.log(since_start=True)
