@@ -237,7 +237,7 @@ async def scale_down(request: Request) -> Response:
         raise OperationError(
             409,
             "scale-down is not configured: <ha-policy><live-only><scale-down> in broker.xml "
-            "(docs/cluster.md)",
+            "(docs/scaling.md)",
         )
     if not node.cluster_connections:
         raise OperationError(409, "this node is in no cluster: there is no node to scale down to")
