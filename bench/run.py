@@ -28,6 +28,14 @@ no client certificates), from key stores made by :mod:`artemis_py.transport.cert
 under the cache's ``tls/``; the load generator speaks TLS with the same trust store. A last
 table gives TLS / plain per target and artemis-py TLS / Artemis TLS. Scenarios default to
 2 and 5 with ``--tls``; ActiveMQ Classic is not run.
+
+``--metrics`` (issue 19, the cost of counting): artemis-py only, every node with its
+management web server on (``run --web``, 127.0.0.1:8161, +100 per cluster node). Each
+scenario runs ``--rounds`` times unscraped and scraped (a thread GETs every node's
+``/metrics`` once a second), alternating (A B B A ...) on the same nodes, so drift on a
+shared machine hits both alike. The table gives the medians, scraped / unscraped (the issue
+asks >= 0.97), node CPU per message, and the scrapes' count, time and size. Scenarios
+default to 1, 2 and 3.
 """
 
 from __future__ import annotations
@@ -40,10 +48,13 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +71,7 @@ CACHE = Path(
 SHIFT = 0
 STOMP_PORTS = (61613, 61713, 61813)
 CORE_PORTS = (61616, 61716, 61816)
+WEB_PORTS = (8161, 8261, 8361)  # --metrics: each node's management web server
 
 
 def single_urls() -> list[str]:
@@ -264,8 +276,11 @@ def artemis_py_command() -> list[str]:
 
 
 @contextlib.contextmanager
-def artemis_py_nodes(cluster: bool, workdir: Path, tls: bool) -> Iterator[list[str]]:
-    """Start one artemis-py node (etc/broker.xml) or the three cluster nodes."""
+def artemis_py_nodes(
+    cluster: bool, workdir: Path, tls: bool, web: bool = False
+) -> Iterator[list[str]]:
+    """Start one artemis-py node (etc/broker.xml) or the three cluster nodes; ``web``: each
+    with its management web server on (WEB_PORTS)."""
     env = dict(os.environ, STOMP_PORT=str(61613 + SHIFT), CORE_PORT=str(61616 + SHIFT))
     env.pop("ARTEMIS_DATA", None)
     processes: list[subprocess.Popen[bytes]] = []
@@ -296,9 +311,10 @@ def artemis_py_nodes(cluster: bool, workdir: Path, tls: bool) -> Iterator[list[s
     try:
         for i, config in enumerate(configs):
             logfile = open(cwd / f"node{i + 1}.log", "ab")  # noqa: SIM115 - closed with the node
+            flags = ["--web", web_urls()[i]] if web else []
             processes.append(
                 subprocess.Popen(
-                    [*artemis_py_command(), "run", str(config)],
+                    [*artemis_py_command(), "run", str(config), *flags],
                     cwd=cwd,
                     env=env,
                     stdout=logfile,
@@ -560,6 +576,129 @@ def summary_plot(
     plt.close(fig)
 
 
+# -- the cost of metrics (--metrics) -------------------------------------------------------------
+
+SCRAPED = "+scraped"  # suffix of the artemis-py runs with /metrics scraped every second
+
+
+def web_urls() -> list[str]:
+    return [f"http://127.0.0.1:{port + SHIFT}" for port in WEB_PORTS]
+
+
+class Scraper:
+    """GETs every node's /metrics once a second (as Prometheus would) in a thread while
+    entered (again and again), and keeps each scrape's duration and size."""
+
+    def __init__(self, urls: list[str], interval: float = 1.0) -> None:
+        self.urls = [f"{url}/metrics" for url in urls]
+        self.interval = interval
+        self.durations: list[float] = []
+        self.sizes: list[int] = []
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> Scraper:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            for url in self.urls:
+                began = time.monotonic()
+                try:
+                    with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310
+                        self.sizes.append(len(response.read()))
+                except OSError as exc:
+                    self.failures.append(f"{url}: {exc}")
+                    continue
+                self.durations.append(time.monotonic() - began)
+            next_at += self.interval
+            self._stop.wait(max(0.0, next_at - time.monotonic()))
+
+    def summary(self) -> str:
+        if not self.durations:
+            return f"no scrape succeeded ({len(self.failures)} failed)"
+        ms = sorted(d * 1000 for d in self.durations)
+        failed = f", {len(self.failures)} failed" if self.failures else ""
+        return (
+            f"{len(ms)} scrapes{failed}, {ms[len(ms) // 2]:.1f} ms median / {ms[-1]:.1f} ms max, "
+            f"{max(self.sizes) / 1024:.1f} KiB"
+        )
+
+
+def run_metrics(
+    scenarios: list[Scenario], args: argparse.Namespace, workdir: Path
+) -> dict[int, tuple[list[dict[str, Any]], list[dict[str, Any]], str]]:
+    """Each scenario ``args.rounds`` times unscraped and scraped, alternating on the same
+    nodes: {scenario: (unscraped reports, scraped reports, the scrapes' summary)}."""
+    measured: dict[int, tuple[list[dict[str, Any]], list[dict[str, Any]], str]] = {}
+    for cluster in (False, True):
+        group = [s for s in scenarios if s.cluster == cluster]
+        if not group or (cluster and available("artemis-py", group[0])):
+            continue
+        log(f"starting artemis-py ({'3-node cluster' if cluster else '1 node'}, web on)")
+        with artemis_py_nodes(cluster, workdir / f"metrics-{cluster}", False, web=True) as urls:
+            webs = web_urls()[: len(urls)]
+            for s in group:
+                plain: list[dict[str, Any]] = []
+                scraped: list[dict[str, Any]] = []
+                scraper = Scraper(webs)
+                for r in range(args.rounds):
+                    order = (False, True) if r % 2 == 0 else (True, False)  # A B B A ...
+                    for scrape in order:
+                        name = f"artemis-py{SCRAPED if scrape else ''}-r{r + 1}"
+                        log(f"scenario {s.number}, round {r + 1}: {name}")
+                        if scrape:
+                            with scraper:
+                                scraped.append(run_perf(name, s, urls, args))
+                        else:
+                            plain.append(run_perf(name, s, urls, args))
+                measured[s.number] = (plain, scraped, scraper.summary())
+        log("stopped artemis-py")
+    return measured
+
+
+def metrics_table(
+    measured: dict[int, tuple[list[dict[str, Any]], list[dict[str, Any]], str]],
+    scenarios: list[Scenario],
+) -> str:
+    head = [
+        "scenario", "unscraped msg/s (median)", "scraped msg/s (median)",
+        "scraped / unscraped", "node µs/msg unscraped / scraped", "rounds", "scrapes",
+    ]  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in scenarios:
+        if s.number not in measured:
+            continue
+        plain, scraped, scrapes = measured[s.number]
+
+        def median(reports: list[dict[str, Any]], s: Scenario = s) -> float:
+            return statistics.median(r["rates"][s.metric] for r in reports)
+
+        def cpu(reports: list[dict[str, Any]], s: Scenario = s) -> str:
+            return "/".join(fmt_node_cpu(r, s) for r in reports)
+
+        a, b = median(plain), median(scraped)
+        ratio = f"**{b / a:.3f}**" if a else "–"
+        flag = "" if all(r["totals"]["complete"] and not r["errors"]["count"]
+                         for r in plain + scraped) else " (!)"  # fmt: skip
+        row = [
+            f"{s.number}. {s.title}", f"{a:,.0f}{flag}", f"{b:,.0f}", ratio,
+            f"{cpu(plain)} / {cpu(scraped)}", str(len(plain)), scrapes,
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--targets", default=",".join(TARGETS), help="comma-separated")
@@ -572,6 +711,13 @@ def main() -> int:
         help="run each target plain and with TLS on every acceptor and connector, and print "
         "the cost of TLS (ActiveMQ Classic is left out)",
     )
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="artemis-py only, web server on: each scenario unscraped and with /metrics "
+        "scraped every second, alternating --rounds times; prints scraped / unscraped",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="--metrics: runs per variant")
     parser.add_argument("--duration", type=float, default=8.0, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=4.0, help="seconds (JVMs: JIT)")
     parser.add_argument("--processes", type=int, default=2, help="load-generator processes")
@@ -594,7 +740,7 @@ def main() -> int:
         targets = [v for t in targets if t != "activemq" for v in (t, t + TLS)]
         make_tls_files()
     if args.scenarios is None:
-        args.scenarios = "2,5" if args.tls else "1,2,3,4,5,6"
+        args.scenarios = "2,5" if args.tls else "1,2,3" if args.metrics else "1,2,3,4,5,6"
     wanted = {int(n) for n in args.scenarios.split(",") if n}
     scenarios = [s for s in SCENARIOS if s.number in wanted]
     if args.results is None:
@@ -606,6 +752,20 @@ def main() -> int:
     load_before = os.getloadavg()
     results: dict[tuple[int, str], dict[str, Any] | None] = {}
     notes: list[str] = []
+    if args.metrics:
+        with tempfile.TemporaryDirectory(prefix="artemis-py-bench-") as tmp:
+            measured = run_metrics(scenarios, args, Path(tmp))
+        load_after = os.getloadavg()
+        print()
+        print(metrics_table(measured, scenarios))
+        print()
+        print(
+            f"- {os.cpu_count()} CPUs; load average {load_before[0]:.2f} before, "
+            f"{load_after[0]:.2f} after; {time.monotonic() - began:.0f} s in all; "
+            f"{args.duration:g} s measured after {args.warmup:g} s warm-up per run, "
+            f"{args.rounds} rounds; reports in {args.results}"
+        )
+        return 0
     with tempfile.TemporaryDirectory(prefix="artemis-py-bench-") as tmp:
         for target in targets:
             for cluster in (False, True):
