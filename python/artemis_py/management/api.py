@@ -248,9 +248,10 @@ async def scale_down(request: Request) -> Response:
 
 async def metrics(request: Request) -> Response:
     # Imported on first use: the metrics module is optional for the rest of the API.
-    from artemis_py.management.metrics import exposition
+    from artemis_py.management.metrics import scrape
 
-    body, content_type = exposition(_node(request), request.headers.get("accept"))
+    # The state is read on the loop, the text encoded in a worker thread (metrics.py).
+    body, content_type = await scrape(_node(request), request.headers.get("accept"))
     return Response(body, media_type=content_type)
 
 
