@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import signal
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -134,10 +136,21 @@ def test_run_on_a_port_in_use_fails_clearly(tmp_path):
 def test_create_then_run_the_instance(tmp_path, make_broker):
     instance = tmp_path / "instance"
     port = free_port()
-    created = artemis_py("create", str(instance), "--host", "127.0.0.1", "--port", str(port))
+    http_port = free_port()
+    created = artemis_py(
+        "create",
+        str(instance),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--http-port",
+        str(http_port),
+    )
     assert created.returncode == 0, created.stderr
     config = instance / "etc" / "broker.xml"
     assert config.is_file()
+    assert f'uri="http://localhost:{http_port}"' in (instance / "etc" / "bootstrap.xml").read_text()
     # Creating over an existing instance is refused without --force.
     again = artemis_py("create", str(instance), "--port", str(port))
     assert again.returncode != 0 and "already exists" in again.stderr
@@ -151,6 +164,9 @@ def test_create_then_run_the_instance(tmp_path, make_broker):
         q = unique("/queue/created")
         c.send(q, "kept", persistent="true")
         c.close()
+        # Its bootstrap.xml turns the management API on (localhost, security off).
+        with urllib.request.urlopen(f"http://localhost:{http_port}/api/node", timeout=5) as r:
+            assert json.load(r)["name"] == "instance"
         node.restart()  # the created instance is persistent
         c = Client(port)
         c.subscribe(q)
@@ -173,6 +189,8 @@ def test_create_with_a_user_turns_security_on(tmp_path):
         "127.0.0.1",
         "--port",
         str(port),
+        "--http-port",
+        str(free_port()),
         "--user",
         "admin",
         "--password",

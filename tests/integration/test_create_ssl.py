@@ -37,7 +37,16 @@ def acceptor_params(broker_xml: Path) -> dict[str, str]:
 
 def create_ssl(instance: Path, port: int, *extra: str) -> tuple[Path, str]:
     created = artemis_py(
-        "create", str(instance), "--host", "127.0.0.1", "--port", str(port), "--ssl", *extra
+        "create",
+        str(instance),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--http-port",
+        str(free_port()),
+        "--ssl",
+        *extra,
     )
     assert created.returncode == 0, created.stderr
     return instance / "etc" / "broker.xml", created.stdout

@@ -33,6 +33,18 @@ from artemis_py.transport.certificates import (
 )
 
 USERS_FILE = "artemis-users.properties"
+BOOTSTRAP_XML = Template("""\
+<?xml version="1.0" encoding="UTF-8"?>
+<!-- Created by `artemis-py create`: the management web server (JSON API at /api/, metrics
+     at /metrics, console at /console), as Artemis's bootstrap.xml configures its own.
+     Remove the <web> element to turn it off (or run with the web option set to off:
+     docs/management.md). -->
+<broker xmlns="http://activemq.apache.org/schema">
+  <web path="web">
+    <binding name="artemis" uri="http://$host:$port"/>
+  </web>
+</broker>
+""")
 ROLES_FILE = "artemis-roles.properties"
 
 BROKER_XML = Template("""\
@@ -125,6 +137,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--name", default=None, help="node name (default: the directory name)")
     parser.add_argument("--host", default="0.0.0.0", help="address the STOMP acceptor binds")
     parser.add_argument("--port", type=int, default=61613, help="STOMP port (default 61613)")
+    parser.add_argument(
+        "--http-host",
+        default="localhost",
+        help="address the management web server binds (default localhost; bootstrap.xml)",
+    )
+    parser.add_argument(
+        "--http-port", type=int, default=8161, help="management web server port (default 8161)"
+    )
     parser.add_argument("--user", help="a user to create (turns security on)")
     parser.add_argument("--password", help="that user's password")
     parser.add_argument(
@@ -241,6 +261,9 @@ def command(args: argparse.Namespace) -> int:
     etc.mkdir(parents=True, exist_ok=True)
     (directory / "data").mkdir(exist_ok=True)
     broker_xml.write_text(text)
+    (etc / "bootstrap.xml").write_text(
+        BOOTSTRAP_XML.substitute(host=escape(args.http_host), port=args.http_port)
+    )
     if args.user:
         users = etc / USERS_FILE
         # Hashed as `artemis create` writes it (`artemis-py user add --plaintext` to differ).
@@ -250,6 +273,7 @@ def command(args: argparse.Namespace) -> int:
         (etc / ROLES_FILE).write_text(f"# role = user1,user2\n{args.role} = {args.user}\n")
     print(f"Created broker instance {directory}")
     print(f"  run it with: artemis-py run {broker_xml}")
+    print(f"  management API and console: http://{args.http_host}:{args.http_port}/console")
     if tls is not None:
         _print_tls_usage(tls, args)
     return 0
