@@ -20,7 +20,11 @@ function Chart({ title, names, data }) {
       height: 180,
       title,
       legend: { live: false },
-      scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max * 1.1)] } },
+      scales: {
+        // At least half a minute's span (uPlot spans years around a single point).
+        x: { time: true, range: (u, min, max) => [Math.min(min, max - 30), max] },
+        y: { range: (u, min, max) => [0, Math.max(1, max * 1.1)] },
+      },
       axes: [{}, { size: 56 }],
       series: [{}, ...names.map((n, i) => ({ label: n, stroke: colour(i), width: 2, spanGaps: false }))],
     };

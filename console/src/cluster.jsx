@@ -4,6 +4,8 @@
 // and the store-and-forward backlog waiting on this side. A node only knows its own
 // links, so the picture is the cluster as this node sees it; each node's console shows its own.
 
+import { linkKey } from "./history.js";
+
 const W = 720;
 const ROW = 92;
 const NODE_W = 170;
@@ -11,6 +13,13 @@ const NODE_H = 54;
 
 const fmt = (n) => (n == null ? "–" : Number(n).toLocaleString("en"));
 const fmtRate = (r) => (r == null ? "–" : r >= 10 ? r.toFixed(0) : r.toFixed(1));
+const rateOf = (rates, connection, m) =>
+  rates[linkKey(connection.name, m.node_id)] ?? rates[linkKey("", m.node_id)] ?? null;
+// A member is named by its connector when the topology has no name for it.
+const clip = (text, n = 20) => {
+  const t = text.replace(/^tcp:\/\//, "");
+  return t.length > n ? `${t.slice(0, n - 1)}…` : t;
+};
 const short = (id) => (id ? String(id).slice(0, 8) : "");
 
 function NodeBox({ x, y, name, id, self, state }) {
@@ -23,7 +32,8 @@ function NodeBox({ x, y, name, id, self, state }) {
     >
       <rect width={NODE_W} height={NODE_H} rx="8" />
       <text x={NODE_W / 2} y="22" class="name">
-        {name || short(id)}
+        <title>{name || id}</title>
+        {clip(name || short(id))}
       </text>
       <text x={NODE_W / 2} y="40" class="sub">
         {self ? `this node · ${short(id)}` : `${state} · ${short(id)}`}
@@ -84,7 +94,7 @@ export function ClusterPicture({ cluster, connection, rates }) {
       data-cluster={connection.name}
     >
       {members.map((m, i) => (
-        <Link key={m.node_id} from={self} to={spots[i]} member={m} rate={rates[m.node_id]} />
+        <Link key={m.node_id} from={self} to={spots[i]} member={m} rate={rateOf(rates, connection, m)} />
       ))}
       <NodeBox {...self} name={cluster.node.name} id={cluster.node.node_id} self state="up" />
       {members.map((m, i) => (
@@ -129,7 +139,7 @@ export function MembersTable({ connection, rates }) {
                 <span class={`pill state-${m.state}`}>{m.state}</span>
               </td>
               <td class="num forwarded">{fmt(b.forwarded)}</td>
-              <td class="num">{fmtRate(rates[m.node_id])}</td>
+              <td class="num">{fmtRate(rateOf(rates, connection, m))}</td>
               <td class="num">{fmt(b.in_flight)}</td>
               <td class="num">{fmt(b.store_and_forward_depth)}</td>
               <td class="num">{fmt(b.redistributed)}</td>

@@ -8,7 +8,7 @@ export class History {
   constructor() {
     this.times = [];
     this.queues = new Map(); // name -> {messages: [], added: [], acknowledged: []}
-    this.links = new Map(); // node id -> {forwarded: []}
+    this.links = new Map(); // linkKey(cluster, node id) -> {forwarded: []}
   }
 
   push(stats) {
@@ -21,9 +21,9 @@ export class History {
       s.added.push(q.added);
       s.acknowledged.push(q.acknowledged);
     }
-    for (const [id, bridge] of Object.entries(bridges(stats.cluster))) {
-      const s = this.links.get(id) || fill(i, ["forwarded"]);
-      this.links.set(id, s);
+    for (const [key, bridge] of Object.entries(bridges(stats.cluster))) {
+      const s = this.links.get(key) || fill(i, ["forwarded"]);
+      this.links.set(key, s);
       s.forwarded.push(bridge.forwarded ?? null);
     }
     for (const series of [...this.queues.values(), ...this.links.values()]) {
@@ -58,23 +58,28 @@ function fill(n, keys) {
   return s;
 }
 
+/** The key of a link in History.links: its cluster connection and the member's node id. */
+export const linkKey = (cluster, nodeId) => `${cluster}\u0000${nodeId}`;
+
+const isBridge = (v) => v && typeof v === "object" && ("forwarded" in v || "connected" in v);
+
 /**
- * The bridges' numbers of a stats or cluster answer, by member node id. Accepts the
- * members' list of /api/cluster (each {node_id, bridge}) or a map node id -> bridge.
+ * The bridges' numbers of a stats or cluster answer, as {linkKey: bridge}. Accepts
+ * /api/stats's {cluster name: {node id: bridge}}, /api/cluster's answer (its members, each
+ * {node_id, bridge}), or a flat {node id: bridge} (no cluster name).
  */
 export function bridges(cluster) {
   const out = {};
-  if (!cluster) return out;
-  const add = (m) => {
-    if (m && m.node_id) out[m.node_id] = m.bridge || m;
-  };
-  if (Array.isArray(cluster)) cluster.forEach(add);
-  else if (Array.isArray(cluster.members)) cluster.members.forEach(add);
-  else if (Array.isArray(cluster.cluster_connections))
-    cluster.cluster_connections.forEach((c) => (c.members || []).forEach(add));
-  else
-    for (const [id, b] of Object.entries(cluster)) {
-      if (b && typeof b === "object") out[id] = b.bridge || b;
-    }
+  if (!cluster || typeof cluster !== "object") return out;
+  if (Array.isArray(cluster.cluster_connections)) {
+    for (const c of cluster.cluster_connections)
+      for (const m of c.members || []) out[linkKey(c.name, m.node_id)] = m.bridge || {};
+    return out;
+  }
+  for (const [key, value] of Object.entries(cluster)) {
+    if (isBridge(value)) out[linkKey("", key)] = value;
+    else if (value && typeof value === "object")
+      for (const [id, b] of Object.entries(value)) if (isBridge(b)) out[linkKey(key, id)] = b;
+  }
   return out;
 }

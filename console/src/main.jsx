@@ -68,6 +68,7 @@ function App() {
   const [confirm, setConfirm] = useState(null);
   const [browsing, setBrowsing] = useState(null);
   const [picked, setPicked] = useState(null); // null: the default charted queues
+  const [showInternal, setShowInternal] = useState(false);
   const history = useRef(new History());
   const nextId = useRef(1);
 
@@ -133,7 +134,10 @@ function App() {
     [notify, poll],
   );
 
-  const names = queues.map((q) => q.name);
+  // The node's own queues (store-and-forward queues of cluster links) only on demand.
+  const internal = queues.filter((q) => q.internal).length;
+  const shown = showInternal ? queues : queues.filter((q) => !q.internal);
+  const names = shown.map((q) => q.name);
   const charted = (picked || names.slice(0, CHART_BY_DEFAULT)).filter((n) => names.includes(n));
   const toggleChart = (name) =>
     setPicked(charted.includes(name) ? charted.filter((n) => n !== name) : [...charted, name]);
@@ -199,7 +203,13 @@ function App() {
         <section id="queues" aria-labelledby="queues-title">
           <h2 id="queues-title">Queues</h2>
           <CreateQueue ask={setConfirm} />
-          <QueuesTable queues={queues} charted={charted} toggleChart={toggleChart} ask={setConfirm} browse={browse} />
+          {internal > 0 && (
+            <label class="check">
+              <input type="checkbox" checked={showInternal} onChange={(e) => setShowInternal(e.currentTarget.checked)} />
+              Show the node's {internal} internal queue(s) (store-and-forward queues of cluster links)
+            </label>
+          )}
+          <QueuesTable queues={shown} charted={charted} toggleChart={toggleChart} ask={setConfirm} browse={browse} />
           <BrowsePanel browsing={browsing} onClose={() => setBrowsing(null)} onLimit={(n) => browse(browsing.queue, n)} />
         </section>
         <section id="connections" aria-labelledby="connections-title">

@@ -115,9 +115,7 @@ export function QueuesTable({ queues, charted, toggleChart, ask, browse }) {
         <thead>
           <tr>
             <th scope="col">Chart</th>
-            <th scope="col">Name</th>
-            <th scope="col">Address</th>
-            <th scope="col">Routing</th>
+            <th scope="col">Name · address, routing</th>
             <th scope="col" class="num">Consumers</th>
             <th scope="col" class="num">Messages</th>
             <th scope="col" class="num">Delivering</th>
@@ -141,13 +139,17 @@ export function QueuesTable({ queues, charted, toggleChart, ask, browse }) {
                   />
                   {at >= 0 && <span class="swatch" style={{ background: colour(at) }} />}
                 </td>
-                <th scope="row" class="name">
-                  {q.name}
+                <th scope="row">
+                  <span class="name">{q.name}</span>
                   {q.paused && <span class="pill">paused</span>}
-                  {q.filter && <small title="filter"> [{q.filter}]</small>}
+                  <br />
+                  <small>
+                    {q.address === q.name ? "" : `${q.address} · `}
+                    {q.routing_type}
+                    {q.durable ? "" : " · non-durable"}
+                    {q.filter ? ` · filter ${q.filter}` : ""}
+                  </small>
                 </th>
-                <td>{q.address}</td>
-                <td>{q.routing_type}{q.durable ? "" : " · non-durable"}</td>
                 <td class="num consumers">{fmt(q.consumers)}</td>
                 <td class="num messages">{fmt(q.messages)}</td>
                 <td class="num">{fmt(q.delivering)}</td>

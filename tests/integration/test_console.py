@@ -1,0 +1,321 @@
+"""The web console in a real browser: headless Chromium (Debian's ``chromium`` and
+``chromium-driver``) driven by selenium against a running three-node symmetric cluster.
+
+The console is built from ``console/`` (``console/build``: npm ci + esbuild) when its output,
+``python/artemis_py/management/console_dist/``, is missing or older than its sources, so
+the README's test command works on a fresh clone. Without Chromium, its driver or npm the
+tests are skipped with the reason, except under ``CI=true``, where they fail (``.ci/run``
+installs them, as it installs Java for the Spark tests).
+
+With ``ARTEMIS_PY_SCREENSHOTS=DIR`` (e.g. ``docs/images``) the tests also write the
+screenshots that docs/management.md shows, ``DIR/console-*.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster.conftest import (
+    Cluster,
+    ClusterNode,
+    make_cluster,
+    node_id,
+    running,
+    use_shared,
+    wait_binding,
+)
+from integration.conftest import ROOT, unique, wait_for
+
+CONSOLE = ROOT / "console"
+DIST = ROOT / "python" / "artemis_py" / "management" / "console_dist"
+SCREENSHOTS = os.environ.get("ARTEMIS_PY_SCREENSHOTS")
+
+
+def _missing() -> str | None:
+    """Why the browser tests cannot run here, or None."""
+    if shutil.which("chromium") is None:
+        return "no chromium (apt-get install chromium chromium-driver)"
+    if shutil.which("chromedriver") is None:
+        return "no chromedriver (apt-get install chromium-driver)"
+    if not (DIST / "index.html").exists() and shutil.which("npm") is None:
+        return "the console is not built and there is no npm to build it (console/build)"
+    return None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def browser_available() -> None:
+    reason = _missing()
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":  # CI must run them: .ci/run installs what they need
+        pytest.fail(f"the console's browser tests cannot run: {reason}")
+    pytest.skip(reason)
+
+
+def _stale() -> bool:
+    """Whether console_dist is missing or older than a source it is built from."""
+    index = DIST / "index.html"
+    if not index.exists():
+        return True
+    sources = [CONSOLE / "package-lock.json", CONSOLE / "build.mjs", *(CONSOLE / "src").rglob("*")]
+    built = index.stat().st_mtime
+    return any(p.stat().st_mtime > built for p in sources if p.is_file())
+
+
+@pytest.fixture(scope="module")
+def console_built(browser_available: None) -> None:
+    if not _stale() or shutil.which("npm") is None:
+        return
+    done = subprocess.run(
+        [str(CONSOLE / "build")], capture_output=True, text=True, timeout=600, check=False
+    )
+    if done.returncode != 0:
+        pytest.fail(f"console/build failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+
+
+def get(node: ClusterNode, path: str) -> Any:
+    """GET the node's management API (JSON)."""
+    with urllib.request.urlopen(node.web_url + path, timeout=5) as response:
+        return json.load(response)
+
+
+@pytest.fixture(scope="module")
+def web_cluster(tmp_path_factory: pytest.TempPathFactory, console_built: None) -> Iterator[Cluster]:
+    nodes = make_cluster(tmp_path_factory.mktemp("console"), 3, web=True)
+    yield from running(nodes)
+
+
+@pytest.fixture
+def nodes(web_cluster: Cluster) -> Cluster:
+    use_shared(web_cluster)
+    return web_cluster
+
+
+@pytest.fixture(scope="module")
+def browser(console_built: None) -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
+        options.add_argument(argument)
+    options.add_argument("--window-size=1200,1000")
+    options.binary_location = shutil.which("chromium") or "chromium"
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def css(driver: Any, selector: str) -> list[Any]:
+    return list(driver.find_elements("css selector", selector))
+
+
+def no_console_errors(driver: Any) -> None:
+    """The page logged no error (a failed request, an exception) since the last check."""
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, f"the console logged errors: {errors}"
+
+
+def open_console(driver: Any, node: ClusterNode) -> None:
+    driver.get(node.web_url + "/console")
+    wait_for(lambda: css(driver, "header .facts"), 15, 0.1, "the console to show the node")
+
+
+def text_of(driver: Any, selector: str) -> str | None:
+    found = css(driver, selector)
+    return found[0].text if found else None
+
+
+def screenshot(driver: Any, name: str, element: Any | None = None) -> None:
+    """docs/images/console-NAME.png when ARTEMIS_PY_SCREENSHOTS is set, in few colours
+    (the PNGs are committed: small)."""
+    if not SCREENSHOTS:
+        return
+    path = Path(SCREENSHOTS) / f"console-{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if element is not None:
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+        element.screenshot(str(path))
+    else:
+        driver.save_screenshot(str(path))
+    try:
+        from PIL import Image
+    except ImportError:
+        return
+    with Image.open(path) as image:
+        small = image.convert("RGB").quantize(colors=256)
+    small.save(path, optimize=True)
+
+
+def wait_rows_value(driver: Any, selector: str, expected: str, timeout: float = 10) -> None:
+    wait_for(
+        lambda: text_of(driver, selector) == expected,
+        timeout,
+        0.1,
+        lambda: f"{selector} to read {expected!r}, reads {text_of(driver, selector)!r}",
+    )
+
+
+def chart_traffic(driver: Any, node: ClusterNode, clients: Any) -> None:
+    """For the screenshots: bursts of messages through a queue with a consumer, one a
+    second, while the page charts them."""
+    busy = unique("console-invoices")
+    consumer = clients(node)
+    consumer.subscribe(f"/queue/{busy}")
+    producer = clients(node)
+    sent = 0
+    for burst in range(12):
+        for _ in range(5 + 4 * burst):
+            producer.send(f"/queue/{busy}", f"invoice-{sent}", receipt=False)
+            sent += 1
+        time.sleep(1)  # paces the bursts the charts show; no result is waited for here
+    consumer.wait_messages(sent)
+    wait_for(
+        lambda: int(css(driver, ".charts")[0].get_attribute("data-version")) >= 8,
+        15,
+        0.2,
+        "a few points on the charts",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the tests
+
+
+def test_the_cluster_picture_shows_three_nodes_and_their_links(
+    nodes: Cluster, browser: Any
+) -> None:
+    node0 = nodes[0]
+    open_console(browser, node0)
+    ids = {node_id(n) for n in nodes}
+
+    def picture() -> bool:
+        drawn = {
+            e.get_attribute("data-node") for e in css(browser, "svg.cluster-picture [data-node]")
+        }
+        links = {
+            e.get_attribute("data-link")
+            for e in css(browser, "svg.cluster-picture [data-link][data-state=up]")
+        }
+        return drawn == ids and links == ids - {node_id(node0)}
+
+    wait_for(
+        picture,
+        15,
+        0.1,
+        lambda: (
+            "three nodes and node0's two links up in the picture; drawn: "
+            + str([e.get_attribute("outerHTML")[:200] for e in css(browser, "svg [data-node]")])
+        ),
+    )
+    # Its text summary names this node and each link's state.
+    label = css(browser, "svg.cluster-picture")[0].get_attribute("aria-label")
+    assert node0.name in label and label.count("(up)") == 2, label
+    no_console_errors(browser)
+
+
+def test_messages_forwarded_show_on_the_links(nodes: Cluster, browser: Any, clients: Any) -> None:
+    q = unique("console-flow")
+    node0, node1 = nodes[0], nodes[1]
+    consumer = clients(node1)
+    consumer.subscribe(f"/queue/{q}")
+    wait_binding(node0, q, on=node1, consumers=1)
+    before = next(
+        m["bridge"]["forwarded"]
+        for m in get(node0, "/api/cluster")["cluster_connections"][0]["members"]
+        if m["node_id"] == node_id(node1)
+    )
+    producer = clients(node0)
+    for i in range(8):
+        producer.send(f"/queue/{q}", f"m-{i}", persistent="true")
+    consumer.wait_messages(8)
+
+    open_console(browser, node0)
+    cell = f'tr[data-member="{node_id(node1)}"] td.forwarded'
+    wait_for(
+        lambda: int((text_of(browser, cell) or "0").replace(",", "")) >= before + 8,
+        10,
+        0.1,
+        lambda: f"node1's link to show {before + 8} forwarded, shows {text_of(browser, cell)!r}",
+    )
+    screenshot(browser, "cluster", css(browser, "#cluster")[0])
+    no_console_errors(browser)
+
+
+def test_queue_depth_appears_and_purge_round_trips(
+    nodes: Cluster, browser: Any, clients: Any
+) -> None:
+    q = unique("console-orders")
+    node0 = nodes[0]
+    producer = clients(node0)
+    for i in range(5):
+        producer.send(f"/queue/{q}", f"order-{i}", persistent="true")
+
+    open_console(browser, node0)
+    row = f'tr[data-queue="{q}"]'
+    wait_rows_value(browser, f"{row} td.messages", "5")
+    if SCREENSHOTS:
+        chart_traffic(browser, node0, clients)
+        screenshot(browser, "charts", css(browser, "#charts")[0])
+        screenshot(browser, "queues", css(browser, "#queues")[0])
+
+    css(browser, f'button[aria-label="Purge queue {q}"]')[0].click()
+    wait_for(lambda: css(browser, "dialog[open] button.confirm"), 5, 0.05, "the confirmation")
+    assert get(node0, f"/api/queues/{q}")["messages"] == 5, "purged before the confirmation"
+    screenshot(browser, "confirm")
+    css(browser, "dialog[open] button.confirm")[0].click()
+
+    wait_for(
+        lambda: get(node0, f"/api/queues/{q}")["messages"] == 0,
+        10,
+        0.1,
+        lambda: f"the node's count of {q} to drop to 0: {get(node0, f'/api/queues/{q}')}",
+    )
+    wait_rows_value(browser, f"{row} td.messages", "0")
+    wait_for(
+        lambda: any(
+            f"purged {q}: 5 message(s) removed" in e.text for e in css(browser, ".notice.ok")
+        ),
+        5,
+        0.1,
+        "the console to say what the purge removed",
+    )
+    assert not css(browser, "dialog[open]"), "the confirmation stayed open"
+    no_console_errors(browser)
+
+
+def test_an_operation_refused_by_the_node_is_shown(nodes: Cluster, browser: Any) -> None:
+    node0 = nodes[0]
+    open_console(browser, node0)
+    # Creating a queue that exists: the node answers 409 and the console says so.
+    wait_rows_value(browser, 'tr[data-queue="DLQ"] th .name', "DLQ")
+    form = css(browser, "form.create")[0]
+    form.find_element("css selector", "input").send_keys("DLQ")
+    form.find_element("css selector", "button[type=submit]").click()
+    wait_for(lambda: css(browser, "dialog[open] button.confirm"), 5, 0.05, "the confirmation")
+    css(browser, "dialog[open] button.confirm")[0].click()
+    wait_for(
+        lambda: any("409" in e.text for e in css(browser, ".notice.error")),
+        5,
+        0.1,
+        lambda: f"a 409 shown; notices: {[e.text for e in css(browser, '.notice')]}",
+    )
+    # The failed request is in the browser's log; that one is expected.
+    browser.get_log("browser")
