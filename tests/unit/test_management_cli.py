@@ -68,7 +68,8 @@ class FakeApi:
             "cluster_connections": [
                 {"name": "symmetric", "address": "", "message_load_balancing": "ON_DEMAND",
                  "max_hops": 1, "members": [
-                     {"node_id": "bbbb-2222", "name": "node2", "connector": "10.0.0.2:61616",
+                     {"node_id": "bbbb-2222", "name": "tcp://10.0.0.2:61616",
+                      "connector": "tcp://10.0.0.2:61616",
                       "state": "up", "bridge": {"connected": True, "store_and_forward_depth": 4,
                                                 "in_flight": 1, "forwarded": 30,
                                                 "redistributed": 2}}]},
@@ -429,7 +430,7 @@ def test_cluster_status_over_the_management_api(api, capsys):
         "",
         "cluster connection symmetric on address '': ON_DEMAND, max-hops 1",
         "members (1):",
-        "  bbbb-2222  node2  10.0.0.2:61616  up, bridge connected  waiting 4  in flight 1"
+        "  bbbb-2222  tcp://10.0.0.2:61616  up, bridge connected  waiting 4  in flight 1"
         "  forwarded 30  redistributed 2",
     ]
     code, out, _ = run(capsys, url, "cluster", "status", "--json")

@@ -219,20 +219,24 @@ def render_cluster(data: dict[str, Any]) -> str:
     lines = [f"node {node.get('node_id')} ({node.get('name')})"]
     for cc in data.get("cluster_connections") or []:
         members = cc.get("members") or []
+        at = f" at {cc['connector']}" if cc.get("connector") else ""
         lines += [
             "",
-            f"cluster connection {cc.get('name')} on address {cc.get('address')!r}: "
+            f"cluster connection {cc.get('name')}{at} on address {cc.get('address')!r}: "
             f"{cc.get('message_load_balancing')}, max-hops {cc.get('max_hops')}",
             f"members ({len(members)}):",
         ]
         for m in members:
             bridge = m.get("bridge") or {}
             link = "connected" if bridge.get("connected") else "DISCONNECTED"
+            # The topology carries no node names: the API names a member by its connector.
+            name = m.get("name")
+            named = f" ({name})" if name not in (m.get("connector"), m.get("node_id")) else ""
             lines.append(
-                f"  {m.get('node_id')}  {m.get('name')}  {m.get('connector')}  "
-                f"{m.get('state')}, bridge {link}  waiting {bridge.get('store_and_forward_depth')}"
-                f"  in flight {bridge.get('in_flight')}  forwarded {bridge.get('forwarded')}"
-                f"  redistributed {bridge.get('redistributed')}"
+                f"  {m.get('node_id')}  {m.get('connector')}{named}  {m.get('state')}, bridge "
+                f"{link}  waiting {bridge.get('store_and_forward_depth')}  in flight "
+                f"{bridge.get('in_flight')}  forwarded {bridge.get('forwarded')}  "
+                f"redistributed {bridge.get('redistributed')}"
             )
         if not members:
             lines.append("  none")
