@@ -179,6 +179,7 @@ def test_queue_with_a_consumer_is_deleted_with_remove_consumers(node, capsys, cl
     code, _, err = cli(capsys, node, "queue", "delete", "--name", queue)
     assert code == EXIT_REFUSED
     assert one_line(err).startswith(f"Failed to delete queue {queue}. Reason: ")
+    assert "--removeConsumers" in err
     code, _, err = cli(capsys, node, "queue", "delete", "--name", queue, "--removeConsumers")
     assert code == 0, err
     assert stat_of(capsys, node, queue) is None
@@ -206,6 +207,7 @@ def test_address_create_show_delete(node, capsys, clients):
     code, _, err = cli(capsys, node, "address", "delete", "--name", address)
     assert code == EXIT_REFUSED
     assert one_line(err).startswith(f"Failed to delete address {address}. Reason: ")
+    assert "--force" in err
     code, out, err = cli(capsys, node, "address", "delete", "--name", address, "--force")
     assert (code, out) == (0, f"Address {address} deleted successfully.\n"), err
     code, _, err = cli(capsys, node, "address", "show", "--name", address)

@@ -104,7 +104,7 @@ class FakeApi:
             return 404, {"error": f"no queue named {parts[1]!r}"}
         if method == "DELETE" and parts[:1] == ["queues"]:
             if self.queues[parts[1]]["consumers"] and query.get("force") != ["true"]:
-                return 409, {"error": f"queue {parts[1]!r} has consumers"}
+                return 409, {"error": f"queue {parts[1]!r} has consumers: use ?force=true"}
             del self.queues[parts[1]]
             return 200, {"deleted": parts[1]}
         if method == "POST" and parts[:1] == ["queues"] and parts[2:] == ["purge"]:
@@ -327,7 +327,8 @@ def test_queue_delete_unknown_queue_is_a_404_line(api, capsys):
 def test_queue_delete_with_consumers_needs_remove_consumers(api, capsys):
     state, url = api
     code, _, err = run(capsys, url, "queue", "delete", "--name", "orders")
-    assert code == EXIT_REFUSED and "has consumers" in one_line(err)
+    assert code == EXIT_REFUSED
+    assert one_line(err).endswith("has consumers: use --removeConsumers")  # not ?force=true
     code, out, err = run(capsys, url, "queue", "delete", "--name", "orders", "--removeConsumers")
     assert code == 0, err
     assert out == "Queue orders deleted successfully.\n"

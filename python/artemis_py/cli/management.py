@@ -13,11 +13,12 @@ refused, 2 bad options, 3 the node could not be reached.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
@@ -180,6 +181,18 @@ def run_api_command(
 def _path(*parts: str) -> str:
     """``/api/queues/<name>``: names may hold ``/``, ``#`` or spaces (FQQNs, wildcards)."""
     return "/api/" + "/".join(quote(p, safe="") for p in parts)
+
+
+@contextlib.contextmanager
+def _option_named(option: str) -> Iterator[None]:
+    """The API's refusals name its ``?force=true``; the command's user has ``option``."""
+    try:
+        yield
+    except ApiError as exc:
+        if "?force=true" not in str(exc):
+            raise
+        text = str(exc).replace("?force=true", option)
+        raise ApiError(text, status=exc.status, exit_code=exc.exit_code) from None
 
 
 def _say(args: argparse.Namespace, text: str) -> None:
@@ -350,7 +363,8 @@ def _queue_create(client: ManagementClient, args: argparse.Namespace) -> Any:
 
 def _queue_delete(client: ManagementClient, args: argparse.Namespace) -> Any:
     query = {"force": "true"} if args.remove_consumers else {}
-    answer = client.delete(_path("queues", args.name), **query)
+    with _option_named("--removeConsumers"):
+        answer = client.delete(_path("queues", args.name), **query)
     _say(args, f"Queue {args.name} deleted successfully.")
     return answer
 
@@ -436,7 +450,8 @@ def _address_create(client: ManagementClient, args: argparse.Namespace) -> Any:
 
 def _address_delete(client: ManagementClient, args: argparse.Namespace) -> Any:
     query = {"force": "true"} if args.force else {}
-    answer = client.delete(_path("addresses", args.name), **query)
+    with _option_named("--force"):
+        answer = client.delete(_path("addresses", args.name), **query)
     _say(args, f"Address {args.name} deleted successfully.")
     return answer
 
