@@ -426,6 +426,7 @@ EVERY_FRAME: list[Frame] = [
     Topology((Member("n3", "i3", "h3", 7, True, 2**63 - 1, group_name="east"),)),
     Topology((Member("n4", "i4", "h4", 8, True, 3, scaling_down_to="n1"),)),
     Topology((Member("n5", "i5", "h5", 9, True, 4, scaling_down_to=""),)),
+    Topology((Member("n6", "i6", "h6", 10, True, 5, name="node6"),)),
     Topology(()),
     Leaving("n1", "n2"),
     Leaving("n1", "n2", ("n3:17", "n4:1")),

@@ -99,6 +99,7 @@ class ClusterConnection:
             time.time_ns() // 1000,
             # announced even with scale-down disabled: this node can still be a target
             scale_down.group_name if scale_down is not None else None,
+            name=node_config.name or None,
         )
         self.topology = Topology(self.local)
         self.static_connectors = [

@@ -278,6 +278,9 @@ class _Unexpected:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
         started = False
 
         async def sending(message: Message) -> None:
@@ -293,6 +296,19 @@ class _Unexpected:
                 return
             response = _error(500, "internal error (the node's log has the details)")
             await response(scope, receive, send)
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    """The ASGI lifespan: the application has nothing to start or stop. (Starlette's own
+    reports the node's stop, which cancels the server, as a failed shutdown, and hypercorn
+    then logs a traceback at every stop.)"""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
 
 
 def routes() -> list[Route | Mount]:

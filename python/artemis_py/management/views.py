@@ -213,8 +213,9 @@ def members_view(cluster: ClusterConnection) -> list[dict[str, Any]]:
         members.append(
             {
                 "node_id": node_id,
-                # The topology carries no node names: the connector names a member.
-                "name": connector(member) if member is not None else node_id,
+                # A node announces its <name>; one without (or from an older peer) is
+                # named by its connector.
+                "name": (member.name or connector(member)) if member is not None else node_id,
                 "connector": connector(member) if member is not None else None,
                 "state": _member_state(cluster, node_id, member is not None and member.up),
                 "bridge": bridge_view(cluster, node_id),

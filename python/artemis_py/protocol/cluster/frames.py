@@ -180,6 +180,9 @@ class Member:
     ``""`` while it has none. Other nodes scaling down at the same time read it to break the
     tie when two would pick each other (:mod:`artemis_py.cluster.targets`). Optional on the
     wire (absent from older peers: None).
+
+    ``name`` is the node's ``<name>`` in broker.xml (None: none set), for people: the
+    management API and console show it. Optional on the wire (absent from older peers).
     """
 
     node_id: str
@@ -191,6 +194,7 @@ class Member:
     group_name: str | None = None
     clients: tuple[str, ...] = ()
     scaling_down_to: str | None = None
+    name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -241,6 +241,7 @@ _MEMBER: Final[_Schema] = (
     ("group_name", _opt_text),
     ("clients", _array(_text)),
     ("scaling_down_to", _opt_text),
+    ("name", _opt_text),
 )
 _BINDING: Final[_Schema] = (
     ("name", _text),
@@ -317,7 +318,7 @@ _JSON_FRAMES: Final[dict[type, _Schema]] = {
 #: Fields added after version 1 of the protocol, which a frame may lack (dataclass default).
 _OPTIONAL: Final[dict[type, frozenset[str]]] = {
     Leaving: frozenset({"received", "client_ids"}),
-    Member: frozenset({"clients", "scaling_down_to"}),
+    Member: frozenset({"clients", "scaling_down_to", "name"}),
 }
 _JSON_BY_TYPE: Final[dict[int, type]] = {cls.TYPE: cls for cls in _JSON_FRAMES}  # type: ignore[attr-defined]
 
