@@ -60,12 +60,12 @@ def test_cluster_status_of_a_remote_node_with_credentials(cluster):
     (connection,) = view["cluster_connections"]
     assert connection["name"] == CLUSTER_NAME
     (member,) = connection["members"]
-    assert (member["node_id"], member["state"], member["bridge"]["connected"]) == (
-        node_id(second), "up", True,
-    )  # fmt: skip
+    assert (member["node_id"], member["name"], member["state"]) == (node_id(second), "node1", "up")
+    assert member["bridge"]["connected"] is True
     text = cli("cluster", "status", "--url", first.url, *credentials)
     assert text.returncode == 0, text.stderr
-    assert f"  {node_id(second)}  {second.connector}  up, bridge connected  " in text.stdout
+    member_line = f"  {node_id(second)}  {second.connector} (node1)  up, bridge connected  "
+    assert member_line in text.stdout
 
     over_link = cli(
         "cluster", "status", "--url", first.connector, "--cluster", CLUSTER_NAME,
