@@ -17,9 +17,11 @@ async function request(method, path, body) {
   }
   let response;
   try {
-    response = await fetch(path, init);
-  } catch {
-    throw new ApiError(`the node does not answer (${method} ${path})`, 0);
+    // From the origin, not relative to the page: a page opened as http://user:pass@host/...
+    // would otherwise make URLs with credentials in them, which fetch refuses.
+    response = await fetch(new URL(path, window.location.origin), init);
+  } catch (e) {
+    throw new ApiError(`${method} ${path}: no answer from the node (${e.message})`, 0);
   }
   const text = await response.text();
   let data = null;

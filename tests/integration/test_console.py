@@ -319,3 +319,21 @@ def test_an_operation_refused_by_the_node_is_shown(nodes: Cluster, browser: Any)
     )
     # The failed request is in the browser's log; that one is expected.
     browser.get_log("browser")
+
+
+def test_with_security_the_page_reads_the_api_with_the_browsers_credentials(
+    make_broker: Any, browser: Any
+) -> None:
+    node = make_broker(security=True, users={"admin": "secret"}, web=True)
+    # Credentials in the address, as a user's answer to the browser's prompt: the page's
+    # own requests must carry them too (the browser refuses a fetch of a URL with them).
+    browser.get(node.web_url.replace("http://", "http://admin:secret@") + "/console/")
+    wait_for(
+        lambda: "security on" in (text_of(browser, "header .facts") or ""),
+        15,
+        0.1,
+        lambda: f"the node's facts; notices {[e.text for e in css(browser, '.notice')]}",
+    )
+    wait_rows_value(browser, 'tr[data-queue="DLQ"] th .name', "DLQ")
+    assert not css(browser, ".notice.error"), [e.text for e in css(browser, ".notice")]
+    no_console_errors(browser)
