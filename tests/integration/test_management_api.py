@@ -222,6 +222,19 @@ def test_a_deleted_durable_queue_stays_deleted_after_a_restart(
     assert queue(api, kept)["messages"] == 1
 
 
+def test_a_created_queue_and_address_survive_a_kill_right_after_the_answer(
+    api: httpx.Client, web_node: BrokerProcess
+):
+    # The API answers 201 once the bindings records are durable (operations.py; the
+    # waiting itself is checked in tests/unit/test_management_operations.py).
+    name, address = unique("q"), unique("addr")
+    ok(api.post("/api/queues", json={"name": name, "filter": "color = 'red'"}), 201)
+    ok(api.post("/api/addresses", json={"name": address, "routing_types": ["MULTICAST"]}), 201)
+    web_node.restart(crash=True)
+    assert queue(api, name)["filter"] == "color = 'red'"
+    assert ok(api.get(f"/api/addresses/{address}"))["routing_types"] == ["MULTICAST"]
+
+
 def test_a_queue_with_consumers_is_deleted_only_with_force(
     api: httpx.Client, stomp: Callable[[], Client]
 ):

@@ -332,6 +332,12 @@ class Persistence:
         self._last_bindings = ticket
         return [ticket]
 
+    def bindings_written(self) -> list[Ticket]:
+        """A ticket done once every bindings-journal record submitted so far is durable (a
+        journal completes its tickets in order): whoever made an address or queue without
+        keeping its tickets (the broker's ``create_queue``) waits for this one."""
+        return [self._last_bindings] if self._last_bindings is not None else []
+
     def store_address(self, address: Address) -> list[Ticket]:
         payload = _encode_fields(
             address.name,

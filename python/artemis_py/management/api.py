@@ -161,7 +161,7 @@ async def create_address(request: Request) -> Response:
         raise OperationError(400, "field 'routing_types' must name ANYCAST and/or MULTICAST")
     routing_types = {_routing_type(k, "routing_types") for k in kinds}
     node = _node(request)
-    address = operations.create_address(node, name, routing_types)
+    address = await operations.create_address(node, name, routing_types)
     return JSONResponse(views.address_view(node, address), status_code=201)
 
 
@@ -182,7 +182,7 @@ async def create_queue(request: Request) -> Response:
         filter=_field(body, "filter", str, None),
         max_consumers=_field(body, "max_consumers", int, -1),
     )
-    queue = operations.create_queue(_node(request), queue_request)
+    queue = await operations.create_queue(_node(request), queue_request)
     return JSONResponse(views.queue_view(queue), status_code=201)
 
 

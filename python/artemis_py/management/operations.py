@@ -7,7 +7,9 @@ Every operation runs on the node's loop, between other work, so each is cut into
 never hold the loop for long, and each step is durable before the next starts:
 
 * *create* a queue or an address: the broker's own ``create_queue``, or the address and its
-  bindings-journal record (as an auto-created one is made, but not auto-created);
+  bindings-journal record (as an auto-created one is made, but not auto-created); the
+  answer waits until the bindings journal has made the records durable, so a queue the API
+  said it created is there after a crash;
 * *delete* a queue: the broker's ``delete_queue`` (its references are acknowledged and its
   record deleted), awaited, so a deleted durable queue stays deleted after a restart;
 * *purge*: the queue's ready references are acknowledged in batches of :data:`BATCH`, each
@@ -35,7 +37,7 @@ import trio
 from artemis_py.broker.broker import BrokerError, Transaction
 from artemis_py.broker.filter import Filter, FilterSyntaxError
 from artemis_py.broker.message import MessageReference
-from artemis_py.broker.pending import Pending
+from artemis_py.broker.pending import Pending, durable
 from artemis_py.broker.queue import Queue
 from artemis_py.broker.routing import Address, is_internal
 from artemis_py.config import RoutingType
@@ -94,7 +96,7 @@ def _internal(name: str) -> None:
         raise OperationError(400, f"'{name}' is the node's own (internal): it cannot be managed")
 
 
-def create_queue(node: Node, request: QueueRequest) -> Queue:
+async def create_queue(node: Node, request: QueueRequest) -> Queue:
     _internal(request.name)
     _internal(request.address)
     broker = node.broker
@@ -107,7 +109,7 @@ def create_queue(node: Node, request: QueueRequest) -> Queue:
             raise OperationError(400, f"filter: {exc}") from None
     address = broker.post_office.address(request.address)
     if address is None:
-        create_address(node, request.address, {request.routing_type})
+        _add_address(node, request.address, {request.routing_type})
     elif request.routing_type not in address.routing_types:
         raise OperationError(
             409,
@@ -115,7 +117,7 @@ def create_queue(node: Node, request: QueueRequest) -> Queue:
             f"{request.routing_type.name}",
         )
     try:
-        return broker.create_queue(
+        queue = broker.create_queue(
             request.name,
             request.address,
             request.routing_type,
@@ -125,11 +127,29 @@ def create_queue(node: Node, request: QueueRequest) -> Queue:
         )
     except BrokerError as exc:
         raise OperationError(409, str(exc)) from None
+    await _recorded(node, f"queue '{request.name}'")
+    return queue
 
 
-def create_address(node: Node, name: str, routing_types: set[RoutingType]) -> Address:
+async def create_address(node: Node, name: str, routing_types: set[RoutingType]) -> Address:
     """A new address (not auto-created: it stays when its last queue goes), recorded in the
     bindings journal as the broker records one."""
+    address = _add_address(node, name, routing_types)
+    await _recorded(node, f"address '{name}'")
+    return address
+
+
+async def _recorded(node: Node, what: str) -> None:
+    """Wait until every bindings-journal record made so far is durable: the broker's
+    ``create_queue`` keeps no ticket of its record, and the bindings journal completes its
+    tickets in order, so the latest one covers the records just made."""
+    try:
+        await durable(node.broker.persistence.bindings_written())
+    except StorageError as exc:
+        raise OperationError(500, f"{what} may not survive a restart: {exc}") from None
+
+
+def _add_address(node: Node, name: str, routing_types: set[RoutingType]) -> Address:
     _internal(name)
     broker = node.broker
     if broker.post_office.address(name) is not None:
