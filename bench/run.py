@@ -635,11 +635,36 @@ class Scraper:
         )
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of ``pids`` so far (from /proc)."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def scrape_cost(urls: list[str], web: str, count: int = 200) -> str:
+    """Node CPU per /metrics request of the idle node serving ``web`` (and, to compare,
+    per request of a small JSON endpoint): the cost of a scrape without the noise of a
+    loaded machine."""
+    pids = listening_pids(ports_of(urls[:1]))
+    costs = []
+    for path in ("/metrics", "/api/node"):
+        urllib.request.urlopen(web + path, timeout=10).read()  # noqa: S310
+        before = cpu_seconds(pids)
+        for _ in range(count):
+            urllib.request.urlopen(web + path, timeout=10).read()  # noqa: S310
+        costs.append((cpu_seconds(pids) - before) / count * 1000)
+    return f"{costs[0]:.2f} ms of node CPU per idle scrape (GET /api/node: {costs[1]:.2f} ms)"
+
+
 def run_metrics(
-    scenarios: list[Scenario], args: argparse.Namespace, workdir: Path
+    scenarios: list[Scenario], args: argparse.Namespace, workdir: Path, notes: list[str]
 ) -> dict[int, tuple[list[dict[str, Any]], list[dict[str, Any]], str]]:
     """Each scenario ``args.rounds`` times unscraped and scraped, alternating on the same
-    nodes: {scenario: (unscraped reports, scraped reports, the scrapes' summary)}."""
+    nodes: {scenario: (unscraped reports, scraped reports, the scrapes' summary)}; the
+    idle scrape cost of each layout goes into ``notes``."""
     measured: dict[int, tuple[list[dict[str, Any]], list[dict[str, Any]], str]] = {}
     for cluster in (False, True):
         group = [s for s in scenarios if s.cluster == cluster]
@@ -648,6 +673,10 @@ def run_metrics(
         log(f"starting artemis-py ({'3-node cluster' if cluster else '1 node'}, web on)")
         with artemis_py_nodes(cluster, workdir / f"metrics-{cluster}", False, web=True) as urls:
             webs = web_urls()[: len(urls)]
+            notes.append(
+                f"{'3-node cluster' if cluster else '1 node'}: {scrape_cost(urls, webs[0])}"
+            )
+            log(notes[-1])
             for s in group:
                 plain: list[dict[str, Any]] = []
                 scraped: list[dict[str, Any]] = []
@@ -673,7 +702,8 @@ def metrics_table(
 ) -> str:
     head = [
         "scenario", "unscraped msg/s (median)", "scraped msg/s (median)",
-        "scraped / unscraped", "node µs/msg unscraped / scraped", "rounds", "scrapes",
+        "scraped / unscraped", "node µs/msg unscraped / scraped", "node µs/msg ratio",
+        "rounds", "scrapes",
     ]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in scenarios:
@@ -687,13 +717,19 @@ def metrics_table(
         def cpu(reports: list[dict[str, Any]], s: Scenario = s) -> str:
             return "/".join(fmt_node_cpu(r, s) for r in reports)
 
+        def cpu_median(reports: list[dict[str, Any]], s: Scenario = s) -> float | None:
+            values = [fmt_node_cpu(r, s) for r in reports]
+            return statistics.median(map(float, values)) if "?" not in values else None
+
         a, b = median(plain), median(scraped)
+        ca, cb = cpu_median(plain), cpu_median(scraped)
+        cpu_ratio = f"{cb / ca:.3f}" if ca and cb else "–"
         ratio = f"**{b / a:.3f}**" if a else "–"
         flag = "" if all(r["totals"]["complete"] and not r["errors"]["count"]
                          for r in plain + scraped) else " (!)"  # fmt: skip
         row = [
             f"{s.number}. {s.title}", f"{a:,.0f}{flag}", f"{b:,.0f}", ratio,
-            f"{cpu(plain)} / {cpu(scraped)}", str(len(plain)), scrapes,
+            f"{cpu(plain)} / {cpu(scraped)}", cpu_ratio, str(len(plain)), scrapes,
         ]  # fmt: skip
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
@@ -754,11 +790,13 @@ def main() -> int:
     notes: list[str] = []
     if args.metrics:
         with tempfile.TemporaryDirectory(prefix="artemis-py-bench-") as tmp:
-            measured = run_metrics(scenarios, args, Path(tmp))
+            measured = run_metrics(scenarios, args, Path(tmp), notes)
         load_after = os.getloadavg()
         print()
         print(metrics_table(measured, scenarios))
         print()
+        for note in notes:
+            print(f"- {note}")
         print(
             f"- {os.cpu_count()} CPUs; load average {load_before[0]:.2f} before, "
             f"{load_after[0]:.2f} after; {time.monotonic() - began:.0f} s in all; "
