@@ -64,13 +64,16 @@ class Acknowledgements:
         records = []
         paged = []
         for ref in refs:
-            release(ref)
             if ref.paged is not None:
                 op = self.broker.paging.ack_op(ref)
                 if op is not None:
                     paged.append(op)
                 paged += page_ref_acked(self.broker.persistence, ref, None)
+                # Released once its cursor has counted the ack: releasing the last depaged
+                # message is what ends paging (AddressPaging.drained asks the cursors).
+                release(ref)
                 continue
+            release(ref)
             ref.message.ref_count -= 1
             record = ack_record(ref)
             if record is not None:

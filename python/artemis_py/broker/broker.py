@@ -570,7 +570,7 @@ class Broker:
         abandon = partial(self.persistence.large.abandon, [m for m, _ in tx.sends])
         if claim is not None:  # its ids join the commit's records, or are freed
             submit, abandon = claim.joining(submit, abandon, tx_id, tx.sends, placements)
-        records.append(partial(submit, paged_ops))
+        records.append(self.paging.submitting(tx_id, partial(submit, paged_ops)))
         try:
             journal_after(pending, records, abandon)
         except StorageError:

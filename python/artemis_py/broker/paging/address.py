@@ -273,6 +273,8 @@ class AddressPaging:
         appended.settled = True
         for queue in appended.queues:
             queue.arriving.discard(appended.offset)
+            # Added once durable, as a send to memory is (Queue.add); depaging adds no more.
+            queue.messages_added += 1
         while self._unsettled and self._unsettled[0].settled:
             self._unsettled.popleft()
         for cursor in list(self.cursors.values()):

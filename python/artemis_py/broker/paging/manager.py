@@ -125,6 +125,8 @@ class PagingManager:
         self._nursery: trio.Nursery | None = None
         self._stores = stores or {}
         self._completions: list[Ticket] = []  # of the latest PAGE_COMPLETE records
+        # Acks of depaged messages in transactions not submitted yet (see submitting).
+        self._tx_acks: dict[int, list[Callable[[], None]]] = {}
 
     # -- limits ----------------------------------------------------------------------------
 
@@ -348,8 +350,31 @@ class PagingManager:
         if ref.queue.durable:
             op = page_ack_op(record_id, ref.queue.id, ref.paged, paging.address, tx_id)
         if cursor is not None:
-            paging.acknowledged(cursor, ref, record_id if op is not None else None)
+            counted = partial(
+                paging.acknowledged, cursor, ref, record_id if op is not None else None
+            )
+            if tx_id is None:
+                counted()
+            else:
+                self._tx_acks.setdefault(tx_id, []).append(counted)
         return op
+
+    def submitting(
+        self, tx_id: int, submit: Callable[[], list[Ticket]]
+    ) -> Callable[[], list[Ticket]]:
+        """``submit`` (transaction ``tx_id``'s journal records) that then counts the
+        transaction's acks of depaged messages: counted before, a page could complete and
+        its PAGE_COMPLETE delete an ack record not yet in the journal (a transaction with
+        paged sends submits its records only once their page records are durable)."""
+
+        def run() -> list[Ticket]:
+            acks = self._tx_acks.pop(tx_id, [])
+            tickets = submit()
+            for counted in acks:
+                counted()
+            return tickets
+
+        return run
 
     def queue_removed(self, queue: Queue) -> list[Op]:
         """A queue was deleted: its cursor goes, and the records of it (its paged large

@@ -85,6 +85,7 @@ async def recover(manager: PagingManager, state: RecoveredState, queues: list[Qu
                     continue
                 unread += counts[page][cursor.queue.id] - len(cursor.acked.get(page, ()))
             cursor.queue.paged = unread
+            cursor.queue.messages_added += unread  # as recovered references are (add_many)
             paged_total += unread
             open_pages = [p for p in pages if p not in cursor.completed]
             cursor.position = (open_pages[0] if open_pages else store.current_page, 0)
