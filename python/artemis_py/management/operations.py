@@ -199,7 +199,11 @@ async def purge(node: Node, name: str) -> Outcome:
     queue = find_queue(node, name)
 
     async def remove(refs: list[MessageReference]) -> None:
-        await node.broker.discard(refs).settled()
+        # Counted as killed, not acknowledged: Artemis's purge (deleteMatchingReferences)
+        # acknowledges with the reason KILLED.
+        queue.remove(refs)
+        queue.messages_killed += len(refs)
+        await Pending(tickets=node.broker.acks.acknowledge_refs(refs)).settled()
 
     return await _in_batches(queue, remove)
 
