@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 
-from integration.conftest import ALL_PERMISSIONS, free_port, wait_for
+from integration.conftest import ALL_PERMISSIONS, wait_for
 
-from .conftest import CLUSTER_NAME, ClusterNode, cli, node_id
+from .conftest import CLUSTER_NAME, cli, node_id
 
 ADMIN = ("ops", "ops-secret")
 SECURITY_SETTINGS = (
@@ -19,29 +19,10 @@ SECURITY_SETTINGS = (
 )
 
 
-class WebClusterNode(ClusterNode):
-    """A cluster node whose bootstrap.xml turns the management API on."""
-
-    web_port = 0
-
-    def write_config(self) -> None:
-        super().write_config()
-        if not self.web_port:
-            self.web_port = free_port()
-        (self.dir / "bootstrap.xml").write_text(
-            '<broker xmlns="http://activemq.apache.org/schema"><web path="web">'
-            f'<binding name="artemis" uri="{self.url}"/></web></broker>'
-        )
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.web_port}"
-
-
 def test_cluster_status_of_a_remote_node_with_credentials(cluster):
     nodes = cluster(
         2,
-        node_class=WebClusterNode,
+        web=True,
         security=True,
         users=dict([ADMIN]),
         roles={"ops": [ADMIN[0]]},
@@ -52,7 +33,7 @@ def test_cluster_status_of_a_remote_node_with_credentials(cluster):
 
     def answered() -> dict | None:
         # The web server may start a moment after the node's acceptors.
-        over_api = cli("cluster", "status", "--url", first.url, *credentials, "--json")
+        over_api = cli("cluster", "status", "--url", first.web_url, *credentials, "--json")
         return json.loads(over_api.stdout) if over_api.returncode == 0 else None
 
     view = wait_for(answered, message="cluster status over the management API")
@@ -62,7 +43,7 @@ def test_cluster_status_of_a_remote_node_with_credentials(cluster):
     (member,) = connection["members"]
     assert (member["node_id"], member["name"], member["state"]) == (node_id(second), "node1", "up")
     assert member["bridge"]["connected"] is True
-    text = cli("cluster", "status", "--url", first.url, *credentials)
+    text = cli("cluster", "status", "--url", first.web_url, *credentials)
     assert text.returncode == 0, text.stderr
     member_line = f"  {node_id(second)}  {second.connector} (node1)  up, bridge connected  "
     assert member_line in text.stdout
@@ -74,8 +55,10 @@ def test_cluster_status_of_a_remote_node_with_credentials(cluster):
     assert over_link.returncode == 0, over_link.stderr
     assert node_id(second) in over_link.stdout
 
-    refused = cli("cluster", "status", "--url", first.url, "--user", ADMIN[0], "--password", "x")
+    refused = cli(
+        "cluster", "status", "--url", first.web_url, "--user", ADMIN[0], "--password", "x"
+    )
     assert refused.returncode == 1 and refused.stdout == ""
     assert refused.stderr.strip() == (
-        f"artemis-py: {first.url}: wrong user or password for 'ops' (--user, --password)"
+        f"artemis-py: {first.web_url}: wrong user or password for 'ops' (--user, --password)"
     )

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import urllib.error
-import urllib.request
-from base64 import b64encode
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +15,7 @@ import pytest
 from artemis_py.cli import main
 from artemis_py.cli.api_client import EXIT_REFUSED, EXIT_USAGE
 
-from .conftest import ALL_PERMISSIONS, BrokerProcess, free_port, node_command, unique, wait_for
+from .conftest import ALL_PERMISSIONS, BrokerProcess, node_command, unique, wait_for
 
 ADMIN = ("admin", "admin-secret")
 APP = ("app", "app-secret")  # sends and consumes; no manage
@@ -33,74 +30,43 @@ SECURITY_SETTINGS = (
 )
 
 
-class WebNode(BrokerProcess):
-    """A node whose bootstrap.xml (beside its broker.xml) turns the management API on."""
-
-    web_port = 0
-
-    def write_config(self) -> None:
-        super().write_config()
-        if not self.web_port:
-            self.web_port = free_port()
-        (self.dir / "bootstrap.xml").write_text(
-            '<broker xmlns="http://activemq.apache.org/schema"><web path="web">'
-            f'<binding name="artemis" uri="{self.url}"/></web></broker>'
-        )
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.web_port}"
-
-    def wait_web(self) -> None:
-        def answers() -> bool:
-            request = urllib.request.Request(self.url + "/api/node")
-            token = b64encode(":".join(ADMIN).encode()).decode()
-            request.add_header("Authorization", f"Basic {token}")
-            try:
-                with urllib.request.urlopen(request, timeout=2) as response:
-                    return bool(response.status == 200)
-            except (urllib.error.URLError, OSError):
-                return False
-
-        wait_for(answers, 20, 0.05, lambda: f"the management API; log:\n{self.log_tail()}")
-
-
-def web_node(directory, name: str) -> WebNode:
-    node = WebNode(
+def web_node(directory, name: str) -> BrokerProcess:
+    """A started node with its management API on (a bootstrap.xml beside its broker.xml)."""
+    node = BrokerProcess(
         directory,
         name=name,
+        web=True,
         security=True,
         users=USERS,
         roles={"admins": [ADMIN[0]], "apps": [APP[0]]},
         security_settings=SECURITY_SETTINGS,
     )
     node.start()
-    node.wait_web()
     return node
 
 
 @pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebNode]:
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     started = web_node(tmp_path_factory.mktemp("web"), "web1")
     yield started
     started.close()
 
 
-def cli(capsys, node: WebNode, *args: str, user: tuple[str, str] | None = ADMIN):
+def cli(capsys, node: BrokerProcess, *args: str, user: tuple[str, str] | None = ADMIN):
     """``artemis-py ARGS --url NODE`` in this process: (exit code, stdout, stderr)."""
     credentials = ["--user", user[0], "--password", user[1]] if user else []
-    code = main([*args, "--url", node.url, *credentials])
+    code = main([*args, "--url", node.web_url, *credentials])
     out, err = capsys.readouterr()
     return code, out, err
 
 
-def api_json(capsys, node: WebNode, *args: str) -> Any:
+def api_json(capsys, node: BrokerProcess, *args: str) -> Any:
     code, out, err = cli(capsys, node, *args, "--json")
     assert code == 0, err
     return json.loads(out)
 
 
-def stat_of(capsys, node: WebNode, queue: str) -> dict[str, Any] | None:
+def stat_of(capsys, node: BrokerProcess, queue: str) -> dict[str, Any] | None:
     found = [q for q in api_json(capsys, node, "queue", "stat", "--queueName", queue)]
     return next((q for q in found if q["name"] == queue), None)
 
@@ -240,11 +206,11 @@ def artemis_py(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_wrong_password_is_one_line_and_exit_1(node):
     result = artemis_py(
-        "queue", "stat", "--url", node.url, "--user", "admin", "--password", "wrong"
+        "queue", "stat", "--url", node.web_url, "--user", "admin", "--password", "wrong"
     )
     assert (result.returncode, result.stdout) == (EXIT_REFUSED, "")
     assert one_line(result.stderr) == (
-        f"artemis-py: {node.url}: wrong user or password for 'admin' (--user, --password)"
+        f"artemis-py: {node.web_url}: wrong user or password for 'admin' (--user, --password)"
     )
 
 
@@ -252,7 +218,7 @@ def test_user_without_manage_and_no_user(node, capsys):
     code, _, err = cli(capsys, node, "connection", "list", user=APP)
     assert code == EXIT_REFUSED
     assert one_line(err) == (
-        f"artemis-py: {node.url}: user 'app' lacks the manage permission (a role with "
+        f"artemis-py: {node.web_url}: user 'app' lacks the manage permission (a role with "
         "'manage' on the management address in security-settings)"
     )
     code, _, err = cli(capsys, node, "queue", "stat", user=None)
