@@ -21,7 +21,6 @@ Built on ``tests/integration/conftest.py`` (its :class:`BrokerProcess`, :class:`
 from __future__ import annotations
 
 import itertools
-import subprocess
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,9 +37,9 @@ from integration.conftest import (  # the same module object pytest loaded for t
     BrokerProcess,
     Client,
     _used_by_this_test,
+    artemis_py,
     clients,  # noqa: F401 - re-exported fixture: clients(node) -> Client, closed after the test
     free_port,
-    node_command,
     pytest_runtest_makereport,  # noqa: F401 - re-exported: attaches node logs to failures
     pytest_runtest_setup,  # noqa: F401 - re-exported: resets the per-test node list
     stays,
@@ -220,12 +219,7 @@ class ClusterNode(BrokerProcess):
 # the status API
 
 
-def cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    """Run ``artemis-py ARGS`` from this checkout; returns the finished process."""
-    command, env = node_command()
-    return subprocess.run(
-        [*command, *args], capture_output=True, text=True, env=env, timeout=timeout, check=False
-    )
+cli = artemis_py  # ``cli(ARGS)``: run ``artemis-py ARGS`` from this checkout to the end
 
 
 def status(

@@ -132,6 +132,31 @@ def node_command() -> tuple[list[str], dict[str, str]]:
     ], env
 
 
+def artemis_py(
+    *args: str, cwd: Path | None = None, timeout: float = 30
+) -> subprocess.CompletedProcess[str]:
+    """Run ``artemis-py ARGS`` from this checkout (see :func:`node_command`) to the end;
+    its exit code and text output, whatever the exit code."""
+    command, env = node_command()
+    return subprocess.run(
+        [*command, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def create_instance(
+    instance: Path, port: int, *extra: str, http_port: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``artemis-py create INSTANCE EXTRA...`` whose STOMP acceptor listens on
+    127.0.0.1:``port`` and its web server on ``http_port`` (a free one if not given);
+    asserts it succeeded."""
+    created = artemis_py(
+        "create", str(instance), "--host", "127.0.0.1", "--port", str(port),
+        "--http-port", str(http_port or free_port()), *extra,
+    )  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    return created
+
+
 # With security on and no security_settings given: every permission to role "amq", which
 # every user has (what `artemis create` writes).
 ALL_PERMISSIONS = (

@@ -26,7 +26,16 @@ from artemis_py.cli import build_parser
 from artemis_py.client.testing import ScriptedStompServer
 from artemis_py.cluster.status import TIMEOUT
 
-from .conftest import ROOT, BrokerProcess, Client, free_port, node_command, unique, wait_for
+from .conftest import (
+    ROOT,
+    BrokerProcess,
+    Client,
+    create_instance,
+    free_port,
+    node_command,
+    unique,
+    wait_for,
+)
 
 
 def artemis_py(*args: str, cwd=None, timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -137,17 +146,7 @@ def test_create_then_run_the_instance(tmp_path, make_broker):
     instance = tmp_path / "instance"
     port = free_port()
     http_port = free_port()
-    created = artemis_py(
-        "create",
-        str(instance),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--http-port",
-        str(http_port),
-    )
-    assert created.returncode == 0, created.stderr
+    create_instance(instance, port, http_port=http_port)
     config = instance / "etc" / "broker.xml"
     assert config.is_file()
     assert f'uri="http://localhost:{http_port}"' in (instance / "etc" / "bootstrap.xml").read_text()
@@ -182,21 +181,7 @@ def test_create_then_run_the_instance(tmp_path, make_broker):
 def test_create_with_a_user_turns_security_on(tmp_path):
     instance = tmp_path / "secure"
     port = free_port()
-    created = artemis_py(
-        "create",
-        str(instance),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--http-port",
-        str(free_port()),
-        "--user",
-        "admin",
-        "--password",
-        "s3cret",
-    )
-    assert created.returncode == 0, created.stderr
+    create_instance(instance, port, "--user", "admin", "--password", "s3cret")
     users = (instance / "etc" / "artemis-users.properties").read_text()
     assert "admin = ENC(" in users and "s3cret" not in users  # hashed, as artemis create does
     node = BrokerProcess(

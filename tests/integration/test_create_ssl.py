@@ -19,14 +19,16 @@ from artemis_py.config.passwords import reveal
 from artemis_py.config.urls import parse_transport_url
 from artemis_py.transport.certificates import load_keystore, load_truststore
 
-from .conftest import BrokerProcess, Collector, free_port, node_command, unique, wait_for
-
-
-def artemis_py(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    command, env = node_command()
-    return subprocess.run(
-        [*command, *args], env=env, capture_output=True, text=True, timeout=timeout
-    )
+from .conftest import (
+    BrokerProcess,
+    Collector,
+    artemis_py,
+    create_instance,
+    free_port,
+    node_command,
+    unique,
+    wait_for,
+)
 
 
 def acceptor_params(broker_xml: Path) -> dict[str, str]:
@@ -36,19 +38,7 @@ def acceptor_params(broker_xml: Path) -> dict[str, str]:
 
 
 def create_ssl(instance: Path, port: int, *extra: str) -> tuple[Path, str]:
-    created = artemis_py(
-        "create",
-        str(instance),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--http-port",
-        str(free_port()),
-        "--ssl",
-        *extra,
-    )
-    assert created.returncode == 0, created.stderr
+    created = create_instance(instance, port, "--ssl", *extra)
     return instance / "etc" / "broker.xml", created.stdout
 
 

@@ -6,7 +6,6 @@ credentials are one line and an exit code, and a second node is reached by its U
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 from artemis_py.cli import main
 from artemis_py.cli.api_client import EXIT_REFUSED, EXIT_USAGE
 
-from .conftest import ALL_PERMISSIONS, BrokerProcess, node_command, unique, wait_for
+from .conftest import ALL_PERMISSIONS, BrokerProcess, artemis_py, unique, wait_for
 
 ADMIN = ("admin", "admin-secret")
 APP = ("app", "app-secret")  # sends and consumes; no manage
@@ -197,11 +196,6 @@ def test_connection_list_shows_the_stomp_connection(node, capsys, clients):
 
 
 # -- refusals: one line, an exit code ---------------------------------------------------------
-
-
-def artemis_py(*args: str) -> subprocess.CompletedProcess[str]:
-    command, env = node_command()
-    return subprocess.run([*command, *args], env=env, capture_output=True, text=True, timeout=30)
 
 
 def test_wrong_password_is_one_line_and_exit_1(node):

@@ -10,7 +10,6 @@ import datetime
 import os
 import socket
 import ssl
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -28,7 +27,7 @@ from artemis_py.transport.certificates import (
     write_keystore,
 )
 
-from .conftest import BrokerProcess, Client, node_command, start_refused, unique, wait_for
+from .conftest import BrokerProcess, Client, artemis_py, start_refused, unique, wait_for
 
 PASSWORD = "s3cret-pass"
 HOSTS = ["localhost", "127.0.0.1"]
@@ -181,11 +180,6 @@ async def test_our_client_over_tls_and_on_a_plain_port(make_broker, p12_files):
     assert "Traceback" not in plain_node.log()
 
 
-def artemis_py(*args: str) -> subprocess.CompletedProcess[str]:
-    command, env = node_command()
-    return subprocess.run([*command, *args], env=env, capture_output=True, text=True, timeout=60)
-
-
 def test_producer_and_consumer_over_tls_with_a_client_certificate(make_broker, p12_files):
     node = make_broker(acceptor_params=acceptor_tls(p12_files, *client_auth(p12_files)))
     url = (
@@ -194,13 +188,19 @@ def test_producer_and_consumer_over_tls_with_a_client_certificate(make_broker, p
         f"&keyStorePassword={PASSWORD}"
     )
     queue = f"queue://{unique('cli')}"
-    sent = artemis_py("producer", "--url", url, "--destination", queue, "--message-count", "3")
+    sent = artemis_py(
+        "producer", "--url", url, "--destination", queue, "--message-count", "3", timeout=60
+    )
     assert sent.returncode == 0, sent.stderr
-    got = artemis_py("consumer", "--url", url, "--destination", queue, "--message-count", "3")
+    got = artemis_py(
+        "consumer", "--url", url, "--destination", queue, "--message-count", "3", timeout=60
+    )
     assert got.returncode == 0, got.stderr
     # Without the client certificate: one line saying why, no traceback.
     bare = url.split("&keyStorePath")[0]
-    refused = artemis_py("producer", "--url", bare, "--destination", queue, "--message-count", "1")
+    refused = artemis_py(
+        "producer", "--url", bare, "--destination", queue, "--message-count", "1", timeout=60
+    )
     assert refused.returncode == 1, refused.stderr
     assert "Traceback" not in refused.stderr
     assert "certificate" in refused.stderr.lower() or "refused" in refused.stderr.lower()

@@ -3,7 +3,6 @@ cluster-password is masked: real nodes, stomp.py clients."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -11,14 +10,8 @@ import stomp
 
 from artemis_py.config import passwords
 from cluster.conftest import ClusterNode, make_cluster
-from integration.conftest import BrokerProcess, node_command, wait_for
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    command, env = node_command()
-    return subprocess.run(
-        [*command, *args], capture_output=True, text=True, env=env, timeout=30, check=False
-    )
+from integration.conftest import BrokerProcess, wait_for
+from integration.conftest import artemis_py as cli
 
 
 def login(node: BrokerProcess, user: str, password: str) -> bool | str:
