@@ -702,7 +702,8 @@ def metrics_table(
 ) -> str:
     head = [
         "scenario", "unscraped msg/s (median)", "scraped msg/s (median)",
-        "scraped / unscraped", "node µs/msg unscraped / scraped", "node µs/msg ratio",
+        "scraped / unscraped", "per round (median)", "node µs/msg unscraped / scraped",
+        "node µs/msg ratio",
         "rounds", "scrapes",
     ]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -722,13 +723,20 @@ def metrics_table(
             return statistics.median(map(float, values)) if "?" not in values else None
 
         a, b = median(plain), median(scraped)
+        # Each round's two runs are next to each other: their ratio cancels slow drift.
+        rounds = [
+            q["rates"][s.metric] / p["rates"][s.metric]
+            for p, q in zip(plain, scraped, strict=True)
+            if p["rates"][s.metric]
+        ]
+        per_round = f"{statistics.median(rounds):.3f}" if rounds else "–"
         ca, cb = cpu_median(plain), cpu_median(scraped)
         cpu_ratio = f"{cb / ca:.3f}" if ca and cb else "–"
         ratio = f"**{b / a:.3f}**" if a else "–"
         flag = "" if all(r["totals"]["complete"] and not r["errors"]["count"]
                          for r in plain + scraped) else " (!)"  # fmt: skip
         row = [
-            f"{s.number}. {s.title}", f"{a:,.0f}{flag}", f"{b:,.0f}", ratio,
+            f"{s.number}. {s.title}", f"{a:,.0f}{flag}", f"{b:,.0f}", ratio, per_round,
             f"{cpu(plain)} / {cpu(scraped)}", cpu_ratio, str(len(plain)), scrapes,
         ]  # fmt: skip
         lines.append("| " + " | ".join(row) + " |")
