@@ -108,6 +108,20 @@ def _leaf(
     return parser
 
 
+def _command_group(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    text: str,
+    description: str,
+    commands_text: str,
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    """``artemis-py NAME COMMAND``: the parser of NAME, whose COMMANDs the caller adds."""
+    parser = commands.add_parser(name, help=text, description=description)
+    return parser.add_subparsers(
+        dest=f"{name}_command", metavar="COMMAND", required=True, help=commands_text
+    )
+
+
 def _name_argument(parser: argparse.ArgumentParser, what: str, required: bool = True) -> None:
     parser.add_argument("--name", required=required, help=f"the {what}'s name")
 
@@ -200,18 +214,30 @@ def _say(args: argparse.Namespace, text: str) -> None:
         print(text)
 
 
+def _delete(
+    client: ManagementClient, args: argparse.Namespace, kind: str, force: bool, option: str
+) -> Any:
+    """Delete the queue or address ``--name`` (``kind``: ``queues``, ``addresses``);
+    ``force`` (the command's ``option``) deletes what the API refuses without it."""
+    query = {"force": "true"} if force else {}
+    with _option_named(option):
+        answer = client.delete(_path(kind, args.name), **query)
+    noun = {"queues": "Queue", "addresses": "Address"}[kind]
+    _say(args, f"{noun} {args.name} deleted successfully.")
+    return answer
+
+
 # -- queue ------------------------------------------------------------------------------------
 
 
 def _queue_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = commands.add_parser(
+    group = _command_group(
+        commands,
         "queue",
-        help="queue stat, create, delete, purge (over the management API)",
-        description="Show and change a node's queues through its HTTP management API, "
+        "queue stat, create, delete, purge (over the management API)",
+        "Show and change a node's queues through its HTTP management API, "
         "as Artemis's 'artemis queue' does.",
-    )
-    group = parser.add_subparsers(
-        dest="queue_command", metavar="COMMAND", required=True, help="stat, create, delete, purge"
+        "stat, create, delete, purge",
     )
     _queue_stat_parser(group)
     _queue_create_parser(group)
@@ -362,11 +388,7 @@ def _queue_create(client: ManagementClient, args: argparse.Namespace) -> Any:
 
 
 def _queue_delete(client: ManagementClient, args: argparse.Namespace) -> Any:
-    query = {"force": "true"} if args.remove_consumers else {}
-    with _option_named("--removeConsumers"):
-        answer = client.delete(_path("queues", args.name), **query)
-    _say(args, f"Queue {args.name} deleted successfully.")
-    return answer
+    return _delete(client, args, "queues", args.remove_consumers, "--removeConsumers")
 
 
 def _queue_purge(client: ManagementClient, args: argparse.Namespace) -> Any:
@@ -381,14 +403,13 @@ def _queue_purge(client: ManagementClient, args: argparse.Namespace) -> Any:
 
 
 def _address_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = commands.add_parser(
+    group = _command_group(
+        commands,
         "address",
-        help="address show, create, delete (over the management API)",
-        description="Show and change a node's addresses through its HTTP management API, "
+        "address show, create, delete (over the management API)",
+        "Show and change a node's addresses through its HTTP management API, "
         "as Artemis's 'artemis address' does.",
-    )
-    group = parser.add_subparsers(
-        dest="address_command", metavar="COMMAND", required=True, help="show, create, delete"
+        "show, create, delete",
     )
     show = _leaf(
         group,
@@ -449,25 +470,19 @@ def _address_create(client: ManagementClient, args: argparse.Namespace) -> Any:
 
 
 def _address_delete(client: ManagementClient, args: argparse.Namespace) -> Any:
-    query = {"force": "true"} if args.force else {}
-    with _option_named("--force"):
-        answer = client.delete(_path("addresses", args.name), **query)
-    _say(args, f"Address {args.name} deleted successfully.")
-    return answer
+    return _delete(client, args, "addresses", args.force, "--force")
 
 
 # -- connection -------------------------------------------------------------------------------
 
 
 def _connection_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = commands.add_parser(
+    group = _command_group(
+        commands,
         "connection",
-        help="connection list, close (over the management API)",
-        description="Show a node's client connections through its HTTP management API, "
-        "or close one.",
-    )
-    group = parser.add_subparsers(
-        dest="connection_command", metavar="COMMAND", required=True, help="list or close"
+        "connection list, close (over the management API)",
+        "Show a node's client connections through its HTTP management API, or close one.",
+        "list or close",
     )
     _leaf(
         group,
