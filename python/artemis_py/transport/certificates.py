@@ -78,20 +78,27 @@ def _san(host: str) -> x509.GeneralName:
         return x509.DNSName(host)
 
 
-def generate_ca(common_name: str, *, days: int = 3650) -> tuple[PrivateKey, x509.Certificate]:
-    """A self-signed certificate authority that may sign end certificates only."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    start = _now() - CLOCK_SKEW
-    public = key.public_key()
-    cert = (
+def _builder(
+    common_name: str,
+    issuer: x509.Name,
+    public: ec.EllipticCurvePublicKey,
+    start: datetime.datetime,
+    days: int,
+    *,
+    ca: bool,
+) -> x509.CertificateBuilder:
+    """What a CA's and an end certificate share: subject, issuer, validity, basic
+    constraints (a CA signs end certificates only) and key usage (a CA signs certificates
+    and CRLs; an end certificate signs handshakes)."""
+    return (
         x509.CertificateBuilder()
         .subject_name(_name(common_name))
-        .issuer_name(_name(common_name))
+        .issuer_name(issuer)
         .public_key(public)
         .serial_number(x509.random_serial_number())
         .not_valid_before(start)
         .not_valid_after(start + datetime.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
         .add_extension(
             x509.KeyUsage(
                 digital_signature=True,
@@ -99,13 +106,23 @@ def generate_ca(common_name: str, *, days: int = 3650) -> tuple[PrivateKey, x509
                 key_encipherment=False,
                 data_encipherment=False,
                 key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
+                key_cert_sign=ca,
+                crl_sign=ca,
                 encipher_only=False,
                 decipher_only=False,
             ),
             critical=True,
         )
+    )
+
+
+def generate_ca(common_name: str, *, days: int = 3650) -> tuple[PrivateKey, x509.Certificate]:
+    """A self-signed certificate authority that may sign end certificates only."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    start = _now() - CLOCK_SKEW
+    public = key.public_key()
+    cert = (
+        _builder(common_name, _name(common_name), public, start, days, ca=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -134,28 +151,7 @@ def issue_certificate(
     public = key.public_key()
     ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
     cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(common_name))
-        .issuer_name(ca_cert.subject)
-        .public_key(public)
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(start + datetime.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        _builder(common_name, ca_cert.subject, public, start, days, ca=False)
         .add_extension(
             x509.ExtendedKeyUsage(
                 [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
