@@ -77,13 +77,24 @@ def _pieces(data: bytes, size: int) -> Iterator[bytes]:
         yield data[start : start + size]
 
 
+Outcome = tuple[list[Any], bool]  # (events, failed); STOMP's events with their version
+
+
+def _same_however_cut(run: Callable[[Iterator[bytes]], Outcome], data: bytes) -> Outcome:
+    """``run`` over the input (not empty) at once and drip-fed in pieces of the size its
+    first byte picks: the outcome, which must be the same both ways."""
+    size, data = data[0] % 17 + 1, data[1:]
+    whole = run(iter([data]))
+    drip = run(_pieces(data, size))
+    assert whole == drip, f"chunking changed the events: {whole!r} != {drip!r}"
+    return whole
+
+
 # --- STOMP ---------------------------------------------------------------------------------
 
-Outcome = tuple[list[Any], bool]  # (events with the version they were decoded under, failed)
 
-
-def _stomp_server_run(chunks: Iterator[bytes]) -> Outcome:
-    conn = Connection(SERVER, LIMITS)
+def _stomp_run(conn: Connection, chunks: Iterator[bytes]) -> Outcome:
+    server = conn.our_role is SERVER
     events: list[Any] = []
     try:
         for chunk in [*filter(None, chunks), b""]:
@@ -94,33 +105,13 @@ def _stomp_server_run(chunks: Iterator[bytes]) -> Outcome:
                 if event is NEED_DATA:
                     break
                 if event is PAUSED:
+                    assert server, "a client connection never pauses"
                     # What the node does: negotiate (VersionNegotiationError is a
                     # RemoteProtocolError) and accept.
                     connect = events[-1][1]
                     conn.accept_connect(negotiate_version(connect.get("accept-version")))
                     continue
-                events.append((version, event))
-                if isinstance(event, ConnectionClosed):
-                    return events, False
-    except RemoteProtocolError:
-        return events, True
-    raise AssertionError("the stream ended without ConnectionClosed or an error")
-
-
-def _stomp_client_run(chunks: Iterator[bytes]) -> Outcome:
-    conn = Connection(CLIENT, LIMITS)
-    conn.send(Frame(Command.CONNECT, (("accept-version", "1.0,1.1,1.2"), ("host", "h"))))
-    events: list[Any] = []
-    try:
-        for chunk in [*filter(None, chunks), b""]:
-            conn.receive_data(chunk)
-            while True:
-                version = conn.version
-                event = conn.next_event()
-                if event is NEED_DATA:
-                    break
-                assert event is not PAUSED, "a client connection never pauses"
-                if isinstance(event, Frame) and event.command == Command.CONNECTED:
+                if not server and isinstance(event, Frame) and event.command == Command.CONNECTED:
                     version = None  # CONNECTED itself is read before the version is known
                 events.append((version, event))
                 if isinstance(event, ConnectionClosed):
@@ -128,6 +119,16 @@ def _stomp_client_run(chunks: Iterator[bytes]) -> Outcome:
     except RemoteProtocolError:
         return events, True
     raise AssertionError("the stream ended without ConnectionClosed or an error")
+
+
+def _stomp_server_run(chunks: Iterator[bytes]) -> Outcome:
+    return _stomp_run(Connection(SERVER, LIMITS), chunks)
+
+
+def _stomp_client_run(chunks: Iterator[bytes]) -> Outcome:
+    conn = Connection(CLIENT, LIMITS)
+    conn.send(Frame(Command.CONNECT, (("accept-version", "1.0,1.1,1.2"), ("host", "h"))))
+    return _stomp_run(conn, chunks)
 
 
 def _stomp_round_trip(version: str | None, frame: Frame) -> None:
@@ -147,11 +148,7 @@ def _stomp_target(run: Callable[[Iterator[bytes]], Outcome]) -> Callable[[bytes]
     def target(data: bytes) -> None:
         if not data:
             return
-        size, data = data[0] % 17 + 1, data[1:]
-        whole = run(iter([data]))
-        drip = run(_pieces(data, size))
-        assert whole == drip, f"chunking changed the events: {whole!r} != {drip!r}"
-        for version, event in whole[0]:
+        for version, event in _same_however_cut(run, data)[0]:
             if isinstance(event, Frame):
                 _stomp_round_trip(version, event)
             else:
@@ -247,11 +244,7 @@ def _cluster_target(make: Callable[[], ClusterConnection]) -> Callable[[bytes], 
     def target(data: bytes) -> None:
         if not data:
             return
-        size, data = data[0] % 17 + 1, data[1:]
-        whole = _cluster_run(make, iter([data]))
-        drip = _cluster_run(make, _pieces(data, size))
-        assert whole == drip, f"chunking changed the events: {whole!r} != {drip!r}"
-        for event in whole[0]:
+        for event in _same_however_cut(lambda chunks: _cluster_run(make, chunks), data)[0]:
             if not isinstance(event, ClusterClosed | ClusterEstablished):
                 assert decode_frame(encode_frame(event)) == event
 
