@@ -503,6 +503,19 @@ def drain(consumers: list[Client], total: int, timeout: float = 15) -> list[list
     return [numbers(c) for c in consumers]
 
 
+def send_shared(
+    producer: Client, destination: str, consumers: list[Client], count: int = 9
+) -> list[list[int]]:
+    """Send ``m-0`` .. ``m-<count-1>`` (persistent) to ``destination``; the consumers get
+    them all, an equal share each (round robin). Returns each consumer's message numbers."""
+    for i in range(count):
+        producer.send(destination, f"m-{i}", persistent="true")
+    got = drain(consumers, count)
+    assert sorted(sum(got, [])) == list(range(count)), got
+    assert [len(g) for g in got] == [count // len(consumers)] * len(consumers), got
+    return got
+
+
 # Nodes on hosts of their own (network namespaces) and partitions between them: hosts.py,
 # which builds on this module (hence imported at its end).
 from .hosts import hosts  # noqa: E402, F401 - re-exported fixture

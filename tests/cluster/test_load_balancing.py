@@ -23,6 +23,7 @@ from .conftest import (
     consume_everywhere,
     drain,
     numbers,
+    send_shared,
     status,
     unique,
     wait_binding,
@@ -49,13 +50,7 @@ def test_round_robin_across_three_nodes(nodes: Cluster, clients: Any) -> None:
     q = unique("rr")
     consumers = consume_everywhere(nodes, clients, q)
 
-    producer = clients(nodes[0])
-    for i in range(9):
-        producer.send(f"/queue/{q}", f"m-{i}", persistent="true")
-
-    got = drain(consumers, 9)
-    assert sorted(sum(got, [])) == list(range(9)), got
-    assert [len(g) for g in got] == [3, 3, 3], got
+    got = send_shared(clients(nodes[0]), f"/queue/{q}", consumers)
     # Interleaved: each node gets every third message, in order, and together all residues.
     residues = []
     for g in got:
@@ -177,12 +172,7 @@ def test_multicast_one_subscription_name_on_two_nodes_shares_messages(
         c.subscribe(f"/topic/{topic}", **{"durable-subscription-name": sub})
     wait_topic_bindings(nodes[0], topic, 2)
 
-    producer = clients(nodes[0])
-    for i in range(6):
-        producer.send(f"/topic/{topic}", f"m-{i}", persistent="true")
-    got = drain(members, 6)
-    assert sorted(sum(got, [])) == list(range(6)), got
-    assert [len(g) for g in got] == [3, 3], got
+    send_shared(clients(nodes[0]), f"/topic/{topic}", members, 6)
 
 
 def test_queue_filter_on_one_node(nodes: Cluster, clients: Any) -> None:

@@ -15,7 +15,7 @@ from .conftest import (
     Cluster,
     cli,
     consume_everywhere,
-    drain,
+    send_shared,
     status,
     stays,
     unique,
@@ -47,12 +47,7 @@ def test_three_nodes_over_tls_balance_round_robin(cluster: Any, clients: Any, tm
     assert all("over TLS" in node.log() for node in nodes)
     q = unique("tls-rr")
     consumers = consume_everywhere(nodes, clients, q)
-    producer = clients(nodes[0])
-    for i in range(9):
-        producer.send(f"/queue/{q}", f"m-{i}", persistent="true")
-    got = drain(consumers, 9)
-    assert sorted(sum(got, [])) == list(range(9)), got
-    assert [len(g) for g in got] == [3, 3, 3], got
+    send_shared(clients(nodes[0]), f"/queue/{q}", consumers)
     # cluster status dials TLS too: with the connector of the node's broker.xml, or --url.
     shown = cli("cluster", "status", str(nodes[0].config_path), "--json")
     assert shown.returncode == 0, shown.stderr

@@ -12,6 +12,7 @@ from .conftest import (
     consume_everywhere,
     drain,
     node_id,
+    send_shared,
     status,
     stays,
     unique,
@@ -176,9 +177,4 @@ def test_symmetric_max_hops_2_delivers_each_message_once(cluster: Any, clients: 
     consumers = consume_everywhere(nodes, clients, q)
     for b in binding(status(nodes[0]), q):
         assert b["distance"] == 1, b
-    producer = clients(nodes[0])
-    for i in range(9):
-        producer.send(f"/queue/{q}", f"m-{i}", persistent="true")
-    got = drain(consumers, 9)
-    assert sorted(sum(got, [])) == list(range(9)), got
-    assert [len(g) for g in got] == [3, 3, 3], got
+    send_shared(clients(nodes[0]), f"/queue/{q}", consumers)
