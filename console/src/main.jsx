@@ -26,33 +26,25 @@ function uptime(s) {
 }
 
 function Notices({ notices, dismiss, pollError }) {
+  // Errors in an alert region, confirmations in a status region; each can be dismissed.
+  const ofKind = (kind) =>
+    notices
+      .filter((n) => n.kind === kind)
+      .map((n) => (
+        <p key={n.id} class={`notice ${kind}`}>
+          {n.text}{" "}
+          <button type="button" class="link" onClick={() => dismiss(n.id)} aria-label="Dismiss message">
+            ×
+          </button>
+        </p>
+      ));
   return (
     <div class="notices">
       <div role="alert">
         {pollError && <p class="notice error">{pollError}</p>}
-        {notices
-          .filter((n) => n.kind === "error")
-          .map((n) => (
-            <p key={n.id} class="notice error">
-              {n.text}{" "}
-              <button type="button" class="link" onClick={() => dismiss(n.id)} aria-label="Dismiss message">
-                ×
-              </button>
-            </p>
-          ))}
+        {ofKind("error")}
       </div>
-      <div role="status">
-        {notices
-          .filter((n) => n.kind === "ok")
-          .map((n) => (
-            <p key={n.id} class="notice ok">
-              {n.text}{" "}
-              <button type="button" class="link" onClick={() => dismiss(n.id)} aria-label="Dismiss message">
-                ×
-              </button>
-            </p>
-          ))}
-      </div>
+      <div role="status">{ofKind("ok")}</div>
     </div>
   );
 }
