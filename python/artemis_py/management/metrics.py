@@ -128,7 +128,7 @@ class NodeCollector(Collector):
         )
         killed = _counter(
             "artemis_queue_messages_killed",
-            "Messages dead-lettered after max-delivery-attempts",
+            "Messages dead-lettered after max-delivery-attempts, or purged",
             QUEUE_LABELS,
         )
         for queue in self.node.broker.queues():
