@@ -150,6 +150,23 @@ def test_purge_removes_the_ready_messages(api: httpx.Client, stomp: Callable[[],
     assert (view["killed"], view["acknowledged"], view["delivering"]) == (4, 0, 0)
 
 
+def test_another_sites_page_cannot_change_anything(
+    api: httpx.Client, stomp: Callable[[], Client]
+):
+    """A browser sends cached Basic credentials with a form another site posts (CSRF), and
+    reaches a loopback server under a rebound host name: both refused, nothing changed."""
+    name = new_queue(api)
+    stomp().send(f"/queue/{name}", "kept")
+    base = str(api.base_url).rstrip("/")
+    refused = api.post(f"/api/queues/{name}/purge", headers={"Origin": "http://evil.example"})
+    assert refused.status_code == 403 and "cross-origin" in refused.json()["error"]
+    rebound = api.get("/api/queues", headers={"Host": "evil.example:8161"})
+    assert rebound.status_code == 403 and "evil.example" in rebound.json()["error"]
+    assert queue(api, name)["messages"] == 1
+    # The console's own requests (same origin) and clients without Origin are served.
+    assert ok(api.post(f"/api/queues/{name}/purge", headers={"Origin": base}))["removed"] == 1
+
+
 def test_move_hands_every_message_to_the_other_queue(
     api: httpx.Client, stomp: Callable[[], Client]
 ):

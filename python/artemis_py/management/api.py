@@ -26,6 +26,7 @@ from artemis_py.management import operations, views
 from artemis_py.management.auth import BasicAuth
 from artemis_py.management.console import console_app
 from artemis_py.management.operations import OperationError, QueueRequest
+from artemis_py.management.origin import SameOrigin
 
 if TYPE_CHECKING:
     from artemis_py.management.bootstrap import WebConfig
@@ -349,7 +350,11 @@ def application(node: Node, web: WebConfig) -> Starlette:
             *routes(),
             Mount("/console", app=console_app()),
         ],
-        middleware=[Middleware(BasicAuth, node=node, web=web), Middleware(_Unexpected)],
+        middleware=[
+            Middleware(SameOrigin, web=web),
+            Middleware(BasicAuth, node=node, web=web),
+            Middleware(_Unexpected),
+        ],
         exception_handlers={OperationError: _operation_error, HTTPException: _http_error},
     )
     app.state.node = node
