@@ -150,9 +150,7 @@ def test_purge_removes_the_ready_messages(api: httpx.Client, stomp: Callable[[],
     assert (view["killed"], view["acknowledged"], view["delivering"]) == (4, 0, 0)
 
 
-def test_another_sites_page_cannot_change_anything(
-    api: httpx.Client, stomp: Callable[[], Client]
-):
+def test_another_sites_page_cannot_change_anything(api: httpx.Client, stomp: Callable[[], Client]):
     """A browser sends cached Basic credentials with a form another site posts (CSRF), and
     reaches a loopback server under a rebound host name: both refused, nothing changed."""
     name = new_queue(api)
