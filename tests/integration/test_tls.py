@@ -7,6 +7,7 @@ plain text on a TLS port, TLS on a plain port, an untrusted or expired client ce
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import socket
 import ssl
@@ -204,6 +205,13 @@ def test_producer_and_consumer_over_tls_with_a_client_certificate(make_broker, p
     assert refused.returncode == 1, refused.stderr
     assert "Traceback" not in refused.stderr
     assert "certificate" in refused.stderr.lower() or "refused" in refused.stderr.lower()
+    # artemis-py check over the same URL: every message sent is received, once.
+    checked = artemis_py(
+        "check", "--url", url, "--queue", unique("check"), "--count", "20", "--json", timeout=60
+    )
+    assert checked.returncode == 0, checked.stderr
+    report = json.loads(checked.stdout)
+    assert report["ok"] and (report["received"], report["lost"]) == (20, 0), report
 
 
 def test_broken_tls_configuration_is_refused_at_start(make_broker, p12_files, tmp_path):

@@ -42,6 +42,7 @@ from artemis_py.client import (
     open_stomp_connection,
 )
 from artemis_py.client.errors import connect_failure
+from artemis_py.config.tls import TlsParams
 
 __all__ = ["CheckOptions", "Pacer", "run_check"]
 
@@ -65,6 +66,7 @@ class CheckOptions:
     login: str | None = None
     passcode: str | None = None
     heartbeat_ms: int = 2000
+    tls: tuple[TlsParams, ...] = ()  # per URL, its TLS parameters (none: plain TCP)
 
 
 class Stalled(Exception):
@@ -105,9 +107,11 @@ class _Run:
     def connection(self, node: int) -> AbstractAsyncContextManager[ClientConnection]:
         url = self.options.urls[node]
         beat = self.options.heartbeat_ms
+        tls = self.options.tls[node] if node < len(self.options.tls) else None
         return open_stomp_connection(
             url.host,
             url.port,
+            tls=tls,
             login=self.options.login,
             passcode=self.options.passcode,
             heartbeat=(beat, beat),

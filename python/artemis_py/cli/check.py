@@ -22,7 +22,8 @@ import trio
 
 from artemis_py.checker import CheckOptions, History, Verdict, run_check
 from artemis_py.cli.clients import int_at_least, positive_number
-from artemis_py.client import DEFAULT_ANYCAST_PREFIX, DEFAULT_URL, BrokerUrl, parse_url
+from artemis_py.client import DEFAULT_ANYCAST_PREFIX, DEFAULT_URL, BrokerUrl
+from artemis_py.client.url import ClientUrl, parse_client_url
 from artemis_py.exceptions import ArtemisError, leaves
 
 __all__ = ["add_parser", "check_command"]
@@ -34,11 +35,17 @@ EXIT_UNUSABLE: Final = 2
 SHOWN: Final = 10  # lost numbers and client errors listed in the text report
 
 
-def _url(text: str) -> BrokerUrl:
+def _url(text: str) -> ClientUrl:
+    """One node's STOMP acceptor, with its TLS parameters if any (docs/tls.md)."""
     try:
-        return parse_url(text)
+        url = parse_client_url(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    if url.discovery is not None or len(url.addresses) != 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: one node per --url (tcp://HOST:PORT, TLS parameters after '?')"
+        )
+    return url
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -60,7 +67,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         nargs="+",
         default=None,
         metavar="URL",
-        help=f"STOMP acceptors of the nodes, tcp://HOST:PORT (repeatable; default {DEFAULT_URL})",
+        help=f"STOMP acceptors of the nodes, tcp://HOST:PORT, with TLS parameters after '?' "
+        f"as in docs/tls.md (repeatable; default {DEFAULT_URL})",
     )
     parser.add_argument(
         "--queue", default=DEFAULT_QUEUE, help=f"the anycast queue to use (default {DEFAULT_QUEUE})"
@@ -106,7 +114,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def check_command(args: argparse.Namespace) -> int:
-    urls = tuple(args.url or [parse_url(DEFAULT_URL)])
+    given: list[ClientUrl] = args.url or [parse_client_url(DEFAULT_URL)]
+    urls = tuple(url.addresses[0] for url in given)
     count = args.count if args.count is not None else None if args.duration else DEFAULT_COUNT
     options = CheckOptions(
         urls=urls,
@@ -118,6 +127,7 @@ def check_command(args: argparse.Namespace) -> int:
         receipt_timeout=args.receipt_timeout,
         login=args.user,
         passcode=args.password,
+        tls=tuple(url.options.tls for url in given),
     )
     run_id = uuid.uuid4().hex[:12]
     history = History(prefix=f"artemis-py-check {run_id} ")
