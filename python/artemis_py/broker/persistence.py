@@ -600,7 +600,31 @@ class Persistence:
         )
         self._next_id = highest + 1
         self._ceiling = 0
+        self._readdress(state)
         return state
+
+    def _readdress(self, state: RecoveredState) -> None:
+        """Give a queue whose address has no record (a damaged or hand-edited bindings
+        journal) its address again, stored: the node starts with the queue and its messages
+        instead of failing."""
+        addresses = {address.name: address for address in state.addresses}
+        for spec in state.queues:
+            address = addresses.get(spec.address)
+            if address is not None and spec.routing_type in address.routing_types:
+                continue
+            log.warning(
+                "queue %s: its address %s (%s) has no record in the bindings journal; "
+                "it is created again",
+                spec.name,
+                spec.address,
+                spec.routing_type.value,
+            )
+            if address is None:
+                address = Address(self.next_id(), spec.address, set(), auto_created=True)
+                addresses[spec.address] = address
+                state.addresses.append(address)
+            address.routing_types.add(spec.routing_type)
+            self.store_address(address)
 
     def _recover_bindings(self, records: Iterable[Record], state: RecoveredState) -> int:
         """Addresses, queues and the id block; returns the highest id seen."""
