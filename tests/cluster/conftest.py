@@ -40,6 +40,7 @@ from integration.conftest import (  # the same module object pytest loaded for t
     artemis_py,
     clients,  # noqa: F401 - re-exported fixture: clients(node) -> Client, closed after the test
     free_port,
+    node_command,  # noqa: F401 - re-exported: tests run the CLI from this checkout
     pytest_runtest_makereport,  # noqa: F401 - re-exported: attaches node logs to failures
     pytest_runtest_setup,  # noqa: F401 - re-exported: resets the per-test node list
     stays,
