@@ -150,6 +150,19 @@ def test_purge_removes_the_ready_messages(api: httpx.Client, stomp: Callable[[],
     assert (view["killed"], view["acknowledged"], view["delivering"]) == (4, 0, 0)
 
 
+def test_a_queue_name_with_slashes(api: httpx.Client, stomp: Callable[[], Client]):
+    """/queue/orders/eu is the queue orders/eu: its name is a path in the API's URLs,
+    written as it is or with %2F (as the CLI sends it)."""
+    name = f"{unique('orders')}/eu"
+    stomp().send(f"/queue/{name}", "one")
+    assert queue(api, name)["messages"] == 1
+    encoded = name.replace("/", "%2F")
+    assert ok(api.get(f"/api/queues/{encoded}"))["name"] == name
+    assert [m["body"] for m in ok(api.get(f"/api/queues/{name}/messages"))] == ["one"]
+    assert ok(api.post(f"/api/queues/{encoded}/purge"))["removed"] == 1
+    assert ok(api.delete(f"/api/queues/{name}")) == {"deleted": name}
+
+
 def test_another_sites_page_cannot_change_anything(api: httpx.Client, stomp: Callable[[], Client]):
     """A browser sends cached Basic credentials with a form another site posts (CSRF), and
     reaches a loopback server under a rebound host name: both refused, nothing changed."""
