@@ -25,6 +25,7 @@ from artemis_py.config import RoutingType
 from artemis_py.management import operations, views
 from artemis_py.management.auth import BasicAuth
 from artemis_py.management.console import console_app
+from artemis_py.management.metrics import scrape
 from artemis_py.management.operations import OperationError, QueueRequest
 from artemis_py.management.origin import SameOrigin
 
@@ -248,9 +249,6 @@ async def scale_down(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
-    # Imported on first use: the metrics module is optional for the rest of the API.
-    from artemis_py.management.metrics import scrape
-
     # The state is read on the loop, the text encoded in a worker thread (metrics.py).
     body, content_type = await scrape(_node(request), request.headers.get("accept"))
     return Response(body, media_type=content_type)
