@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from artemis_py.broker.message import Message, MessageReference
-from artemis_py.broker.offsets import OffsetIndex
+from artemis_py.broker.offset_index import OffsetIndex
 from artemis_py.broker.queue import Queue
 from artemis_py.config import RoutingType
 

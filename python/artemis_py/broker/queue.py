@@ -18,7 +18,7 @@ deletes them) or goes away (they are cancelled back to the head of the queue wit
 delivery count kept, so the next delivery is marked redelivered).
 
 Every reference has an offset (:mod:`artemis_py.broker.offsets`); a queue that readers
-browse by offset keeps its ready references in an :class:`OffsetIndex` as well.
+browse by offset keeps its ready references in an :class:`~artemis_py.broker.offset_index.OffsetIndex` as well.
 
 A *paused* queue (the management API's pause) keeps accepting messages but delivers none
 until it is resumed, as Artemis's ``QueueControl.pause()``; the pause lasts while the node
@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from artemis_py.broker.offsets import OffsetIndex
+from artemis_py.broker.offset_index import OffsetIndex
 from artemis_py.config import RoutingType
 from artemis_py.exceptions import ArtemisError
 
