@@ -1,0 +1,394 @@
+"""Every journal record type of the broker, numbered in one table, with its codec.
+
+The broker writes two journals (:mod:`artemis_py.storage`): the *bindings* journal (addresses,
+queues, id-block reservations) and the *messages* journal (messages, their references in
+queues, acknowledgements, duplicate ids, paging cursors, offset marks, large messages). A
+record has a type number; an *update* of a record (``Op.update``) has a type number of its
+own. :data:`RECORD_TYPES` lists them all, so a number is taken in one place and
+``artemis-py data print`` names every record from this table; the codecs below it are the
+only code that lays out or reads a record's payload. Where a record's meaning is explained:
+the module named in its table entry.
+
+This module is the lowest floor of the broker: it imports the message codec
+(:mod:`artemis_py.broker.message`), the configuration's enums and the storage's ``Op``, and
+nothing else of the broker. Payload layouts are fixed: journals written by an older node load
+unchanged (``tests/storage/test_record_formats.py`` pins each one's bytes).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Literal
+
+from artemis_py.broker.message import Message, decode_message, encode_message
+from artemis_py.config import RoutingType
+from artemis_py.storage import Op
+
+JournalName = Literal["bindings", "messages"]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordType:
+    """One record type: its number, name (as ``data print`` shows it), journal, whether it
+    is an update of another record (``update_of``) and where its meaning is explained."""
+
+    number: int
+    name: str
+    journal: JournalName
+    layout: str
+    home: str
+    update_of: str | None = None
+
+
+# -- the numbers ---------------------------------------------------------------------------
+# Bindings journal.
+ADDRESS_RECORD = 1
+QUEUE_RECORD = 2
+ID_BLOCK_RECORD = 3
+# Messages journal. 10-14 and 30 are Artemis's numbers (JournalRecordIds) for the same idea.
+MESSAGE_RECORD = 10
+ADD_REF = 11
+ACK_REF = 12
+DELIVERY_COUNT = 13
+DUPLICATE_ID_RECORD = 14
+PAGE_ACK = 15
+PAGE_COMPLETE = 16
+PAGE_TX = 17
+OFFSET_MARK = 18
+CLIENT_DUPLICATE_ID_RECORD = 19
+SEALED_STREAM = 20
+LARGE_MESSAGE_RECORD = 30
+LARGE_PAGE_REF = 31
+
+RECORD_TYPES: tuple[RecordType, ...] = (
+    RecordType(ADDRESS_RECORD, "ADDRESS", "bindings", "name \\0 routing codes \\0 auto", "routing.post_office"),
+    RecordType(QUEUE_RECORD, "QUEUE", "bindings", "7 fields split by \\0 (QueueRecord)", "queue"),
+    RecordType(ID_BLOCK_RECORD, "ID_BLOCK", "bindings", "<Q ceiling of the reserved ids", "persistence"),
+    RecordType(MESSAGE_RECORD, "MESSAGE", "messages", "encode_message (headers + body)", "message"),
+    RecordType(ADD_REF, "ADD_REF", "messages", "<QQ queue id, offset (old: <Q queue id)", "persistence", "MESSAGE"),
+    RecordType(ACK_REF, "ACK_REF", "messages", "<Q queue id", "acknowledging", "MESSAGE"),
+    RecordType(DELIVERY_COUNT, "DELIVERY_COUNT", "messages", "<QI queue id, count", "persistence", "MESSAGE"),
+    RecordType(DUPLICATE_ID_RECORD, "DUPLICATE_ID", "messages", "the duplicate id's bytes", "duplicate_cache"),
+    RecordType(PAGE_ACK, "PAGE_ACK", "messages", "<QQQ queue id, page, offset + address", "paging.cursor"),
+    RecordType(PAGE_COMPLETE, "PAGE_COMPLETE", "messages", "<QQ queue id, page + address", "paging.cursor"),
+    RecordType(PAGE_TX, "PAGE_TX", "messages", "<Q tx id", "paging.manager"),
+    RecordType(OFFSET_MARK, "OFFSET_MARK", "messages", "<QQ queue id, mark + stream id", "offsets"),
+    RecordType(CLIENT_DUPLICATE_ID_RECORD, "CLIENT_DUPLICATE_ID", "messages", "<I length, address, id", "duplicate_cache"),
+    RecordType(SEALED_STREAM, "SEALED_STREAM", "messages", "<QQ queue id, end + stream id", "streams"),
+    RecordType(LARGE_MESSAGE_RECORD, "LARGE_MESSAGE", "messages", "<Q body length + headers", "large_messages"),
+    RecordType(LARGE_PAGE_REF, "LARGE_PAGE_REF", "messages", "<QQQQH + queue ids <Q + address", "large_messages"),
+)  # fmt: skip
+"""Every record type (``tests/storage/test_record_formats.py`` checks the numbers are unique
+per journal and pins each payload's bytes)."""
+
+BINDINGS_RECORD_NAMES = {t.number: t.name for t in RECORD_TYPES if t.journal == "bindings"}
+MESSAGES_RECORD_NAMES = {t.number: t.name for t in RECORD_TYPES if t.journal == "messages"}
+"""Display names of each journal's record types (``artemis-py data print``)."""
+
+
+def record_name(journal: JournalName, number: int) -> str:
+    """The name of record type ``number`` of ``journal`` (``type-N`` for an unknown one)."""
+    names = BINDINGS_RECORD_NAMES if journal == "bindings" else MESSAGES_RECORD_NAMES
+    return names.get(number, f"type-{number}")
+
+
+_U64 = struct.Struct("<Q")
+_U32 = struct.Struct("<I")
+_REF_COUNT = struct.Struct("<QI")
+_ADD_REF = struct.Struct("<QQ")
+_PAGE_ACK = struct.Struct("<QQQ")
+_PAGE_COMPLETE = struct.Struct("<QQ")
+_MARK = struct.Struct("<QQ")
+_PAGE_REF = struct.Struct("<QQQQH")  # file id, page, offset, tx id, queue count
+_ROUTING = {RoutingType.ANYCAST: "A", RoutingType.MULTICAST: "M"}
+_ROUTING_BY_CODE = {v: k for k, v in _ROUTING.items()}
+
+
+def _encode_fields(*values: str) -> bytes:
+    return "\0".join(values).encode()
+
+
+def _decode_fields(payload: bytes) -> list[str]:
+    return bytes(payload).decode().split("\0")
+
+
+def _flag(value: bool) -> str:
+    return "1" if value else "0"
+
+
+# -- bindings journal ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AddressRecord:
+    """ADDRESS (added, then updated when its routing types change; record id: the address id)."""
+
+    name: str
+    routing_types: frozenset[RoutingType]
+    auto_created: bool = False
+
+
+def encode_address(address: AddressRecord) -> bytes:
+    routing = "".join(sorted(_ROUTING[rt] for rt in address.routing_types))
+    return _encode_fields(address.name, routing, _flag(address.auto_created))
+
+
+def decode_address(payload: bytes) -> AddressRecord:
+    name, routing, auto = _decode_fields(payload)
+    return AddressRecord(name, frozenset(_ROUTING_BY_CODE[c] for c in routing), auto == "1")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRecord:
+    """QUEUE (record id: the queue id): what a durable queue is made from again at start."""
+
+    name: str
+    address: str
+    routing_type: RoutingType
+    filter: str | None = None
+    max_consumers: int = -1
+    purge_on_no_consumers: bool = False
+    auto_created: bool = False
+
+
+def encode_queue(queue: QueueRecord) -> bytes:
+    return _encode_fields(
+        queue.name,
+        queue.address,
+        _ROUTING[queue.routing_type],
+        queue.filter or "",
+        str(queue.max_consumers),
+        _flag(queue.purge_on_no_consumers),
+        _flag(queue.auto_created),
+    )
+
+
+def decode_queue(payload: bytes) -> QueueRecord:
+    name, address, routing, filt, max_consumers, purge, auto = _decode_fields(payload)
+    return QueueRecord(
+        name=name,
+        address=address,
+        routing_type=_ROUTING_BY_CODE[routing],
+        filter=filt or None,
+        max_consumers=int(max_consumers),
+        purge_on_no_consumers=purge == "1",
+        auto_created=auto == "1",
+    )
+
+
+#: Id-block records live in a record-id space of their own, above every id handed out.
+ID_BLOCK_RECORD_BASE = 1 << 63
+
+
+def id_block_op(ceiling: int) -> Op:
+    """The ID_BLOCK record reserving every id below ``ceiling`` (its record id is above any
+    id handed out)."""
+    return Op.add(ID_BLOCK_RECORD_BASE | ceiling, ID_BLOCK_RECORD, _U64.pack(ceiling))
+
+
+def decode_id_block(payload: bytes) -> int:
+    """ID_BLOCK: the ceiling of the reserved ids."""
+    return int(_U64.unpack(payload)[0])
+
+
+# -- messages journal: messages and their references ---------------------------------------
+
+
+#: MESSAGE (record id: the message id): the message's headers and body
+#: (:func:`~artemis_py.broker.message.encode_message`; decoding raises ValueError on a
+#: record it cannot read).
+encode_message_record = encode_message
+decode_message_record = decode_message
+
+
+def encode_large_message(message: Message, length: int) -> bytes:
+    """LARGE_MESSAGE (record id: the message id): the body's length, then the headers; the
+    body is in the message's file."""
+    return _U64.pack(length) + encode_message(message, with_body=False)
+
+
+def decode_large_message(message_id: int, payload: bytes) -> tuple[int, Message]:
+    """LARGE_MESSAGE: (the body's length, the message without its body)."""
+    (length,) = _U64.unpack_from(payload)
+    return length, decode_message(message_id, payload[_U64.size :])
+
+
+def add_ref_op(message_id: int, queue_id: int, offset: int, tx_id: int | None = None) -> Op:
+    """The ADD_REF update that puts message ``message_id`` in a queue at ``offset``."""
+    payload = _ADD_REF.pack(queue_id, offset)
+    if tx_id is None:
+        return Op.update(message_id, ADD_REF, payload)
+    return Op.update_tx(tx_id, message_id, ADD_REF, payload)
+
+
+def decode_add_ref(message_id: int, payload: bytes) -> tuple[int, int]:
+    """ADD_REF: (queue id, offset); a record from before offsets has the message id."""
+    if len(payload) == _U64.size:
+        return _U64.unpack(payload)[0], message_id
+    queue_id, offset = _ADD_REF.unpack(payload)
+    return queue_id, offset
+
+
+def ack_ref_op(message_id: int, queue_id: int, tx_id: int | None = None) -> Op:
+    """The ACK_REF update: a queue acknowledged message ``message_id`` (not its last one)."""
+    payload = _U64.pack(queue_id)
+    if tx_id is None:
+        return Op.update(message_id, ACK_REF, payload)
+    return Op.update_tx(tx_id, message_id, ACK_REF, payload)
+
+
+def decode_ref(payload: bytes) -> int:
+    """ADD_REF / ACK_REF: the queue id (an ADD_REF's offset follows it)."""
+    return int(_U64.unpack_from(payload)[0])
+
+
+def delivery_count_op(message_id: int, queue_id: int, count: int) -> Op:
+    """The DELIVERY_COUNT update: a cancelled delivery's count in a queue."""
+    return Op.update(message_id, DELIVERY_COUNT, _REF_COUNT.pack(queue_id, count))
+
+
+def decode_delivery_count(payload: bytes) -> tuple[int, int]:
+    """DELIVERY_COUNT: (queue id, count)."""
+    queue_id, count = _REF_COUNT.unpack(payload)
+    return queue_id, count
+
+
+# -- messages journal: duplicate ids ---------------------------------------------------------
+
+
+def duplicate_id_op(record_id: int, dup_id: bytes) -> Op:
+    """DUPLICATE_ID: a cluster bridge's duplicate id (the payload is the id itself)."""
+    return Op.add(record_id, DUPLICATE_ID_RECORD, dup_id)
+
+
+def encode_client_id(address: str, dup_id: str) -> bytes:
+    """CLIENT_DUPLICATE_ID's payload: a client send's ``_AMQ_DUPL_ID`` on ``address``."""
+    name = address.encode()
+    return _U32.pack(len(name)) + name + dup_id.encode()
+
+
+def decode_client_id(payload: bytes) -> tuple[str, str]:
+    """CLIENT_DUPLICATE_ID: (address, id)."""
+    data = bytes(payload)
+    (length,) = _U32.unpack_from(data)
+    end = _U32.size + length
+    return data[_U32.size : end].decode(), data[end:].decode("utf-8", "backslashreplace")
+
+
+# -- messages journal: paging cursors --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PageAck:
+    """PAGE_ACK: one paged message, at (page, offset) of ``address``'s store, acked by a queue."""
+
+    queue_id: int
+    page: int
+    offset: int
+    address: str
+
+
+@dataclass(frozen=True, slots=True)
+class PageComplete:
+    """PAGE_COMPLETE: the queue has completed ``page`` of ``address``'s store."""
+
+    queue_id: int
+    page: int
+    address: str
+
+
+def encode_page_ack(ack: PageAck) -> bytes:
+    return _PAGE_ACK.pack(ack.queue_id, ack.page, ack.offset) + ack.address.encode()
+
+
+def decode_page_ack(payload: bytes) -> PageAck:
+    queue_id, page, offset = _PAGE_ACK.unpack_from(payload)
+    return PageAck(queue_id, page, offset, bytes(payload[_PAGE_ACK.size :]).decode())
+
+
+def encode_page_complete(done: PageComplete) -> bytes:
+    return _PAGE_COMPLETE.pack(done.queue_id, done.page) + done.address.encode()
+
+
+def decode_page_complete(payload: bytes) -> PageComplete:
+    queue_id, page = _PAGE_COMPLETE.unpack_from(payload)
+    return PageComplete(queue_id, page, bytes(payload[_PAGE_COMPLETE.size :]).decode())
+
+
+def encode_page_tx(tx_id: int) -> bytes:
+    return _U64.pack(tx_id)
+
+
+def decode_page_tx(payload: bytes) -> int:
+    """PAGE_TX: the committed transaction id of paged messages."""
+    return int(_U64.unpack(payload)[0])
+
+
+def page_ack_op(
+    record_id: int, queue_id: int, position: tuple[int, int], address: str, tx_id: int | None
+) -> Op:
+    payload = encode_page_ack(PageAck(queue_id, *position, address))
+    if tx_id is None:
+        return Op.add(record_id, PAGE_ACK, payload)
+    return Op.add_tx(tx_id, record_id, PAGE_ACK, payload)
+
+
+def page_complete_op(record_id: int, queue_id: int, page: int, address: str) -> Op:
+    return Op.add(
+        record_id, PAGE_COMPLETE, encode_page_complete(PageComplete(queue_id, page, address))
+    )
+
+
+def page_tx_op(tx_id: int, record_id: int) -> Op:
+    return Op.add_tx(tx_id, record_id, PAGE_TX, encode_page_tx(tx_id))
+
+
+# -- messages journal: offsets and streams ---------------------------------------------------
+
+
+def encode_offset_mark(queue_id: int, stream: str, mark: int) -> bytes:
+    """OFFSET_MARK (a queue's offset mark for a stream) and SEALED_STREAM (an adopted
+    stream's final end) share this layout."""
+    return _MARK.pack(queue_id, mark) + stream.encode()
+
+
+def decode_offset_mark(payload: bytes) -> tuple[int, str, int]:
+    """OFFSET_MARK / SEALED_STREAM: (queue id, stream, mark)."""
+    queue_id, mark = _MARK.unpack_from(payload)
+    return queue_id, bytes(payload[_MARK.size :]).decode(), mark
+
+
+# -- messages journal: large messages --------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PageRef:
+    """LARGE_PAGE_REF: the page record at (``page``, ``offset``) of ``address``'s store
+    refers to the file of ``file_id``, for ``queue_ids`` (those that have still to
+    acknowledge it, at run time)."""
+
+    file_id: int
+    address: str
+    page: int
+    offset: int
+    tx_id: int
+    queue_ids: set[int]
+
+
+def encode_page_ref(ref: PageRef) -> bytes:
+    head = _PAGE_REF.pack(ref.file_id, ref.page, ref.offset, ref.tx_id, len(ref.queue_ids))
+    ids = b"".join(_U64.pack(q) for q in sorted(ref.queue_ids))
+    return head + ids + ref.address.encode()
+
+
+def decode_page_ref(payload: bytes) -> PageRef:
+    file_id, page, offset, tx_id, count = _PAGE_REF.unpack_from(payload)
+    pos = _PAGE_REF.size
+    ids = {_U64.unpack_from(payload, pos + 8 * i)[0] for i in range(count)}
+    address = bytes(payload[pos + 8 * count :]).decode()
+    return PageRef(file_id, address, page, offset, tx_id, ids)
+
+
+def page_ref_op(record_id: int, ref: PageRef) -> Op:
+    return Op.add(record_id, LARGE_PAGE_REF, encode_page_ref(ref))

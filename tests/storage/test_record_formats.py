@@ -1,0 +1,154 @@
+"""Every journal record type's bytes, pinned: journals written before stay readable.
+
+The expected bytes were taken from the encoders as they were before the record types moved
+into one registry (:mod:`artemis_py.broker.records`); each is decoded back as well.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from artemis_py.broker import records as r
+from artemis_py.broker.message import Message
+from artemis_py.config import RoutingType
+from artemis_py.storage import Op
+
+ANYCAST, MULTICAST = RoutingType.ANYCAST, RoutingType.MULTICAST
+ORDERS_HEX = b"orders.eu".hex()
+
+
+def _message() -> Message:
+    return Message(
+        42,
+        "orders.eu",
+        body="hello \u2713".encode(),
+        properties=(("k", "v"), ("_AMQ_DUPL_ID", "x1")),
+        routing_type=ANYCAST,
+        durable=True,
+        priority=7,
+        timestamp=1700000000000,
+        expiration=1700000060000,
+    )
+
+
+MESSAGE_HEX = (
+    "010101070068e5cf8b0100006052e6cf8b01000009006f72646572732e6575020001006b01000000760c00"
+    "5f414d515f4455504c5f4944020000007831"
+)
+
+
+def test_numbers_are_unique_per_journal_and_named_once() -> None:
+    for journal in ("bindings", "messages"):
+        numbers = Counter(t.number for t in r.RECORD_TYPES if t.journal == journal)
+        assert [n for n, times in numbers.items() if times > 1] == []
+    assert len({t.name for t in r.RECORD_TYPES}) == len(r.RECORD_TYPES)
+    assert r.BINDINGS_RECORD_NAMES == {1: "ADDRESS", 2: "QUEUE", 3: "ID_BLOCK"}
+    assert r.MESSAGES_RECORD_NAMES == {
+        10: "MESSAGE",
+        11: "ADD_REF",
+        12: "ACK_REF",
+        13: "DELIVERY_COUNT",
+        14: "DUPLICATE_ID",
+        15: "PAGE_ACK",
+        16: "PAGE_COMPLETE",
+        17: "PAGE_TX",
+        18: "OFFSET_MARK",
+        19: "CLIENT_DUPLICATE_ID",
+        20: "SEALED_STREAM",
+        30: "LARGE_MESSAGE",
+        31: "LARGE_PAGE_REF",
+    }
+    assert r.record_name("messages", 99) == "type-99"
+    assert r.record_name("bindings", 10) == "type-10"
+
+
+def test_address() -> None:
+    record = r.AddressRecord("orders.eu", frozenset({MULTICAST, ANYCAST}), auto_created=True)
+    payload = r.encode_address(record)
+    assert payload.hex() == ORDERS_HEX + "00414d0031"
+    assert r.decode_address(payload) == record
+
+
+def test_queue() -> None:
+    record = r.QueueRecord("q1", "orders.eu", ANYCAST, "color='red'", 5, True, False)
+    payload = r.encode_queue(record)
+    assert payload.hex() == "713100" + ORDERS_HEX + "004100636f6c6f723d2772656427003500310030"
+    assert r.decode_queue(payload) == record
+    plain = r.QueueRecord("q2", "a", MULTICAST)
+    assert r.decode_queue(r.encode_queue(plain)) == plain  # no filter: an empty field
+
+
+def test_id_block() -> None:
+    op = r.id_block_op(1 << 16)
+    assert op == Op.add((1 << 63) | (1 << 16), 3, bytes.fromhex("0000010000000000"))
+    assert r.decode_id_block(op[3]) == 1 << 16
+
+
+def test_message_and_large_message() -> None:
+    message = _message()
+    payload = r.encode_message_record(message)
+    assert payload.hex() == MESSAGE_HEX + "68656c6c6f20e29c93"
+    back = r.decode_message_record(42, payload)
+    assert (back.address, back.body, back.properties, back.priority) == (
+        "orders.eu",
+        message.body,
+        message.properties,
+        7,
+    )
+    large = r.encode_large_message(message, 123456)
+    assert large.hex() == "40e2010000000000" + MESSAGE_HEX
+    length, headers = r.decode_large_message(42, large)
+    assert (length, headers.body, headers.properties) == (123456, b"", message.properties)
+
+
+def test_references() -> None:
+    add = bytes.fromhex("08000000000000000300000000000000")
+    assert r.add_ref_op(42, 8, 3) == Op.update(42, 11, add)
+    assert r.add_ref_op(42, 8, 3, 9) == Op.update_tx(9, 42, 11, add)
+    assert r.decode_add_ref(42, add) == (8, 3)
+    old = bytes.fromhex("0800000000000000")  # written before offsets: the message id's offset
+    assert r.decode_add_ref(42, old) == (8, 42)
+    assert r.ack_ref_op(42, 8) == Op.update(42, 12, old)
+    assert r.ack_ref_op(42, 8, 9) == Op.update_tx(9, 42, 12, old)
+    assert r.decode_ref(add) == r.decode_ref(old) == 8
+    count = r.delivery_count_op(42, 8, 3)
+    assert count == Op.update(42, 13, bytes.fromhex("080000000000000003000000"))
+    assert r.decode_delivery_count(count[3]) == (8, 3)
+
+
+def test_duplicate_ids() -> None:
+    assert r.duplicate_id_op(50, b"node-a:17") == Op.add(50, 14, b"node-a:17")
+    payload = r.encode_client_id("orders.eu", "order-\u00e9")
+    assert payload.hex() == "09000000" + ORDERS_HEX + "6f726465722dc3a9"
+    assert r.decode_client_id(payload) == ("orders.eu", "order-\u00e9")
+
+
+def test_paging_cursors() -> None:
+    ack = bytes.fromhex("080000000000000002000000000000000500000000000000" + ORDERS_HEX)
+    assert r.page_ack_op(51, 8, (2, 5), "orders.eu", None) == Op.add(51, 15, ack)
+    assert r.page_ack_op(51, 8, (2, 5), "orders.eu", 9) == Op.add_tx(9, 51, 15, ack)
+    assert r.decode_page_ack(ack) == r.PageAck(8, 2, 5, "orders.eu")
+    done = bytes.fromhex("08000000000000000200000000000000" + ORDERS_HEX)
+    assert r.page_complete_op(52, 8, 2, "orders.eu") == Op.add(52, 16, done)
+    assert r.decode_page_complete(done) == r.PageComplete(8, 2, "orders.eu")
+    tx = bytes.fromhex("0900000000000000")
+    assert r.page_tx_op(9, 53) == Op.add_tx(9, 53, 17, tx)
+    assert r.decode_page_tx(tx) == 9
+
+
+def test_offset_marks_and_sealed_ends() -> None:
+    """OFFSET_MARK and SEALED_STREAM share one layout."""
+    payload = r.encode_offset_mark(8, "node-a", 40)
+    assert payload.hex() == "08000000000000002800000000000000" + b"node-a".hex()
+    assert r.decode_offset_mark(payload) == (8, "node-a", 40)
+
+
+def test_large_page_ref() -> None:
+    ref = r.PageRef(42, "orders.eu", 2, 5, 9, {8, 3})
+    payload = r.encode_page_ref(ref)
+    assert payload.hex() == (
+        "2a00000000000000020000000000000005000000000000000900000000000000"
+        "0200" + "0300000000000000" + "0800000000000000" + ORDERS_HEX
+    )
+    assert r.decode_page_ref(payload) == ref
+    assert r.page_ref_op(60, ref) == Op.add(60, 31, payload)
