@@ -291,6 +291,34 @@ def test_auth_refused_without_credentials_or_manage(web_node: BrokerProcess):
     assert httpx.get(f"{base}/metrics").status_code == 200
 
 
+def test_the_index_lists_every_endpoint_and_each_answers(
+    api: httpx.Client, web_node: BrokerProcess
+):
+    index = ok(api.get("/api/"))
+    listed = {(e["method"], e["path"]) for e in index["endpoints"]}
+    assert all(e["description"] for e in index["endpoints"]), index
+    for expected in [
+        ("GET", "/api/"),
+        ("GET", "/api/queues"),
+        ("POST", "/api/queues/{name}/purge"),
+        ("DELETE", "/api/connections/{id}"),
+        ("GET", "/api/stats"),
+        ("GET", "/metrics"),
+    ]:
+        assert expected in listed, expected
+    # Each listed read answers at the path it names (a name filled in where it has one).
+    filled = {"{name}": "DLQ", "{id}": "x"}
+    for method, path in sorted(listed):
+        if method != "GET":
+            continue
+        for placeholder, value in filled.items():
+            path = path.replace(placeholder, value)
+        assert api.get(path).status_code == 200, path
+    # It is behind the same authentication as the rest of /api/.
+    assert httpx.get(f"{web_node.web_url}/api/").status_code == 401
+    assert httpx.get(f"{web_node.web_url}/api/", auth=("viewer", "secret")).status_code == 403
+
+
 @pytest.mark.parametrize(
     ("method", "path", "body", "status"),
     [

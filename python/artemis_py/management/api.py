@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -310,29 +312,102 @@ async def _lifespan(receive: Receive, send: Send) -> None:
             return
 
 
+async def index(request: Request) -> Response:
+    # ENDPOINTS lists this request too.
+    return JSONResponse({"endpoints": [e.view() for e in ENDPOINTS]})
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One request of the API: what ``GET /api/`` lists, and the route that answers it."""
+
+    method: str
+    path: str
+    handler: Callable[[Request], Awaitable[Response]]
+    description: str
+
+    def view(self) -> dict[str, str]:
+        return {"method": self.method, "path": self.path, "description": self.description}
+
+
+ENDPOINTS: Final = (
+    Endpoint("GET", "/api/", index, "this list of the API's endpoints"),
+    Endpoint("GET", "/api/node", get_node, "the node: name, ID, version, uptime, acceptors"),
+    Endpoint("GET", "/api/addresses", list_addresses, "every address with its queues and size"),
+    Endpoint("POST", "/api/addresses", create_address, "create an address {name, routing_types}"),
+    Endpoint("GET", "/api/addresses/{name}", get_address, "one address"),
+    Endpoint(
+        "DELETE",
+        "/api/addresses/{name}",
+        delete_address,
+        "delete an address (?force=true: with its queues)",
+    ),
+    Endpoint("GET", "/api/queues", list_queues, "every queue with its counts"),
+    Endpoint(
+        "POST",
+        "/api/queues",
+        create_queue,
+        "create a queue {name, address, routing_type, durable, filter, max_consumers}",
+    ),
+    Endpoint(
+        "GET",
+        "/api/queues/{name}/messages",
+        browse,
+        f"browse a queue's first ?limit=N ready messages (default {DEFAULT_BROWSE}, "
+        f"at most {MAX_BROWSE}) without consuming them",
+    ),
+    Endpoint(
+        "POST",
+        "/api/queues/{name}/purge",
+        purge,
+        "remove a queue's ready messages (counted as killed, as Artemis counts a purge)",
+    ),
+    Endpoint("POST", "/api/queues/{name}/move", move, "move a queue's messages {to: queue}"),
+    Endpoint("POST", "/api/queues/{name}/pause", pause, "stop deliveries from a queue"),
+    Endpoint("POST", "/api/queues/{name}/resume", resume, "resume deliveries from a queue"),
+    Endpoint("GET", "/api/queues/{name}", get_queue, "one queue"),
+    Endpoint(
+        "DELETE",
+        "/api/queues/{name}",
+        delete_queue,
+        "delete a queue (?force=true: even with consumers, which are closed)",
+    ),
+    Endpoint("GET", "/api/consumers", list_consumers, "every consumer of every connection"),
+    Endpoint("GET", "/api/connections", list_connections, "the client connections"),
+    Endpoint(
+        "DELETE",
+        "/api/connections/{id}",
+        close_connection,
+        "close a client connection (its unacknowledged messages go back)",
+    ),
+    Endpoint(
+        "GET",
+        "/api/cluster",
+        get_cluster,
+        "the cluster as this node sees it: members (this node too) and its bridges",
+    ),
+    Endpoint(
+        "POST",
+        "/api/cluster/scale-down",
+        scale_down,
+        "move this node's messages to another node, then stop it",
+    ),
+    Endpoint(
+        "GET",
+        "/api/stats",
+        get_stats,
+        "a cheap snapshot of the counters the console charts (queues, links)",
+    ),
+    Endpoint("GET", "/metrics", metrics, "Prometheus metrics (text or OpenMetrics)"),
+)
+"""Every request the API answers: its routes, and its index at ``GET /api/``."""
+
+
 def routes() -> list[Route | Mount]:
+    # A path parameter {name} may hold slashes (a queue orders/eu); {id} may not.
     return [
-        Route("/api/node", get_node),
-        Route("/api/addresses", list_addresses),
-        Route("/api/addresses", create_address, methods=["POST"]),
-        Route("/api/addresses/{name:path}", get_address),
-        Route("/api/addresses/{name:path}", delete_address, methods=["DELETE"]),
-        Route("/api/queues", list_queues),
-        Route("/api/queues", create_queue, methods=["POST"]),
-        Route("/api/queues/{name:path}/messages", browse),
-        Route("/api/queues/{name:path}/purge", purge, methods=["POST"]),
-        Route("/api/queues/{name:path}/move", move, methods=["POST"]),
-        Route("/api/queues/{name:path}/pause", pause, methods=["POST"]),
-        Route("/api/queues/{name:path}/resume", resume, methods=["POST"]),
-        Route("/api/queues/{name:path}", get_queue),
-        Route("/api/queues/{name:path}", delete_queue, methods=["DELETE"]),
-        Route("/api/consumers", list_consumers),
-        Route("/api/connections", list_connections),
-        Route("/api/connections/{id}", close_connection, methods=["DELETE"]),
-        Route("/api/cluster", get_cluster),
-        Route("/api/cluster/scale-down", scale_down, methods=["POST"]),
-        Route("/api/stats", get_stats),
-        Route("/metrics", metrics),
+        Route(e.path.replace("{name}", "{name:path}"), e.handler, methods=[e.method])
+        for e in ENDPOINTS
     ]
 
 
