@@ -22,13 +22,15 @@ def api(node: Any, path: str) -> Any:
 
 
 def members(node: Any) -> dict[str, dict[str, Any]]:
-    """The members of ``node``'s cluster connection "test" by node id."""
+    """The members of ``node``'s cluster connection "test" by node id, but ``node``."""
     (connection,) = api(node, "/api/cluster")["cluster_connections"]
     assert connection["name"] == "test"
-    return {m["node_id"]: m for m in connection["members"]}
+    me = connection["members"][0]  # this node comes first: a member too
+    assert (me["self"], me["state"], me["bridge"]) == (True, "up", None), me
+    return {m["node_id"]: m for m in connection["members"][1:]}
 
 
-def test_cluster_lists_the_other_members_and_counts_what_their_bridges_forward(
+def test_cluster_lists_the_members_and_counts_what_their_bridges_forward(
     cluster: Any, clients: Any
 ) -> None:
     nodes = cluster(3, policy="ON_DEMAND", web=True)
@@ -38,8 +40,11 @@ def test_cluster_lists_the_other_members_and_counts_what_their_bridges_forward(
     (connection,) = data["cluster_connections"]
     assert connection["message_load_balancing"] == "ON_DEMAND"
     assert connection["connector"] == nodes[0].connector
+    assert [m["node_id"] for m in connection["members"]][:1] == ids[:1]
+    assert connection["members"][0]["name"] == "node0"
     seen = members(nodes[0])
     assert sorted(seen) == sorted(ids[1:])
+    assert not any(m["self"] for m in seen.values())
     for index in (1, 2):
         member = seen[ids[index]]
         assert (member["name"], member["state"]) == (f"node{index}", "up"), member

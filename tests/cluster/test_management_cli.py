@@ -6,10 +6,14 @@ over the management API with a user that may manage (``--url http://... --user
 from __future__ import annotations
 
 import json
+import re
 
+import pytest
+
+from artemis_py.cli import main
 from integration.conftest import ALL_PERMISSIONS, wait_for
 
-from .conftest import CLUSTER_NAME, cli, node_id
+from .conftest import CLUSTER_NAME, CLUSTER_PASSWORD, cli, node_id
 
 ADMIN = ("ops", "ops-secret")
 SECURITY_SETTINGS = (
@@ -40,7 +44,8 @@ def test_cluster_status_of_a_remote_node_with_credentials(cluster):
     assert view["node"]["node_id"] == node_id(first)
     (connection,) = view["cluster_connections"]
     assert connection["name"] == CLUSTER_NAME
-    (member,) = connection["members"]
+    me, member = connection["members"]
+    assert (me["node_id"], me["self"], me["bridge"]) == (node_id(first), True, None)
     assert (member["node_id"], member["name"], member["state"]) == (node_id(second), "node1", "up")
     assert member["bridge"]["connected"] is True
     text = cli("cluster", "status", "--url", first.web_url, *credentials)
@@ -62,3 +67,53 @@ def test_cluster_status_of_a_remote_node_with_credentials(cluster):
     assert refused.stderr.strip() == (
         f"artemis-py: {first.web_url}: wrong user or password for 'ops' (--user, --password)"
     )
+
+
+def members_of(text: str) -> tuple[int, list[str]]:
+    """The count a ``cluster status`` text gives its members, and their node IDs."""
+    (count,) = re.findall(r"^members \((\d+)\):$", text, re.MULTILINE)
+    ids = re.findall(r"^  ([0-9a-f-]{36})  ", text, re.MULTILINE)
+    return int(count), ids
+
+
+VARIABLE = "ARTEMIS_TEST_CLUSTER_PASSWORD"
+
+
+def test_both_ways_count_this_node_among_the_members_even_from_a_fresh_terminal(
+    cluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    # As the samples: the broker.xml takes its cluster-password from a variable the nodes'
+    # terminals export.
+    monkeypatch.setenv(VARIABLE, CLUSTER_PASSWORD)
+    nodes = cluster(3, web=True, start=False, password=f"${{{VARIABLE}}}")
+    nodes.start()
+    for node in nodes:
+        node.password = CLUSTER_PASSWORD  # what the tests' helpers dial with
+    nodes.wait_formed()
+    ids = sorted(node_id(n) for n in nodes)
+    first = nodes[0]
+
+    over_file = cli("cluster", "status", str(first.config_path))
+    assert over_file.returncode == 0, over_file.stderr
+    over_api = wait_for(
+        lambda: (done := cli("cluster", "status", "--url", first.web_url)).returncode == 0 and done,
+        message="cluster status over the management API",
+    )
+    for text in (over_file.stdout, over_api.stdout):
+        count, listed = members_of(text)
+        assert (count, sorted(listed)) == (3, ids), text
+        assert f"  {node_id(first)}  {first.connector}" in text and "this node" in text, text
+    (connection,) = json.loads(cli("cluster", "status", "--url", first.web_url, "--json").stdout)[
+        "cluster_connections"
+    ]
+    assert [m["self"] for m in connection["members"]].count(True) == 1
+
+    # A fresh terminal: the variable is not set there.
+    monkeypatch.delenv(VARIABLE)
+    code = main(["cluster", "status", str(first.config_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"takes its <cluster-password> from {VARIABLE}, which is not set here" in err
+    given = cli("cluster", "status", str(first.config_path), "--password", CLUSTER_PASSWORD)
+    assert given.returncode == 0, given.stderr
+    assert members_of(given.stdout)[0] == 3

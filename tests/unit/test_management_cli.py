@@ -68,7 +68,9 @@ class FakeApi:
             "cluster_connections": [
                 {"name": "symmetric", "address": "", "message_load_balancing": "ON_DEMAND",
                  "max_hops": 1, "members": [
-                     {"node_id": "bbbb-2222", "name": "tcp://10.0.0.2:61616",
+                     {"node_id": "aaaa-1111", "name": "node1", "connector":
+                      "tcp://10.0.0.1:61616", "self": True, "state": "up", "bridge": None},
+                     {"node_id": "bbbb-2222", "self": False, "name": "tcp://10.0.0.2:61616",
                       "connector": "tcp://10.0.0.2:61616",
                       "state": "up", "bridge": {"connected": True, "store_and_forward_depth": 4,
                                                 "in_flight": 1, "forwarded": 30,
@@ -252,6 +254,31 @@ def test_queue_stat_cuts_long_values_to_the_column_size(api, capsys):
     assert "|" + "x" * 40 + " |" in out
 
 
+def test_queue_stat_tells_apart_names_that_share_a_long_prefix(api, capsys):
+    # A three-node cluster's two store-and-forward queues: cut at the end (as Artemis
+    # cuts), both would read $.artemis.internal.sf....
+    state, url = api
+    sf = "$.artemis.internal.sf.my-cluster."
+    names = [
+        sf + "8676e472-8f06-4f9a-b4ff-c226a83eee2f",
+        sf + "89eeca6f-1d10-437f-9c9c-05f1bae9bba1",
+    ]
+    for name in names:
+        state.queues[name] = _queue(name)
+    _, out, _ = run(capsys, url, "queue", "stat", "--queueName", sf)
+    shown = [line.split("|")[1].strip() for line in out.splitlines()[1:]]
+    assert len(shown) == 2 and len(set(shown)) == 2, out
+    assert all(len(cell) <= 25 for cell in shown), out
+    assert shown[0].endswith("c226a83eee2f"[-11:]) and shown[1].endswith("05f1bae9bba1"[-11:])
+    # Names still alike after a cut in the middle are shown whole.
+    state.queues.clear()
+    alike = [sf + "x" * 40 + "1", sf + "x" * 40 + "2" + "x" * 12 + "1"]
+    for name in alike:
+        state.queues[name] = _queue(name)
+    _, out, _ = run(capsys, url, "queue", "stat", "--queueName", sf)
+    assert all(name in out for name in alike), out
+
+
 @pytest.mark.parametrize(
     ("options", "needle"),
     [
@@ -430,7 +457,8 @@ def test_cluster_status_over_the_management_api(api, capsys):
         "node aaaa-1111 (node1)",
         "",
         "cluster connection symmetric on address '': ON_DEMAND, max-hops 1",
-        "members (1):",
+        "members (2):",
+        "  aaaa-1111  tcp://10.0.0.1:61616 (node1)  this node",
         "  bbbb-2222  tcp://10.0.0.2:61616  up, bridge connected  waiting 4  in flight 1"
         "  forwarded 30  redistributed 2",
     ]

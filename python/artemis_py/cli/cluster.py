@@ -6,7 +6,10 @@ management API instead, as a user with the manage permission (:mod:`.management`
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
+import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Final
@@ -15,7 +18,7 @@ import trio
 
 from artemis_py.cli import management
 from artemis_py.cluster.status import fetch_status
-from artemis_py.config import load_config
+from artemis_py.config import BrokerConfig, load_config
 from artemis_py.config.defaults import CLUSTER_USER
 from artemis_py.config.tls import TLS_PARAM_NAMES, TlsParams, read_tls_params
 from artemis_py.config.urls import parse_transport_url
@@ -102,11 +105,10 @@ def _ask(args: argparse.Namespace, purpose: Purpose) -> dict[str, Any] | int:
     source = "given with --user"
     tls = TlsParams()
     if args.config is not None:
-        try:
-            config = load_config(args.config)
-        except ConfigError as exc:
-            print(f"artemis-py: {exc}", file=sys.stderr)
-            return 2
+        loaded = _load(args.config, password)
+        if isinstance(loaded, int):
+            return loaded
+        config, password = loaded
         if not config.cluster_connections:
             print(f"artemis-py: {args.config} has no cluster connection", file=sys.stderr)
             return 2
@@ -153,6 +155,51 @@ def _ask(args: argparse.Namespace, purpose: Purpose) -> dict[str, Any] | int:
     except (LinkError, ValueError) as exc:
         print(f"artemis-py: {exc}", file=sys.stderr)
         return 1
+
+
+_VARIABLE: Final = re.compile(r"\$\{\s*([^}:\s]*)\s*(:?)[^}]*\}")
+_CLUSTER_PASSWORD: Final = re.compile(r"<cluster-password>(.*?)</cluster-password>", re.DOTALL)
+
+
+def _load(path: Path, password: str | None) -> tuple[BrokerConfig, str | None] | int:
+    """The broker.xml at ``path`` and the cluster password to use (``password`` if given,
+    else the file's), or an exit status after printing why not.
+
+    The samples take ``<cluster-password>`` from ``${ARTEMIS_CLUSTER_PASSWORD}``: in a
+    terminal where the nodes' variable is not set, the password is ``--password`` or asked
+    for, and only when every unset variable of the file is in ``<cluster-password>``.
+    """
+    try:
+        return load_config(path), password
+    except ConfigError as exc:
+        error = exc
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    inside = [m.span(1) for m in _CLUSTER_PASSWORD.finditer(text)]
+    unset = [m for m in _VARIABLE.finditer(text) if not m[2] and m[1] not in os.environ]
+    if not unset or not all(any(a <= m.start() < b for a, b in inside) for m in unset):
+        print(f"artemis-py: {error}", file=sys.stderr)
+        return 2
+    names = sorted({m[1] for m in unset})
+    if password is None and sys.stdin.isatty():
+        password = getpass.getpass(
+            f"cluster-password of {path} ({', '.join(names)} is not set here): "
+        )
+    if password is None:
+        print(
+            f"artemis-py: {path} takes its <cluster-password> from {', '.join(names)}, which "
+            "is not set here: export it as for the nodes, or give --password",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        config = load_config(path, environ={**os.environ, **{n: "" for n in names}})
+    except ConfigError:
+        print(f"artemis-py: {error}", file=sys.stderr)
+        return 2
+    return config, password
 
 
 def _url_tls(params: dict[str, str]) -> TlsParams:
@@ -206,7 +253,7 @@ def render(data: dict[str, Any]) -> str:
                 f", bridge {'connected' if m['bridge'] else 'down'}, "
                 f"incoming link {'yes' if m['incoming'] else 'no'}"
             )
-        lines.append(f"  {m['node_id']}  {m['connector']}  {state}")
+        lines.append(f"  {m['node_id']}  {m['connector'] or '(connector unknown)'}  {state}")
     lines += ["", "bridges (store-and-forward queues):"]
     for b in data["bridges"]:
         lines.append(

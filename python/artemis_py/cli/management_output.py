@@ -117,18 +117,49 @@ def select_queues(
 
 
 def _cut(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters: its end is cut off, as Artemis does."""
     if width < 0 or len(text) <= width:
         return text
     return text[: max(width - 3, 1)] + "..."
 
 
+def _cut_middle(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, its middle left out: the two ends of
+    names that share a long prefix (``$.artemis.internal.sf.CLUSTER.NODE-ID``) differ."""
+    if width < 0 or len(text) <= width:
+        return text
+    if width < 5:
+        return _cut(text, width)
+    tail = (width - 3) // 2
+    return text[: width - 3 - tail] + "..." + text[len(text) - tail :]
+
+
+def _column(values: Sequence[str], width: int) -> list[str]:
+    """A column's cells cut to ``width``, each still telling its value from the others:
+    values the plain cut makes equal are cut in the middle, and those still equal are
+    shown whole (Artemis cuts them all to the same text)."""
+    cut = [_cut(v, width) for v in values]
+    if len(set(cut)) == len(set(values)):
+        return cut
+    clashing = {c for c in cut if len({v for v, d in zip(values, cut, strict=True) if d == c}) > 1}
+    cut = [_cut_middle(v, width) if c in clashing else c for v, c in zip(values, cut, strict=True)]
+    seen: dict[str, set[str]] = {}
+    for v, c in zip(values, cut, strict=True):
+        seen.setdefault(c, set()).add(v)
+    return [v if len(seen[c]) > 1 else c for v, c in zip(values, cut, strict=True)]
+
+
 def table(
     titles: Sequence[str], rows: Sequence[Sequence[object]], max_column_size: int = -1
 ) -> str:
-    """Artemis's CLI table: ``|``-separated columns, each as wide as its widest cell."""
+    """Artemis's CLI table: ``|``-separated columns, each as wide as its widest cell, no
+    wider than ``max_column_size`` except to keep two different values apart."""
     if max_column_size != -1 and max_column_size < 1:
         raise ValueError(f"--maxColumnSize must be -1 or at least 1, got {max_column_size}")
-    cells = [[_cut(_text(c), max_column_size) for c in row] for row in rows]
+    columns = [
+        _column([_text(row[i]) for row in rows], max_column_size) for i in range(len(titles))
+    ]
+    cells = [list(row) for row in zip(*columns, strict=True)] if rows else []
     widths = [len(t) for t in titles]
     for row in cells:
         widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
@@ -227,13 +258,17 @@ def render_cluster(data: dict[str, Any]) -> str:
             f"members ({len(members)}):",
         ]
         for m in members:
-            bridge = m.get("bridge") or {}
-            link = "connected" if bridge.get("connected") else "DISCONNECTED"
             # The topology carries no node names: the API names a member by its connector.
             name = m.get("name")
             named = f" ({name})" if name not in (m.get("connector"), m.get("node_id")) else ""
+            where = f"  {m.get('node_id')}  {m.get('connector')}{named}"
+            if m.get("self"):
+                lines.append(f"{where}  this node")
+                continue
+            bridge = m.get("bridge") or {}
+            link = "connected" if bridge.get("connected") else "DISCONNECTED"
             lines.append(
-                f"  {m.get('node_id')}  {m.get('connector')}{named}  {m.get('state')}, bridge "
+                f"{where}  {m.get('state')}, bridge "
                 f"{link}  waiting {bridge.get('store_and_forward_depth')}  in flight "
                 f"{bridge.get('in_flight')}  forwarded {bridge.get('forwarded')}  "
                 f"redistributed {bridge.get('redistributed')}"

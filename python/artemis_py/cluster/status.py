@@ -108,16 +108,19 @@ async def fetch_status(
 def status_report(cluster: ClusterConnection) -> dict[str, Any]:
     """How ``cluster`` sees its cluster, as ``artemis-py cluster status`` prints it."""
     linked_in = {link.peer_node_id for link in cluster.incoming if link.established is not None}
+    # The members are this node and every node it knows: in its topology, or holding a
+    # store-and-forward queue for (the management API's /api/cluster counts the same).
+    known = cluster.topology.members
     members = [
         {
-            "node_id": member.node_id,
-            "connector": connector(member),
-            "up": member.up,
-            "self": member.node_id == cluster.node_id,
-            "bridge": member.node_id in cluster.outgoing,
-            "incoming": member.node_id in linked_in,
+            "node_id": node_id,
+            "connector": connector(known[node_id]) if node_id in known else None,
+            "up": known[node_id].up if node_id in known else False,
+            "self": node_id == cluster.node_id,
+            "bridge": node_id in cluster.outgoing,
+            "incoming": node_id in linked_in,
         }
-        for member in cluster.topology.members.values()
+        for node_id in [*known, *(i for i in sorted(cluster.routes) if i not in known)]
     ]
     bridges = []
     for node_id, route in sorted(cluster.routes.items()):

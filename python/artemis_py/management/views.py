@@ -204,11 +204,22 @@ def cluster_view(node: Node) -> dict[str, Any]:
 
 
 def members_view(cluster: ClusterConnection) -> list[dict[str, Any]]:
-    """The other nodes this node knows in ``cluster``, with the link to each."""
+    """The nodes of ``cluster``: this node first (``"self": true``, no bridge), then every
+    other node it knows, with its link to each. As ``cluster status FILE`` counts them and
+    as Artemis's topology lists them, this node is a member."""
+    local = cluster.local
+    members: list[dict[str, Any]] = [
+        {
+            "node_id": cluster.node_id,
+            "name": local.name or connector(local),
+            "connector": connector(local),
+            "self": True,
+            "state": "up",
+            "bridge": None,
+        }
+    ]
     known = {m.node_id: m for m in cluster.topology.others()}
-    ids = sorted(set(known) | set(cluster.routes))
-    members = []
-    for node_id in ids:
+    for node_id in sorted(set(known) | set(cluster.routes)):
         member = known.get(node_id)
         members.append(
             {
@@ -217,6 +228,7 @@ def members_view(cluster: ClusterConnection) -> list[dict[str, Any]]:
                 # named by its connector.
                 "name": (member.name or connector(member)) if member is not None else node_id,
                 "connector": connector(member) if member is not None else None,
+                "self": False,
                 "state": _member_state(cluster, node_id, member is not None and member.up),
                 "bridge": bridge_view(cluster, node_id),
             }
@@ -238,7 +250,9 @@ def stats_view(node: Node) -> dict[str, Any]:
         },
         "connections": len(node.clients.connections),
         "cluster": {
-            cluster.name: {m["node_id"]: m["bridge"] for m in members_view(cluster)}
+            cluster.name: {
+                m["node_id"]: m["bridge"] for m in members_view(cluster) if not m["self"]
+            }
             for cluster in node.cluster_connections
         },
     }
