@@ -1,6 +1,9 @@
-// The live charts (uPlot): per queue depth, messages added per second and acknowledged per
-// second, from the History of /api/stats snapshots. One series per charted queue, in the
-// same colour on every chart; a chart is made again only when the set of queues changes.
+// The live charts (uPlot), from the History of /api/stats snapshots: per charted queue its
+// depth, messages added per second and acknowledged per second; per cluster link (this
+// node's bridge to another node) the messages it forwards per second and the backlog in its
+// store-and-forward queue, so load this node passes on to other nodes shows too. One series
+// per queue or link, in the same colour on every chart; a chart is made again only when its
+// set of series changes. Each chart carries its highest value (data-peak) for tests.
 import { useEffect, useRef } from "preact/hooks";
 import uPlot from "uplot";
 
@@ -46,9 +49,20 @@ function Chart({ title, names, data }) {
     if (plot.current) plot.current.setData(data);
   }, [data]);
 
-  return <div class="chart" ref={box} role="img" aria-label={`${title}: ${names.join(", ")}`} />;
+  const values = data.slice(1).flat().filter((v) => v != null);
+  return (
+    <div
+      class="chart"
+      ref={box}
+      role="img"
+      aria-label={`${title}: ${names.join(", ")}`}
+      data-title={title}
+      data-peak={values.length ? Math.max(...values) : ""}
+    />
+  );
 }
 
+/** The queue charts; `names`: the charted queues. */
 export function Charts({ history, names, version }) {
   if (!names.length || history.times.length === 0) {
     return <p class="empty">No queue charted yet: tick a queue's “Chart” box in the table.</p>;
@@ -64,6 +78,29 @@ export function Charts({ history, names, version }) {
         title="Acknowledged per second"
         names={names}
         data={pick((s) => history.rate(s.acknowledged))}
+      />
+    </div>
+  );
+}
+
+/** The cluster links' charts; `links`: [{key (History.links), label}], one per link. */
+export function LinkCharts({ history, links, version }) {
+  if (!links.length || history.times.length === 0) return null;
+  const names = links.map((l) => l.label);
+  const series = links.map((l) => history.links.get(l.key));
+  const empty = history.times.map(() => null);
+  const pick = (f) => [history.times.slice(), ...series.map((s) => (s ? f(s) : empty))];
+  return (
+    <div class="charts links" data-version={version}>
+      <Chart
+        title="Forwarded to other nodes per second"
+        names={names}
+        data={pick((s) => history.rate(s.forwarded))}
+      />
+      <Chart
+        title="Store-and-forward backlog (messages)"
+        names={names}
+        data={pick((s) => s.backlog.slice())}
       />
     </div>
   );

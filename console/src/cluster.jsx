@@ -75,8 +75,11 @@ function Link({ from, to, member, rate }) {
   );
 }
 
+/** The other nodes of a cluster connection: its members but this one (`self`). */
+export const others = (connection) => (connection.members || []).filter((m) => !m.self);
+
 export function ClusterPicture({ cluster, connection, rates }) {
-  const members = connection.members || [];
+  const members = others(connection);
   const height = Math.max(140, members.length * ROW + 40);
   const self = { x: 110, y: height / 2 };
   const spots = members.map((_, i) => ({ x: W - 110, y: 20 + ROW / 2 + i * ROW }));
@@ -106,13 +109,14 @@ export function ClusterPicture({ cluster, connection, rates }) {
 
 /** The members as a table: the picture's numbers, for reading and for screen readers. */
 export function MembersTable({ connection, rates }) {
-  const members = connection.members || [];
+  const members = others(connection);
   if (!members.length) return null;
   return (
     <table class="members">
       <caption>
-        Links of cluster connection {connection.name} (address "{connection.address || ""}",{" "}
-        {connection.message_load_balancing}, max hops {connection.max_hops})
+        Links of cluster connection {connection.name} ({(connection.members || []).length} members,
+        this node included; address "{connection.address || ""}", {connection.message_load_balancing}, max
+        hops {connection.max_hops})
       </caption>
       <thead>
         <tr>

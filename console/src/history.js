@@ -8,7 +8,7 @@ export class History {
   constructor() {
     this.times = [];
     this.queues = new Map(); // name -> {messages: [], added: [], acknowledged: []}
-    this.links = new Map(); // linkKey(cluster, node id) -> {forwarded: []}
+    this.links = new Map(); // linkKey(cluster, node id) -> {forwarded: [], backlog: []}
   }
 
   push(stats) {
@@ -22,9 +22,10 @@ export class History {
       s.acknowledged.push(q.acknowledged);
     }
     for (const [key, bridge] of Object.entries(bridges(stats.cluster))) {
-      const s = this.links.get(key) || fill(i, ["forwarded"]);
+      const s = this.links.get(key) || fill(i, ["forwarded", "backlog"]);
       this.links.set(key, s);
       s.forwarded.push(bridge.forwarded ?? null);
+      s.backlog.push(bridge.store_and_forward_depth ?? null);
     }
     for (const series of [...this.queues.values(), ...this.links.values()]) {
       for (const values of Object.values(series)) {
@@ -66,14 +67,14 @@ const isBridge = (v) => v && typeof v === "object" && ("forwarded" in v || "conn
 /**
  * The bridges' numbers of a stats or cluster answer, as {linkKey: bridge}. Accepts
  * /api/stats's {cluster name: {node id: bridge}}, /api/cluster's answer (its members, each
- * {node_id, bridge}), or a flat {node id: bridge} (no cluster name).
+ * {node_id, bridge}; this node, `self`, has no bridge), or a flat {node id: bridge}.
  */
 export function bridges(cluster) {
   const out = {};
   if (!cluster || typeof cluster !== "object") return out;
   if (Array.isArray(cluster.cluster_connections)) {
     for (const c of cluster.cluster_connections)
-      for (const m of c.members || []) out[linkKey(c.name, m.node_id)] = m.bridge || {};
+      for (const m of c.members || []) if (!m.self) out[linkKey(c.name, m.node_id)] = m.bridge || {};
     return out;
   }
   for (const [key, value] of Object.entries(cluster)) {

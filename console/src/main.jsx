@@ -1,21 +1,23 @@
 // The artemis-py web console: one page over the node's JSON API (docs/management.md).
-// It polls the node every POLL_MS (stats for the charts, queues, cluster, connections),
-// keeps a few minutes of history in memory for the charts and rates, and runs every
-// operation through the confirmation dialog; the API's errors are shown as messages.
+// It polls the node every POLL_MS (the node's facts, stats for the charts, queues, cluster,
+// connections), keeps a few minutes of history in memory for the charts and rates, counts
+// the node's uptime on between polls, and runs every operation through the confirmation
+// dialog; the API's errors are shown as messages.
 import { render } from "preact";
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import "uplot/dist/uPlot.min.css";
 import "./style.css";
 import { api } from "./api.js";
-import { Charts } from "./charts.jsx";
-import { ClusterPicture, MembersTable } from "./cluster.jsx";
+import { Charts, LinkCharts } from "./charts.jsx";
+import { ClusterPicture, MembersTable, others } from "./cluster.jsx";
 import { ConnectionsTable } from "./connections.jsx";
 import { ConfirmDialog } from "./dialog.jsx";
-import { History } from "./history.js";
+import { History, linkKey } from "./history.js";
 import { BrowsePanel, CreateQueue, QueuesTable } from "./queues.jsx";
 
 const POLL_MS = 2000;
 const CHART_BY_DEFAULT = 6; // queues charted until the user picks
+const TICK_MS = 1000; // the uptime shown counts on between polls
 
 function uptime(s) {
   if (s == null) return "";
@@ -50,7 +52,8 @@ function Notices({ notices, dismiss, pollError }) {
 }
 
 function App() {
-  const [node, setNode] = useState(null);
+  const [node, setNode] = useState(null); // /api/node, with `at`: when it was read
+  const [now, setNow] = useState(() => performance.now());
   const [queues, setQueues] = useState([]);
   const [cluster, setCluster] = useState(null);
   const [connections, setConnections] = useState(null);
@@ -71,11 +74,12 @@ function App() {
   }, []);
 
   const poll = useCallback(async () => {
-    const [stats, qs, cl, conns] = await Promise.allSettled([
+    const [stats, qs, cl, conns, facts] = await Promise.allSettled([
       api.stats(),
       api.queues(),
       api.cluster(),
       api.connections(),
+      api.node(), // its uptime, and a restart
     ]);
     if (stats.status === "fulfilled") {
       history.current.push(stats.value);
@@ -84,12 +88,17 @@ function App() {
     if (qs.status === "fulfilled") setQueues(qs.value);
     if (cl.status === "fulfilled") setCluster(cl.value);
     if (conns.status === "fulfilled") setConnections(conns.value);
-    const failed = [stats, qs, cl, conns].find((r) => r.status === "rejected");
+    if (facts.status === "fulfilled") setNode({ ...facts.value, at: performance.now() });
+    const failed = [stats, qs, cl, conns, facts].find((r) => r.status === "rejected");
     setPollError(failed ? `Cannot read the node: ${failed.reason.message}` : null);
   }, []);
 
   useEffect(() => {
-    api.node().then(setNode, (e) => setPollError(`Cannot read the node: ${e.message}`));
+    const ticker = setInterval(() => setNow(performance.now()), TICK_MS);
+    return () => clearInterval(ticker);
+  }, []);
+
+  useEffect(() => {
     let timer;
     let stopped = false;
     const loop = async () => {
@@ -137,6 +146,16 @@ function App() {
   const h = history.current;
   const rates = {};
   for (const [id, s] of h.links) rates[id] = h.lastRate(s.forwarded);
+  // One chart series per link; named by the member, and by the cluster connection too
+  // when the node has more than one.
+  const linked = cluster ? cluster.cluster_connections : [];
+  const links = linked.flatMap((c) =>
+    others(c).map((m) => ({
+      key: linkKey(c.name, m.node_id),
+      label: `→ ${m.name || String(m.node_id).slice(0, 8)}${linked.length > 1 ? ` (${c.name})` : ""}`,
+    })),
+  );
+  const up = node ? node.uptime_seconds + Math.max(0, now - node.at) / 1000 : null;
 
   return (
     <>
@@ -146,7 +165,8 @@ function App() {
         </h1>
         {node && (
           <p class="facts">
-            version {node.version} · up {uptime(node.uptime_seconds)} · node ID <code>{node.node_id}</code> ·
+            version {node.version} · <span class="uptime">up {uptime(up)}</span> · node ID{" "}
+            <code>{node.node_id}</code> ·
             security {node.security_enabled ? "on" : "off"} · persistence{" "}
             {node.persistence_enabled ? "on" : "off"}
           </p>
@@ -189,8 +209,19 @@ function App() {
           )}
         </section>
         <section id="charts" aria-labelledby="charts-title">
-          <h2 id="charts-title">Queue depth and rates</h2>
+          <h2 id="charts-title">Charts</h2>
+          <h3>Queue depth and rates</h3>
           <Charts history={h} names={charted} version={version} />
+          {links.length > 0 && (
+            <>
+              <h3>Links to other nodes</h3>
+              <p class="hint">
+                Messages this node passes on to other nodes of its cluster: what each link forwards per second,
+                and what waits in its store-and-forward queue.
+              </p>
+              <LinkCharts history={h} links={links} version={version} />
+            </>
+          )}
         </section>
         <section id="queues" aria-labelledby="queues-title">
           <h2 id="queues-title">Queues</h2>

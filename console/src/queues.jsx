@@ -6,6 +6,12 @@ import { colour } from "./charts.jsx";
 
 const fmt = (n) => (n == null ? "–" : Number(n).toLocaleString("en"));
 
+// What Artemis counts as a queue's "messages killed" (its console's word), as the API's
+// `killed` and the metric artemis_queue_messages_killed_total do.
+const KILLED =
+  "Messages killed: removed for good after max-delivery-attempts (sent to the dead-letter " +
+  "address, or dropped without one) and removed by a purge, as Artemis counts them";
+
 export function CreateQueue({ ask }) {
   const [name, setName] = useState("");
   const [address, setAddress] = useState("");
@@ -60,10 +66,13 @@ function actions(queue, names, ask, browse) {
       () =>
         ask({
           title: `Purge ${n}`,
-          text: `Remove the ${fmt(queue.messages)} message(s) waiting in “${n}”? They are deleted, not dead-lettered.`,
+          text:
+            `Remove the ${fmt(queue.messages)} message(s) waiting in “${n}”? They are deleted, not sent to a ` +
+            `dead-letter address, and counted as killed (the Killed column), as Artemis counts a purge. ` +
+            `Messages being delivered to a consumer stay.`,
           confirm: "Purge",
           danger: true,
-          run: async () => `purged ${n}: ${(await api.purge(n)).removed} message(s) removed`,
+          run: async () => `purged ${n}: ${(await api.purge(n)).removed} message(s) removed (counted as killed)`,
         }),
       false,
     ],
@@ -121,7 +130,9 @@ export function QueuesTable({ queues, charted, toggleChart, ask, browse }) {
             <th scope="col" class="num">Delivering</th>
             <th scope="col" class="num">Added</th>
             <th scope="col" class="num">Acked</th>
-            <th scope="col" class="num">Dead-lettered</th>
+            <th scope="col" class="num">
+              <abbr title={KILLED}>Killed</abbr>
+            </th>
             <th scope="col">Operations</th>
           </tr>
         </thead>
@@ -155,7 +166,9 @@ export function QueuesTable({ queues, charted, toggleChart, ask, browse }) {
                 <td class="num">{fmt(q.delivering)}</td>
                 <td class="num">{fmt(q.added)}</td>
                 <td class="num">{fmt(q.acknowledged)}</td>
-                <td class="num">{fmt(q.killed)}</td>
+                <td class="num killed" title={KILLED}>
+                  {fmt(q.killed)}
+                </td>
                 <td class="ops">{actions(q, names, ask, browse)}</td>
               </tr>
             );

@@ -228,10 +228,27 @@ def test_the_cluster_picture_shows_three_nodes_and_their_links(
     # Its text summary names this node and each link's state.
     label = css(browser, "svg.cluster-picture")[0].get_attribute("aria-label")
     assert node0.name in label and label.count("(up)") == 2, label
+    # The header's uptime counts on (the node's facts once read it stood still).
+    shown = text_of(browser, "header .facts .uptime")
+    wait_for(
+        lambda: text_of(browser, "header .facts .uptime") not in (None, shown),
+        5,
+        0.2,
+        lambda: f"the uptime to move from {shown!r}",
+    )
     no_console_errors(browser)
 
 
-def test_messages_forwarded_show_on_the_links(nodes: Cluster, browser: Any, clients: Any) -> None:
+def chart_peak(driver: Any, title: str) -> float:
+    """The highest value the chart titled ``title`` draws (0 when none)."""
+    found = css(driver, f'.chart[data-title="{title}"]')
+    peak = found[0].get_attribute("data-peak") if found else ""
+    return float(peak) if peak else 0.0
+
+
+def test_messages_forwarded_show_on_the_links_and_move_their_charts(
+    nodes: Cluster, browser: Any, clients: Any
+) -> None:
     q = unique("console-flow")
     node0, node1 = nodes[0], nodes[1]
     consumer = clients(node1)
@@ -242,18 +259,34 @@ def test_messages_forwarded_show_on_the_links(nodes: Cluster, browser: Any, clie
         for m in get(node0, "/api/cluster")["cluster_connections"][0]["members"]
         if m["node_id"] == node_id(node1)
     )
+    # The page is open while the load goes by, as a user who starts load to watch it.
+    open_console(browser, node0)
+    forwarding = "Forwarded to other nodes per second"
+    wait_for(
+        lambda: css(browser, f'.charts.links .chart[data-title="{forwarding}"]'),
+        10,
+        0.1,
+        "the links' charts",
+    )
+    assert chart_peak(browser, forwarding) == 0
     producer = clients(node0)
     for i in range(8):
         producer.send(f"/queue/{q}", f"m-{i}", persistent="true")
     consumer.wait_messages(8)
 
-    open_console(browser, node0)
     cell = f'tr[data-member="{node_id(node1)}"] td.forwarded'
     wait_for(
         lambda: int((text_of(browser, cell) or "0").replace(",", "")) >= before + 8,
         10,
         0.1,
         lambda: f"node1's link to show {before + 8} forwarded, shows {text_of(browser, cell)!r}",
+    )
+    # None of node0's own queues took the messages: the links' chart moved.
+    wait_for(
+        lambda: chart_peak(browser, forwarding) > 0,
+        10,
+        0.1,
+        lambda: f"the forwarding chart to move: {chart_peak(browser, forwarding)}",
     )
     screenshot(browser, "cluster", css(browser, "#cluster")[0])
     no_console_errors(browser)
@@ -276,9 +309,13 @@ def test_queue_depth_appears_and_purge_round_trips(
         screenshot(browser, "charts", css(browser, "#charts")[0])
         screenshot(browser, "queues", css(browser, "#queues")[0])
 
+    killed = get(node0, f"/api/queues/{q}")["killed"]
     css(browser, f'button[aria-label="Purge queue {q}"]')[0].click()
     wait_for(lambda: css(browser, "dialog[open] button.confirm"), 5, 0.05, "the confirmation")
     assert get(node0, f"/api/queues/{q}")["messages"] == 5, "purged before the confirmation"
+    # It says what the queue's counts will say: killed, as Artemis counts a purge.
+    said = text_of(browser, "dialog[open]") or ""
+    assert "counted as killed" in said and "not dead-lettered" not in said, said
     screenshot(browser, "confirm")
     css(browser, "dialog[open] button.confirm")[0].click()
 
@@ -289,6 +326,8 @@ def test_queue_depth_appears_and_purge_round_trips(
         lambda: f"the node's count of {q} to drop to 0: {get(node0, f'/api/queues/{q}')}",
     )
     wait_rows_value(browser, f"{row} td.messages", "0")
+    wait_rows_value(browser, f"{row} td.killed", str(killed + 5))
+    assert "Killed" in [e.text for e in css(browser, "table.queues thead th")]
     wait_for(
         lambda: any(
             f"purged {q}: 5 message(s) removed" in e.text for e in css(browser, ".notice.ok")
