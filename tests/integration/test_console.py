@@ -173,12 +173,16 @@ def wait_rows_value(driver: Any, selector: str, expected: str, timeout: float = 
     )
 
 
-def chart_traffic(driver: Any, node: ClusterNode, clients: Any) -> None:
-    """For the screenshots: bursts of messages through a queue with a consumer, one a
-    second, while the page charts them."""
+def chart_traffic(driver: Any, node: ClusterNode, other: ClusterNode, clients: Any) -> None:
+    """For the screenshots: bursts of messages through a queue with a consumer here and one
+    on ``other`` (half the messages go there, over the link), one a second, while the page
+    charts them."""
     busy = unique("console-invoices")
     consumer = clients(node)
     consumer.subscribe(f"/queue/{busy}")
+    remote = clients(other)
+    remote.subscribe(f"/queue/{busy}")
+    wait_binding(node, busy, on=other, consumers=1)
     producer = clients(node)
     sent = 0
     for burst in range(12):
@@ -186,7 +190,12 @@ def chart_traffic(driver: Any, node: ClusterNode, clients: Any) -> None:
             producer.send(f"/queue/{busy}", f"invoice-{sent}", receipt=False)
             sent += 1
         time.sleep(1)  # paces the bursts the charts show; no result is waited for here
-    consumer.wait_messages(sent)
+    wait_for(
+        lambda: len(consumer.messages) + len(remote.messages) >= sent,
+        15,
+        0.1,
+        "the consumers to have every message",
+    )
     wait_for(
         lambda: int(css(driver, ".charts")[0].get_attribute("data-version")) >= 8,
         15,
@@ -305,7 +314,7 @@ def test_queue_depth_appears_and_purge_round_trips(
     row = f'tr[data-queue="{q}"]'
     wait_rows_value(browser, f"{row} td.messages", "5")
     if SCREENSHOTS:
-        chart_traffic(browser, node0, clients)
+        chart_traffic(browser, node0, nodes[1], clients)
         screenshot(browser, "charts", css(browser, "#charts")[0])
         screenshot(browser, "queues", css(browser, "#queues")[0])
 
