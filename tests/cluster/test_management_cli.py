@@ -107,6 +107,11 @@ def test_both_ways_count_this_node_among_the_members_even_from_a_fresh_terminal(
         "cluster_connections"
     ]
     assert [m["self"] for m in connection["members"]].count(True) == 1
+    # queue stat tells the two store-and-forward queues apart within its 25 columns.
+    stat = cli("queue", "stat", "--url", first.web_url, "--queueName", "$.artemis.internal.sf")
+    assert stat.returncode == 0, stat.stderr
+    names = [line.split("|")[1].strip() for line in stat.stdout.splitlines()[1:]]
+    assert len(names) == len(set(names)) == 2 and all(len(n) <= 25 for n in names), stat.stdout
 
     # A fresh terminal: the variable is not set there.
     monkeypatch.delenv(VARIABLE)
