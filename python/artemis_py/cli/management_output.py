@@ -117,7 +117,7 @@ def select_queues(
 
 
 def _cut(text: str, width: int) -> str:
-    """``text`` in at most ``width`` characters: its end is cut off, as Artemis does."""
+    """``text`` in at most ``width`` characters: its end is cut off, as Artemis cut it."""
     if width < 0 or len(text) <= width:
         return text
     return text[: max(width - 3, 1)] + "..."
