@@ -31,6 +31,7 @@ from artemis_py.broker.broker import Broker
 from artemis_py.broker.paging import PagingManager
 from artemis_py.broker.persistence import Persistence
 from artemis_py.broker.security import Authenticator
+from artemis_py.broker.store import JournalStore, MemoryStore
 from artemis_py.cluster.cluster_connection import ClusterConnection, owner
 from artemis_py.cluster.discovery.service import Discovery
 from artemis_py.cluster.incoming import LinkAcceptor
@@ -265,7 +266,7 @@ async def open_broker(
             large_messages = await stack.enter_async_context(
                 open_large_message_store(base / config.large_messages_directory)
             )
-            persistence = Persistence(storage, storage.node_id, large_messages)
+            persistence = Persistence(JournalStore(storage, large_messages), storage.node_id)
             paging_directory = base / config.paging_directory
             stores = await open_page_stores(
                 paging_directory,
@@ -274,7 +275,7 @@ async def open_broker(
             paging = PagingManager(config, persistence, paging_directory, stores)
             stack.push_async_callback(paging.close)  # before the journals close
         else:
-            persistence = Persistence(None, str(uuid.uuid4()))
+            persistence = Persistence(MemoryStore(), str(uuid.uuid4()))
             paging = PagingManager(config, persistence, None)
         broker = Broker(config, persistence, paging)
         broker.recover()

@@ -64,7 +64,7 @@ def test_a_page_number_used_again_is_not_taken_for_the_old_page(make_broker, cli
     the store numbers its pages from 1 again at the next start, so a record of an old page
     1 must not count as the new page 1 being complete (it was: the new page 1 was deleted
     while one of its messages was still unacknowledged, and that message was lost)."""
-    from artemis_py.broker.persistence import page_complete_op
+    from artemis_py.broker.records import page_complete_op
 
     paged_node = make_broker(
         persistence=True,

@@ -11,6 +11,7 @@ import trio
 from artemis_py.broker.broker import Broker
 from artemis_py.broker.message import Message, MessageReference
 from artemis_py.broker.persistence import Persistence
+from artemis_py.broker.store import JournalStore
 from artemis_py.config import RoutingType
 from artemis_py.config.parse import default_config
 from artemis_py.storage import JournalSettings, open_storage
@@ -35,7 +36,7 @@ class Collector:
 async def test_only_awaited_acknowledgements_are_synced(tmp_path: Path) -> None:
     config = default_config()
     async with open_storage(tmp_path / "journal", tmp_path / "bindings", SETTINGS) as storage:
-        broker = Broker(config, Persistence(storage, storage.node_id))
+        broker = Broker(config, Persistence(JournalStore(storage), storage.node_id))
         broker.recover()
         queue = broker.create_queue("q", "q", RoutingType.ANYCAST)
         consumer = Collector()
@@ -67,7 +68,7 @@ async def test_only_awaited_acknowledgements_are_synced(tmp_path: Path) -> None:
         assert queue.message_count == 0
 
     async with open_storage(tmp_path / "journal", tmp_path / "bindings") as storage:
-        broker = Broker(config, Persistence(storage, storage.node_id))
+        broker = Broker(config, Persistence(JournalStore(storage), storage.node_id))
         broker.recover()
         queue = broker.queue("q")
         assert queue is not None and not queue.messages  # both deletes are on disk

@@ -7,7 +7,9 @@ from pathlib import Path
 
 from artemis_py.broker.broker import Broker
 from artemis_py.broker.message import Message, decode_message, encode_message
-from artemis_py.broker.persistence import MESSAGE_RECORD, Persistence
+from artemis_py.broker.persistence import Persistence
+from artemis_py.broker.records import MESSAGE_RECORD
+from artemis_py.broker.store import JournalStore
 from artemis_py.config import RoutingType
 from artemis_py.config.parse import default_config
 from artemis_py.storage import open_storage
@@ -25,7 +27,7 @@ async def test_a_run_is_one_batch_and_its_duplicate_ids_survive_a_restart(
 ) -> None:
     config = default_config()
     async with open_storage(tmp_path / "journal", tmp_path / "bindings") as storage:
-        broker = Broker(config, Persistence(storage, storage.node_id))
+        broker = Broker(config, Persistence(JournalStore(storage), storage.node_id))
         broker.recover()
         queue = broker.create_queue("q", "q", RoutingType.ANYCAST)
         before = storage.messages.stats().batches
@@ -43,7 +45,7 @@ async def test_a_run_is_one_batch_and_its_duplicate_ids_survive_a_restart(
     async with open_storage(tmp_path / "journal", tmp_path / "bindings") as storage:
         assert storage.messages.loaded is not None
         loaded = storage.messages.loaded.records  # recover() releases the report
-        broker = Broker(config, Persistence(storage, storage.node_id))
+        broker = Broker(config, Persistence(JournalStore(storage), storage.node_id))
         broker.recover()
         queue = broker.queue("q")
         assert queue is not None

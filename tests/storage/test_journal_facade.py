@@ -394,10 +394,11 @@ def test_op_constructors_and_repr() -> None:
 async def test_recovery_releases_the_load_reports(tmp_path: Path) -> None:
     # The broker's model holds a recovered backlog; the reports must not keep a second copy.
     from artemis_py.broker.persistence import Persistence
+    from artemis_py.broker.store import JournalStore
     from artemis_py.storage import open_storage
 
     async with open_storage(tmp_path / "journal", tmp_path / "bindings") as storage:
         assert storage.messages.loaded is not None
-        Persistence(storage, storage.node_id).recover()
+        Persistence(JournalStore(storage), storage.node_id).recover()
         assert storage.messages.loaded is None
         assert storage.bindings.loaded is None

@@ -63,19 +63,21 @@ def test_numbers_are_unique_per_journal_and_named_once() -> None:
 
 
 def test_address() -> None:
-    record = r.AddressRecord("orders.eu", frozenset({MULTICAST, ANYCAST}), auto_created=True)
+    record = r.AddressRecord(7, "orders.eu", frozenset({MULTICAST, ANYCAST}), auto_created=True)
     payload = r.encode_address(record)
     assert payload.hex() == ORDERS_HEX + "00414d0031"
-    assert r.decode_address(payload) == record
+    assert r.decode_address(7, payload) == record
 
 
 def test_queue() -> None:
-    record = r.QueueRecord("q1", "orders.eu", ANYCAST, "color='red'", 5, True, False)
-    payload = r.encode_queue(record)
+    spec = r.QueueSpec(
+        8, "q1", "orders.eu", ANYCAST, "color='red'", max_consumers=5, purge_on_no_consumers=True
+    )
+    payload = r.encode_queue(spec)
     assert payload.hex() == "713100" + ORDERS_HEX + "004100636f6c6f723d2772656427003500310030"
-    assert r.decode_queue(payload) == record
-    plain = r.QueueRecord("q2", "a", MULTICAST)
-    assert r.decode_queue(r.encode_queue(plain)) == plain  # no filter: an empty field
+    assert r.decode_queue(8, payload) == spec
+    plain = r.QueueSpec(9, "q2", "a", MULTICAST, auto_created=True)
+    assert r.decode_queue(9, r.encode_queue(plain)) == plain  # no filter: an empty field
 
 
 def test_id_block() -> None:

@@ -13,14 +13,21 @@ import pytest
 import trio
 
 from artemis_py import _native
-from artemis_py.broker import persistence as p
-from artemis_py.broker.duplicate_cache import encode_client_id
+from artemis_py.broker import records as p
 from artemis_py.broker.message import Message, encode_message
-from artemis_py.broker.offsets import OFFSET_MARK, encode_offset_mark
-from artemis_py.broker.persistence import PageAck, PageComplete, Persistence
-from artemis_py.broker.queue import Queue, QueueSpec
+from artemis_py.broker.persistence import Persistence
+from artemis_py.broker.queue import Queue
+from artemis_py.broker.records import (
+    OFFSET_MARK,
+    SEALED_STREAM,
+    PageAck,
+    PageComplete,
+    QueueSpec,
+    encode_client_id,
+    encode_offset_mark,
+)
 from artemis_py.broker.routing.post_office import Address
-from artemis_py.broker.streams import SEALED_STREAM
+from artemis_py.broker.store import JournalStore
 from artemis_py.cli import data, main
 from artemis_py.config import RoutingType
 from artemis_py.storage import Op, open_storage
@@ -45,7 +52,7 @@ def message(message_id: int, body: bytes, **props: str) -> Message:
 
 async def _write(root: Path) -> None:
     async with open_storage(root / "journal", root / "bindings") as storage:
-        persistence = Persistence(storage, storage.node_id)
+        persistence = Persistence(JournalStore(storage), storage.node_id)
         persistence.next_id()  # reserves an id block
         await persistence.wait(
             persistence.store_address(Address(100, "orders", {RoutingType.MULTICAST}))

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import itertools
 
-from artemis_py.broker.duplicate_cache import (
+from artemis_py.broker.duplicate_cache import ClientDuplicates
+from artemis_py.broker.message import Message
+from artemis_py.broker.records import (
     CLIENT_DUPLICATE_ID_RECORD,
-    ClientDuplicates,
     decode_client_id,
     encode_client_id,
 )
-from artemis_py.broker.message import Message
 from artemis_py.cluster.client_ids import farewells
 from artemis_py.protocol import cluster as wire
 from artemis_py.protocol.cluster.wire import decode_frame, encode_frame

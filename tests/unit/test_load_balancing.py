@@ -7,10 +7,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from artemis_py.broker.duplicate_cache import DUPLICATE_ID_RECORD, DuplicateIDCache
+from artemis_py.broker.duplicate_cache import DuplicateIDCache
 from artemis_py.broker.filter import Filter
 from artemis_py.broker.message import Message
 from artemis_py.broker.queue import Queue
+from artemis_py.broker.records import DUPLICATE_ID_RECORD
 from artemis_py.broker.routing.load_balancing import RoundRobin, route
 from artemis_py.broker.routing.post_office import Address, PostOffice
 from artemis_py.broker.routing.remote_binding import NeighbourRoute, RemoteQueueBinding

@@ -34,12 +34,17 @@ copy (Artemis's duplicate detection, docs/duplicate-detection.md). Theory of ope
 
 from __future__ import annotations
 
-import struct
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
+from artemis_py.broker.records import (
+    CLIENT_DUPLICATE_ID_RECORD,
+    decode_client_id,
+    duplicate_id_op,
+    encode_client_id,
+)
 from artemis_py.storage import Op
 
 if TYPE_CHECKING:
@@ -48,13 +53,8 @@ if TYPE_CHECKING:
     from artemis_py.broker.persistence import Persistence, Ticket
     from artemis_py.config import BrokerConfig
 
-DUPLICATE_ID_RECORD = 14
-CLIENT_DUPLICATE_ID_RECORD = 19  # payload: u32 address length, address, id (UTF-8)
-
 #: The header (a message property) whose value a client's send is recognised by.
 DUPLICATE_ID_HEADER = "_AMQ_DUPL_ID"
-
-_LENGTH = struct.Struct("<I")
 
 
 class DuplicateIDCache:
@@ -96,7 +96,7 @@ class DuplicateIDCache:
         store = self.persist and record_id is not None
         if store:
             assert record_id is not None
-            ops.append(Op.add(record_id, DUPLICATE_ID_RECORD, dup_id))
+            ops.append(duplicate_id_op(record_id, dup_id))
         evicted = self.remember(dup_id, record_id if store and record_id is not None else 0)
         return ops + [Op.delete(old) for old in evicted]
 
@@ -116,20 +116,6 @@ class DuplicateIDCache:
 
 
 # -- client sends -----------------------------------------------------------------------
-
-
-def encode_client_id(address: str, dup_id: str) -> bytes:
-    """CLIENT_DUPLICATE_ID_RECORD's payload."""
-    name = address.encode()
-    return _LENGTH.pack(len(name)) + name + dup_id.encode()
-
-
-def decode_client_id(payload: bytes) -> tuple[str, str]:
-    """CLIENT_DUPLICATE_ID_RECORD: (address, id)."""
-    data = bytes(payload)
-    (length,) = _LENGTH.unpack_from(data)
-    end = _LENGTH.size + length
-    return data[_LENGTH.size : end].decode(), data[end:].decode("utf-8", "backslashreplace")
 
 
 def duplicate_id(message: Message) -> str | None:
@@ -245,7 +231,7 @@ class ClientDuplicates:
             settings = config.address_settings_for(address)
             return settings.id_cache_size
 
-        persist = config.persist_id_cache and persistence.storage is not None
+        persist = config.persist_id_cache and persistence.stores_messages
         return cls(size_for, persistence.next_id, persist=persist)
 
     def enabled(self, address: str) -> bool:

@@ -1,4 +1,5 @@
-"""Large messages: which stored messages keep their body in a file, and their journal records.
+"""Large messages: which stored messages keep their body in a file, and their journal records
+(LARGE_MESSAGE, LARGE_PAGE_REF; their formats are in :mod:`.records`).
 
 Theory of operation
 -------------------
@@ -52,59 +53,25 @@ body's length only. Here:
 from __future__ import annotations
 
 import logging
-import struct
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
-from artemis_py.broker.message import LargeBody, Message, decode_message, encode_message
+from artemis_py.broker.message import LargeBody, Message
+from artemis_py.broker.records import (
+    PageRef,
+    decode_large_message,
+    decode_page_ref,
+    encode_large_message,
+    page_ref_op,
+)
 from artemis_py.storage import Op
 
 if TYPE_CHECKING:
     from artemis_py.storage.large_messages import LargeMessageStore
 
 log = logging.getLogger("artemis_py.broker.large_messages")
-
-#: Messages journal record type: a large message's headers and body length (no body).
-#: Artemis's number for its large-message add record (JournalRecordIds); 10-14 are taken.
-LARGE_MESSAGE_RECORD = 30
-
-#: Messages journal record type: a page record refers to a large message's file.
-LARGE_PAGE_REF = 31
-
-_LENGTH = struct.Struct("<Q")
-_PAGE_REF = struct.Struct("<QQQQH")  # file id, page, offset, tx id, queue count
-_QUEUE_ID = struct.Struct("<Q")
-
-
-@dataclass(slots=True)
-class PageRef:
-    """LARGE_PAGE_REF: the page record at (``page``, ``offset``) of ``address``'s store
-    refers to the file of ``file_id``, for ``queue_ids`` (those that have still to
-    acknowledge it, at run time)."""
-
-    file_id: int
-    address: str
-    page: int
-    offset: int
-    tx_id: int
-    queue_ids: set[int]
-
-
-def encode_page_ref(ref: PageRef) -> bytes:
-    head = _PAGE_REF.pack(ref.file_id, ref.page, ref.offset, ref.tx_id, len(ref.queue_ids))
-    ids = b"".join(_QUEUE_ID.pack(q) for q in sorted(ref.queue_ids))
-    return head + ids + ref.address.encode()
-
-
-def decode_page_ref(payload: bytes) -> PageRef:
-    file_id, page, offset, tx_id, count = _PAGE_REF.unpack_from(payload)
-    pos = _PAGE_REF.size
-    ids = {_QUEUE_ID.unpack_from(payload, pos + 8 * i)[0] for i in range(count)}
-    address = bytes(payload[pos + 8 * count :]).decode()
-    return PageRef(file_id, address, page, offset, tx_id, ids)
 
 
 class LargeMessages:
@@ -136,8 +103,7 @@ class LargeMessages:
         ref = self.write_file(message)
         message.large = True
         self.ids.add(message.message_id)
-        payload = _LENGTH.pack(ref.length) + encode_message(message, with_body=False)
-        return payload, ref.ticket
+        return encode_large_message(message, ref.length), ref.ticket
 
     def write_file(self, message: Message) -> LargeBody:
         """Queue ``message``'s file unless it has it; its reference (with the ticket)."""
@@ -173,7 +139,7 @@ class LargeMessages:
         (by transaction ``tx_id``: it counts only once that commits, like the page record)."""
         ref = PageRef(message.message_id, address, *position, tx_id, set(queues))
         self._add_page_ref(record_id, ref)
-        return Op.add(record_id, LARGE_PAGE_REF, encode_page_ref(ref))
+        return page_ref_op(record_id, ref)
 
     def _add_page_ref(self, record_id: int, ref: PageRef) -> None:
         self.page_refs[record_id] = ref
@@ -304,8 +270,7 @@ class LargeMessages:
     def recover(self, record_id: int, payload: bytes) -> Message | None:
         """The message of a LARGE_MESSAGE record, referring to its file; None (and an
         error in the log) when the file is missing or not of the recorded length."""
-        (length,) = _LENGTH.unpack_from(payload)
-        message = decode_message(record_id, payload[_LENGTH.size :])
+        length, message = decode_large_message(record_id, payload)
         found = self.store.found.get(record_id) if self.store is not None else None
         if found is None or found != length:
             path = self.store.path(record_id) if self.store is not None else f"{record_id}.msg"

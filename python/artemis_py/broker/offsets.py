@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -42,7 +41,7 @@ import trio
 from artemis_py.broker.offset_index import OffsetIndex
 from artemis_py.broker.paging import by_offset
 from artemis_py.broker.pending import Pending
-from artemis_py.broker.streams import SEALED_STREAM
+from artemis_py.broker.records import OFFSET_MARK, SEALED_STREAM, encode_offset_mark
 from artemis_py.exceptions import ArtemisError
 from artemis_py.storage import Op
 
@@ -288,7 +287,7 @@ class OffsetReading:
     def _store(self, queue: Queue, stream: str, value: int, record_type: int) -> list[Ticket]:
         """Journal a queue's offset mark or sealed end for ``stream`` (add, then updates)."""
         persistence = self.broker.persistence
-        if not queue.durable or persistence.storage is None:
+        if not queue.durable or not persistence.stores_messages:
             return []
         payload = encode_offset_mark(queue.id, stream, value)
         key = (queue.id, stream, record_type)
@@ -325,18 +324,3 @@ class OffsetReading:
 
 def _offset(ref: MessageReference) -> int:
     return ref.offset
-
-
-OFFSET_MARK = 18  # <QQ queue id, mark + the stream id: a queue's offset mark for a stream
-# (SEALED_STREAM, 20, in .streams, has the same layout: an adopted stream's final end)
-_MARK = struct.Struct("<QQ")
-
-
-def encode_offset_mark(queue_id: int, stream: str, mark: int) -> bytes:
-    return _MARK.pack(queue_id, mark) + stream.encode()
-
-
-def decode_offset_mark(payload: bytes) -> tuple[int, str, int]:
-    """(queue id, stream, mark)."""
-    queue_id, mark = _MARK.unpack_from(payload)
-    return queue_id, bytes(payload[_MARK.size :]).decode(), mark

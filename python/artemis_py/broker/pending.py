@@ -21,10 +21,21 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from artemis_py.broker.persistence import Ticket
+
+class Waitable(Protocol):
+    """What tickets number: a journal, or the large-message store (tickets done in order)."""
+
+    async def wait(self, number: int) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    """A journal submission (or a large-message file write) to wait for."""
+
+    journal: Waitable
+    number: int
 
 
 @dataclass(slots=True)

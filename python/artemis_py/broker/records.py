@@ -18,8 +18,9 @@ unchanged (``tests/storage/test_record_formats.py`` pins each one's bytes).
 from __future__ import annotations
 
 import struct
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from artemis_py.broker.message import Message, decode_message, encode_message
 from artemis_py.config import RoutingType
@@ -63,7 +64,7 @@ LARGE_PAGE_REF = 31
 
 RECORD_TYPES: tuple[RecordType, ...] = (
     RecordType(ADDRESS_RECORD, "ADDRESS", "bindings", "name \\0 routing codes \\0 auto", "routing.post_office"),
-    RecordType(QUEUE_RECORD, "QUEUE", "bindings", "7 fields split by \\0 (QueueRecord)", "queue"),
+    RecordType(QUEUE_RECORD, "QUEUE", "bindings", "7 fields split by \\0 (QueueSpec)", "queue"),
     RecordType(ID_BLOCK_RECORD, "ID_BLOCK", "bindings", "<Q ceiling of the reserved ids", "persistence"),
     RecordType(MESSAGE_RECORD, "MESSAGE", "messages", "encode_message (headers + body)", "message"),
     RecordType(ADD_REF, "ADD_REF", "messages", "<QQ queue id, offset (old: <Q queue id)", "persistence", "MESSAGE"),
@@ -120,53 +121,75 @@ def _flag(value: bool) -> str:
 # -- bindings journal ------------------------------------------------------------------------
 
 
+class StoredAddress(Protocol):
+    """What an ADDRESS record holds of an address (the post office's Address has it)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def routing_types(self) -> AbstractSet[RoutingType]: ...
+    @property
+    def auto_created(self) -> bool: ...
+
+
 @dataclass(frozen=True, slots=True)
 class AddressRecord:
-    """ADDRESS (added, then updated when its routing types change; record id: the address id)."""
+    """ADDRESS (added, then updated when its routing types change; record id: the address
+    id): what an address is made from again at start."""
 
+    id: int
     name: str
     routing_types: frozenset[RoutingType]
     auto_created: bool = False
 
 
-def encode_address(address: AddressRecord) -> bytes:
+def encode_address(address: StoredAddress) -> bytes:
     routing = "".join(sorted(_ROUTING[rt] for rt in address.routing_types))
     return _encode_fields(address.name, routing, _flag(address.auto_created))
 
 
-def decode_address(payload: bytes) -> AddressRecord:
+def decode_address(record_id: int, payload: bytes) -> AddressRecord:
     name, routing, auto = _decode_fields(payload)
-    return AddressRecord(name, frozenset(_ROUTING_BY_CODE[c] for c in routing), auto == "1")
+    routing_types = frozenset(_ROUTING_BY_CODE[c] for c in routing)
+    return AddressRecord(record_id, name, routing_types, auto == "1")
 
 
 @dataclass(frozen=True, slots=True)
-class QueueRecord:
-    """QUEUE (record id: the queue id): what a durable queue is made from again at start."""
+class QueueSpec:
+    """What the bindings journal records about a queue (QUEUE, record id: the queue id), and
+    what a queue is made from (``durable`` and ``temporary`` are not recorded: a recorded
+    queue is durable)."""
 
+    queue_id: int
     name: str
     address: str
     routing_type: RoutingType
     filter: str | None = None
+    durable: bool = True
+    temporary: bool = False
     max_consumers: int = -1
     purge_on_no_consumers: bool = False
     auto_created: bool = False
 
 
-def encode_queue(queue: QueueRecord) -> bytes:
+def encode_queue(spec: QueueSpec) -> bytes:
     return _encode_fields(
-        queue.name,
-        queue.address,
-        _ROUTING[queue.routing_type],
-        queue.filter or "",
-        str(queue.max_consumers),
-        _flag(queue.purge_on_no_consumers),
-        _flag(queue.auto_created),
+        spec.name,
+        spec.address,
+        _ROUTING[spec.routing_type],
+        spec.filter or "",
+        str(spec.max_consumers),
+        _flag(spec.purge_on_no_consumers),
+        _flag(spec.auto_created),
     )
 
 
-def decode_queue(payload: bytes) -> QueueRecord:
+def decode_queue(record_id: int, payload: bytes) -> QueueSpec:
     name, address, routing, filt, max_consumers, purge, auto = _decode_fields(payload)
-    return QueueRecord(
+    return QueueSpec(
+        queue_id=record_id,
         name=name,
         address=address,
         routing_type=_ROUTING_BY_CODE[routing],
@@ -345,6 +368,12 @@ def page_tx_op(tx_id: int, record_id: int) -> Op:
 
 
 # -- messages journal: offsets and streams ---------------------------------------------------
+
+#: The message property a scale-down stamps a moved message with (:mod:`.streams`); it is
+#: journaled with the message, so recovery adopts a stamped message again.
+OFFSET_FROM = "_AMQ_OFFSET_FROM"
+#: How the property's name looks in an encoded message: a cheap test before decoding it.
+OFFSET_FROM_BYTES = OFFSET_FROM.encode()
 
 
 def encode_offset_mark(queue_id: int, stream: str, mark: int) -> bytes:

@@ -19,8 +19,8 @@ would be read twice. So they keep their place:
 * *Seal.* When everything has moved and the target has confirmed it, the departing node
   sends each such queue's streams with their final stable ends and offset marks
   (:class:`~artemis_py.protocol.cluster.frames.Sealed`). The target journals the end
-  (SEALED_STREAM) and marks the stream *sealed*: readers may read it up to that end.
-  Until then an adopted stream has no readable part (its end is its lowest offset), since
+  (SEALED_STREAM, :mod:`.records`) and marks the stream *sealed*: readers may read it up to
+  that end. Until then an adopted stream has no readable part (its end is its lowest offset), since
   moved messages may still arrive below one that already did.
 
 What a reader sees: the listing names each stream with its state (``native``, ``adopted``,
@@ -33,15 +33,10 @@ import json
 from typing import TYPE_CHECKING
 
 from artemis_py.broker.message import Message, MessageReference
+from artemis_py.broker.records import OFFSET_FROM, OFFSET_FROM_BYTES
 
 if TYPE_CHECKING:
     from artemis_py.broker.queue import Queue
-
-OFFSET_FROM = "_AMQ_OFFSET_FROM"
-#: How the property's name looks in an encoded message: a cheap test before decoding it.
-OFFSET_FROM_BYTES = OFFSET_FROM.encode()
-
-SEALED_STREAM = 20  # <QQ queue id, end + the stream id: an adopted stream's final end
 
 
 def stamp(ref: MessageReference, node_id: str) -> None:

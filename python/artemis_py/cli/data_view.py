@@ -3,9 +3,9 @@
 :class:`Inventory` holds what the two journals recovered (the live records: what the node
 would load) and where the page stores are; it prints them as plain lines, each starting with
 what it is about (a record id, ``address``, ``queue``, ``page``), so ``grep`` finds them.
-Record payloads are decoded by the helpers next to their encoders
-(:mod:`artemis_py.broker.persistence`, :func:`~artemis_py.broker.message.decode_message`);
-page files are read by the page store's own ``read_page_file``.
+Record types are named, and their payloads decoded, by the broker's one registry of record
+types (:mod:`artemis_py.broker.records`); page files are read by the page store's own
+``read_page_file``.
 
 Counting paged messages (Artemis's page cursors): a record in a page file counts for each
 queue it names, unless its transaction was never committed (a tx id without a PAGE_TX
@@ -21,23 +21,16 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from artemis_py.broker import persistence as p
-from artemis_py.broker.duplicate_cache import CLIENT_DUPLICATE_ID_RECORD, decode_client_id
-from artemis_py.broker.large_messages import (
-    LARGE_MESSAGE_RECORD,
-    LARGE_PAGE_REF,
-    decode_page_ref,
-)
-from artemis_py.broker.message import decode_message
-from artemis_py.broker.offsets import OFFSET_MARK, decode_offset_mark
-from artemis_py.broker.queue import QueueSpec
-from artemis_py.broker.streams import SEALED_STREAM
+from artemis_py.broker import records as rec
 from artemis_py.cli.output import preview
 from artemis_py.exceptions import ArtemisError
 from artemis_py.storage import LoadReport, Op, Record
 from artemis_py.storage.large_messages import file_name
+
+if TYPE_CHECKING:
+    from artemis_py.broker.message import Message
 
 PageReader = Callable[[Path], tuple[int, list[Any], "tuple[int, str] | None"]]
 
@@ -80,14 +73,29 @@ def _quote(text: str) -> str:
 
 def _message_summary(record_id: int, payload: bytes) -> str:
     try:
-        message = decode_message(record_id, payload)
+        message = rec.decode_message_record(record_id, payload)
     except ValueError as exc:
         return f"unreadable ({exc})"
+    return _describe(message)
+
+
+def _large_summary(record_id: int, payload: bytes) -> str:
+    """LARGE_MESSAGE: the headers, with the body's length; the body is in its file."""
+    try:
+        length, message = rec.decode_large_message(record_id, payload)
+    except (ValueError, struct.error) as exc:
+        return f"unreadable ({exc})"
+    return _describe(message, length, file_name(record_id))
+
+
+def _describe(message: Message, size: int | None = None, in_file: str | None = None) -> str:
     routing = message.routing_type.name if message.routing_type is not None else "-"
     props = ", ".join(f"{k}={v}" for k, v in message.properties[:_PROPERTIES_SHOWN])
     if len(message.properties) > _PROPERTIES_SHOWN:
         props += f", ... ({len(message.properties)} in all)"
-    if message.body_ref is not None:  # a large message's page record: a reference
+    if in_file is not None:  # a LARGE_MESSAGE record
+        shown = f"in-file={in_file}"
+    elif message.body_ref is not None:  # a large message's page record: a reference
         shown = f"in-file={file_name(message.body_ref.file_id)}"
     else:
         body = preview(message.body)
@@ -97,16 +105,8 @@ def _message_summary(record_id: int, payload: bytes) -> str:
     return (
         f"address={message.address} routing={routing} "
         f"durable={'yes' if message.durable else 'no'} priority={message.priority} "
-        f"body-size={message.body_length} properties=[{props}] {shown}"
-    )
-
-
-def _large_summary(record_id: int, payload: bytes) -> str:
-    """LARGE_MESSAGE: the body's length, then the headers; the body is in its file."""
-    (length,) = struct.unpack_from("<Q", payload)
-    summary = _message_summary(record_id, payload[8:])
-    return summary.replace("body-size=0 ", f"body-size={length} ").replace(
-        ' body=""', f" in-file={file_name(record_id)}"
+        f"body-size={message.body_length if size is None else size} "
+        f"properties=[{props}] {shown}"
     )
 
 
@@ -119,7 +119,7 @@ class Inventory:
     journal_dirs: dict[str, Path]
     paging_dir: Path
     read_page: PageReader
-    queues: dict[int, QueueSpec] = field(default_factory=dict)
+    queues: dict[int, rec.QueueSpec] = field(default_factory=dict)
     # page cursors from the messages journal
     page_acks: set[tuple[str, int, int, int]] = field(default_factory=set)  # addr, q, page, off
     page_completes: set[tuple[str, int, int]] = field(default_factory=set)  # addr, queue, page
@@ -139,19 +139,19 @@ class Inventory:
     ) -> Inventory:
         inventory = cls(messages, bindings, journal_dirs, paging_dir, read_page)
         for record in bindings.records:
-            if record.record_type == p.QUEUE_RECORD:
-                inventory.queues[record.id] = p.decode_queue(record.id, _latest(record))
+            if record.record_type == rec.QUEUE_RECORD:
+                inventory.queues[record.id] = rec.decode_queue(record.id, _latest(record))
         for record in messages.records:
-            if record.record_type == p.PAGE_ACK:
-                ack = p.decode_page_ack(record.payload)
+            if record.record_type == rec.PAGE_ACK:
+                ack = rec.decode_page_ack(record.payload)
                 inventory.page_acks.add((ack.address, ack.queue_id, ack.page, ack.offset))
-            elif record.record_type == p.PAGE_COMPLETE:
-                done = p.decode_page_complete(record.payload)
+            elif record.record_type == rec.PAGE_COMPLETE:
+                done = rec.decode_page_complete(record.payload)
                 inventory.page_completes.add((done.address, done.queue_id, done.page))
-            elif record.record_type == p.PAGE_TX:
-                inventory.page_txs.add(p.decode_page_tx(record.payload))
-            elif record.record_type == LARGE_PAGE_REF:
-                ref = decode_page_ref(record.payload)
+            elif record.record_type == rec.PAGE_TX:
+                inventory.page_txs.add(rec.decode_page_tx(record.payload))
+            elif record.record_type == rec.LARGE_PAGE_REF:
+                ref = rec.decode_page_ref(record.payload)
                 inventory.page_refs.add((ref.address, ref.page, ref.offset))
         return inventory
 
@@ -167,21 +167,21 @@ class Inventory:
         yield from _torn(self.bindings)
         for record in records:
             payload = _latest(record)
-            name = p.BINDINGS_RECORD_NAMES.get(record.record_type, f"type-{record.record_type}")
-            if record.record_type == p.ADDRESS_RECORD:
-                a = p.decode_address(record.id, payload)
+            name = rec.record_name("bindings", record.record_type)
+            if record.record_type == rec.ADDRESS_RECORD:
+                a = rec.decode_address(record.id, payload)
                 routing = ",".join(sorted(rt.name for rt in a.routing_types))
                 detail = f"name={a.name} routing={routing} auto-created={_yes(a.auto_created)}"
-            elif record.record_type == p.QUEUE_RECORD:
-                q = p.decode_queue(record.id, payload)
+            elif record.record_type == rec.QUEUE_RECORD:
+                q = rec.decode_queue(record.id, payload)
                 detail = (
                     f"name={q.name} address={q.address} routing={q.routing_type.name} "
                     f"filter={_quote(q.filter or '')} max-consumers={q.max_consumers} "
                     f"purge-on-no-consumers={_yes(q.purge_on_no_consumers)} "
                     f"auto-created={_yes(q.auto_created)}"
                 )
-            elif record.record_type == p.ID_BLOCK_RECORD:
-                detail = f"ids-below={p.decode_id_block(payload)}"
+            elif record.record_type == rec.ID_BLOCK_RECORD:
+                detail = f"ids-below={rec.decode_id_block(payload)}"
             else:
                 detail = f"size={len(payload)}"
             yield f"{record.id} {name} {detail}"
@@ -199,54 +199,54 @@ class Inventory:
 
     def _message_lines(self, record: Record) -> Iterator[str]:
         kind = record.record_type
-        name = p.MESSAGES_RECORD_NAMES.get(kind, f"type-{kind}")
+        name = rec.record_name("messages", kind)
         payload = record.payload
-        if kind == p.MESSAGE_RECORD:
+        if kind == rec.MESSAGE_RECORD:
             detail = _message_summary(record.id, payload)
-        elif kind == LARGE_MESSAGE_RECORD:
+        elif kind == rec.LARGE_MESSAGE_RECORD:
             detail = _large_summary(record.id, payload)
-        elif kind == LARGE_PAGE_REF:
-            ref = decode_page_ref(payload)
+        elif kind == rec.LARGE_PAGE_REF:
+            ref = rec.decode_page_ref(payload)
             queues = ",".join(self.queue_name(q) for q in sorted(ref.queue_ids))
             detail = (
                 f"file={file_name(ref.file_id)} address={ref.address} page={ref.page} "
                 f"offset={ref.offset} queues=[{queues}]"
             )
-        elif kind == p.DUPLICATE_ID_RECORD:
+        elif kind == rec.DUPLICATE_ID_RECORD:
             detail = f"duplicate-id={bytes(payload).decode('utf-8', 'backslashreplace')}"
-        elif kind == CLIENT_DUPLICATE_ID_RECORD:
-            address, dup_id = decode_client_id(payload)
+        elif kind == rec.CLIENT_DUPLICATE_ID_RECORD:
+            address, dup_id = rec.decode_client_id(payload)
             detail = f"address={address} duplicate-id={dup_id}"
-        elif kind == p.PAGE_ACK:
-            ack = p.decode_page_ack(payload)
+        elif kind == rec.PAGE_ACK:
+            ack = rec.decode_page_ack(payload)
             detail = (
                 f"queue={self.queue_name(ack.queue_id)} address={ack.address} "
                 f"page={ack.page} offset={ack.offset}"
             )
-        elif kind == p.PAGE_COMPLETE:
-            done = p.decode_page_complete(payload)
+        elif kind == rec.PAGE_COMPLETE:
+            done = rec.decode_page_complete(payload)
             detail = (
                 f"queue={self.queue_name(done.queue_id)} address={done.address} page={done.page}"
             )
-        elif kind == p.PAGE_TX:
-            detail = f"tx={p.decode_page_tx(payload)}"
-        elif kind in (OFFSET_MARK, SEALED_STREAM):
-            queue_id, stream, value = decode_offset_mark(payload)
-            what = "mark" if kind == OFFSET_MARK else "sealed-end"
+        elif kind == rec.PAGE_TX:
+            detail = f"tx={rec.decode_page_tx(payload)}"
+        elif kind in (rec.OFFSET_MARK, rec.SEALED_STREAM):
+            queue_id, stream, value = rec.decode_offset_mark(payload)
+            what = "mark" if kind == rec.OFFSET_MARK else "sealed-end"
             detail = f"queue={self.queue_name(queue_id)} stream={stream} {what}={value}"
         else:
             detail = f"size={len(payload)}"
         yield f"{record.id} {name} {detail}"
         for update in record.updates:
             utype = update.record_type
-            uname = p.MESSAGES_RECORD_NAMES.get(utype, f"type-{utype}")
-            if utype == p.ADD_REF:
-                queue_id, offset = p.decode_add_ref(record.id, update.payload)
+            uname = rec.record_name("messages", utype)
+            if utype == rec.ADD_REF:
+                queue_id, offset = rec.decode_add_ref(record.id, update.payload)
                 udetail = f"queue={self.queue_name(queue_id)} offset={offset}"
-            elif utype == p.ACK_REF:
-                udetail = f"queue={self.queue_name(p.decode_ref(update.payload))}"
-            elif utype == p.DELIVERY_COUNT:
-                queue_id, count = p.decode_delivery_count(update.payload)
+            elif utype == rec.ACK_REF:
+                udetail = f"queue={self.queue_name(rec.decode_ref(update.payload))}"
+            elif utype == rec.DELIVERY_COUNT:
+                queue_id, count = rec.decode_delivery_count(update.payload)
                 udetail = f"queue={self.queue_name(queue_id)} count={count}"
             else:
                 udetail = f"size={len(update.payload)}"
@@ -311,7 +311,7 @@ class Inventory:
     def summary(self) -> dict[str, Any]:
         in_journal: Counter[int] = Counter()
         for record in self.messages.records:
-            if record.record_type in (p.MESSAGE_RECORD, LARGE_MESSAGE_RECORD):
+            if record.record_type in (rec.MESSAGE_RECORD, rec.LARGE_MESSAGE_RECORD):
                 for queue_id, n in _refs(record).items():
                     if n > 0:
                         in_journal[queue_id] += 1
@@ -375,7 +375,7 @@ class Inventory:
         """Whether recovery keeps a page record: a large message's reference only with the
         LARGE_PAGE_REF record that keeps its file (none: its SEND was never receipted)."""
         try:
-            by_reference = decode_message(record.message_id, record.message).body_ref
+            by_reference = rec.decode_message_record(record.message_id, record.message).body_ref
         except ValueError:
             return False
         return by_reference is None or (address, record.page, record.offset) in self.page_refs
@@ -385,14 +385,14 @@ def _prepared_op(op: Op) -> str:
     """An op of a prepared transaction: ``add_tx`` / ``update_tx`` name their record type."""
     if op.kind in ("add_tx", "update_tx"):
         _, _, record_id, record_type, payload = op
-        name = p.MESSAGES_RECORD_NAMES.get(record_type, f"type-{record_type}")
-        if record_type == p.MESSAGE_RECORD:
+        name = rec.record_name("messages", record_type)
+        if record_type == rec.MESSAGE_RECORD:
             return f"{op.kind} {record_id} {name} {_message_summary(record_id, payload)}"
-        if record_type == p.ADD_REF:
-            queue_id, offset = p.decode_add_ref(record_id, payload)
+        if record_type == rec.ADD_REF:
+            queue_id, offset = rec.decode_add_ref(record_id, payload)
             return f"{op.kind} {record_id} {name} queue={queue_id} offset={offset}"
-        if record_type == p.ACK_REF:
-            return f"{op.kind} {record_id} {name} queue={p.decode_ref(payload)}"
+        if record_type == rec.ACK_REF:
+            return f"{op.kind} {record_id} {name} queue={rec.decode_ref(payload)}"
         return f"{op.kind} {record_id} {name} size={len(payload)}"
     return repr(op)
 
@@ -434,10 +434,10 @@ def _latest(record: Record) -> bytes:
 def _refs(record: Record) -> Counter[int]:
     refs: Counter[int] = Counter()
     for update in record.updates:
-        if update.record_type == p.ADD_REF:
-            refs[p.decode_ref(update.payload)] += 1
-        elif update.record_type == p.ACK_REF:
-            refs[p.decode_ref(update.payload)] -= 1
+        if update.record_type == rec.ADD_REF:
+            refs[rec.decode_ref(update.payload)] += 1
+        elif update.record_type == rec.ACK_REF:
+            refs[rec.decode_ref(update.payload)] -= 1
     return refs
 
 
