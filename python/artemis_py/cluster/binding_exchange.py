@@ -29,7 +29,7 @@ from artemis_py.protocol import cluster as wire
 
 if TYPE_CHECKING:
     from artemis_py.broker.queue import Queue
-    from artemis_py.cluster.cluster_connection import ClusterConnection
+    from artemis_py.cluster.state import ClusterState
     from artemis_py.transport.link import Link
 
 log = logging.getLogger("artemis_py.cluster")
@@ -38,7 +38,7 @@ log = logging.getLogger("artemis_py.cluster")
 class BindingExchange:
     """Learns remote bindings from neighbours and publishes this node's (a BindingListener)."""
 
-    def __init__(self, cluster: ClusterConnection) -> None:
+    def __init__(self, cluster: ClusterState) -> None:
         self.cluster = cluster
         self.broker = cluster.broker
         # (neighbour node id, the neighbour's name for it) -> binding

@@ -17,7 +17,7 @@ from artemis_py.exceptions import StorageError
 from artemis_py.protocol import cluster as wire
 
 if TYPE_CHECKING:
-    from artemis_py.cluster.cluster_connection import ClusterConnection
+    from artemis_py.cluster.state import ClusterState
 
 log = logging.getLogger("artemis_py.cluster")
 
@@ -51,7 +51,7 @@ def farewells(
     return frames
 
 
-def adopt_client_ids(connection: ClusterConnection, frame: wire.Leaving) -> None:
+def adopt_client_ids(connection: ClusterState, frame: wire.Leaving) -> None:
     """A node scaling down to this one handed over its clients' duplicate ids: they join
     this node's caches (journaled when ``persist-id-cache``)."""
     duplicates = connection.broker.client_duplicates

@@ -12,11 +12,9 @@ end of a chain). One task per connector keeps a link up:
   after a link broke (-1: never; clusters §4.1);
 * a node that answers with this node's own id is a copied data directory, or this node
   itself: the task ends; so does a second task that reaches a node already linked;
-* once a link is up, a :class:`~artemis_py.cluster.bridge.Bridge` drains the node's
-  store-and-forward queue over it, and the node's topology, bindings and confirmations
-  come back over it; this node tells it the departures it remembers
-  (:mod:`.departures`), and a backlog for a node that scaled down to it and that found no
-  way there before goes now;
+* once a link is up, it is served (:meth:`.dispatch.Dispatcher.serve_outgoing`: a bridge
+  drains the node's store-and-forward queue over it, and the node's topology, bindings and
+  confirmations come back over it) until it ends;
 * a link to a node that announced its departure (a graceful stop, a scale-down) ends
   without a warning, and only a static connector is redialled;
 * a connector found by discovery is redialled only while discovery still knows it
@@ -40,7 +38,6 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from artemis_py.cluster.bridge import Bridge
 from artemis_py.cluster.retry import LogBackoff, unlogged
 from artemis_py.cluster.topology import connector
 from artemis_py.config.tls import TlsParams
@@ -49,33 +46,35 @@ from artemis_py.transport.link import Link, LinkError, LinkRefused, LinkTlsError
 from artemis_py.transport.tls import TlsSetupError, client_context
 
 if TYPE_CHECKING:
-    from artemis_py.cluster.cluster_connection import ClusterConnection
+    from artemis_py.cluster.state import ClusterState
 
 log = logging.getLogger("artemis_py.cluster")
 
 #: Dials host:port and completes the handshake (raises OSError, LinkError, TooSlowError).
 Connect = Callable[[str, int], Awaitable[Link]]
+#: Serves an established link until it ends; returns why it ended.
+Serve = Callable[[Link], Awaitable[str]]
 
 
 class Dialler:
     """Keeps a link up to every node the cluster connection wants to reach."""
 
-    def __init__(self, cluster: ClusterConnection, connect: Connect | None = None) -> None:
+    def __init__(self, cluster: ClusterState, connect: Connect | None = None) -> None:
         self.cluster = cluster
         self.connect = connect or self._connect
-        self.given_up: dict[str, str] = {}  # connector -> why the dialler stopped
-        self.unreachable: set[tuple[str, int]] = set()  # the last dial failed
-        # The node that answered at each address dialled: a DNS_PING member is known by an
-        # address while the topology names its connector's host (scale-down matches them).
-        self.node_at: dict[tuple[str, int], str] = {}
-        self._dialling: set[tuple[str, int]] = set()
+        self.dials = cluster.dials
+        self.serve: Serve | None = None  # set by the cluster connection before it runs
+
+    @property
+    def given_up(self) -> dict[str, str]:
+        """connector -> why the dialler stopped dialling it."""
+        return self.dials.given_up
 
     def dialling(self, host: str, port: int) -> bool:
-        return (host, port) in self._dialling
+        return (host, port) in self.dials.dialling
 
     def dial(
         self,
-        nursery: trio.Nursery,
         host: str,
         port: int,
         *,
@@ -83,9 +82,11 @@ class Dialler:
         wanted: Callable[[], bool] | None = None,
     ) -> None:
         """Keep a link to the node at host:port up, unless a task already does; with
-        ``wanted``, only while it says so (checked before each redial)."""
-        if (host, port) not in self._dialling:
-            self._dialling.add((host, port))
+        ``wanted``, only while it says so (checked before each redial). Only while the
+        cluster connection runs."""
+        nursery = self.cluster.nursery
+        if nursery is not None and (host, port) not in self.dials.dialling:
+            self.dials.dialling.add((host, port))
             nursery.start_soon(self._keep_up, host, port, static, wanted)
 
     async def _keep_up(
@@ -129,7 +130,7 @@ class Dialler:
                     continue
                 except (OSError, LinkError, trio.TooSlowError) as exc:
                     failures += 1
-                    self.unreachable.add((host, port))
+                    self.dials.unreachable.add((host, port))
                     log.log(
                         logging.INFO if failures == 1 else logging.DEBUG,
                         "cluster %s: cannot reach %s (%s); retrying",
@@ -138,25 +139,26 @@ class Dialler:
                         str(exc) or "timed out",
                     )
                     continue
-                peer_node = self.node_at[(host, port)] = link.peer_node_id
+                peer_node = self.dials.node_at[(host, port)] = link.peer_node_id
                 if not await self._wanted(link, target):
                     return
-                self.given_up.pop(target, None)
-                self.unreachable.discard((host, port))
+                self.dials.given_up.pop(target, None)
+                self.dials.unreachable.discard((host, port))
                 failures = 0
                 refusals = LogBackoff()
                 connected_before = True
-                reason = await self._serve(link)
+                assert self.serve is not None
+                reason = await self.serve(link)
                 if cluster.stopping or peer_node in cluster.scaled_down:
                     return  # a node that scaled down announces itself if it comes back
                 self._link_ended(peer_node, target, reason)
                 failures = 1
         finally:
-            self._dialling.discard((host, port))
+            self.dials.dialling.discard((host, port))
 
     def _give_up(self, target: str, failures: int) -> None:
         why = f"gave up after {failures} failed attempt(s)"
-        self.given_up[target] = why
+        self.dials.given_up[target] = why
         log.warning(
             "cluster %s: %s to %s; the node is considered down until it announces itself again",
             self.cluster.name,
@@ -208,9 +210,10 @@ class Dialler:
             reason,
         )
 
-    async def _connect(self, host: str, port: int) -> Link:
+    def codec(self) -> wire.ClientConnection:
+        """A new link's codec, as this cluster connection's dialling side."""
         cluster = self.cluster
-        codec = wire.ClientConnection(
+        return wire.ClientConnection(
             node_id=cluster.node_id,
             instance_id=cluster.instance_id,
             cluster_name=cluster.name,
@@ -220,6 +223,10 @@ class Dialler:
             max_hops=cluster.config.max_hops,
             purpose="link",
         )
+
+    async def _connect(self, host: str, port: int) -> Link:
+        cluster = self.cluster
+        codec = self.codec()
         tls = self._tls(host, port)
         context = None
         if tls.enabled:
@@ -249,59 +256,3 @@ class Dialler:
             if (static.host, static.port) == (host, port):
                 return static.tls
         return connectors[self.cluster.config.connector_name].tls
-
-    # -- a link that is up -------------------------------------------------------------
-
-    async def _serve(self, link: Link) -> str:
-        """Run the bridge over ``link`` until it ends; returns why it ended."""
-        cluster = self.cluster
-        peer = link.peer_node_id
-        cluster.outgoing[peer] = link
-        route = cluster.route_to(peer)
-        route.connected = True
-        link.send(wire.Topology(members=(cluster.local, *cluster.topology.others())))
-        cluster.replay_departures(link)
-        bridge = Bridge(
-            cluster.broker,
-            route.sf_queue,
-            link.send,
-            lambda: link.writable,
-            cluster.config.producer_window_size,
-        )
-        previous = cluster.bridges.get(peer)
-        if previous is not None:  # a count of the neighbour's, not of one link (metrics)
-            bridge.forwarded = previous.forwarded
-        cluster.bridges[peer] = bridge
-        queue = route.sf_queue
-        link.on_writable = lambda: queue.deliver() if queue.messages else None
-        log.info(
-            "cluster %s: bridge to node %s at %s up (%d message(s) waiting)",
-            cluster.name,
-            peer,
-            link.peer,
-            queue.message_count,
-        )
-        bridge.attach()
-        cluster.resume_take_overs(peer)
-        try:
-            return await link.serve(lambda event: self._event(link, bridge, event))
-        finally:
-            bridge.detach()
-            route.connected = False
-            if cluster.outgoing.get(peer) is link:
-                del cluster.outgoing[peer]
-
-    def _event(self, link: Link, bridge: Bridge, event: object) -> None:
-        cluster = self.cluster
-        if isinstance(event, wire.Confirm):
-            bridge.confirmed(event.seq)
-        elif isinstance(event, wire.Bindings):
-            cluster.exchange.apply_bindings(link.peer_node_id, event)
-        elif isinstance(event, wire.Consumers):
-            cluster.exchange.apply_consumers(link.peer_node_id, event)
-        elif isinstance(event, wire.Topology):
-            cluster.apply_topology(event, link)
-        elif isinstance(event, wire.Leaving):
-            cluster.neighbour_scaled_down(event, link)
-        else:
-            log.debug("cluster %s: ignoring %r from %s", cluster.name, event, link.peer)

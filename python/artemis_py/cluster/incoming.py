@@ -1,4 +1,4 @@
-"""Links other nodes dialled: this node's side that stores what their bridges forward.
+"""Links other nodes dialled: the handshake, and which cluster connection serves each.
 
 Theory of operation
 -------------------
@@ -10,47 +10,28 @@ names the cluster connection it is for (a node may be in several clusters), whos
   answered with this node's status, and for ``stop`` the node then stops gracefully;
 * a node with this node's own id: a copied data directory (refused, the log says how to
   fix it), or this node itself dialling its own connector (closed quietly);
-* a link from another node: this node publishes its topology and bindings on it (see
-  :mod:`.binding_exchange`) and the departures it remembers (:mod:`.departures`), and
-  stores the messages the other node's bridge forwards.
-
-Forwarded messages are stored in *runs* (:class:`ForwardedRun`: what one read brought,
-one journal submit), completed in order by one confirm task, and confirmed cumulatively
-once durable, so the sender acknowledges them only when they cannot be lost here. The
-duplicate ids stored with them make a resend after a broken link harmless.
+* a link from another node: served by the cluster connection's dispatcher
+  (:meth:`.dispatch.Dispatcher.serve_incoming`), which publishes this node's topology and
+  bindings on it and stores the messages the other node's bridge forwards.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import trio
 
-from artemis_py.broker.message import decode_message
-from artemis_py.broker.pending import Pending, settle_in_order
 from artemis_py.cluster.retry import LogBackoff, unlogged
-from artemis_py.cluster.streams import seal_streams
-from artemis_py.cluster.take_over import create_queues
 from artemis_py.cluster.topology import connector
-from artemis_py.exceptions import StorageError
 from artemis_py.protocol import cluster as wire
 from artemis_py.transport.link import Link, LinkError
 
 if TYPE_CHECKING:
-    from artemis_py.broker.broker import Broker, Forwarded
-    from artemis_py.broker.persistence import Ticket
     from artemis_py.cluster.cluster_connection import ClusterConnection
 
 log = logging.getLogger("artemis_py.cluster")
-
-PIPELINE_DEPTH = 1024
-CONFIRM_BATCH = 256
-RUN_LIMIT = 64  # forwarded messages stored in one journal submit, at most
-
-#: A run of forwarded messages stored, and the seq of its last message.
-Stored = tuple[Pending, int]
 
 
 class LinkAcceptor:
@@ -59,6 +40,7 @@ class LinkAcceptor:
 
     def __init__(self, clusters: Sequence[ClusterConnection]) -> None:
         self.clusters = {cluster.name: cluster for cluster in clusters}
+        self.served = {cluster.name: IncomingLinks(cluster) for cluster in clusters}
         self._refusals = LogBackoff()  # links refused in the handshake
 
     async def serve(self, stream: trio.abc.Stream, peer: str, initial: bytes) -> None:
@@ -84,7 +66,7 @@ class LinkAcceptor:
             return
         cluster = self.clusters[established.peer_cluster_name]
         link.ping_interval, link.ttl = cluster.ping_interval, cluster.ttl
-        await cluster.links_in.serve(link, established, peer)
+        await self.served[cluster.name].serve(link, established, peer)
 
     def _refused(self, peer: str, why: str) -> None:
         # A dialler refused for its credentials comes back at its retry rate, each time
@@ -113,7 +95,7 @@ class IncomingLinks:
         elif established.peer_node_id == cluster.node_id:
             await self._same_node_id(link, established, peer)
         else:
-            await self._serve_link(link, peer)
+            await cluster.dispatcher.serve_incoming(link, peer)
 
     async def _same_node_id(self, link: Link, established: wire.Established, peer: str) -> None:
         cluster = self.cluster
@@ -129,158 +111,3 @@ class IncomingLinks:
         )
         log.error("cluster %s: %s", cluster.name, why)
         await link.goodbye(wire.Error(reason=why))
-
-    async def _serve_link(self, link: Link, peer: str) -> None:
-        cluster = self.cluster
-        cluster.incoming.add(link)
-        link.send(wire.Topology(members=tuple(cluster.topology.members.values())))
-        link.send(cluster.exchange.snapshot(link))
-        cluster.replay_departures(link)
-        send_channel, receive_channel = trio.open_memory_channel[Stored](PIPELINE_DEPTH)
-        run = ForwardedRun(cluster.broker, send_channel, self._stored)
-        link.before_read = run.flush
-        try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._confirm_in_order, link, receive_channel)
-                async with send_channel:
-                    reason = await link.serve(lambda event: self._event(link, event, run))
-            log.info(
-                "cluster %s: link from node %s at %s closed: %s",
-                cluster.name,
-                link.peer_node_id,
-                peer,
-                reason,
-            )
-        finally:
-            cluster.incoming.discard(link)
-
-    def _stored(self, tickets: list[Ticket]) -> None:
-        if tickets:  # a run of non-durable messages or duplicates only waits for nothing
-            self.cluster.last_forwarded = tickets
-
-    def _event(self, link: Link, event: object, run: ForwardedRun) -> Awaitable[None] | None:
-        if isinstance(event, wire.Message):
-            return run.add(event)
-        # Whatever follows a message sees it stored (and a failure to store it first).
-        flushed = run.flush()
-        if flushed is not None:
-            return _then(flushed, lambda: self._event(link, event, run))
-        cluster = self.cluster
-        if isinstance(event, wire.Topology):
-            cluster.apply_topology(event, link)
-        elif isinstance(event, wire.CreateQueues):
-            create_queues(cluster, event, link.peer)
-        elif isinstance(event, wire.Leaving):
-            cluster.neighbour_scaled_down(event, link)
-        elif isinstance(event, wire.Sealed):
-            return seal_streams(cluster, event, link.peer)
-        else:
-            log.debug("cluster %s: ignoring %r from %s", cluster.name, event, link.peer)
-        return None
-
-    async def _confirm_in_order(
-        self, link: Link, pipeline: trio.MemoryReceiveChannel[Stored]
-    ) -> None:
-        """Complete forwarded messages in order; confirm each run once it is durable.
-
-        Takes what the reader has queued (runs of messages, see :class:`ForwardedRun`; up
-        to CONFIRM_BATCH of them) and waits once for their latest tickets: a journal
-        completes its tickets in order, so all are durable when those are. They are then
-        completed in order and confirmed with one Confirm when the reader has nothing more
-        queued (caught up), or every CONFIRM_BATCH messages during a long burst.
-        """
-        confirmed = 0  # the last seq confirmed
-        while True:
-            try:
-                run = [await pipeline.receive()]
-            except trio.EndOfChannel:
-                return
-            while len(run) < CONFIRM_BATCH:
-                try:
-                    run.append(pipeline.receive_nowait())
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    break
-            try:
-                await settle_in_order([pending for pending, _ in run])
-            except StorageError:
-                await self._confirm_durable_part(link, run)
-                raise
-            seq = run[-1][1]  # one seq per message: the difference counts them
-            if seq - confirmed >= CONFIRM_BATCH or pipeline.statistics().current_buffer_used == 0:
-                link.send(wire.Confirm(seq=seq))
-                confirmed = seq
-
-    async def _confirm_durable_part(self, link: Link, run: list[Stored]) -> None:
-        """The journal failed during ``run``: complete and confirm what became durable
-        before the failure, one by one, then close the link (raises the StorageError)."""
-        confirmed = None
-        try:
-            for pending, seq in run:
-                await pending.settled()
-                confirmed = seq
-        except StorageError as exc:
-            log.error("cluster %s: cannot store forwarded messages: %s", self.cluster.name, exc)
-            raise
-        finally:
-            if confirmed is not None:
-                link.send(wire.Confirm(seq=confirmed))
-            link.close()
-
-
-class ForwardedRun:
-    """The messages one read from an incoming link brought, stored together.
-
-    The link reader adds each forwarded message here and flushes when it has handled all
-    it read (before waiting for more), before any other frame, and every RUN_LIMIT
-    messages: one journal submit and one item for the confirm task per run instead of per
-    message. Duplicate ids are checked and remembered at the flush, so a run the link
-    never flushed (it broke) leaves no trace and its messages are taken when resent.
-    """
-
-    def __init__(
-        self,
-        broker: Broker,
-        pipeline: trio.MemorySendChannel[Stored],
-        stored: Callable[[list[Ticket]], None],
-    ) -> None:
-        self.broker = broker
-        self.pipeline = pipeline
-        self.stored = stored  # told the tickets of each run submitted to the journal
-        self.messages: list[wire.Message] = []
-
-    def add(self, message: wire.Message) -> Awaitable[None] | None:
-        self.messages.append(message)
-        if len(self.messages) >= RUN_LIMIT:
-            return self.flush()
-        return None
-
-    def flush(self) -> Awaitable[None] | None:
-        """Store the run; the awaitable, if any, waits for room in the pipeline."""
-        messages = self.messages
-        if not messages:
-            return None
-        self.messages = []
-        next_id = self.broker.next_id
-        forwarded: list[Forwarded] = []
-        for m in messages:
-            try:
-                message = decode_message(next_id(), m.payload)
-            except ValueError as exc:
-                raise LinkError(f"unreadable forwarded message: {exc}") from exc
-            forwarded.append((message, m.targets, m.dup_id, m.payload))
-        pending = self.broker.receive_forwarded(forwarded)
-        self.stored(pending.tickets)
-        item = (pending, messages[-1].seq)
-        # send_nowait: no task switch while the confirm task keeps up.
-        try:
-            self.pipeline.send_nowait(item)
-        except trio.WouldBlock:
-            return self.pipeline.send(item)
-        return None
-
-
-async def _then(first: Awaitable[None], then: Callable[[], Awaitable[None] | None]) -> None:
-    await first
-    result = then()
-    if result is not None:
-        await result

@@ -51,44 +51,44 @@ this node's journal (in its queues or the store-and-forward queue for the target
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import TYPE_CHECKING
 
 import trio
 
-from artemis_py.broker.message import ROUTE_TO_PREFIX
 from artemis_py.broker.pending import durable
 from artemis_py.broker.routing import is_internal
 from artemis_py.broker.streams import stamp
 from artemis_py.cluster.client_ids import farewells
+from artemis_py.cluster.moves import (
+    DEFAULT_BATCH,
+    LINK_GRACE,
+    STALL_TIMEOUT,
+    Mover,
+    ScaleDownError,
+    more_depaged,
+    route_names,
+    until,
+)
 from artemis_py.cluster.streams import seal
 from artemis_py.cluster.targets import (
-    LINK_GRACE,
     Retarget,
     check,
     choose_target,
     linked,
-    until,
     wait_for_senders,
 )
 from artemis_py.exceptions import StorageError
 from artemis_py.protocol import cluster as wire
 
 if TYPE_CHECKING:
-    from artemis_py.broker.message import MessageReference
     from artemis_py.broker.queue import Queue
-    from artemis_py.broker.routing import Destination, NeighbourRoute
     from artemis_py.cluster.cluster_connection import ClusterConnection
 
 log = logging.getLogger("artemis_py.cluster")
-
-DEFAULT_BATCH = 512  # messages per transaction when commit-interval is -1
-STALL_TIMEOUT = 30.0  # seconds without progress before a hand-over is given up
 
 
 @dataclass
@@ -166,15 +166,15 @@ async def _scale_down(connection: ClusterConnection, report: ScaleDownReport) ->
         # store-and-forward queues first.
         redistributor.enabled = False
         await until(lambda: not redistributor.in_progress, STALL_TIMEOUT)
-    connection.announce_scale_down(None)
+    connection.membership.announce_scale_down(None)
     target = await choose_target(connection)
     try:
         while True:
-            connection.announce_scale_down(target)
+            connection.membership.announce_scale_down(target)
             if target is None and await wait_for_senders(connection, None):
                 # Nodes moved here; the one this node lost a tie to may have left meanwhile.
                 target = await choose_target(connection)
-                connection.announce_scale_down(target)
+                connection.membership.announce_scale_down(target)
             if target is None:
                 if _held(connection):
                     report.target = report.connector = None
@@ -235,10 +235,6 @@ async def _hand_over(connection: ClusterConnection, target: str, report: ScaleDo
         if not _held(connection):
             seal(connection, target)
             break
-
-
-class ScaleDownError(Exception):
-    """Scale-down cannot finish (the message says why)."""
 
 
 def _usable(connection: ClusterConnection, target: str) -> None:
@@ -392,7 +388,7 @@ async def _move_all(connection: ClusterConnection, target: str, report: ScaleDow
     has = await _create_queues(connection, target, report)
     sf_queue = connection.routes[target].sf_queue
     batch = connection.scale_down.commit_interval if connection.scale_down else -1
-    mover = Mover(connection, batch if batch > 0 else DEFAULT_BATCH)
+    mover = Mover(connection.broker, batch if batch > 0 else DEFAULT_BATCH)
     while True:
         for queue in _movable(connection):
             if queue.name in has:
@@ -421,64 +417,9 @@ async def _move_all(connection: ClusterConnection, target: str, report: ScaleDow
     report.moved.update(mover.moved)
 
 
-async def more_depaged(queues: list[Queue]) -> bool:
-    """After a pass over the messages in memory: whether to go round again. Paged messages
-    come into memory as the moved ones leave it (the last of them may have come during the
-    pass, after its snapshot); wait until some of them have."""
-    if any(q.messages for q in queues):
-        return True
-    paged = [q for q in queues if q.paged > 0]
-    if not paged:
-        return False
-    if not await until(partial(_depaged, paged), STALL_TIMEOUT):
-        raise ScaleDownError("paged messages did not come back into memory")
-    return True
-
-
-def _depaged(queues: list[Queue]) -> bool:
-    """Some paged messages came into memory (or none are left)."""
-    return any(q.messages or q.paged <= 0 for q in queues)
-
-
-def route_names(ref: MessageReference, route: NeighbourRoute) -> list[str]:
-    """The bindings on the neighbour that a message in its store-and-forward queue is for."""
-    names = ref.message.property(ROUTE_TO_PREFIX + route.sf_queue.name)
-    return json.loads(names) if names else []
-
-
 async def _wait_delivered(connection: ClusterConnection, target: str) -> None:
     """Wait until the target has confirmed everything in its store-and-forward queue."""
     queue = connection.routes[target].sf_queue
     if not await _drained(lambda: queue.message_count, lambda: linked(connection, target)):
         _usable(connection, target)
         raise ScaleDownError(f"node {target} confirmed nothing for {STALL_TIMEOUT:.0f} s")
-
-
-class Mover:
-    """Moves references in journal transactions of ``batch`` messages."""
-
-    def __init__(self, connection: ClusterConnection, batch: int) -> None:
-        self.broker = connection.broker
-        self.batch = batch
-        self.moves: list[tuple[MessageReference, list[Destination] | None]] = []
-        self.labels: list[str] = []
-        self.moved: Counter[str] = Counter()
-
-    async def add(
-        self, ref: MessageReference, destinations: list[Destination] | None, what: str
-    ) -> None:
-        self.moves.append((ref, destinations))
-        self.labels.append(what)
-        if len(self.moves) >= self.batch:
-            await self.flush()
-
-    async def flush(self) -> None:
-        moves, labels = self.moves, self.labels
-        self.moves, self.labels = [], []
-        if not moves:
-            return
-        try:
-            await self.broker.redistribute(moves).settled()
-        except StorageError as exc:
-            raise ScaleDownError(f"the journal refused the move: {exc}") from exc
-        self.moved.update(labels)

@@ -16,12 +16,12 @@ from artemis_py.broker.pending import settle_in_order
 from artemis_py.protocol import cluster as wire
 
 if TYPE_CHECKING:
-    from artemis_py.cluster.cluster_connection import ClusterConnection
+    from artemis_py.cluster.state import ClusterState
 
 log = logging.getLogger("artemis_py.cluster")
 
 
-def seal(connection: ClusterConnection, target: str) -> None:
+def seal(connection: ClusterState, target: str) -> None:
     """Everything moved and was confirmed: tell the target where the streams of the queues
     read by offset end (:mod:`artemis_py.broker.streams`)."""
     offsets = connection.broker.offsets
@@ -39,7 +39,7 @@ def seal(connection: ClusterConnection, target: str) -> None:
         link.send(wire.Sealed(tuple(sealed)))
 
 
-async def seal_streams(connection: ClusterConnection, frame: wire.Sealed, peer: str) -> None:
+async def seal_streams(connection: ClusterState, frame: wire.Sealed, peer: str) -> None:
     """A node that scaled down to this one moved all of these streams here."""
     broker = connection.broker
     pendings = []

@@ -13,7 +13,7 @@ A neighbour with no link to the target (a chain with direct connections only: th
 departing node dialled its target through its scale-down connector, this node never did)
 makes no store-and-forward queue toward it, since no bridge would drain it: what waits for
 the departed node stays in that node's queue here, and the log says so, until a link to
-the target comes up (:meth:`.ClusterConnection.resume_take_overs`).
+the target comes up (:meth:`.Membership.resume_take_overs`).
 
 A node that was down when a neighbour scaled down hears of it from the others when it
 returns (:mod:`.departures`), and takes over then.
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from artemis_py.broker.broker import BrokerError
 from artemis_py.broker.filter import FilterSyntaxError
 from artemis_py.cluster.bridge import duplicate_id
-from artemis_py.cluster.scale_down import (
+from artemis_py.cluster.moves import (
     DEFAULT_BATCH,
     LINK_GRACE,
     Mover,
@@ -48,13 +48,13 @@ from artemis_py.protocol import cluster as wire
 if TYPE_CHECKING:
     from artemis_py.broker.message import MessageReference
     from artemis_py.broker.routing import Destination, NeighbourRoute
-    from artemis_py.cluster.cluster_connection import ClusterConnection
+    from artemis_py.cluster.state import ClusterState
 
 log = logging.getLogger("artemis_py.cluster")
 
 
 async def take_over(
-    connection: ClusterConnection, departed: str, target: str, received: Iterable[str] = ()
+    connection: ClusterState, departed: str, target: str, received: Iterable[str] = ()
 ) -> None:
     """``departed`` scaled down to ``target``: send what waits for it there instead,
     except what it ``received`` already (see :func:`.scale_down._receipts`)."""
@@ -83,7 +83,7 @@ async def take_over(
 
     have = {dup_id.encode() for dup_id in received}
     arrived = 0
-    mover = Mover(connection, DEFAULT_BATCH)
+    mover = Mover(connection.broker, DEFAULT_BATCH)
     try:
         while True:
             reached: list[MessageReference] = []
@@ -128,9 +128,7 @@ async def take_over(
     await _forget_route(connection, departed, route)
 
 
-async def _forget_route(
-    connection: ClusterConnection, departed: str, route: NeighbourRoute
-) -> None:
+async def _forget_route(connection: ClusterState, departed: str, route: NeighbourRoute) -> None:
     """Delete the store-and-forward queue for ``departed`` once nothing waits in it."""
     if not route.sf_queue.message_count and connection.routes.get(departed) is route:
         del connection.routes[departed]
@@ -138,18 +136,16 @@ async def _forget_route(
         await connection.broker.delete_queue(route.sf_queue).settled()
 
 
-def _has_way_to(connection: ClusterConnection, node_id: str) -> bool:
+def _has_way_to(connection: ClusterState, node_id: str) -> bool:
     """Whether this node has a route to ``node_id`` or keeps a link to it up (a bridge
     will drain a store-and-forward queue toward it)."""
     if node_id in connection.routes:
         return True
     member = connection.topology.members.get(node_id)
-    return member is not None and connection.dialler.dialling(member.host, member.port)
+    return member is not None and (member.host, member.port) in connection.dials.dialling
 
 
-def _stranded(
-    connection: ClusterConnection, departed: str, target: str, route: NeighbourRoute
-) -> None:
+def _stranded(connection: ClusterState, departed: str, target: str, route: NeighbourRoute) -> None:
     """``departed`` scaled down to a node this one has no link to (a chain, direct
     connections only). A store-and-forward queue toward the target would never be drained,
     so none is made: what waits for ``departed`` stays in its queue here (in the journal,
@@ -173,7 +169,7 @@ def _stranded(
     )
 
 
-async def _discard(connection: ClusterConnection, refs: list[MessageReference]) -> None:
+async def _discard(connection: ClusterState, refs: list[MessageReference]) -> None:
     """Drop ready references for good."""
     if not refs:
         return
@@ -183,7 +179,7 @@ async def _discard(connection: ClusterConnection, refs: list[MessageReference]) 
         raise ScaleDownError(f"the journal refused the acknowledgement: {exc}") from exc
 
 
-def create_queues(connection: ClusterConnection, frame: wire.CreateQueues, peer: str) -> None:
+def create_queues(connection: ClusterState, frame: wire.CreateQueues, peer: str) -> None:
     """A node scaling down to this one asks for the queues it is about to fill."""
     broker = connection.broker
     for spec in frame.queues:

@@ -26,32 +26,18 @@ back here when the target scales down to this node.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import trio
 
+from artemis_py.cluster.moves import LINK_GRACE, until
+
 if TYPE_CHECKING:
     from artemis_py.cluster.cluster_connection import ClusterConnection
-
-LINK_GRACE = 5.0  # seconds to wait for a link (dial, queue creation, neighbours closing)
 
 
 class Retarget(Exception):
     """The target is no longer one to scale down to (the message says why)."""
-
-
-async def until(condition: Callable[[], bool], within: float) -> bool:
-    """Wait until ``condition()`` holds (True) or ``within`` seconds pass (False).
-
-    Polls: the conditions span links, bridges and queues, and this runs only while a node
-    stops, so a short sleep is simpler than wiring events through all of them.
-    """
-    with trio.move_on_after(within):
-        while not condition():  # noqa: ASYNC110
-            await trio.sleep(0.02)
-        return True
-    return False
 
 
 def linked(connection: ClusterConnection, node_id: str) -> bool:
@@ -127,7 +113,7 @@ def _node_at(connection: ClusterConnection, host: str, port: int) -> str | None:
     node = _member_at(connection, host, port)
     if node is not None:
         return node
-    node = connection.dialler.node_at.get((host, port))
+    node = connection.dials.node_at.get((host, port))
     member = connection.topology.members.get(node or "")
     return node if member is not None and member.up else None
 
@@ -151,7 +137,7 @@ async def choose_target(connection: ClusterConnection) -> str | None:
                     continue  # another group
                 # A connector not linked yet gets the grace time to answer before a later
                 # one is taken, unless it is known down.
-                known_down = (host, port) in connection.dialler.unreachable or (
+                known_down = (host, port) in connection.dials.unreachable or (
                     node is None and _member_left(connection, host, port)
                 )
                 if not known_down and trio.current_time() < deadline:

@@ -15,8 +15,9 @@ socket's send side, the reader that hands each event to the cluster connection
 (:mod:`artemis_py.cluster`, which gives them their meaning), and the heart-beat task: both
 sides send a ping every ``check-period`` and give up on a link that has been silent for
 ``connection-ttl``, which catches half-open connections. :func:`connect` dials a node and
-completes the handshake. A message whose body is in a large-message file is streamed from
-the file by the writer task in its turn (:mod:`.bodies`); the high-water mark counts it.
+completes the handshake (:func:`open_link` does it over any stream). A message whose body
+is in a large-message file is streamed from the file by the writer task in its turn
+(:mod:`.bodies`); the high-water mark counts it.
 
 A connector with ``sslEnabled=true`` makes :func:`connect` dial over TLS and verify the
 peer's certificate before the handshake (docs/tls.md); a certificate the dialler does not
@@ -300,19 +301,44 @@ async def connect(
     stream: trio.abc.Stream = fast
     if ssl_context is not None:
         stream = await _secure(fast, ssl_context, host, call_timeout)
-    link = Link(stream, codec, f"{host}:{port}", ping_interval=ping_interval, ttl=ttl)
-    codec.start()
     try:
-        with trio.fail_after(call_timeout):
-            await link.handshake()
+        return await open_link(
+            stream,
+            codec,
+            f"{host}:{port}",
+            call_timeout=call_timeout,
+            ping_interval=ping_interval,
+            ttl=ttl,
+        )
     except BaseException as exc:
-        with trio.CancelScope(shield=True):
-            await trio.aclose_forcefully(stream)
         refusal = tls_refusal(exc)
         if refusal is not None:
             # TLS 1.3: the server checks this side's certificate after the handshake
             # completed here; its refusal arrives as the first thing read.
             raise LinkTlsError(f"TLS handshake failed: {dial_failure(refusal)}") from None
+        raise
+
+
+async def open_link(
+    stream: trio.abc.Stream,
+    codec: wire.ClientConnection,
+    peer: str,
+    *,
+    call_timeout: float,
+    ping_interval: float,
+    ttl: float,
+) -> Link:
+    """The dialling side's handshake over an open ``stream`` (TCP, TLS, or a memory stream
+    between in-process nodes in tests), within ``call_timeout`` seconds; the stream is
+    closed if it fails. Raises trio.TooSlowError, LinkRefused or LinkError."""
+    link = Link(stream, codec, peer, ping_interval=ping_interval, ttl=ttl)
+    codec.start()
+    try:
+        with trio.fail_after(call_timeout):
+            await link.handshake()
+    except BaseException:
+        with trio.CancelScope(shield=True):
+            await trio.aclose_forcefully(stream)
         raise
     return link
 

@@ -22,7 +22,8 @@ from artemis_py.cluster.discovery.membership import Member
 from artemis_py.config import BrokerConfig, DiscoveryGroupConfig
 
 if TYPE_CHECKING:
-    from artemis_py.cluster.cluster_connection import ClusterConnection
+    from artemis_py.cluster.dialler import Dialler
+    from artemis_py.cluster.state import ClusterState
 
 __all__ = ["Discovery", "feed_dialler", "knows", "own_connector"]
 
@@ -89,7 +90,7 @@ def _source(group: DiscoveryGroupConfig, periods: dict[str, float], own: tuple[s
     return sources.dns_ping(stack.dns_query, stack.dns_record_type, own[1], own[0], period)
 
 
-async def feed_dialler(cluster: ClusterConnection, group: DiscoveryGroup) -> None:
+async def feed_dialler(cluster: ClusterState, dialler: Dialler, group: DiscoveryGroup) -> None:
     """Dial the members ``group`` finds for ``cluster`` (runs in the cluster's nursery)."""
 
     def discovered(member: Member) -> None:
@@ -100,9 +101,9 @@ async def feed_dialler(cluster: ClusterConnection, group: DiscoveryGroup) -> Non
             member.node_id in cluster.outgoing or cluster.departed(member.node_id)
         ):
             return  # linked already; or it said it is going (it announces a comeback)
-        if f"tcp://{host}:{port}" in cluster.dialler.given_up:
+        if f"tcp://{host}:{port}" in dialler.given_up:
             return  # initial-connect-attempts / reconnect-attempts used up
-        cluster.dial(host, port, static=False, wanted=partial(knows, group, host, port))
+        dialler.dial(host, port, static=False, wanted=partial(knows, group, host, port))
 
     group.subscribe(discovered)
     if await group.initial_wait():

@@ -1,0 +1,284 @@
+"""The one dispatcher of a cluster connection's links, both directions.
+
+Theory of operation
+-------------------
+Each link, whichever node dialled it, is served the same way: the Trio shell
+(:class:`~artemis_py.transport.link.Link`) reads frames, a
+:class:`~artemis_py.protocol.cluster.link_state.LinkState` says what each one asks for, and
+:class:`Dispatcher` carries out those actions here, in one place: news goes to the
+membership (:mod:`.membership`: topology, departures), to the binding exchange (bindings,
+consumers) or to the target's side of a scale-down (queues to create, sealed streams); a
+Confirm acknowledges what the bridge sent; a run of forwarded messages is stored with one
+journal submit; a Confirm goes back once runs are durable.
+
+What differs between the directions is what a link carries when it comes up:
+
+* *outgoing* (this node dialled it, :mod:`.dialler`): a :class:`~.bridge.Bridge` drains the
+  neighbour's store-and-forward queue over it; this node sends its topology and the
+  departures it remembers, and a backlog stranded for the neighbour goes now;
+* *incoming* (another node dialled it, :mod:`.incoming`): this node sends its topology, its
+  bindings (:meth:`.BindingExchange.snapshot`) and the departures it remembers, and stores
+  what the other node's bridge forwards.
+
+Forwarded messages are stored in runs (one journal submit each), completed in order by one
+confirm task per link, and confirmed cumulatively once durable, so the sender acknowledges
+them only when they cannot be lost here. The duplicate ids stored with them make a resend
+after a broken link harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from typing import TYPE_CHECKING
+
+import trio
+
+from artemis_py.broker.message import decode_message
+from artemis_py.broker.pending import Pending, settle_in_order
+from artemis_py.cluster.bridge import Bridge
+from artemis_py.cluster.streams import seal_streams
+from artemis_py.cluster.take_over import create_queues
+from artemis_py.exceptions import StorageError
+from artemis_py.protocol import cluster as wire
+from artemis_py.protocol.cluster.link_state import (
+    CONFIRM_BATCH,
+    Acknowledge,
+    Action,
+    Apply,
+    LinkState,
+    News,
+    Send,
+    Store,
+)
+from artemis_py.transport.link import LinkError
+
+if TYPE_CHECKING:
+    from artemis_py.broker.broker import Forwarded
+    from artemis_py.cluster.binding_exchange import BindingExchange
+    from artemis_py.cluster.membership import Membership
+    from artemis_py.cluster.state import ClusterState
+    from artemis_py.transport.link import Link
+
+log = logging.getLogger("artemis_py.cluster")
+
+PIPELINE_DEPTH = 1024  # stored runs waiting to be durable, per link
+
+#: A run of forwarded messages stored, and the seq of its last message.
+Stored = tuple[Pending, int]
+
+
+class Served:
+    """One link being served: its state object and what its actions act on."""
+
+    def __init__(
+        self,
+        link: Link,
+        *,
+        bridge: Bridge | None = None,
+        pipeline: trio.MemorySendChannel[Stored] | None = None,
+    ) -> None:
+        self.link = link
+        self.state = LinkState()
+        self.bridge = bridge  # outgoing: what a Confirm acknowledges
+        self.pipeline = pipeline  # incoming: stored runs, to the confirm task
+
+
+class Dispatcher:
+    """Serves a cluster connection's links and carries out what their frames ask for."""
+
+    def __init__(
+        self, cluster: ClusterState, membership: Membership, exchange: BindingExchange
+    ) -> None:
+        self.cluster = cluster
+        self.membership = membership
+        self.exchange = exchange
+
+    # -- the actions -------------------------------------------------------------------
+
+    def handle(self, served: Served, event: object) -> Awaitable[None] | None:
+        """A frame from the peer: what it asks for, carried out."""
+        actions = served.state.receive(event)
+        if not actions and not isinstance(event, wire.Message):
+            log.debug("cluster %s: ignoring %r from %s", self.cluster.name, event, served.link.peer)
+        return self.perform(served, actions)
+
+    def perform(self, served: Served, actions: Sequence[Action]) -> Awaitable[None] | None:
+        """Carry out ``actions`` in order; the awaitable, if any, finishes them."""
+        for i, action in enumerate(actions):
+            pending = self._do(served, action)
+            if pending is not None:
+                return _then(pending, partial(self.perform, served, actions[i + 1 :]))
+        return None
+
+    def _do(self, served: Served, action: Action) -> Awaitable[None] | None:
+        if isinstance(action, Store):
+            return self._store(served, action)
+        if isinstance(action, Acknowledge):
+            if served.bridge is not None:
+                served.bridge.confirmed(action.seq)
+        elif isinstance(action, Send):
+            served.link.send(action.frame)
+        elif isinstance(action, Apply):
+            return self.apply(action.news, served.link)
+        return None
+
+    def apply(self, news: News, link: Link) -> Awaitable[None] | None:
+        """News from the peer at the other end of ``link``."""
+        cluster = self.cluster
+        if isinstance(news, wire.Topology):
+            self.membership.apply_topology(news, link)
+        elif isinstance(news, wire.Leaving):
+            self.membership.neighbour_scaled_down(news, link)
+        elif isinstance(news, wire.Bindings):
+            self.exchange.apply_bindings(link.peer_node_id, news)
+        elif isinstance(news, wire.Consumers):
+            self.exchange.apply_consumers(link.peer_node_id, news)
+        elif isinstance(news, wire.CreateQueues):
+            create_queues(cluster, news, link.peer)
+        else:
+            return seal_streams(cluster, news, link.peer)
+        return None
+
+    def _store(self, served: Served, action: Store) -> Awaitable[None] | None:
+        """Store a run of forwarded messages; the awaitable waits for room in the pipeline.
+        Duplicate ids are checked and remembered here, so a run the link never stored (it
+        broke) leaves no trace and its messages are taken when resent."""
+        assert served.pipeline is not None  # (the codec takes messages on incoming links)
+        broker = self.cluster.broker
+        forwarded: list[Forwarded] = []
+        for m in action.messages:
+            try:
+                message = decode_message(broker.next_id(), m.payload)
+            except ValueError as exc:
+                raise LinkError(f"unreadable forwarded message: {exc}") from exc
+            forwarded.append((message, m.targets, m.dup_id, m.payload))
+        pending = broker.receive_forwarded(forwarded)
+        if pending.tickets:  # a run of non-durable messages or duplicates waits for nothing
+            self.cluster.last_forwarded = pending.tickets
+        item = (pending, action.last_seq)
+        # send_nowait: no task switch while the confirm task keeps up.
+        try:
+            served.pipeline.send_nowait(item)
+        except trio.WouldBlock:
+            return served.pipeline.send(item)
+        return None
+
+    # -- outgoing links ----------------------------------------------------------------
+
+    async def serve_outgoing(self, link: Link) -> str:
+        """Run the bridge over a link this node dialled until it ends; returns why."""
+        cluster = self.cluster
+        peer = link.peer_node_id
+        cluster.outgoing[peer] = link
+        route = cluster.route_to(peer)
+        route.connected = True
+        link.send(wire.Topology(members=(cluster.local, *cluster.topology.others())))
+        self.membership.replay_departures(link)
+        bridge = Bridge(
+            cluster.broker,
+            route.sf_queue,
+            link.send,
+            lambda: link.writable,
+            cluster.config.producer_window_size,
+        )
+        previous = cluster.bridges.get(peer)
+        if previous is not None:  # a count of the neighbour's, not of one link (metrics)
+            bridge.forwarded = previous.forwarded
+        cluster.bridges[peer] = bridge
+        queue = route.sf_queue
+        link.on_writable = lambda: queue.deliver() if queue.messages else None
+        log.info(
+            "cluster %s: bridge to node %s at %s up (%d message(s) waiting)",
+            cluster.name,
+            peer,
+            link.peer,
+            queue.message_count,
+        )
+        bridge.attach()
+        self.membership.resume_take_overs(peer)
+        served = Served(link, bridge=bridge)
+        try:
+            return await link.serve(lambda event: self.handle(served, event))
+        finally:
+            bridge.detach()
+            route.connected = False
+            if cluster.outgoing.get(peer) is link:
+                del cluster.outgoing[peer]
+
+    # -- incoming links ----------------------------------------------------------------
+
+    async def serve_incoming(self, link: Link, peer: str) -> None:
+        """Serve a link another node dialled until it ends."""
+        cluster = self.cluster
+        cluster.incoming.add(link)
+        link.send(wire.Topology(members=tuple(cluster.topology.members.values())))
+        link.send(self.exchange.snapshot(link))
+        self.membership.replay_departures(link)
+        send_channel, receive_channel = trio.open_memory_channel[Stored](PIPELINE_DEPTH)
+        served = Served(link, pipeline=send_channel)
+        link.before_read = lambda: self.perform(served, served.state.caught_up())
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._confirm_in_order, served, receive_channel)
+                async with send_channel:
+                    reason = await link.serve(lambda event: self.handle(served, event))
+            log.info(
+                "cluster %s: link from node %s at %s closed: %s",
+                cluster.name,
+                link.peer_node_id,
+                peer,
+                reason,
+            )
+        finally:
+            cluster.incoming.discard(link)
+
+    async def _confirm_in_order(
+        self, served: Served, pipeline: trio.MemoryReceiveChannel[Stored]
+    ) -> None:
+        """Complete stored runs in order; confirm once they are durable.
+
+        Takes what the reader has queued (up to CONFIRM_BATCH runs) and waits once for
+        their latest tickets: a journal completes its tickets in order, so all are durable
+        when those are. The link state then says whether a Confirm goes out now (nothing
+        more queued, or CONFIRM_BATCH messages since the last during a long burst).
+        """
+        while True:
+            try:
+                run = [await pipeline.receive()]
+            except trio.EndOfChannel:
+                return
+            while len(run) < CONFIRM_BATCH:
+                try:
+                    run.append(pipeline.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+            try:
+                await settle_in_order([pending for pending, _ in run])
+            except StorageError:
+                await self._confirm_durable_part(served, run)
+                raise
+            waiting = pipeline.statistics().current_buffer_used > 0
+            self.perform(served, served.state.durable(run[-1][1], more_waiting=waiting))
+
+    async def _confirm_durable_part(self, served: Served, run: list[Stored]) -> None:
+        """The journal failed during ``run``: complete and confirm what became durable
+        before the failure, one by one, then close the link (raises the StorageError)."""
+        try:
+            for pending, seq in run:
+                await pending.settled()
+                self.perform(served, served.state.durable(seq, more_waiting=True))
+        except StorageError as exc:
+            log.error("cluster %s: cannot store forwarded messages: %s", self.cluster.name, exc)
+            raise
+        finally:
+            self.perform(served, served.state.failed())
+            served.link.close()
+
+
+async def _then(first: Awaitable[None], then: Callable[[], Awaitable[None] | None]) -> None:
+    await first
+    result = then()
+    if result is not None:
+        await result
