@@ -95,7 +95,7 @@ def test_producer_fails_over_across_a_scale_down(cluster: Any, clients: Any) -> 
     nodes[0].stop()  # scale-down: its messages move to node 1
     code, err = producer.finish()
     assert code == 0, err
-    assert producer.lines[-1].startswith(f"Produced {count} messages to /queue/{queue}")
+    assert producer.lines[-1].startswith(f"Produced {count} messages to queue://{queue}")
     moves = err.splitlines()
     assert len(moves) == 1, err  # one line, for the one move
     assert moves[0].startswith(
@@ -129,7 +129,7 @@ def test_consumer_fails_over_across_a_scale_down(cluster: Any, clients: Any) -> 
     moved = f"from tcp://127.0.0.1:{nodes[0].port} to tcp://127.0.0.1:{nodes[1].port}"
     assert err.startswith(f"artemis-py consumer: failed over {moved} after: "), err
     summary = consumer.lines[-1]
-    assert summary.startswith(f"Consumed {count} messages from /queue/{queue}"), summary
+    assert summary.startswith(f"Consumed {count} messages from queue://{queue}"), summary
     assert consumer.count("received ") == count
     # Nothing is lost. The one message in flight at the move (consumer-window-size 0) may
     # come again (moved by the scale-down as a new message: not marked redelivered) and be

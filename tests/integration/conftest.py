@@ -205,6 +205,7 @@ class BrokerProcess:
         security: bool = False,
         acceptor_params: str = "",
         extra_acceptors: dict[str, str] | None = None,
+        prefixes: bool = True,
         address_settings: str = DEFAULT_ADDRESS_SETTINGS,
         addresses: str = DEFAULT_ADDRESSES,
         extra_core: str = "",
@@ -218,13 +219,16 @@ class BrokerProcess:
     ) -> None:
         """``config_path`` + ``port``: run an existing broker.xml (not written by us) whose
         STOMP acceptor listens on 127.0.0.1:``port``. ``web``: a bootstrap.xml beside it
-        turns the management web server on (at :attr:`web_url`)."""
+        turns the management web server on (at :attr:`web_url`). ``prefixes=False``: the
+        STOMP acceptors have no anycastPrefix/multicastPrefix, as ``artemis create`` writes
+        them (otherwise ``/queue/`` and ``/topic/``)."""
         self.dir = directory
         self.dir.mkdir(parents=True, exist_ok=True)
         self.name = name
         self.persistence = persistence
         self.security = security
         self.acceptor_params = acceptor_params
+        self.prefixes = ";anycastPrefix=/queue/;multicastPrefix=/topic/" if prefixes else ""
         self.extra_acceptor_params = dict(extra_acceptors or {})
         self.address_settings = address_settings
         self.addresses = addresses
@@ -254,14 +258,14 @@ class BrokerProcess:
     def broker_xml(self) -> str:
         data = self.data_dir
         acceptors = [
-            f'<acceptor name="stomp">tcp://{self.host}:{self.port}?protocols=STOMP;'
-            f"anycastPrefix=/queue/;multicastPrefix=/topic/{self.acceptor_params}</acceptor>"
+            f'<acceptor name="stomp">tcp://{self.host}:{self.port}?protocols=STOMP'
+            f"{self.prefixes}{self.acceptor_params}</acceptor>"
         ]
         for acceptor_name, params in self.extra_acceptor_params.items():
             acceptors.append(
                 f'<acceptor name="{acceptor_name}">tcp://{self.host}:'
-                f"{self.extra_ports[acceptor_name]}?protocols=STOMP;"
-                f"anycastPrefix=/queue/;multicastPrefix=/topic/{params}</acceptor>"
+                f"{self.extra_ports[acceptor_name]}?protocols=STOMP{self.prefixes}{params}"
+                "</acceptor>"
             )
         acceptor_xml = "\n        ".join(acceptors)
         return f"""<?xml version="1.0" encoding="UTF-8"?>

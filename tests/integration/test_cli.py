@@ -331,12 +331,12 @@ def test_the_consumer_takes_exactly_its_message_count(broker):
     assert produced.returncode == 0, produced.stderr
     first = artemis_py("consumer", *where, "--message-count", "3")
     assert first.returncode == 0, first.stderr
-    assert first.stdout.startswith(f"Consumed 3 messages from /queue/{queue} ")
+    assert first.stdout.startswith(f"Consumed 3 messages from queue://{queue} ")
     # The other two stayed on the broker (one may come back marked redelivered: it was
     # delivered after the third ACK and returned at the DISCONNECT).
     second = artemis_py("consumer", *where, "--message-count", "2")
     assert second.returncode == 0, second.stderr
-    assert second.stdout.startswith(f"Consumed 2 messages from /queue/{queue} ")
+    assert second.stdout.startswith(f"Consumed 2 messages from queue://{queue} ")
     assert queue_depth(broker, queue) == 0
 
 
@@ -355,7 +355,7 @@ def test_ctrl_c_stops_the_producer_and_prints_what_the_broker_has(broker):
         "artemis-py producer: stopping after the message in hand (Ctrl-C again to stop at once)\n"
     )
     summary = re.fullmatch(
-        rf"Produced (\d+) messages to /queue/{queue} in .*, interrupted", lines[-1]
+        rf"Produced (\d+) messages to queue://{queue} in .*, interrupted", lines[-1]
     )
     assert summary, lines[-1]
     sent = int(summary[1])
@@ -382,7 +382,7 @@ def test_ctrl_c_stops_the_consumer_and_prints_what_it_acknowledged(broker):
         "artemis-py consumer: stopping after the message in hand (Ctrl-C again to stop at once)\n"
     )
     assert re.fullmatch(
-        rf"Consumed 3 messages from /queue/{queue} in .*, 0 redelivered, interrupted", lines[-1]
+        rf"Consumed 3 messages from queue://{queue} in .*, 0 redelivered, interrupted", lines[-1]
     ), lines[-1]
     assert queue_depth(broker, queue) == 0  # the three were acknowledged
 
@@ -438,7 +438,7 @@ def test_a_second_ctrl_c_aborts_and_says_what_was_not_confirmed():
     assert code == 130, err
     assert "Traceback" not in err
     assert re.fullmatch(
-        r"Produced 3 messages to /queue/TEST in .*, aborted: 3 of them not confirmed by the "
+        r"Produced 3 messages to queue://TEST in .*, aborted: 3 of them not confirmed by the "
         r"broker",
         lines[-1],
     ), lines

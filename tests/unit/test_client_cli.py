@@ -19,7 +19,7 @@ import pytest
 import trio
 
 from artemis_py.cli import clients
-from artemis_py.client import BrokerUrl, parse_url, stomp_destination
+from artemis_py.client import BrokerUrl, Destination, parse_destination, parse_url
 from artemis_py.client.testing import FrameHook, ScriptedStompServer
 from artemis_py.protocol.stomp import Frame
 
@@ -52,7 +52,8 @@ def test_producer_defaults() -> None:
     assert args.user is None and args.password is None
     assert args.stomp_version == "1.2"
     assert args.verbose is False
-    assert clients.resolve_destination(args) == "/queue/TEST"
+    assert clients.resolve_destination(args) == Destination("TEST", "ANYCAST")
+    assert args.sleep == 0
 
 
 def test_consumer_defaults() -> None:
@@ -127,24 +128,39 @@ def test_invalid_arguments_are_usage_errors(
 @pytest.mark.parametrize(
     ("options", "expected"),
     [
-        (["--destination", "queue://orders"], "/queue/orders"),
-        (["--destination", "topic://prices"], "/topic/prices"),
-        (["--destination", "QUEUE://orders"], "/queue/orders"),
-        (["--destination", "queue://a.b::c"], "/queue/a.b::c"),
-        (["--destination", "queue://orders", "--anycast-prefix", "jms.queue."], "jms.queue.orders"),
-        (["--destination", "topic://prices", "--multicast-prefix", ""], "prices"),
-        (["--destination", "/queue/raw"], "/queue/raw"),
-        (["--destination", "plain-address"], "plain-address"),
+        # No prefix unless asked for: the routing type travels in a header.
+        (["--destination", "queue://orders"], Destination("orders", "ANYCAST")),
+        (["--destination", "topic://prices"], Destination("prices", "MULTICAST")),
+        (["--destination", "QUEUE://orders"], Destination("orders", "ANYCAST")),
+        (["--destination", "queue://a.b::c"], Destination("a.b::c", "ANYCAST")),
+        (
+            ["--destination", "queue://orders", "--anycast-prefix", "/queue/"],
+            Destination("/queue/orders", "ANYCAST"),
+        ),
+        (
+            ["--destination", "topic://prices", "--multicast-prefix", "/topic/"],
+            Destination("/topic/prices", "MULTICAST"),
+        ),
+        # A raw destination goes as it is, prefix and all, and the acceptor decides.
+        (["--destination", "/queue/raw"], Destination("/queue/raw")),
+        (["--destination", "plain-address"], Destination("plain-address")),
     ],
 )
-def test_destination_mapping(options: list[str], expected: str) -> None:
+def test_destination_mapping(options: list[str], expected: Destination) -> None:
     assert clients.resolve_destination(parse("producer", *options)) == expected
 
 
 @pytest.mark.parametrize("name", ["", "queue://", "fifo://x"])
 def test_invalid_destinations(name: str) -> None:
     with pytest.raises(ValueError):
-        stomp_destination(name)
+        parse_destination(name)
+
+
+def test_a_destination_names_its_routing_type_in_the_header_of_each_verb() -> None:
+    queue, topic, raw = (parse_destination(n) for n in ("queue://q", "topic://t", "/queue/r"))
+    assert queue.send_headers() == [("destination", "q"), ("destination-type", "ANYCAST")]
+    assert topic.subscribe_headers() == [("destination", "t"), ("subscription-type", "MULTICAST")]
+    assert raw.send_headers() == raw.subscribe_headers() == [("destination", "/queue/r")]
 
 
 @pytest.mark.parametrize(
@@ -278,12 +294,14 @@ def test_producer_run(
     out, err = capsys.readouterr()
     assert code == 0, err
     assert err == ""
-    assert out.startswith("Produced 5 messages to /queue/orders in ")
+    assert out.startswith("Produced 5 messages to queue://orders in ")
     sends = [frame for frame in server.frames if frame.command == "SEND"]
     assert len(sends) == 5
     assert all(frame.body == sends[0].body and len(frame.body) == 100 for frame in sends)
     assert all(frame.get("persistent") == "true" for frame in sends)
     assert all(frame.get("color") == "red" for frame in sends)
+    assert all(frame.get("destination") == "orders" for frame in sends)
+    assert all(frame.get("destination-type") == "ANYCAST" for frame in sends)
     assert sum(frame.get("receipt") is not None for frame in sends) == receipts
     assert server.frames[0].get("login") == "u"
     assert server.frames[-1].command == "DISCONNECT"
@@ -307,7 +325,7 @@ def test_producer_text_messages_non_persistent(capsys: pytest.CaptureFixture[str
     assert [frame.body for frame in sends] == [b"test message: 1", b"test message: 2"]
     assert all(frame.get("content-length") is None for frame in sends)  # text messages
     assert all(frame.get("persistent") == "false" for frame in sends)
-    assert sends[0].get("destination") == "/queue/TEST"
+    assert (sends[0].get("destination"), sends[0].get("destination-type")) == ("TEST", "ANYCAST")
     assert "sent 1/2: 15 bytes" in out
 
 
@@ -352,7 +370,8 @@ def test_consumer_run(
     out, err = capsys.readouterr()
     assert code == 0, err
     subscribe = next(frame for frame in server.frames if frame.command == "SUBSCRIBE")
-    assert subscribe.get("destination") == "/topic/news"
+    assert subscribe.get("destination") == "news"
+    assert subscribe.get("subscription-type") == "MULTICAST"
     assert subscribe.get("ack") == wire_ack_mode
     assert subscribe.get("consumer-window-size") == "0"  # one message at a time
     assert subscribe.get("selector") == "color = 'red'"
@@ -360,7 +379,7 @@ def test_consumer_run(
     assert acks == ["ack-1", "ack-2", "ack-3", "ack-4"]  # what it took, not what it was sent
     lines = out.splitlines()
     assert lines[0] == "received 1: m-1 (redelivered): payload-0"
-    assert lines[-1].startswith("Consumed 4 messages from /topic/news in ")
+    assert lines[-1].startswith("Consumed 4 messages from topic://news in ")
     assert lines[-1].endswith(", 1 redelivered")
 
 
@@ -373,7 +392,7 @@ def test_consumer_stops_after_the_idle_timeout(capsys: pytest.CaptureFixture[str
         )  # fmt: skip
     out, _ = capsys.readouterr()
     assert code == 0
-    assert out.startswith("Consumed 2 messages from /queue/TEST")
+    assert out.startswith("Consumed 2 messages from queue://TEST")
     assert out.rstrip().endswith("0 redelivered (stopped: no message for 0.2 s)")
     assert server.frames[-1].command == "DISCONNECT"
 
@@ -501,7 +520,7 @@ def test_producer_fails_over_and_resends(
         )  # fmt: skip
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert out.startswith("Produced 6 messages to /queue/TEST")
+    assert out.startswith("Produced 6 messages to queue://TEST")
     # One line; its cause is a close or, with sends in flight, a reset (timing).
     assert err.startswith(
         f"artemis-py producer: failed over from tcp://127.0.0.1:{port1} to "
@@ -541,7 +560,7 @@ def test_consumer_fails_over_and_subscribes_again(capsys: pytest.CaptureFixture[
         f"tcp://127.0.0.1:{port2} after: the server closed the connection\n"
     )
     # Two handed over on the first node (the second's ACK cut off), two on the second.
-    assert out.startswith("Consumed 4 messages from /queue/TEST")
+    assert out.startswith("Consumed 4 messages from queue://TEST")
     assert out.rstrip().endswith("2 redelivered")
     subscribe = second.received("SUBSCRIBE")[0]
     assert subscribe.get("consumer-window-size") == "0"  # made again, with its headers

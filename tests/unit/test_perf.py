@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from artemis_py.cli import build_parser
-from artemis_py.client import BrokerUrl
+from artemis_py.client import BrokerUrl, Destination
 from artemis_py.perf import histogram
 from artemis_py.perf.cluster import spread
 from artemis_py.perf.options import PerfOptions, options_from_args
@@ -44,12 +44,27 @@ def options(*argv: str) -> PerfOptions:
 def test_defaults() -> None:
     o = options()
     assert o.producer_urls == o.consumer_urls == (BrokerUrl("localhost", 61613),)
-    assert (o.destination, o.stomp_destination, o.topic) == ("queue://TEST", "/queue/TEST", False)
+    assert (o.destination, o.topic) == ("queue://TEST", False)
+    assert o.stomp_destination == Destination("TEST", "ANYCAST")
     assert (o.producers, o.consumers, o.processes) == (1, 1, 1)
     assert (o.message_size, o.persistent, o.receipts, o.max_pending) == (1024, True, True, 1)
     assert (o.rate, o.duration, o.warmup, o.tx_size, o.ack_mode) == (None, 10.0, 2.0, 0, "auto")
     assert o.receipt_mode() == "every message, awaited"
     assert o.expected_copies == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "topic"),
+    [
+        (["--destination", "/topic/raw"], True),  # the usual multicastPrefix
+        (["--destination", "/queue/raw"], False),
+        (["--destination", "mc.raw", "--multicast-prefix", "mc."], True),
+        (["--destination", "topic://t", "--multicast-prefix", "mc."], True),
+    ],
+)
+def test_a_raw_destination_is_a_topic_by_its_multicast_prefix(argv: list[str], topic: bool) -> None:
+    o = options(*argv, "--consumers", "2")
+    assert (o.topic, o.expected_copies) == (topic, 2 if topic else 1)
 
 
 def test_several_urls_by_comma_and_repetition_and_per_side_overrides() -> None:
@@ -75,7 +90,8 @@ def test_load_options() -> None:
         "--warmup", "0", "--tx-size", "10", "--ack-mode", "client-individual",
         "--processes", "4", "--message-size", "0",
     )  # fmt: skip
-    assert (o.stomp_destination, o.topic, o.expected_copies) == ("/topic/PRICES", True, 3)
+    assert o.stomp_destination == Destination("PRICES", "MULTICAST")
+    assert (o.topic, o.expected_copies) == (True, 3)
     assert (o.producers, o.consumers, o.persistent, o.max_pending) == (16, 3, False, 8)
     assert (o.rate, o.duration, o.warmup, o.tx_size) == (5000.0, 2.5, 0.0, 10)
     assert (o.ack_mode, o.processes, o.message_size) == ("client-individual", 4, 0)

@@ -38,6 +38,7 @@ from artemis_py.client import (
     BrokerUrl,
     ClientConnection,
     ClientError,
+    DestinationLike,
     Message,
     open_stomp_connection,
 )
@@ -56,7 +57,7 @@ class CheckOptions:
     """What ``artemis-py check`` does (see its ``--help``)."""
 
     urls: tuple[BrokerUrl, ...]
-    destination: str  # the STOMP destination, /queue/NAME
+    destination: DestinationLike  # the queue: queue://NAME (or a Destination with a prefix)
     count: int | None = 1000  # None: until duration
     rate: float | None = None  # messages per second, all producers together; None: no limit
     duration: float | None = None

@@ -22,7 +22,7 @@ import trio
 
 from artemis_py.checker import CheckOptions, History, Verdict, run_check
 from artemis_py.cli.clients import int_at_least, positive_number
-from artemis_py.client import DEFAULT_ANYCAST_PREFIX, DEFAULT_URL, BrokerUrl
+from artemis_py.client import ANYCAST, DEFAULT_URL, BrokerUrl, Destination
 from artemis_py.client.url import ClientUrl, parse_client_url
 from artemis_py.exceptions import ArtemisError, leaves
 
@@ -48,6 +48,12 @@ def _url(text: str) -> ClientUrl:
     return url
 
 
+def _queue(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("empty queue name")
+    return text
+
+
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
         "check",
@@ -71,13 +77,18 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         f"as in docs/tls.md (repeatable; default {DEFAULT_URL})",
     )
     parser.add_argument(
-        "--queue", default=DEFAULT_QUEUE, help=f"the anycast queue to use (default {DEFAULT_QUEUE})"
+        "--queue",
+        type=_queue,
+        default=DEFAULT_QUEUE,
+        help=f"the anycast queue to use (default {DEFAULT_QUEUE}); sent and subscribed with "
+        "the ANYCAST routing type, so it works on any acceptor",
     )
     parser.add_argument(
         "--anycast-prefix",
-        default=DEFAULT_ANYCAST_PREFIX,
+        default="",
         metavar="PREFIX",
-        help=f"the acceptors' anycastPrefix (default {DEFAULT_ANYCAST_PREFIX})",
+        help="put PREFIX in front of the queue's name (default: none; only for a STOMP "
+        "server that reads routing types from prefixes alone)",
     )
     parser.add_argument(
         "--count",
@@ -119,7 +130,7 @@ def check_command(args: argparse.Namespace) -> int:
     count = args.count if args.count is not None else None if args.duration else DEFAULT_COUNT
     options = CheckOptions(
         urls=urls,
-        destination=args.anycast_prefix + args.queue,
+        destination=Destination(args.anycast_prefix + args.queue, ANYCAST),
         count=count,
         rate=args.rate,
         duration=args.duration,

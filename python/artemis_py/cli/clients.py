@@ -3,8 +3,10 @@
 Modelled on Artemis's ``artemis producer`` / ``artemis consumer``: the same option names
 where they apply (``--url``, ``--destination queue://NAME``, ``--message-count``,
 ``--message-size``, ``--user``/``--password``, ``--verbose``), spoken over a STOMP acceptor
-with :mod:`artemis_py.client`. ``queue://`` and ``topic://`` become the acceptor's anycast
-and multicast prefixes (``--anycast-prefix``/``--multicast-prefix``).
+with :mod:`artemis_py.client`. ``queue://NAME`` and ``topic://NAME`` are sent as ``NAME`` with
+the routing type in the headers Artemis reads (``destination-type``/``subscription-type``), so
+they work on any acceptor; ``--anycast-prefix``/``--multicast-prefix`` put a prefix in front
+for a server that only reads prefixes.
 
 This module holds the options and drives a run; the runs themselves are
 :mod:`.producer` and :mod:`.consumer` (which says how the consumer takes exactly
@@ -33,12 +35,12 @@ from artemis_py.cli.output import Progress, Tally, format_summary
 from artemis_py.cli.producer import produce
 from artemis_py.client import (
     ACK_MODES,
-    DEFAULT_ANYCAST_PREFIX,
-    DEFAULT_MULTICAST_PREFIX,
     DEFAULT_URL,
+    Destination,
     StompServerError,
-    stomp_destination,
+    parse_destination,
 )
+from artemis_py.client.destination import add_destination_arguments
 from artemis_py.client.errors import connect_failure
 from artemis_py.client.url import BrokerUrl, ClientUrl
 from artemis_py.exceptions import ArtemisError, leaves
@@ -161,6 +163,14 @@ def _add_producer(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         help="receipts kept outstanding at once (default 1: wait for each one)",
     )
     group.add_argument(
+        "--sleep",
+        type=int_at_least(0),
+        default=0,
+        metavar="MS",
+        help="milliseconds to sleep between messages (default 0), as Artemis's --sleep: a "
+        "gentle, steady load (with --message-count, the run takes about N x MS)",
+    )
+    group.add_argument(
         "--header",
         type=_header,
         action="append",
@@ -242,26 +252,7 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
         f"{DEFAULT_HEARTBEAT_MS}; 0: none, and the broker's connection TTL applies)",
     )
     dest = parser.add_argument_group("destination")
-    dest.add_argument(
-        "--destination",
-        default=DEFAULT_DESTINATION,
-        help=f"queue://NAME or topic://NAME, or a raw STOMP destination "
-        f"(default {DEFAULT_DESTINATION})",
-    )
-    dest.add_argument(
-        "--anycast-prefix",
-        default=DEFAULT_ANYCAST_PREFIX,
-        metavar="PREFIX",
-        help=f"the acceptor's anycastPrefix: queue://NAME becomes PREFIX+NAME "
-        f"(default {DEFAULT_ANYCAST_PREFIX})",
-    )
-    dest.add_argument(
-        "--multicast-prefix",
-        default=DEFAULT_MULTICAST_PREFIX,
-        metavar="PREFIX",
-        help=f"the acceptor's multicastPrefix: topic://NAME becomes PREFIX+NAME "
-        f"(default {DEFAULT_MULTICAST_PREFIX})",
-    )
+    add_destination_arguments(dest, DEFAULT_DESTINATION)
     run = parser.add_argument_group("run")
     run.add_argument(
         "--message-count",
@@ -279,9 +270,9 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def resolve_destination(args: argparse.Namespace) -> str:
-    """The STOMP destination the ``--destination`` and prefix options name."""
-    return stomp_destination(
+def resolve_destination(args: argparse.Namespace) -> Destination:
+    """The destination the ``--destination`` and prefix options name."""
+    return parse_destination(
         args.destination,
         anycast_prefix=args.anycast_prefix,
         multicast_prefix=args.multicast_prefix,
@@ -310,7 +301,7 @@ def _progress(args: argparse.Namespace, label: str) -> Progress:
     return Progress(sys.stderr, args.message_count, label, enabled=enabled)
 
 
-Main = Callable[[argparse.Namespace, str, Tally, Progress, Interrupt], Awaitable[object]]
+Main = Callable[[argparse.Namespace, Destination, Tally, Progress, Interrupt], Awaitable[object]]
 
 
 @dataclass(slots=True)
@@ -362,7 +353,7 @@ def _run(name: str, main: Main, args: argparse.Namespace) -> _Outcome:
             flush=True,
         )
 
-    outcome = _Outcome(0, tally, destination, Interrupt(stopping))
+    outcome = _Outcome(0, tally, args.destination, Interrupt(stopping))
     assert outcome.interrupt is not None
 
     async def body(interrupt: Interrupt) -> None:

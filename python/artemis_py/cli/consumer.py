@@ -42,7 +42,7 @@ import trio
 from artemis_py.cli.connect import open_connection
 from artemis_py.cli.interrupt import Interrupt
 from artemis_py.cli.output import Progress, Tally, preview
-from artemis_py.client import Message
+from artemis_py.client import Destination, Message
 
 __all__ = ["SUBSCRIBE_HEADERS", "WIRE_ACK_MODES", "consume"]
 
@@ -59,7 +59,7 @@ SUBSCRIBE_HEADERS: Final = (("consumer-window-size", "0"), ("activemq.prefetchSi
 
 async def consume(
     args: argparse.Namespace,
-    destination: str,
+    destination: Destination,
     tally: Tally,
     progress: Progress,
     interrupt: Interrupt,

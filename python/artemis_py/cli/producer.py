@@ -4,6 +4,8 @@ Each message waits for its RECEIPT by default (``--max-pending 1``); a larger
 ``--max-pending`` keeps that many receipts outstanding, and ``--no-receipts`` asks for none.
 Either way the final DISCONNECT receipt confirms the whole run, so the count printed is what
 the broker has. A first Ctrl-C stops after the message being sent and confirms what was sent.
+``--sleep MS`` waits that long between two messages (Artemis's option; a Ctrl-C cuts the wait
+short).
 
 With a failover URL (:mod:`.connect`) every send is receipted, and one whose RECEIPT did not
 come is sent again on the next node with the same ``_AMQ_DUPL_ID``; ``--max-pending`` is
@@ -16,10 +18,12 @@ import argparse
 import time
 from typing import Final
 
+import trio
+
 from artemis_py.cli.connect import open_connection
 from artemis_py.cli.interrupt import Interrupt
 from artemis_py.cli.output import Progress, Tally
-from artemis_py.client import ClientConnection
+from artemis_py.client import ClientConnection, Destination
 from artemis_py.client.failover import FailoverConnection
 
 __all__ = ["produce"]
@@ -29,7 +33,7 @@ _FILLER: Final = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY
 
 async def produce(
     args: argparse.Namespace,
-    destination: str,
+    destination: Destination,
     tally: Tally,
     progress: Progress,
     interrupt: Interrupt,
@@ -46,6 +50,9 @@ async def produce(
         confirmed = False
         try:
             for number in range(1, total + 1):
+                if number > 1 and args.sleep:
+                    with interrupt.cuts_short():
+                        await trio.sleep(args.sleep / 1000)
                 if interrupt.requested:
                     break
                 if payload is not None:
@@ -74,7 +81,7 @@ async def produce(
 async def _send_one(
     conn: ClientConnection | FailoverConnection,
     args: argparse.Namespace,
-    destination: str,
+    destination: Destination,
     body: bytes | str,
     headers: list[tuple[str, str]],
 ) -> None:

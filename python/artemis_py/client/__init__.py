@@ -3,8 +3,8 @@
 ::
 
     async with open_stomp_connection("localhost", 61613, login="u", passcode="p") as conn:
-        await conn.send("/queue/orders", b"hello")             # returns after the RECEIPT
-        sub = await conn.subscribe("/queue/orders", ack="client-individual")
+        await conn.send("queue://orders", b"hello")            # returns after the RECEIPT
+        sub = await conn.subscribe("queue://orders", ack="client-individual")
         async for msg in sub:
             await conn.ack(msg)
 
@@ -15,8 +15,11 @@
 * Errors: :class:`ClientError`, :class:`StompServerError` (an ERROR frame),
   :class:`ConnectionLostError` (a :class:`trio.BrokenResourceError`),
   :class:`ConnectionClosedError` (a :class:`trio.ClosedResourceError`).
-* :func:`parse_url` and :func:`stomp_destination` read the Artemis CLI's
-  ``tcp://HOST:PORT`` URLs and ``queue://NAME`` / ``topic://NAME`` destinations.
+* :func:`parse_url` and :func:`parse_destination` read the Artemis CLI's
+  ``tcp://HOST:PORT`` URLs and ``queue://NAME`` / ``topic://NAME`` destinations; ``send``
+  and ``subscribe`` take the latter too, and send the routing type with the name (the
+  ``destination-type`` / ``subscription-type`` headers), so they mean anycast and multicast
+  on any acceptor, with or without ``anycastPrefix``/``multicastPrefix``.
 
 How the connection works inside (sticky failures, combined shielded writes, receipts and
 the pipelining window, one reader task) is described in :mod:`.connection`, which names the
@@ -31,9 +34,11 @@ from artemis_py.client.connection import (
     open_stomp_connection_over,
 )
 from artemis_py.client.destination import (
-    DEFAULT_ANYCAST_PREFIX,
-    DEFAULT_MULTICAST_PREFIX,
-    stomp_destination,
+    ANYCAST,
+    MULTICAST,
+    Destination,
+    DestinationLike,
+    parse_destination,
 )
 from artemis_py.client.errors import (
     ClientError,
@@ -47,9 +52,9 @@ from artemis_py.client.url import DEFAULT_STOMP_PORT, DEFAULT_URL, BrokerUrl, pa
 
 __all__ = [
     "ACK_MODES",
-    "DEFAULT_ANYCAST_PREFIX",
+    "ANYCAST",
     "DEFAULT_MAX_PENDING",
-    "DEFAULT_MULTICAST_PREFIX",
+    "MULTICAST",
     "DEFAULT_STOMP_PORT",
     "DEFAULT_URL",
     "BrokerUrl",
@@ -57,12 +62,14 @@ __all__ = [
     "ClientError",
     "ConnectionClosedError",
     "ConnectionLostError",
+    "Destination",
+    "DestinationLike",
     "Headers",
     "Message",
     "StompServerError",
     "Subscription",
     "open_stomp_connection",
     "open_stomp_connection_over",
+    "parse_destination",
     "parse_url",
-    "stomp_destination",
 ]

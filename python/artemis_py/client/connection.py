@@ -39,6 +39,7 @@ from typing import Final, NoReturn
 
 import trio
 
+from artemis_py.client.destination import DestinationLike, parse_destination
 from artemis_py.client.errors import ClientError, ConnectionLostError
 from artemis_py.client.handshake import Headers, connect_frame, handshake, header_pairs
 from artemis_py.client.heartbeats import HEARTBEAT_TOLERANCE, send_heartbeats, watch_heartbeats
@@ -239,7 +240,7 @@ class ClientConnection:
 
     async def send(
         self,
-        destination: str,
+        destination: DestinationLike,
         body: bytes | str = b"",
         *,
         headers: Headers = None,
@@ -247,7 +248,9 @@ class ClientConnection:
         receipt: bool = True,
         wait: bool = True,
     ) -> None:
-        """Send a message to ``destination`` (e.g. ``/queue/orders``).
+        """Send a message to ``destination``: ``queue://orders`` or ``topic://prices`` (sent
+        with the routing type Artemis reads, on any acceptor), a raw STOMP destination
+        (``/queue/orders``, as it is) or a :class:`~.destination.Destination`.
 
         A ``str`` body is sent as UTF-8 text without ``content-length`` (Artemis makes it a
         text message); ``bytes`` get ``content-length`` (a bytes message).
@@ -258,8 +261,7 @@ class ClientConnection:
           :meth:`flush_receipts` waits for the rest, and a later ERROR fails the connection.
         * ``receipt=False``: no receipt is asked for; returns once written.
         """
-        pairs = [("destination", destination)]
-        pairs.extend(header_pairs(headers))
+        pairs = parse_destination(destination).send_headers(header_pairs(headers))
         if transaction is not None:
             pairs.append(("transaction", transaction))
         if isinstance(body, str):
@@ -279,7 +281,7 @@ class ClientConnection:
 
     async def subscribe(
         self,
-        destination: str,
+        destination: DestinationLike,
         *,
         ack: str = "auto",
         headers: Headers = None,
@@ -287,7 +289,9 @@ class ClientConnection:
         id: str | None = None,
         receipt: bool = True,
     ) -> Subscription:
-        """Subscribe to ``destination`` and return the :class:`Subscription` to receive from.
+        """Subscribe to ``destination`` (named as for :meth:`send`; ``topic://`` makes a
+        subscription of its own, ``queue://`` consumes from the queue) and return the
+        :class:`Subscription` to receive from.
 
         ``ack`` is ``auto``, ``client`` (cumulative) or ``client-individual``; ``selector``
         an Artemis filter expression. With ``receipt=True`` (default) this returns once the
@@ -296,14 +300,15 @@ class ClientConnection:
         if ack not in ACK_MODES:
             raise ValueError(f"ack must be one of {', '.join(ACK_MODES)}, got {ack!r}")
         self._state.check_open()
+        target = parse_destination(destination)
         sub_id = id if id is not None else f"sub-{next(self._ids)}"
-        subscription = Subscription(self, sub_id, destination, ack, host=self._subscriptions)
+        subscription = Subscription(self, sub_id, target.name, ack, host=self._subscriptions)
         # Registered first: MESSAGE frames may arrive before the RECEIPT.
         self._subscriptions.add(subscription)
-        pairs = [("destination", destination), ("id", sub_id), ("ack", ack)]
+        pairs = [("id", sub_id), ("ack", ack)]
         if selector is not None:
             pairs.append(("selector", selector))
-        pairs.extend(header_pairs(headers))
+        pairs = target.subscribe_headers(pairs + header_pairs(headers))
         await self._request(Command.SUBSCRIBE, pairs, receipt=receipt)
         return subscription
 

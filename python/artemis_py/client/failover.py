@@ -41,6 +41,7 @@ from typing import Any
 import trio
 
 from artemis_py.client.connection import ClientConnection, open_stomp_connection
+from artemis_py.client.destination import DestinationLike
 from artemis_py.client.discovery import ClientDiscovery
 from artemis_py.client.errors import ClientError, ConnectionLostError, connect_failure
 from artemis_py.client.handshake import Headers, header_pairs
@@ -314,7 +315,7 @@ class FailoverConnection:
 
     async def send(
         self,
-        destination: str,
+        destination: DestinationLike,
         body: bytes | str = b"",
         *,
         headers: Headers = None,
@@ -340,7 +341,7 @@ class FailoverConnection:
 
     async def _send_until_receipted(
         self,
-        destination: str,
+        destination: DestinationLike,
         body: bytes | str,
         pairs: list[tuple[str, str]],
         encoded: Callable[[], None] | None,
@@ -366,7 +367,7 @@ class FailoverConnection:
 
     async def _send_held(
         self,
-        destination: str,
+        destination: DestinationLike,
         body: bytes | str,
         pairs: list[tuple[str, str]],
         *,
@@ -412,7 +413,7 @@ class FailoverConnection:
 
     async def subscribe(
         self,
-        destination: str,
+        destination: DestinationLike,
         *,
         ack: str = "auto",
         headers: Headers = None,

@@ -33,13 +33,14 @@ from typing import Any, Final
 
 from artemis_py.client import (
     ACK_MODES,
-    DEFAULT_ANYCAST_PREFIX,
-    DEFAULT_MULTICAST_PREFIX,
+    ANYCAST,
     DEFAULT_URL,
     BrokerUrl,
+    Destination,
+    parse_destination,
     parse_url,
-    stomp_destination,
 )
+from artemis_py.client.destination import add_destination_arguments
 from artemis_py.client.url import ClientUrl, parse_client_url
 from artemis_py.config.tls import TlsParams
 
@@ -47,6 +48,9 @@ __all__ = ["DEFAULT_DESTINATION", "PerfOptions", "add_arguments", "options_from_
 
 DEFAULT_DESTINATION: Final = "queue://TEST"
 DEFAULT_MESSAGE_SIZE: Final = 1024
+_USUAL_MULTICAST_PREFIX: Final = "/topic/"
+"""A raw destination with this prefix (the etc/ samples' multicastPrefix) is taken for a
+topic when no --multicast-prefix is given: every consumer gets every message."""
 TIMESTAMP_HEADER: Final = "perf-ts"
 """The SEND header with the message's timestamp (``time.time_ns()``)."""
 
@@ -58,7 +62,7 @@ class PerfOptions:
     producer_urls: tuple[BrokerUrl, ...] = (parse_url(DEFAULT_URL),)
     consumer_urls: tuple[BrokerUrl, ...] = (parse_url(DEFAULT_URL),)
     destination: str = DEFAULT_DESTINATION
-    stomp_destination: str = "/queue/TEST"
+    stomp_destination: Destination = Destination("TEST", ANYCAST)
     topic: bool = False
     producers: int = 1
     consumers: int = 1
@@ -164,6 +168,8 @@ class PerfOptions:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        data["stomp_destination"] = self.stomp_destination.name
+        data["destination_type"] = self.stomp_destination.routing_type
         data["producer_urls"] = [str(u) for u in self.producer_urls]
         data["consumer_urls"] = [str(u) for u in self.consumer_urls]
         for side in ("producer_cluster", "consumer_cluster"):
@@ -250,25 +256,7 @@ def _where_arguments(where: argparse._ArgumentGroup) -> None:
     )
     where.add_argument("--user", default=None, help="login")
     where.add_argument("--password", default=None, help="passcode")
-    where.add_argument(
-        "--destination",
-        default=DEFAULT_DESTINATION,
-        help=f"queue://NAME or topic://NAME (default {DEFAULT_DESTINATION})",
-    )
-    where.add_argument(
-        "--anycast-prefix",
-        default=DEFAULT_ANYCAST_PREFIX,
-        metavar="PREFIX",
-        help=f"the acceptor's anycastPrefix: queue://NAME becomes PREFIX+NAME "
-        f"(default {DEFAULT_ANYCAST_PREFIX})",
-    )
-    where.add_argument(
-        "--multicast-prefix",
-        default=DEFAULT_MULTICAST_PREFIX,
-        metavar="PREFIX",
-        help=f"the acceptor's multicastPrefix: topic://NAME becomes PREFIX+NAME "
-        f"(default {DEFAULT_MULTICAST_PREFIX})",
-    )
+    add_destination_arguments(where, DEFAULT_DESTINATION)
 
 
 def _load_arguments(load: argparse._ArgumentGroup) -> None:
@@ -402,13 +390,14 @@ def options_from_args(args: argparse.Namespace) -> PerfOptions:
     urls, cluster = _where("--url", args.url, ((parse_url(DEFAULT_URL),), None))
     producer_urls, producer_cluster = _where("--producer-url", args.producer_url, (urls, cluster))
     consumer_urls, consumer_cluster = _where("--consumer-url", args.consumer_url, (urls, cluster))
-    destination = stomp_destination(
+    destination = parse_destination(
         args.destination,
         anycast_prefix=args.anycast_prefix,
         multicast_prefix=args.multicast_prefix,
     )
-    topic = args.destination.lower().startswith("topic://") or destination.startswith(
-        args.multicast_prefix
+    topic = destination.multicast or (
+        destination.routing_type is None
+        and destination.name.startswith(args.multicast_prefix or _USUAL_MULTICAST_PREFIX)
     )
     return PerfOptions(
         producer_urls=producer_urls,

@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from artemis_py.client.destination import stomp_destination
+from artemis_py.client.destination import parse_destination
 from artemis_py.client.url import BrokerUrl, parse_url
 from artemis_py.spark.errors import OptionError
 from artemis_py.spark.offsets import SpecificOffsets, StartingOffsets, parse_starting_offsets
@@ -339,7 +339,7 @@ def _name(values: Mapping[str, str], name: str, *, plain: bool = True) -> str | 
         raise OptionError(f"option {name} takes a plain name, got {value!r} (use {rest!r})")
     if sep:
         try:
-            stomp_destination(value)
+            parse_destination(value)
         except ValueError as exc:
             raise OptionError(f"option {name}: {exc}") from None
     return value

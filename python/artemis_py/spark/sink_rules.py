@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from artemis_py.client.destination import stomp_destination
+from artemis_py.client.destination import Destination, parse_destination
 from artemis_py.client.url import BrokerUrl
 from artemis_py.spark.errors import ConnectorError, SchemaError
 
@@ -112,9 +112,11 @@ class SinkError(ConnectorError):
 
 @dataclass(frozen=True, slots=True)
 class Outgoing:
-    """One row as a SEND: STOMP destination, body (``str``: a text message) and headers."""
+    """One row as a SEND: its destination (``queue://NAME`` is sent as ``NAME`` with
+    ``destination-type:ANYCAST``, :mod:`artemis_py.client.destination`), body (``str``: a
+    text message) and headers."""
 
-    destination: str
+    destination: Destination
     body: bytes | str
     headers: dict[str, str]
 
@@ -149,7 +151,7 @@ def outgoing_message(
     if target is None:
         raise SinkError(f"{where}: destination is null and option destination is not set")
     try:
-        stomp_target = stomp_destination(target)
+        stomp_target = parse_destination(target)
     except ValueError as exc:
         raise SinkError(f"{where}: {exc}") from None
     headers = {"persistent": "true"} if persistent else {}

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from artemis_py.client.destination import Destination
 from artemis_py.client.url import BrokerUrl
 from artemis_py.spark.errors import SchemaError
 from artemis_py.spark.sink_rules import (
@@ -120,7 +121,7 @@ def outgoing(row: tuple[object, ...], columns: SinkColumns = ALL, **options: obj
 def test_a_row_becomes_a_send() -> None:
     message = outgoing((bytearray(b"\x00\xff"), {"k": "v", "skip": None}, "queue://orders"))
     assert message == Outgoing(
-        "/queue/orders",
+        Destination("orders", "ANYCAST"),  # destination-type:ANYCAST, on any acceptor
         b"\x00\xff",
         {"persistent": "true", "k": "v", "_AMQ_DUPL_ID": "spark:w:3"},
     )
@@ -130,10 +131,13 @@ def test_a_row_becomes_a_send() -> None:
 def test_text_bodies_the_destination_option_and_persistence() -> None:
     columns = SinkColumns(body=0, body_is_text=True, headers=None, destination=None)
     message = outgoing(("é",), columns, persistent=False)
-    assert message == Outgoing("fallback", "é", {"_AMQ_DUPL_ID": "spark:w:3"})
+    assert message == Outgoing(Destination("fallback"), "é", {"_AMQ_DUPL_ID": "spark:w:3"})
     assert message.size == 2  # UTF-8 bytes on the wire
     # A null destination column falls back to the option.
-    assert outgoing((b"x", None, None)).destination == "fallback"
+    assert outgoing((b"x", None, None)).destination == Destination("fallback")
+    assert outgoing((b"x", None, None), destination="topic://t").destination == Destination(
+        "t", "MULTICAST"
+    )
 
 
 def test_a_rows_own_persistent_header_wins() -> None:

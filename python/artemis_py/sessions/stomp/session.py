@@ -308,9 +308,9 @@ class StompSession:
                     name, routing = name[len(prefix) :], RoutingType.MULTICAST
                     break
         if routing is None and type_header is not None:
-            routing = _ROUTING_HEADER_VALUES.get(type_header.upper())
+            routing = _ROUTING_HEADER_VALUES.get(type_header)  # case-sensitive, as in Artemis
             if routing is None:
-                raise StompError(f"unknown routing type {type_header!r}")
+                raise StompError(f"unknown routing type {type_header!r} (ANYCAST or MULTICAST)")
         address, queue = split_fqqn(name)
         if not address:
             raise StompError(f"invalid destination {name!r}")
