@@ -250,10 +250,12 @@ class InProcessNode:
         *,
         start: int = 0,
         routing_type: RoutingType = ANYCAST,
+        queue: str | None = None,
         **props: str,
     ) -> None:
         """Send ``count`` messages ``m-<n>`` as a STOMP session does (route, send, and
-        wait until the node has them)."""
+        wait until the node has them); ``queue``: to that queue only (a FQQN
+        ``address::queue``, which initial distribution cannot send elsewhere)."""
         for n in range(start, start + count):
             message = self.broker.new_message(
                 address,
@@ -262,7 +264,7 @@ class InProcessNode:
                 durable=True,
                 properties=tuple(props.items()),
             )
-            await self.broker.send(message, self.broker.route(message)).settled()
+            await self.broker.send(message, self.broker.route(message, queue)).settled()
 
     def consume(self, queue: str, *, selector: str | None = None) -> Collector:
         return Collector(self.broker, self.queue(queue), selector=selector)

@@ -95,7 +95,10 @@ class Redistributor:
         if queue.name in self._active:
             self._schedule_pass(queue)
         elif queue.name not in self._waiting and self._candidates(queue):
-            self.nursery.start_soon(self._activate_after, queue, delay / 1000)
+            # Registered now, not when the task starts: a burst of arrivals in one tick
+            # starts one delay, and a local consumer that comes within it cancels it.
+            scope = self._waiting[queue.name] = trio.CancelScope()
+            self.nursery.start_soon(self._activate_after, queue, delay / 1000, scope)
 
     def remote_consumers_changed(self, binding: RemoteQueueBinding) -> None:
         queue = self.broker.queue(binding.queue_name)
@@ -114,9 +117,8 @@ class Redistributor:
             scope.cancel()
         self._active.discard(queue.name)
 
-    async def _activate_after(self, queue: Queue, delay: float) -> None:
-        with trio.CancelScope() as scope:
-            self._waiting[queue.name] = scope
+    async def _activate_after(self, queue: Queue, delay: float, scope: trio.CancelScope) -> None:
+        with scope:
             try:
                 await trio.sleep(delay)
             finally:
