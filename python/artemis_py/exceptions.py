@@ -17,6 +17,10 @@ class ConfigError(ArtemisError):
     """A configuration file is invalid (the message lists every problem with file and line)."""
 
 
+class BrokerError(ArtemisError):
+    """An operation a client asked for cannot be done (the text is for the client)."""
+
+
 class StorageError(ArtemisError):
     """Base class of journal and data-directory errors."""
 

@@ -14,24 +14,29 @@ count reaches ``max-delivery-attempts`` a copy goes to the dead-letter address i
 stored before the original's acknowledgement, so a crash can duplicate it but never lose
 it. Expiry moves a message the same way, to the expiry address.
 
-:class:`~artemis_py.broker.broker.Broker` owns one :class:`Acknowledgements`; the
-functions here are what its transactions share with it.
+:class:`~artemis_py.broker.broker.Broker` owns one :class:`Acknowledgements`, made from the
+parts it works on (the store, the paging manager, the post office) and the broker's route and
+send for the moves; the functions here are what transactions
+(:mod:`artemis_py.broker.sending`) share with it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Never
 
 from artemis_py.broker.message import MessageReference
-from artemis_py.broker.pending import Pending
-from artemis_py.broker.persistence import Persistence, Ticket
+from artemis_py.broker.pending import Pending, Ticket
+from artemis_py.broker.persistence import Persistence
 from artemis_py.storage import Op
 
 if TYPE_CHECKING:
-    from artemis_py.broker.broker import Broker
+    from artemis_py.broker.message import Message
+    from artemis_py.broker.paging import PagingManager
     from artemis_py.broker.queue import Queue
+    from artemis_py.broker.routing import PostOffice
+    from artemis_py.config import AddressSettings
 
 log = logging.getLogger("artemis_py.broker")
 
@@ -39,8 +44,28 @@ log = logging.getLogger("artemis_py.broker")
 class Acknowledgements:
     """Acknowledging, cancelling and expiring the references of one broker's queues."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        persistence: Persistence,
+        paging: PagingManager,
+        post_office: PostOffice,
+        address_settings: Callable[[str], AddressSettings],
+    ) -> None:
+        self.persistence = persistence
+        self.paging = paging
+        self.post_office = post_office
+        self.address_settings = address_settings
+        # Where a dead letter's or expired message's copy goes: the broker's route and
+        # (internal) send, given once they exist (:meth:`send_moves_with`).
+        self.route: Callable[[Message], list[Queue]] = _not_yet
+        self.send: Callable[..., Pending] = _not_yet
+
+    def send_moves_with(
+        self, route: Callable[[Message], list[Queue]], send: Callable[..., Pending]
+    ) -> None:
+        """Route and send dead letters' and expired messages' copies with these."""
+        self.route = route
+        self.send = send
 
     def acknowledge(self, refs: list[MessageReference], *, awaited: bool = True) -> Pending:
         """Consumers acknowledged delivered references: they are gone for good.
@@ -65,10 +90,10 @@ class Acknowledgements:
         paged = []
         for ref in refs:
             if ref.paged is not None:
-                op = self.broker.paging.ack_op(ref)
+                op = self.paging.ack_op(ref)
                 if op is not None:
                     paged.append(op)
-                paged += page_ref_acked(self.broker.persistence, ref, None)
+                paged += page_ref_acked(self.persistence, ref, None)
                 # Released once its cursor has counted the ack: releasing the last depaged
                 # message is what ends paging (AddressPaging.drained asks the cursors).
                 release(ref)
@@ -78,7 +103,14 @@ class Acknowledgements:
             record = ack_record(ref)
             if record is not None:
                 records.append(record)
-        return self.broker.persistence.acknowledge(records, awaited, paged)
+        return self.persistence.acknowledge(records, awaited, paged)
+
+    def discard(self, refs: list[MessageReference]) -> Pending:
+        """Take ready references out of their queues and acknowledge them: gone for good."""
+        for queue, queue_refs in by_queue(refs):
+            queue.remove(queue_refs)
+            queue.delivering += len(queue_refs)  # acknowledged below
+        return self.acknowledge(refs)
 
     def cancel(self, refs: list[MessageReference]) -> None:
         """Delivered references come back unacknowledged (consumer closed, NACK)."""
@@ -88,10 +120,10 @@ class Acknowledgements:
             by_queue.setdefault(id(ref.queue), []).append(ref)
             if ref.message.durable and ref.queue.durable and ref.paged is None:
                 counts.append((ref.message.message_id, ref.queue.id, ref.delivery_count))
-        self.broker.persistence.update_delivery_counts(counts)
+        self.persistence.update_delivery_counts(counts)
         for queue_refs in by_queue.values():
             queue = queue_refs[0].queue
-            max_attempts = self.broker.address_settings(queue.address).max_delivery_attempts
+            max_attempts = self.address_settings(queue.address).max_delivery_attempts
             keep = []
             for ref in queue_refs:
                 if 0 < max_attempts <= ref.delivery_count:
@@ -99,19 +131,19 @@ class Acknowledgements:
                 else:
                     keep.append(ref)
             if keep:
-                if self.broker.post_office.queue(queue.name) is queue:
+                if self.post_office.queue(queue.name) is queue:
                     queue.cancel(keep)
                 else:  # the queue was deleted meanwhile
                     self.acknowledge_refs(keep)
 
     def _dead_letter(self, ref: MessageReference) -> None:
         ref.queue.messages_killed += 1
-        settings = self.broker.address_settings(ref.queue.address)
+        settings = self.address_settings(ref.queue.address)
         self._move(ref, settings.dead_letter_address, "dead letter")
 
     def expire(self, ref: MessageReference) -> None:
         ref.queue.messages_expired += 1
-        settings = self.broker.address_settings(ref.queue.address)
+        settings = self.address_settings(ref.queue.address)
         self._move(ref, settings.expiry_address, "expiry")
 
     def _move(self, ref: MessageReference, target: str | None, why: str) -> None:
@@ -120,17 +152,17 @@ class Acknowledgements:
         # QueueImpl keeps the three apart).
         ref.queue.delivering -= 1
         if target:
-            copy = ref.message.with_address(self.broker.persistence.next_id(), target)
+            copy = ref.message.with_address(self.persistence.next_id(), target)
             copy.properties += (
                 ("_AMQ_ORIG_ADDRESS", ref.message.address),
                 ("_AMQ_ORIG_QUEUE", ref.queue.name),
             )
-            queues = self.broker.route(copy)
+            queues = self.route(copy)
             if queues:
                 # Stored before the original's acknowledgement in the same journal, so a
                 # crash can duplicate the message but never lose it. Internal moves do not
                 # wait for the sync before the copy becomes visible.
-                self.broker.paging.settle_soon(self.broker.send(copy, queues, internal=True))
+                self.paging.settle_soon(self.send(copy, queues, internal=True))
             else:
                 log.warning(
                     "%s address %s has no queue: message %d dropped",
@@ -146,6 +178,10 @@ class Acknowledgements:
                 why,
             )
         self.acknowledge_refs([ref])
+
+
+def _not_yet(*args: object, **kwargs: object) -> Never:
+    raise RuntimeError("Acknowledgements.send_moves_with was not called")
 
 
 def page_ref_acked(persistence: Persistence, ref: MessageReference, tx_id: int | None) -> list[Op]:

@@ -15,12 +15,12 @@ streams the body from the file (:mod:`artemis_py.storage.large_messages`).
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Protocol
 
 from artemis_py.config import RoutingType
 
 if TYPE_CHECKING:
-    from artemis_py.broker.paging.address import Held
     from artemis_py.broker.queue import Queue
     from artemis_py.storage.large_messages import LargeMessageStore
 
@@ -44,6 +44,11 @@ _FLAG_BODY_IN_FILE = 4
 #: What a message whose body is in a file costs in memory besides its headers: the
 #: reference object and the message's slots (an estimate, as the 64 bytes of ``size`` are).
 REFERENCE_OVERHEAD = 128
+
+
+def now_ms() -> int:
+    """The clock of timestamps and expirations: milliseconds since the epoch."""
+    return int(time.time() * 1000)
 
 
 class LargeBody:
@@ -223,6 +228,13 @@ _SPECIAL_IDENTIFIERS = {
 }
 
 
+class MemoryShare(Protocol):
+    """A message's share of its address's memory
+    (:class:`~artemis_py.broker.paging.address.Held`): given back with its last reference."""
+
+    def release_one(self) -> None: ...
+
+
 class MessageReference:
     """One message in one queue, with its delivery count there.
 
@@ -244,7 +256,7 @@ class MessageReference:
         self.offset = offset
         self.stream: str | None = None
         self.paged: tuple[int, int] | None = None
-        self.held: Held | None = None
+        self.held: MemoryShare | None = None
 
     def __repr__(self) -> str:
         return f"Ref({self.message.message_id} in {self.queue.name}, dc={self.delivery_count})"

@@ -46,11 +46,13 @@ from artemis_py.exceptions import ArtemisError
 from artemis_py.storage import Op
 
 if TYPE_CHECKING:
-    from artemis_py.broker.broker import Broker
+    from artemis_py.broker.acknowledging import Acknowledgements
     from artemis_py.broker.message import MessageReference
     from artemis_py.broker.paging.address import AddressPaging
     from artemis_py.broker.paging.cursor import PageCursor
-    from artemis_py.broker.persistence import Ticket
+    from artemis_py.broker.paging.manager import PagingManager
+    from artemis_py.broker.pending import Ticket
+    from artemis_py.broker.persistence import Persistence
     from artemis_py.broker.queue import Queue
 
 
@@ -94,24 +96,33 @@ class OffsetReading:
     """Browsing a broker's queues by offset, acknowledging up to an offset, and the
     queues' offset marks (see the module doc)."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        node_id: str,
+        persistence: Persistence,
+        paging: PagingManager,
+        acks: Acknowledgements,
+    ) -> None:
+        self.node_id = node_id
+        self.persistence = persistence
+        self.paging = paging
+        self.acks = acks
         # Journal record ids of marks and sealed ends by (queue id, stream, record type).
         self._mark_records: dict[tuple[int, str, int], int] = {}
 
     @property
     def stream(self) -> str:
         """The id of this node's own stream: its node id."""
-        return self.broker.node_id
+        return self.node_id
 
     def stable_end(self, queue: Queue) -> int:
-        return queue.stable_end(self.broker.persistence.next_free_id)
+        return queue.stable_end(self.persistence.next_free_id)
 
     def _paged(self, queue: Queue) -> tuple[AddressPaging, PageCursor] | None:
         """The queue's address paging and cursor, when it has paged messages."""
         if queue.paged <= 0:
             return None
-        paging = self.broker.paging.addresses.get(queue.address)
+        paging = self.paging.addresses.get(queue.address)
         cursor = paging.cursors.get(queue.id) if paging is not None else None
         if paging is None or cursor is None or paging.store is None:
             return None
@@ -260,7 +271,7 @@ class OffsetReading:
             index = index.stream(stream)
         refs = list(index.range(0, offset))
         if refs:
-            pending = self.broker.discard(refs)
+            pending = self.acks.discard(refs)
         if offset > queue.marks.get(stream, -1):
             queue.marks[stream] = offset
             pending.tickets += self._store(queue, stream, offset, OFFSET_MARK)
@@ -282,11 +293,11 @@ class OffsetReading:
         (adopted references stay in their streams)."""
         queue.marks.clear()
         queue.sealed.clear()
-        return Pending(tickets=self.broker.persistence.submit(self.queue_removed(queue)))
+        return Pending(tickets=self.persistence.submit(self.queue_removed(queue)))
 
     def _store(self, queue: Queue, stream: str, value: int, record_type: int) -> list[Ticket]:
         """Journal a queue's offset mark or sealed end for ``stream`` (add, then updates)."""
-        persistence = self.broker.persistence
+        persistence = self.persistence
         if not queue.durable or not persistence.stores_messages:
             return []
         payload = encode_offset_mark(queue.id, stream, value)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from artemis_py.broker.offset_index import OffsetIndex
@@ -340,19 +339,3 @@ class Queue:
             f"Queue({self.name!r}, address={self.address!r}, {self.routing_type.name}, "
             f"messages={self.message_count}, consumers={len(self.consumers)})"
         )
-
-
-@dataclass(frozen=True, slots=True)
-class QueueSpec:
-    """What the bindings journal records about a queue, and what a queue is made from."""
-
-    queue_id: int
-    name: str
-    address: str
-    routing_type: RoutingType
-    filter: str | None = None
-    durable: bool = True
-    temporary: bool = False
-    max_consumers: int = -1
-    purge_on_no_consumers: bool = False
-    auto_created: bool = False

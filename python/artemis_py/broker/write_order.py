@@ -29,8 +29,8 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from artemis_py.broker.message import Message, encode_message
-from artemis_py.broker.pending import Pending, durable
-from artemis_py.broker.persistence import Persistence, Ticket
+from artemis_py.broker.pending import Pending, Ticket, durable
+from artemis_py.broker.persistence import Persistence
 
 if TYPE_CHECKING:
     from artemis_py.broker.paging import Placement

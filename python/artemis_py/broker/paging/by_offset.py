@@ -35,11 +35,12 @@ from typing import TYPE_CHECKING
 
 from artemis_py.broker.message import MessageReference, decode_message
 from artemis_py.broker.paging.cursor import PageCursor, Position
+from artemis_py.broker.records import page_ack_op
 from artemis_py.storage.paging import PAGE_HEADER_SIZE
 
 if TYPE_CHECKING:
     from artemis_py.broker.paging.address import AddressPaging
-    from artemis_py.broker.persistence import Ticket
+    from artemis_py.broker.pending import Ticket
     from artemis_py.broker.queue import Queue
     from artemis_py.storage import Op
     from artemis_py.storage.paging import PagedRecord
@@ -205,8 +206,6 @@ def _pass(
     """Move ``cursor`` over ``records`` up to the queue's first message at or above
     ``offset``, acknowledging the queue's messages it passes; returns the ops and whether
     it stopped there."""
-    from artemis_py.broker.persistence import page_ack_op
-
     # Records written but not settled yet are passed like the others: another queue's are
     # not this cursor's business, and this queue's have offsets at or above its stable end
     # (at or above ``offset`` for a reader that stays below the stable end, as it should).

@@ -4,7 +4,7 @@ The manager owns what spans addresses: the node's size and message count against
 ``global-max-size`` / ``global-max-messages``, the page stores (one per address, created
 when the address first pages), the tasks that depage and delete completed pages, and the
 journal records of paging (PAGE_ACK, PAGE_COMPLETE, PAGE_TX; formats in
-:mod:`artemis_py.broker.persistence`).
+:mod:`artemis_py.broker.records`).
 
 ``global-max-size`` left at -1 means 1 GiB, or a quarter of the machine's memory if that is
 smaller: Artemis's default is half the JVM heap, 1 GiB with the 2 GiB heap of an instance
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from artemis_py.broker.message import MessageReference
+from artemis_py.broker.paging import recovery
 from artemis_py.broker.paging.address import (
     BLOCK,
     DROP,
@@ -34,16 +35,19 @@ from artemis_py.broker.paging.address import (
 )
 from artemis_py.broker.paging.cursor import PageCursor
 from artemis_py.broker.pending import durable
+from artemis_py.broker.records import page_ack_op, page_complete_op
 from artemis_py.broker.streams import adopt
 from artemis_py.exceptions import StorageError
+from artemis_py.storage import Op
+from artemis_py.storage.paging import create_page_store
 
 if TYPE_CHECKING:
+    from artemis_py.broker.journal_recovery import RecoveredState
     from artemis_py.broker.message import Message
-    from artemis_py.broker.pending import Pending
-    from artemis_py.broker.persistence import Persistence, RecoveredState, Ticket
+    from artemis_py.broker.pending import Pending, Ticket
+    from artemis_py.broker.persistence import Persistence
     from artemis_py.broker.queue import Queue
     from artemis_py.config import AddressSettings, BrokerConfig
-    from artemis_py.storage import Op
     from artemis_py.storage.paging import PageStore
 
 log = logging.getLogger("artemis_py.broker.paging")
@@ -220,8 +224,6 @@ class PagingManager:
         self._nursery.start_soon(pending.settled)
 
     async def create_store(self, address: str) -> PageStore:
-        from artemis_py.storage.paging import create_page_store
-
         assert self.directory is not None
         settings = self.settings_for(address)
         return await create_page_store(self.directory, address, page_size=settings.page_size_bytes)
@@ -274,8 +276,6 @@ class PagingManager:
 
     def complete(self, paging: AddressPaging, cursor: PageCursor, page: int) -> None:
         """``page`` is done for ``cursor``'s queue: one record replaces its acks."""
-        from artemis_py.broker.persistence import page_complete_op
-
         record_id = self.persistence.next_id()
         ops = [page_complete_op(record_id, cursor.queue.id, page, paging.address)]
         ops += [_delete(r) for r in cursor.ack_records.pop(page, ())]
@@ -340,8 +340,6 @@ class PagingManager:
 
     def ack_op(self, ref: MessageReference, tx_id: int | None = None) -> Op | None:
         """The journal op acknowledging a depaged ``ref`` (None for a non-durable queue)."""
-        from artemis_py.broker.persistence import page_ack_op
-
         assert ref.paged is not None
         paging = self.address(ref.queue.address)
         cursor = paging.cursors.get(ref.queue.id)
@@ -417,9 +415,7 @@ class PagingManager:
 
     async def recover(self, state: RecoveredState, queues: Iterable[Queue]) -> None:
         """Rebuild every cursor from the pages and the journal's paging records."""
-        from artemis_py.broker.paging.recovery import recover
-
-        await recover(self, state, list(queues))
+        await recovery.recover(self, state, list(queues))
 
     async def close(self) -> None:
         """Close every page store (what is queued is written first)."""
@@ -430,8 +426,6 @@ class PagingManager:
 
 
 def _delete(record_id: int) -> Op:
-    from artemis_py.storage import Op
-
     return Op.delete(record_id)
 
 

@@ -1,0 +1,220 @@
+"""Addresses and their queues as clients, the configuration and recovery make and remove them.
+
+Theory of operation
+-------------------
+An address exists because the configuration names it, a client sent to or subscribed on it
+and its settings allow auto-creation, or the bindings journal recorded it. A queue is made
+from a :class:`~artemis_py.broker.records.QueueSpec` (what the bindings journal records about
+it) and bound to its address in the post office (:mod:`artemis_py.broker.routing`); a
+durable one is recorded, and its records are written before any message that names it
+(:mod:`artemis_py.broker.persistence`).
+
+Removing a queue acknowledges what it holds and removes its paging cursor and offset marks;
+an auto-created address goes with its last queue when its settings say so (Artemis's
+auto-delete). A queue that loses its last consumer may go too (temporary, auto-created and
+empty), or lose its messages (purge-on-no-consumers).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from artemis_py.broker.filter import Filter
+from artemis_py.broker.message import now_ms
+from artemis_py.broker.pending import Pending
+from artemis_py.broker.queue import Queue
+from artemis_py.broker.records import QueueSpec
+from artemis_py.broker.routing import Address
+from artemis_py.config import AddressSettings, BrokerConfig, RoutingType
+from artemis_py.exceptions import BrokerError
+
+if TYPE_CHECKING:
+    from artemis_py.broker.acknowledging import Acknowledgements
+    from artemis_py.broker.offsets import OffsetReading
+    from artemis_py.broker.paging import PagingManager
+    from artemis_py.broker.persistence import Persistence
+    from artemis_py.broker.routing import PostOffice
+
+
+class Addresses:
+    """Making, finding and removing one node's addresses and queues."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        persistence: Persistence,
+        post_office: PostOffice,
+        paging: PagingManager,
+        acks: Acknowledgements,
+        offsets: OffsetReading,
+    ) -> None:
+        self.config = config
+        self.persistence = persistence
+        self.post_office = post_office
+        self.paging = paging
+        self.acks = acks
+        self.offsets = offsets
+
+    def address_settings(self, address: str) -> AddressSettings:
+        return self.config.address_settings_for(address)
+
+    def deploy_configured(self) -> None:
+        """Make the configuration's addresses and queues that do not exist yet."""
+        for address_config in self.config.addresses:
+            address = self.post_office.address(address_config.name)
+            routing_types = set(address_config.routing_types)
+            if address is None:
+                self._create_address(address_config.name, routing_types, auto_created=False)
+            elif not routing_types <= address.routing_types:
+                address.routing_types |= routing_types
+                self.persistence.store_address(address)
+            for qc in address_config.queues:
+                if self.post_office.queue(qc.name) is None:
+                    self.create_queue(
+                        qc.name,
+                        address_config.name,
+                        qc.routing_type,
+                        filter_text=qc.filter,
+                        durable=qc.durable,
+                        max_consumers=qc.max_consumers,
+                        purge_on_no_consumers=qc.purge_on_no_consumers,
+                    )
+
+    def resolve_address(
+        self, name: str, routing_type: RoutingType | None, *, for_send: bool
+    ) -> Address:
+        """The address called ``name``, auto-created when its settings allow."""
+        address = self.post_office.address(name)
+        settings = self.address_settings(name)
+        if address is None:
+            if not settings.auto_create_addresses:
+                raise BrokerError(f"address {name} does not exist and auto-create is disabled")
+            if routing_type is None:
+                routing_type = (
+                    settings.default_address_routing_type
+                    if for_send
+                    else settings.default_queue_routing_type
+                )
+            return self._create_address(name, {routing_type}, auto_created=True)
+        if routing_type is not None and routing_type not in address.routing_types:
+            if not settings.auto_create_addresses:
+                raise BrokerError(
+                    f"address {name} does not support routing type {routing_type.name}"
+                )
+            address.routing_types.add(routing_type)
+            self.persistence.store_address(address)
+        return address
+
+    def _create_address(
+        self, name: str, routing_types: set[RoutingType], *, auto_created: bool
+    ) -> Address:
+        address = Address(
+            self.persistence.next_id(), name, set(routing_types), auto_created=auto_created
+        )
+        self.post_office.add_address(address)
+        self.persistence.store_address(address)
+        return address
+
+    def create_queue(
+        self,
+        name: str,
+        address_name: str,
+        routing_type: RoutingType,
+        *,
+        filter_text: str | None = None,
+        durable: bool = True,
+        temporary: bool = False,
+        max_consumers: int | None = None,
+        purge_on_no_consumers: bool | None = None,
+        auto_created: bool = False,
+    ) -> Queue:
+        if self.post_office.queue(name) is not None:
+            raise BrokerError(f"queue {name} already exists")
+        settings = self.address_settings(address_name)
+        if self.post_office.address(address_name) is None:
+            self.resolve_address(address_name, routing_type, for_send=False)
+        spec = QueueSpec(
+            queue_id=self.persistence.next_id(),
+            name=name,
+            address=address_name,
+            routing_type=routing_type,
+            filter=filter_text or None,
+            durable=durable and not temporary,
+            temporary=temporary,
+            max_consumers=(
+                settings.default_max_consumers if max_consumers is None else max_consumers
+            ),
+            purge_on_no_consumers=(
+                settings.default_purge_on_no_consumers
+                if purge_on_no_consumers is None
+                else purge_on_no_consumers
+            ),
+            auto_created=auto_created,
+        )
+        queue = self.new_queue(spec)
+        self.post_office.add_queue(queue)
+        if queue.durable:
+            self.persistence.store_queue(spec)
+        return queue
+
+    def new_queue(self, spec: QueueSpec) -> Queue:
+        """The queue ``spec`` describes (not bound yet)."""
+        return Queue(
+            spec.queue_id,
+            spec.name,
+            spec.address,
+            spec.routing_type,
+            filter=Filter.parse(spec.filter) if spec.filter else None,
+            durable=spec.durable,
+            temporary=spec.temporary,
+            max_consumers=spec.max_consumers,
+            purge_on_no_consumers=spec.purge_on_no_consumers,
+            auto_created=spec.auto_created,
+            on_expired=self.acks.expire,
+            clock_ms=now_ms,
+        )
+
+    def delete_queue(self, queue: Queue) -> Pending:
+        """Remove a queue and every message reference it holds."""
+        pending = Pending()
+        self.post_office.remove_queue(queue)
+        refs = queue.remove_all()
+        if refs:
+            queue.delivering += len(refs)
+            pending.tickets += self.acks.acknowledge_refs(refs)
+        paging_records = self.paging.queue_removed(queue) + self.offsets.queue_removed(queue)
+        if paging_records:
+            pending.tickets += self.persistence.submit(paging_records)
+        if queue.durable:
+            pending.tickets += self.persistence.delete_queue(queue.id)
+        address = self.post_office.address(queue.address)
+        if (
+            address is not None
+            and address.auto_created
+            and not address.queues
+            and self.address_settings(address.name).auto_delete_addresses
+        ):
+            self.post_office.remove_address(address.name)
+            pending.tickets += self.persistence.delete_address(address.id)
+        return pending
+
+    def queue_lost_consumer(self, queue: Queue) -> Pending | None:
+        """Artemis's auto-delete and purge-on-no-consumers when a consumer leaves."""
+        if queue.consumers or self.post_office.queue(queue.name) is not queue:
+            return None
+        if queue.temporary:
+            return self.delete_queue(queue)
+        settings = self.address_settings(queue.address)
+        if (
+            queue.auto_created
+            and settings.auto_delete_queues
+            and queue.message_count == 0
+            and not queue.arriving  # a send routed here before the consumer left
+            and queue.routing_type is RoutingType.ANYCAST
+        ):
+            return self.delete_queue(queue)
+        if queue.purge_on_no_consumers and queue.messages:
+            refs = queue.remove_all()
+            queue.delivering += len(refs)
+            return Pending(tickets=self.acks.acknowledge_refs(refs))
+        return None
