@@ -24,6 +24,7 @@ import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import trio
 import trio.testing
@@ -40,35 +41,59 @@ from artemis_py.config import RoutingType
 from artemis_py.config.parse import parse_config
 from artemis_py.node import Node, cluster_connections
 from artemis_py.transport.link import Link, open_link
+from conftest import wait_for
 
 ANYCAST = RoutingType.ANYCAST
 MULTICAST = RoutingType.MULTICAST
 PORT = 61616
 
-__all__ = ["ANYCAST", "MULTICAST", "Collector", "InProcessCluster", "open_cluster"]
+__all__ = [
+    "ANYCAST",
+    "MULTICAST",
+    "Collector",
+    "InProcessCluster",
+    "InProcessNode",
+    "open_cluster",
+    "wait_consumers",
+]
 
 
 def host(index: int) -> str:
     return f"node{index}.test"
 
 
-def broker_xml(
-    index: int,
-    count: int,
-    *,
-    policy: str,
-    static: list[int],
-    delay: int,
-    scale_down: bool,
-    extra: str,
-) -> str:
+@dataclass(frozen=True)
+class Settings:
+    """What the nodes' ``broker.xml`` says (the same for every node)."""
+
+    policy: str = "ON_DEMAND"  # message-load-balancing
+    # node index -> indexes of its static connectors (None: node0 names node1, every other
+    # node names node0, as tests/cluster does)
+    static: dict[int, list[int]] | None = None
+    delay: int = -1  # redistribution-delay, ms (Artemis's default: never)
+    scale_down: bool = False  # <ha-policy> with <scale-down/>
+    extra: str = ""  # more <cluster-connection> XML
+
+    def static_of(self, index: int) -> list[int]:
+        if self.static is None:
+            return [1] if index == 0 else [0]
+        return self.static.get(index, [])
+
+
+def broker_xml(index: int, count: int, settings: Settings) -> str:
+    policy, delay, extra = settings.policy, settings.delay, settings.extra
+    static = settings.static_of(index)
     connectors = "".join(
         f'<connector name="{"self" if i == index else f"node{i}"}">tcp://{host(i)}:{PORT}</connector>'
         for i in range(count)
     )
     refs = "".join(f"<connector-ref>node{i}</connector-ref>" for i in static if i != index)
     static_xml = f"<static-connectors>{refs}</static-connectors>" if refs else ""
-    ha = "<ha-policy><primary-only><scale-down/></primary-only></ha-policy>" if scale_down else ""
+    ha = (
+        "<ha-policy><primary-only><scale-down/></primary-only></ha-policy>"
+        if settings.scale_down
+        else ""
+    )
     return f"""<configuration xmlns="urn:activemq"><core xmlns="urn:activemq:core">
       <name>node{index}</name>
       <persistence-enabled>false</persistence-enabled>
@@ -269,6 +294,11 @@ class InProcessNode:
     def consume(self, queue: str, *, selector: str | None = None) -> Collector:
         return Collector(self.broker, self.queue(queue), selector=selector)
 
+    def depth(self, queue: str) -> int:
+        """The messages in ``queue`` here (-1: no such queue)."""
+        found = self.broker.queue(queue)
+        return -1 if found is None else found.message_count
+
     def learned(self, queue: str, on: InProcessNode) -> bool:
         """Whether this node knows ``queue`` of node ``on`` as a remote binding."""
         return self.broker.remote_binding(f"{queue}@{on.node_id}") is not None
@@ -292,10 +322,10 @@ class InProcessNode:
 class InProcessCluster:
     """Nodes ``node0`` .. ``node<count-1>``; start, stop, cut and heal them."""
 
-    def __init__(self, nursery: trio.Nursery, count: int, **options: object) -> None:
+    def __init__(self, nursery: trio.Nursery, count: int, settings: Settings) -> None:
         self.nursery = nursery
         self.count = count
-        self.options = options
+        self.settings = settings
         self.network = Network(nursery)
         self.nodes: dict[int, InProcessNode] = {}
 
@@ -310,13 +340,7 @@ class InProcessCluster:
             self.nodes[index] = await self.nursery.start(self._run_node, index)
 
     async def _run_node(self, index: int, *, task_status: trio.TaskStatus[InProcessNode]) -> None:
-        options = dict(self.options)
-        static_map = options.pop("static", None)
-        if static_map is None:  # as tests/cluster: node0 names node1, the others node0
-            static = [1] if index == 0 else [0]
-        else:
-            static = list(static_map.get(index, []))  # type: ignore[attr-defined]
-        xml = broker_xml(index, self.count, static=static, **options)  # type: ignore[arg-type]
+        xml = broker_xml(index, self.count, self.settings)
         config = parse_config(xml, f"<node{index}>", environ={})
         persistence = Persistence(None, f"{index:02d}" + "0" * 30)  # node ids sort by index
         paging = PagingManager(config, persistence, None)
@@ -363,18 +387,12 @@ class InProcessCluster:
 
 @asynccontextmanager
 async def open_cluster(
-    count: int, *, start: bool = True, **options: object
+    count: int, *, start: bool = True, **settings: Any
 ) -> AsyncIterator[InProcessCluster]:
-    """``count`` in-process nodes (see the module doc); options: ``policy``, ``static``
-    (node index -> indexes of its static connectors; default: node0 names node1, every
-    other node names node0, as tests/cluster does), ``delay``
-    (redistribution-delay ms; default -1), ``scale_down``, ``extra`` (more cluster-connection XML)."""
-    options.setdefault("policy", "ON_DEMAND")
-    options.setdefault("delay", -1)  # Artemis's default: never redistribute
-    options.setdefault("scale_down", False)
-    options.setdefault("extra", "")
+    """``count`` in-process nodes (see the module doc), started unless ``start`` is False;
+    ``settings``: the fields of :class:`Settings`."""
     async with trio.open_nursery() as nursery:
-        cluster = InProcessCluster(nursery, count, **options)
+        cluster = InProcessCluster(nursery, count, Settings(**settings))
         if start:
             await cluster.start()
         try:
@@ -383,3 +401,16 @@ async def open_cluster(
             for index in list(cluster.nodes):
                 cluster.kill(index)
             nursery.cancel_scope.cancel()
+
+
+async def wait_consumers(
+    node: InProcessNode, queue: str, on: list[InProcessNode], consumers: int = 1
+) -> None:
+    """Wait until ``node`` knows ``queue`` on each node of ``on`` with ``consumers``
+    consumers (what load balancing and redistribution go by)."""
+    for other in on:
+
+        def known(other: InProcessNode = other) -> bool:
+            return node.remote_consumers(queue, on=other) == consumers
+
+        await wait_for(known, 5, message=f"{node.name} to know {queue} on {other.name}")

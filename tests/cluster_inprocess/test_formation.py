@@ -46,7 +46,7 @@ async def test_bindings_and_consumers_are_exchanged(autojump_clock: trio.testing
         await wait_for(nodes.formed, 10)
         nodes[1].queue("orders")
         await wait_for(lambda: nodes[0].learned("orders", on=nodes[1]), 5)
-        assert nodes[2].learned("orders", on=nodes[1])
+        await wait_for(lambda: nodes[2].learned("orders", on=nodes[1]), 5)
         assert not nodes[0].learned("orders", on=nodes[2])  # no such queue there
         consumer = nodes[1].consume("orders", selector="colour = 'red'")
         await wait_for(lambda: nodes[0].remote_consumers("orders", on=nodes[1]) == 1, 5)

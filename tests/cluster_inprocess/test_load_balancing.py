@@ -8,18 +8,7 @@ import trio.testing
 
 from conftest import wait_for
 
-from .conftest import MULTICAST, Collector, InProcessNode, open_cluster
-
-
-async def learned(node: InProcessNode, queue: str, on: list[InProcessNode], consumers: int) -> None:
-    for other in on:
-
-        def known(other: InProcessNode = other) -> bool:
-            return node.remote_consumers(queue, on=other) == consumers
-
-        await wait_for(
-            known, 5, message=f"{node.name} to know {queue} on {other.name} with {consumers}"
-        )
+from .conftest import MULTICAST, Collector, open_cluster, wait_consumers
 
 
 async def drained(collectors: list[Collector], total: int) -> list[list[int]]:
@@ -35,7 +24,7 @@ async def test_on_demand_round_robin_across_three_nodes(
     async with open_cluster(3) as nodes:
         await wait_for(nodes.formed, 10)
         consumers = [node.consume("rr") for node in nodes.running()]
-        await learned(nodes[0], "rr", [nodes[1], nodes[2]], consumers=1)
+        await wait_consumers(nodes[0], "rr", [nodes[1], nodes[2]], consumers=1)
         await nodes[0].send("rr", 30)
         got = await drained(consumers, 30)
         # Interleaved: each node gets every third message, in order, and together all.
@@ -54,10 +43,10 @@ async def test_on_demand_keeps_messages_local_without_consumers(
         await wait_for(nodes.formed, 10)
         for node in nodes.running():
             node.queue("idle")
-        await learned(nodes[0], "idle", [nodes[1], nodes[2]], consumers=0)
+        await wait_consumers(nodes[0], "idle", [nodes[1], nodes[2]], consumers=0)
         await nodes[0].send("idle", 6)
         await trio.sleep(5)
-        assert nodes[0].broker.queue("idle").message_count == 6  # type: ignore[union-attr]
+        assert nodes[0].depth("idle") == 6
         assert nodes[0].in_flight() == 0
         # Consumers elsewhere come too late: no redistribution (redistribution-delay -1).
         late = [nodes[1].consume("idle"), nodes[2].consume("idle")]
@@ -74,11 +63,11 @@ async def test_on_demand_forwards_only_to_nodes_with_consumers(
         nodes[0].queue("od")
         nodes[2].queue("od")  # no consumer
         remote = nodes[1].consume("od")
-        await learned(nodes[0], "od", [nodes[1]], consumers=1)
-        await learned(nodes[0], "od", [nodes[2]], consumers=0)
+        await wait_consumers(nodes[0], "od", [nodes[1]], consumers=1)
+        await wait_consumers(nodes[0], "od", [nodes[2]], consumers=0)
         await nodes[0].send("od", 8)
         assert await drained([remote], 8) == [list(range(8))]
-        assert nodes[2].broker.queue("od").message_count == 0  # type: ignore[union-attr]
+        assert nodes[2].depth("od") == 0
 
 
 async def test_consumer_selectors_decide_where_messages_go(
@@ -89,7 +78,7 @@ async def test_consumer_selectors_decide_where_messages_go(
         nodes[0].queue("sel")
         red = nodes[1].consume("sel", selector="colour = 'red'")
         blue = nodes[2].consume("sel", selector="colour = 'blue'")
-        await learned(nodes[0], "sel", [nodes[1], nodes[2]], consumers=1)
+        await wait_consumers(nodes[0], "sel", [nodes[1], nodes[2]], consumers=1)
         await nodes[0].send("sel", 3, colour="red")
         await nodes[0].send("sel", 2, start=3, colour="blue")
         assert await drained([red, blue], 5) == [[0, 1, 2], [3, 4]]
@@ -102,10 +91,10 @@ async def test_strict_round_robins_over_every_queue_with_or_without_consumers(
         await wait_for(nodes.formed, 10)
         for node in nodes.running():
             node.queue("strict")
-        await learned(nodes[0], "strict", [nodes[1], nodes[2]], consumers=0)
+        await wait_consumers(nodes[0], "strict", [nodes[1], nodes[2]], consumers=0)
         await nodes[0].send("strict", 9)
         await wait_for(
-            lambda: [n.broker.queue("strict").message_count for n in nodes.running()] == [3, 3, 3],  # type: ignore[union-attr]
+            lambda: [n.depth("strict") for n in nodes.running()] == [3, 3, 3],
             10,
             message="three messages on each node",
         )
@@ -118,7 +107,7 @@ async def test_off_never_forwards_anycast(autojump_clock: trio.testing.MockClock
     async with open_cluster(2, policy="OFF") as nodes:
         await wait_for(nodes.formed, 10)
         remote = nodes[1].consume("off")
-        await learned(nodes[0], "off", [nodes[1]], consumers=1)
+        await wait_consumers(nodes[0], "off", [nodes[1]], consumers=1)
         await nodes[0].send("off", 4)
         await trio.sleep(5)
         assert remote.bodies == []
@@ -134,7 +123,7 @@ async def test_off_still_feeds_a_subscription_that_only_exists_elsewhere(
         await wait_for(nodes.formed, 10)
         here = Collector(nodes[0].broker, nodes[0].queue("here", MULTICAST, address="news"))
         there = Collector(nodes[1].broker, nodes[1].queue("there", MULTICAST, address="news"))
-        await learned(nodes[0], "there", [nodes[1]], consumers=1)
+        await wait_consumers(nodes[0], "there", [nodes[1]], consumers=1)
         await nodes[0].send("news", 3, routing_type=MULTICAST)
         assert await drained([here, there], 6) == [[0, 1, 2], [0, 1, 2]]
 
@@ -147,11 +136,11 @@ async def test_off_with_redistribution_forwards_nothing_at_first(
         await wait_for(nodes.formed, 10)
         nodes[0].queue("owr")
         remote = nodes[1].consume("owr")
-        await learned(nodes[0], "owr", [nodes[1]], consumers=1)
+        await wait_consumers(nodes[0], "owr", [nodes[1]], consumers=1)
         await nodes[0].send("owr", 4)
         await trio.sleep(5)
         assert remote.bodies == []
-        assert nodes[0].broker.queue("owr").message_count == 4  # type: ignore[union-attr]
+        assert nodes[0].depth("owr") == 4
 
 
 async def test_multicast_every_subscription_gets_every_message(
@@ -163,7 +152,7 @@ async def test_multicast_every_subscription_gets_every_message(
             Collector(node.broker, node.queue(f"sub{i}", MULTICAST, address="events"))
             for i, node in enumerate(nodes.running())
         ]
-        await learned(nodes[0], "sub1", [nodes[1]], consumers=1)
-        await learned(nodes[0], "sub2", [nodes[2]], consumers=1)
+        await wait_consumers(nodes[0], "sub1", [nodes[1]], consumers=1)
+        await wait_consumers(nodes[0], "sub2", [nodes[2]], consumers=1)
         await nodes[0].send("events", 5, routing_type=MULTICAST)
         assert await drained(subs, 15) == [list(range(5))] * 3

@@ -9,16 +9,7 @@ import trio.testing
 
 from conftest import wait_for
 
-from .conftest import InProcessNode, open_cluster
-
-
-def count(node: InProcessNode, queue: str) -> int:
-    found = node.broker.queue(queue)
-    return -1 if found is None else found.message_count
-
-
-async def knows_consumer(node: InProcessNode, queue: str, on: InProcessNode) -> None:
-    await wait_for(lambda: node.remote_consumers(queue, on=on) == 1, 5, message="consumer known")
+from .conftest import open_cluster, wait_consumers
 
 
 async def test_a_backlog_moves_to_a_consumer_that_appears_on_another_node(
@@ -29,11 +20,11 @@ async def test_a_backlog_moves_to_a_consumer_that_appears_on_another_node(
         nodes[0].queue("backlog")
         nodes[1].queue("backlog")
         await nodes[0].send("backlog", 10)
-        assert count(nodes[0], "backlog") == 10
+        assert nodes[0].depth("backlog") == 10
         consumer = nodes[1].consume("backlog")
         await wait_for(lambda: len(consumer.bodies) == 10, 10, message="the backlog moved")
         assert consumer.numbers == list(range(10))
-        assert count(nodes[0], "backlog") == 0
+        assert nodes[0].depth("backlog") == 0
 
 
 async def test_nothing_moves_before_the_delay_and_a_returning_consumer_cancels_it(
@@ -43,12 +34,12 @@ async def test_nothing_moves_before_the_delay_and_a_returning_consumer_cancels_i
         await wait_for(nodes.formed, 10)
         nodes[0].queue("delayed")
         remote = nodes[1].consume("delayed")
-        await knows_consumer(nodes[0], "delayed", on=nodes[1])
+        await wait_consumers(nodes[0], "delayed", [nodes[1]])
         # A backlog on node0 (to the queue itself, so initial distribution cannot move it):
         # no local consumer takes it, so it moves once the delay has passed.
         await nodes[0].send("delayed", 3, queue="delayed")
         await trio.sleep(4.9)
-        assert count(nodes[0], "delayed") == 3 and remote.bodies == []
+        assert nodes[0].depth("delayed") == 3 and remote.bodies == []
         # A local consumer within the delay cancels the move: it gets them all.
         local = nodes[0].consume("delayed")
         assert local.numbers == [0, 1, 2]
@@ -58,7 +49,7 @@ async def test_nothing_moves_before_the_delay_and_a_returning_consumer_cancels_i
         local.close()
         start = trio.current_time()
         await nodes[0].send("delayed", 4, start=3, queue="delayed")
-        await wait_for(lambda: count(nodes[0], "delayed") == 0, 10, interval=0.001)
+        await wait_for(lambda: nodes[0].depth("delayed") == 0, 10, interval=0.001)
         assert trio.current_time() - start == pytest.approx(5.0, abs=0.01)
         await wait_for(lambda: len(remote.bodies) == 4, 5)
         assert remote.numbers == [3, 4, 5, 6]
@@ -70,9 +61,9 @@ async def test_strict_does_not_redistribute(autojump_clock: trio.testing.MockClo
         nodes[0].queue("strict")
         await nodes[0].send("strict", 5)  # no remote queue yet: all stay here
         consumer = nodes[1].consume("strict")
-        await knows_consumer(nodes[0], "strict", on=nodes[1])
+        await wait_consumers(nodes[0], "strict", [nodes[1]])
         await trio.sleep(30)
-        assert consumer.bodies == [] and count(nodes[0], "strict") == 5
+        assert consumer.bodies == [] and nodes[0].depth("strict") == 5
 
 
 async def test_off_with_redistribution_moves_a_backlog_to_a_consumer(
@@ -115,7 +106,7 @@ async def test_a_closed_consumers_backlog_moves_round_robin_to_the_remaining_nod
         local = nodes[0].consume("rr")
         local.close()
         await nodes[0].send("rr", 12)  # nobody consumes anywhere: all stay here
-        assert count(nodes[0], "rr") == 12
+        assert nodes[0].depth("rr") == 12
         others = [nodes[1].consume("rr"), nodes[2].consume("rr")]
         await wait_for(lambda: sum(len(c.bodies) for c in others) == 12, 10)
         assert sorted(others[0].numbers + others[1].numbers) == list(range(12))
