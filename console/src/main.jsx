@@ -27,6 +27,17 @@ function uptime(s) {
   return d ? `${d}d ${h}h` : h ? `${h}h ${m}m` : `${m}m ${Math.floor(s % 60)}s`;
 }
 
+/** The node's uptime as last read, counted on every TICK_MS (only this re-renders). */
+function Uptime({ node }) {
+  const [now, setNow] = useState(() => performance.now());
+  useEffect(() => {
+    const ticker = setInterval(() => setNow(performance.now()), TICK_MS);
+    return () => clearInterval(ticker);
+  }, []);
+  const seconds = node.uptime_seconds + Math.max(0, now - node.at) / 1000;
+  return <span class="uptime">up {uptime(seconds)}</span>;
+}
+
 function Notices({ notices, dismiss, pollError }) {
   // Errors in an alert region, confirmations in a status region; each can be dismissed.
   const ofKind = (kind) =>
@@ -53,7 +64,6 @@ function Notices({ notices, dismiss, pollError }) {
 
 function App() {
   const [node, setNode] = useState(null); // /api/node, with `at`: when it was read
-  const [now, setNow] = useState(() => performance.now());
   const [queues, setQueues] = useState([]);
   const [cluster, setCluster] = useState(null);
   const [connections, setConnections] = useState(null);
@@ -91,11 +101,6 @@ function App() {
     if (facts.status === "fulfilled") setNode({ ...facts.value, at: performance.now() });
     const failed = [stats, qs, cl, conns, facts].find((r) => r.status === "rejected");
     setPollError(failed ? `Cannot read the node: ${failed.reason.message}` : null);
-  }, []);
-
-  useEffect(() => {
-    const ticker = setInterval(() => setNow(performance.now()), TICK_MS);
-    return () => clearInterval(ticker);
   }, []);
 
   useEffect(() => {
@@ -155,7 +160,6 @@ function App() {
       label: `→ ${m.name || String(m.node_id).slice(0, 8)}${linked.length > 1 ? ` (${c.name})` : ""}`,
     })),
   );
-  const up = node ? node.uptime_seconds + Math.max(0, now - node.at) / 1000 : null;
 
   return (
     <>
@@ -165,7 +169,7 @@ function App() {
         </h1>
         {node && (
           <p class="facts">
-            version {node.version} · <span class="uptime">up {uptime(up)}</span> · node ID{" "}
+            version {node.version} · <Uptime node={node} /> · node ID{" "}
             <code>{node.node_id}</code> ·
             security {node.security_enabled ? "on" : "off"} · persistence{" "}
             {node.persistence_enabled ? "on" : "off"}
