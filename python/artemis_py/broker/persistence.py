@@ -83,6 +83,9 @@ class Persistence:
 
     def __init__(self, store: Store | None, node_id: str) -> None:
         self.store: Store = MemoryStore() if store is None else store
+        # Fixed for a store's life; looked up once (they are on every message's path).
+        self._stores_messages = self.store.stores_messages
+        self._submit_to_messages = self.store.submit_messages
         self.large = LargeMessages(self.store.large_files, self.store.record_limit)
         self.node_id = node_id
         self._next_id = 1
@@ -100,7 +103,7 @@ class Persistence:
     @property
     def stores_messages(self) -> bool:
         """Whether durable messages are written (with their duplicate ids, offset marks)."""
-        return self.store.stores_messages
+        return self._stores_messages
 
     # -- ids ---------------------------------------------------------------------------
 
@@ -175,7 +178,9 @@ class Persistence:
     ) -> list[Ticket]:
         if not ops:
             return []
-        return self.store.submit_messages(ops, sync, flush) + self._last_bindings
+        tickets = self._submit_to_messages(ops, sync, flush)
+        tickets += self._last_bindings
+        return tickets
 
     def submit(self, ops: list[Op], *, awaited: bool = True) -> list[Ticket]:
         """Records of other parts of the broker (paging); not ``awaited``: written at once,
@@ -187,7 +192,7 @@ class Persistence:
     def store_message(
         self, message: Message, queues: Iterable[StoredQueue], offset: int
     ) -> list[Ticket]:
-        if not self.store.stores_messages:
+        if not self._stores_messages:
             return []
         message.stored = True
         op, files = self._add_message(message)
@@ -260,7 +265,7 @@ class Persistence:
         (message, queues, offset) and acks; ``paged``: its paging records (PAGE_ACK,
         PAGE_TX), already transactional."""
         ack_records = [a for a in acks if a is not None]
-        if not self.store.stores_messages or not (sends or ack_records or paged):
+        if not self._stores_messages or not (sends or ack_records or paged):
             return []
         ops: list[Op] = list(paged)
         files: list[Ticket] = []
@@ -299,7 +304,7 @@ class Persistence:
         files: list[Ticket] = []
         remembered: list[bytes] = []
         stored: list[Message] = []
-        keeps = self.store.stores_messages
+        keeps = self._stores_messages
         try:
             for message, queues, offset, dup_id, encoded in forwarded:
                 durable_queues = [q for q in queues if q.durable] if message.durable else []
