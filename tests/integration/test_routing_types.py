@@ -1,5 +1,6 @@
 """``queue://`` and ``topic://`` mean anycast and multicast on any acceptor: the client
-library, ``producer``, ``consumer``, ``perf`` and ``check`` against a real node.
+library, ``producer``, ``consumer``, ``perf`` and ``check`` against a real node (and
+``producer --sleep``).
 
 Every test runs on two nodes: one whose STOMP acceptor is as ``artemis create`` writes it (no
 ``anycastPrefix``/``multicastPrefix``; a destination sent without a routing-type header there
@@ -207,6 +208,20 @@ def test_producer_sleeps_between_messages(node: BrokerProcess) -> None:
     assert found, produced.stdout
     assert float(found[1]) >= 0.6  # three sleeps of 200 ms between four messages
     assert len(anycast_queue(node, queue)) == 4
+
+
+def test_ctrl_c_cuts_the_producer_s_sleep_short(node: BrokerProcess) -> None:
+    queue = unique("gentle")
+    producer = Running(
+        "producer", "--url", url_of(node), "--destination", f"queue://{queue}",
+        "--message-count", "3", "--sleep", "600000", "--verbose",
+    )  # fmt: skip
+    wait_for(lambda: producer.count("sent 1/3"), message="the first message sent")
+    producer.process.send_signal(signal.SIGINT)  # during the ten-minute sleep
+    code, lines, err = producer.finish(timeout=15)
+    assert code == 130, err
+    assert re.fullmatch(rf"Produced 1 message to queue://{queue} in .*, interrupted", lines[-1])
+    assert len(anycast_queue(node, queue)) == 1
 
 
 # -- perf and check --------------------------------------------------------------------------------
