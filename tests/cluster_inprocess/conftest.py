@@ -140,9 +140,6 @@ class Wire(trio.abc.Stream):
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         return await self.stream.receive_some(max_bytes)
 
-    async def send_eof(self) -> None:
-        await trio.lowlevel.checkpoint()
-
     async def aclose(self) -> None:
         await self.stream.aclose()
 
@@ -150,8 +147,7 @@ class Wire(trio.abc.Stream):
 class Network:
     """Memory streams in place of TCP between the nodes, with cuts (partitions)."""
 
-    def __init__(self, nursery: trio.Nursery) -> None:
-        self.nursery = nursery
+    def __init__(self) -> None:
         # (host, port) -> the node listening there, its acceptor, and its nursery (the
         # links it serves die with it)
         self.acceptors: dict[tuple[str, int], tuple[str, LinkAcceptor, trio.Nursery]] = {}
@@ -326,7 +322,7 @@ class InProcessCluster:
         self.nursery = nursery
         self.count = count
         self.settings = settings
-        self.network = Network(nursery)
+        self.network = Network()
         self.nodes: dict[int, InProcessNode] = {}
 
     def __getitem__(self, index: int) -> InProcessNode:
@@ -376,7 +372,7 @@ class InProcessCluster:
         await running.stopped.wait()
 
     def kill(self, index: int) -> None:
-        """Stop without a word (kill -9): its links go silent... and closed."""
+        """Stop without a word, as kill -9 does: its links close, nothing is said."""
         running = self.nodes.pop(index)
         running.scope.cancel()
 

@@ -8,7 +8,7 @@ import trio.testing
 
 from conftest import wait_for
 
-from .conftest import MULTICAST, open_cluster
+from .conftest import MULTICAST, PORT, host, open_cluster
 
 
 async def test_three_nodes_form_a_full_mesh(autojump_clock: trio.testing.MockClock) -> None:
@@ -33,11 +33,12 @@ async def test_a_late_joiner_learns_the_others_through_topology(
 
 async def test_start_order_does_not_matter(autojump_clock: trio.testing.MockClock) -> None:
     async with open_cluster(3, start=False) as nodes:
+        # Reverse order, each node first failing to reach the static connector still down.
         await nodes.start(2)
-        await trio.sleep(5)  # alone, retrying its static connectors
-        await nodes.start(0)
-        await trio.sleep(1)
+        await wait_for(lambda: (host(0), PORT) in nodes[2].cluster.dials.unreachable, 5)
         await nodes.start(1)
+        await wait_for(lambda: (host(0), PORT) in nodes[1].cluster.dials.unreachable, 5)
+        await nodes.start(0)
         await wait_for(nodes.formed, 10, message="a full mesh")
 
 
