@@ -22,6 +22,7 @@ from artemis_py.client import (
     ClientError,
     ConnectionClosedError,
     ConnectionLostError,
+    Destination,
     Message,
     StompServerError,
     Subscription,
@@ -242,6 +243,34 @@ async def test_bodies_and_headers(nursery: trio.Nursery) -> None:
     assert nul.body == b"nul\x00inside" and nul.get("content-length") == "10"
     assert empty.get("content-length") == "0"
     assert empty.get_all("h") == ("1", "2")
+
+
+async def test_queue_and_topic_names_carry_their_routing_type(nursery: trio.Nursery) -> None:
+    server = ScriptedStompServer()
+    async with start(nursery, server) as conn:
+        await conn.send("queue://orders", "q")
+        await conn.send("TOPIC://prices", "t")
+        await conn.send("/queue/raw", "r")  # a raw destination goes as it is
+        await conn.send("queue://orders", "m", headers={"destination-type": "MULTICAST"})
+        await conn.send(Destination("/queue/orders", "ANYCAST"), "p")
+        await conn.subscribe("topic://prices", id="t")
+        await conn.subscribe("queue://orders::q1", id="q")
+        with pytest.raises(ValueError, match="unknown destination type 'fifo'"):
+            await conn.send("fifo://x", "never sent")
+    named = [
+        (frame.get("destination"), frame.get_all("destination-type"))
+        for frame in server.received("SEND")
+    ]
+    assert named == [
+        ("orders", ("ANYCAST",)),
+        ("prices", ("MULTICAST",)),
+        ("/queue/raw", ()),
+        ("orders", ("MULTICAST",)),  # the caller's own header instead of ours
+        ("/queue/orders", ("ANYCAST",)),
+    ]
+    topic, queue = server.received("SUBSCRIBE")
+    assert (topic.get("destination"), topic.get("subscription-type")) == ("prices", "MULTICAST")
+    assert (queue.get("destination"), queue.get("subscription-type")) == ("orders::q1", "ANYCAST")
 
 
 async def test_pipelined_sends_keep_at_most_max_pending_receipts(nursery: trio.Nursery) -> None:
