@@ -82,7 +82,12 @@ def test_up_to_date_only_while_the_output_is_newer_than_every_source(tree: Path)
     for source in build.sources():
         _age(source, 60)
     assert build.up_to_date()
-    (build.CONSOLE / "src" / "queues.jsx").write_text("// changed\n")
+    (build.CONSOLE / "src" / "main.jsx").write_text("// changed\n")
+    _age(index, 10)
+    assert not build.up_to_date()
+    index.touch()
+    assert build.up_to_date()
+    (build.CONSOLE / "src" / "main.jsx").unlink()  # a file gone: src/ has changed
     _age(index, 10)
     assert not build.up_to_date()
 

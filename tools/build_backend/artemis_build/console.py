@@ -46,9 +46,10 @@ def wanted() -> bool:
 
 
 def sources() -> list[Path]:
-    """The files the console is built from."""
+    """The files the console is built from, and src/'s directories (whose times change when a
+    file in them is added, removed or renamed)."""
     listed = [CONSOLE / name for name in ("package.json", "package-lock.json", "build.mjs")]
-    return [*listed, *sorted(p for p in (CONSOLE / "src").rglob("*") if p.is_file())]
+    return [*listed, CONSOLE / "src", *sorted((CONSOLE / "src").rglob("*"))]
 
 
 def up_to_date() -> bool:
