@@ -5,7 +5,8 @@ The package is installed with plain ``pip install`` (no ``-e``) into a new virtu
 as a user would, and a node run by that environment's ``artemis-py`` serves the console's
 page, its script and its stylesheet. The wheel pip builds holds the console because the build
 backend (tools/build_backend/artemis_build) builds it and ``[tool.maturin] include`` puts the
-git-ignored console_dist into wheels; without either, ``/console`` answers 503.
+git-ignored console_dist into wheels; without either, ``/console`` answers 503. A wheel built
+from the sdist (``python -m build``'s way) must hold the console too.
 
 pip reuses the checkout's ``target/`` (the Rust extension is compiled once for the editable
 install and again only for what changed) and its own cache of downloads, so this takes about
@@ -19,9 +20,11 @@ import os
 import re
 import subprocess
 import sys
+import tarfile
 import urllib.error
 import urllib.parse
 import urllib.request
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -119,3 +122,34 @@ def test_an_installed_node_serves_the_console(node: InstalledNode) -> None:
         assert status == 200, f"{path}: {status} {body[:200]!r}"
         assert wanted in kind, f"{path}: content-type {kind}"
         assert len(body) > 1000, f"{path}: {len(body)} bytes"
+
+
+def test_a_wheel_built_from_the_sdist_holds_the_console(installed: Path, tmp_path: Path) -> None:
+    """An sdist carries the console's sources and the build backend (not the built console,
+    nor node_modules), and a wheel built from it builds the console and holds it."""
+    python = str(_bin(installed, "python"))
+    env = {**_clean_env(), "CARGO_TARGET_DIR": str(ROOT / "target")}  # reuse the compiled crates
+
+    def run(*args: str) -> None:
+        done = subprocess.run(
+            [python, "-m", *args], capture_output=True, text=True, timeout=1800, env=env,
+            cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 0, f"{args}:\n{done.stdout}\n{done.stderr}"
+
+    run("pip", "install", "--quiet", "build")
+    run("build", "--sdist", "--outdir", str(tmp_path / "sdist"), str(ROOT))
+    (sdist,) = (tmp_path / "sdist").glob("*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = [name.split("/", 1)[1] for name in archive.getnames() if "/" in name]
+    for wanted in ("console/package-lock.json", "console/src/main.jsx", "console/build.mjs",
+                   "tools/build_backend/artemis_build/__init__.py"):  # fmt: skip
+        assert wanted in names, f"{wanted} is not in {sdist.name}"
+    assert not [n for n in names if "console_dist" in n or "node_modules" in n]
+
+    run("pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(tmp_path / "wheel"), str(sdist))
+    (wheel,) = (tmp_path / "wheel").glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        built = [n for n in archive.namelist() if "/console_dist/" in n]
+    assert "artemis_py/management/console_dist/index.html" in built, built
+    assert any(n.endswith(".js") for n in built) and any(n.endswith(".css") for n in built)
