@@ -88,6 +88,15 @@ FEW_DEPAGED = CLUSTER_ADDRESS_SETTINGS.replace(
 )
 
 
+# The cluster connections' timing in tests: quick retries, a short connection-ttl (the
+# in-process tier, tests/cluster_inprocess, uses the same).
+LINK_TIMING = """<check-period>500</check-period>
+        <connection-ttl>3000</connection-ttl>
+        <call-timeout>2000</call-timeout>
+        <retry-interval>100</retry-interval>
+        <max-retry-interval>500</max-retry-interval>"""
+
+
 class ClusterNode(BrokerProcess):
     """A node with a cluster acceptor and one cluster connection named ``test``."""
 
@@ -167,11 +176,7 @@ class ClusterNode(BrokerProcess):
       <cluster-connection name="{self.cluster_name}">
         {address}
         <connector-ref>self</connector-ref>
-        <check-period>500</check-period>
-        <connection-ttl>3000</connection-ttl>
-        <call-timeout>2000</call-timeout>
-        <retry-interval>100</retry-interval>
-        <max-retry-interval>500</max-retry-interval>
+        {LINK_TIMING}
         <message-load-balancing>{self.policy}</message-load-balancing>
         <max-hops>{self.max_hops}</max-hops>
         {self.cluster_extra}

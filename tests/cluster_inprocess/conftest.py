@@ -41,6 +41,7 @@ from artemis_py.config import RoutingType
 from artemis_py.config.parse import parse_config
 from artemis_py.node import Node, cluster_connections
 from artemis_py.transport.link import Link, open_link
+from cluster.conftest import LINK_TIMING
 from conftest import wait_for
 
 ANYCAST = RoutingType.ANYCAST
@@ -108,11 +109,7 @@ def broker_xml(index: int, count: int, settings: Settings) -> str:
       {ha}
       <cluster-connections><cluster-connection name="test">
         <connector-ref>self</connector-ref>
-        <check-period>500</check-period>
-        <connection-ttl>3000</connection-ttl>
-        <call-timeout>2000</call-timeout>
-        <retry-interval>100</retry-interval>
-        <max-retry-interval>500</max-retry-interval>
+        {LINK_TIMING}
         <message-load-balancing>{policy}</message-load-balancing>
         <max-hops>1</max-hops>
         {extra}
