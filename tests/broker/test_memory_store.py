@@ -12,8 +12,9 @@ from dataclasses import dataclass
 import pytest
 
 from artemis_py.broker import records as r
+from artemis_py.broker.journal_recovery import RecoveredState
 from artemis_py.broker.message import Message
-from artemis_py.broker.persistence import ID_BLOCK_SIZE, Persistence, RecoveredState
+from artemis_py.broker.persistence import ID_BLOCK_SIZE, Persistence
 from artemis_py.broker.store import MemoryJournal, MemoryStore
 from artemis_py.config import RoutingType
 from artemis_py.exceptions import DuplicateRecordError, RecordNotFoundError, TransactionError

@@ -11,8 +11,7 @@ import pytest
 import trio
 import trio.lowlevel
 
-from artemis_py.broker.pending import durable
-from artemis_py.broker.persistence import Ticket
+from artemis_py.broker.pending import Ticket, durable
 from artemis_py.exceptions import (
     PageFileCorruptedError,
     PageStoreClosedError,

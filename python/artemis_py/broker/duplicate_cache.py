@@ -50,7 +50,8 @@ from artemis_py.storage import Op
 if TYPE_CHECKING:
     from artemis_py.broker.message import Message
     from artemis_py.broker.paging import Placement
-    from artemis_py.broker.persistence import Persistence, Ticket
+    from artemis_py.broker.pending import Ticket
+    from artemis_py.broker.persistence import Persistence
     from artemis_py.config import BrokerConfig
 
 #: The header (a message property) whose value a client's send is recognised by.
