@@ -3,7 +3,7 @@ the 503 page a node shows where the console is missing (artemis_py.management.co
 
 The build module is loaded from its file: the backend package imports maturin, which only
 pip's build environment has. Node.js and npm are stand-in scripts on ``PATH`` here; the real
-build is tests/packaging/test_install.py's (and test_console.py's).
+build is tests/install/test_install.py's (and test_console.py's).
 """
 
 from __future__ import annotations
