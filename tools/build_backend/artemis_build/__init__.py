@@ -50,10 +50,16 @@ def get_requires_for_build_editable(config_settings: Settings = None) -> list[st
 def _build_console() -> bool:
     """Builds the console for this build; False when the build is told to leave it out."""
     if not console.wanted():
+        earlier = (console.DIST / "index.html").is_file()
+        what = (
+            f"the build carries the console built earlier in {console.DIST}, as it is"
+            if earlier
+            else "/console will answer 503 on a node installed from this build"
+        )
         banner = "!" * 78
         print(
-            f"{banner}\nWARNING: {console.SKIP_VARIABLE}=0: building artemis-py WITHOUT its web"
-            f" console;\n/console will answer 503 on a node installed from this build.\n{banner}",
+            f"{banner}\nWARNING: {console.SKIP_VARIABLE}=0: the web console is not built;\n"
+            f"{what}.\n{banner}",
             file=sys.stderr,
             flush=True,
         )

@@ -13,7 +13,8 @@ Rust needs nothing else.
 
 The console is not built again while its output is newer than every file it is built from.
 A failure is a build error that says what failed. ``ARTEMIS_PY_BUILD_CONSOLE=0`` builds the
-package without the console, saying so loudly; ``/console`` then answers 503.
+package without building the console, saying so loudly: the package then has no console
+(``/console`` answers 503) unless one was built into console_dist before.
 
     python tools/build_backend/artemis_build/console.py [--force]
 """
