@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -43,7 +43,6 @@ from artemis_py.cluster.dispatch import Dispatcher
 from artemis_py.cluster.membership import Membership
 from artemis_py.cluster.redistributor import Redistributor
 from artemis_py.cluster.state import ClusterState, owner
-from artemis_py.cluster.status import status_report
 from artemis_py.cluster.store_and_forward import neighbour_of
 from artemis_py.cluster.topology import connector, leaving
 from artemis_py.protocol import cluster as wire
@@ -145,9 +144,3 @@ class ClusterConnection(ClusterState):
         """Keep a link to the node at host:port: a scale-down target (like a static
         connector), or a discovered member (while ``wanted``)."""
         self.dialler.dial(host, port, static=static, wanted=wanted)
-
-    # -- status ------------------------------------------------------------------------
-
-    def status(self) -> dict[str, Any]:
-        """What ``artemis-py cluster status`` prints."""
-        return status_report(self)

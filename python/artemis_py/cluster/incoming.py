@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from artemis_py.cluster.retry import LogBackoff, unlogged
+from artemis_py.cluster.status import status_report
 from artemis_py.cluster.topology import connector
 from artemis_py.protocol import cluster as wire
 from artemis_py.transport.link import Link, LinkError
@@ -86,10 +87,10 @@ class IncomingLinks:
         """Serve a link whose handshake named this cluster connection."""
         cluster = self.cluster
         if established.purpose == "status":
-            await link.goodbye(wire.Status(data=cluster.status()))
+            await link.goodbye(wire.Status(data=status_report(cluster)))
         elif established.purpose == "stop":
             log.info("cluster %s: %s asked this node to stop", cluster.name, peer)
-            await link.goodbye(wire.Status(data={**cluster.status(), "stopping": True}))
+            await link.goodbye(wire.Status(data={**status_report(cluster), "stopping": True}))
             if cluster.on_stop_request is not None:
                 cluster.on_stop_request()
         elif established.peer_node_id == cluster.node_id:
