@@ -6,7 +6,9 @@ The semantics live in :class:`~artemis_py.sessions.stomp.StompSession` (sans-IO)
 shell moves bytes and time. Each connection runs four tasks:
 
 * the *reader* feeds socket bytes to the session's codec and hands each frame to the
-  session; whatever must wait for the disk comes back as a
+  session (a SEND or COMMIT first waits while a page store is being created, see
+  :meth:`~artemis_py.broker.paging.PagingManager.stores_created`); whatever must wait for
+  the disk comes back as a
   :class:`~artemis_py.broker.pending.Pending`, pushed onto the connection's pipeline with
   the frame's receipt;
 * the *pipeline* settles each pending in order (waits for its journal tickets, then its
@@ -94,6 +96,7 @@ class StompConnection:
             authorizer=authorizer,
         )
         self.id = self.session.id
+        self._paging = broker.paging
         self._codec = self.session.codec
         self._outgoing = bytearray()
         self._bodies = BodyQueue()  # sent before _outgoing: parts ahead of it, large bodies
@@ -277,6 +280,10 @@ class StompConnection:
 
     async def _handle(self, frame: Frame) -> None:
         receipt = frame.get("receipt")
+        if frame.command in ("SEND", "COMMIT") and self._paging.creating_stores():
+            # An address's first page store is being made: sends wait for it rather than
+            # pile up in memory (the limit holds from the first message).
+            await self._paging.stores_created()
         try:
             pending = self.session.handle(frame)
         except StompError as exc:

@@ -48,6 +48,8 @@ PAGE = "page"
 BLOCK = "block"
 DROP = "drop"
 
+STORE_RETRY_DELAY = 1.0  # seconds before a page store that could not be created is tried again
+
 
 class Held:
     """A message's share of an address's memory: released with its last reference there."""
@@ -97,6 +99,8 @@ class AddressPaging:
         self._dropping = False  # in a DROP episode (logged once)
         self._room = trio.Event()
         self.creating = False  # its page store is being created
+        self._created = trio.Event()  # set when the creation under way ends
+        self.retry_at = 0.0  # trio time before which a failed creation is not tried again
         self.deleting: set[int] = set()  # pages being deleted (by the manager)
         # Records before this position were written before the last restart.
         self.recovered_below: Position = (0, 0)
@@ -228,6 +232,23 @@ class AddressPaging:
             if self._room.is_set():
                 self._room = trio.Event()
             await self._room.wait()
+
+    # -- the page store's creation -------------------------------------------------------
+
+    def creation_started(self) -> None:
+        self.creating = True
+        self._created = trio.Event()
+
+    def creation_ended(self, *, failed: bool) -> None:
+        self.creating = False
+        if failed:
+            self.retry_at = trio.current_time() + STORE_RETRY_DELAY
+        self._created.set()
+
+    async def store_created(self) -> None:
+        """Return once the creation of the page store under way (if any) has ended."""
+        while self.creating:
+            await self._created.wait()
 
     # -- pages -----------------------------------------------------------------------------
 

@@ -129,6 +129,7 @@ class PagingManager:
         self._nursery: trio.Nursery | None = None
         self._stores = stores or {}
         self._completions: list[Ticket] = []  # of the latest PAGE_COMPLETE records
+        self._creating: set[AddressPaging] = set()  # addresses whose store is being created
         # Acks of depaged messages in transactions not submitted yet (see submitting).
         self._tx_acks: dict[int, list[Callable[[], None]]] = {}
 
@@ -180,9 +181,10 @@ class PagingManager:
                 placement.wait = paging.room
                 return placement
             if decision is PAGE and paging.store is None:
-                # The first message over the limit: its store is created in the background;
-                # until it exists the address's messages stay in memory (none are paged yet,
-                # so the order holds).
+                # The first message over the limit: its store is created in the background
+                # and it stays in memory (none are paged yet, so the order holds). Clients'
+                # sends wait for the store before they are placed (see creating_stores), so
+                # the limit holds from the first message.
                 decision = MEMORY
                 self._create_store(paging)
             decided.append((paging, decision, group))
@@ -197,19 +199,40 @@ class PagingManager:
             # DROP: those queues do not get the message
         return placement
 
+    def creating_stores(self) -> bool:
+        """Whether a page store is being created (for an address's first paging)."""
+        return bool(self._creating)
+
+    async def stores_created(self) -> None:
+        """Return once no page store is being created. A client connection waits for this
+        before it places a send: then no burst piles up in memory while an address's first
+        page store is made (a few milliseconds, once per address), and its sends are paged
+        in their order."""
+        while self._creating:
+            await next(iter(self._creating)).store_created()
+
     def _create_store(self, paging: AddressPaging) -> None:
-        if self.directory is None or self._nursery is None or paging.creating:
-            return  # persistence is off (nowhere to page), or the node is not running yet
-        paging.creating = True
+        if (
+            paging.creating
+            or self.directory is None  # persistence is off: nowhere to page
+            or self._nursery is None  # the node is not running yet
+            or trio.current_time() < paging.retry_at  # the last attempt failed just now
+        ):
+            return
+        paging.creation_started()
+        self._creating.add(paging)
         self._nursery.start_soon(self._open_store, paging)
 
     async def _open_store(self, paging: AddressPaging) -> None:
+        failed = True
         try:
             paging.store = await self.create_store(paging.address)
+            failed = False
         except Exception as exc:  # noqa: BLE001 - reported; the address keeps its messages in memory
             log.error("address %s: cannot create its page store: %s", paging.address, exc)
         finally:
-            paging.creating = False
+            self._creating.discard(paging)
+            paging.creation_ended(failed=failed)
 
     def committing(self, tx_id: int, record_id: int) -> None:
         """A transaction paged messages; its PAGE_TX record (kept until the last of its
