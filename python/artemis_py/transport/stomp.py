@@ -22,7 +22,8 @@ shell moves bytes and time. Each connection runs four tasks:
   mark, and delivery resumes when it drains (TCP back-pressure reaches the queues). A body
   in a large-message file is streamed from the file in its turn (:mod:`.bodies`) and
   counts toward the high-water mark;
-* the *heart-beat* task sends heart-beats and enforces the connection TTL.
+* the *heart-beat* task sends heart-beats and enforces the connection TTL (an ERROR with
+  Artemis's AMQ229014 text, then the close).
 
 A refused frame or a protocol error is answered with an ERROR frame (with the receipt-id of
 the frame that caused it), after which the connection closes, as STOMP requires. Closing
@@ -420,8 +421,18 @@ class StompConnection:
         kind: str = "refused",
     ) -> None:
         log.info("connection %s from %s: %s", self.id, self.peer, message)
-        self._closing = True
         self._failed = True
+        await self._send_error(message, receipt, extra_headers, kind)
+
+    async def _send_error(
+        self,
+        message: str,
+        receipt: str | None,
+        extra_headers: tuple[tuple[str, str], ...] = (),
+        kind: str = "refused",
+    ) -> None:
+        """Send an ERROR as the connection's last frame and let it go out (5 s at most)."""
+        self._closing = True
         self.error_kind = kind
         self.send_frame(self.session.error_frame(message, receipt, extra_headers))
         self._data_ready.set()
@@ -437,13 +448,15 @@ class StompConnection:
             await trio.sleep(interval / 2 if interval else 0.1)
             now = trio.current_time()
             if now - self._last_received > session.ttl:
-                log.info(
-                    "connection %s from %s: no data for %.1f s (connection TTL), closing",
-                    self.id,
-                    self.peer,
-                    session.ttl,
+                # Artemis's words (AMQ229014), in an ERROR before it closes the connection,
+                # whether the TTL is connectionTtl or comes from negotiated heart-beats.
+                message = (
+                    f"AMQ229014: Did not receive data from {self.peer} within the "
+                    f"{round(session.ttl * 1000)}ms connection TTL. "
+                    "The connection will now be closed."
                 )
-                self._closing = True
+                log.info("connection %s: %s", self.id, message)
+                await self._send_error(message, None, kind="timeout")
                 if self._cancel_scope is not None:
                     self._cancel_scope.cancel()
                 return
