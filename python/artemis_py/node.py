@@ -16,6 +16,7 @@ lock are released.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import time
 import uuid
@@ -220,6 +221,35 @@ async def start_acceptors(node: Node, nursery: trio.Nursery) -> None:
         node.listeners[acceptor.name] = listeners
 
 
+def warn_if_open(node: Node) -> None:
+    """One warning when security is off and an acceptor listens beyond this machine (the
+    samples bind 0.0.0.0 with security off): anyone who reaches it is let in."""
+    if node.config.security_enabled:
+        return
+    exposed = [
+        f"{name} on {host}:{port}"
+        for name in node.listeners
+        for host, port in node.addresses(name)
+        if not _loopback(host)
+    ]
+    if exposed:
+        log.warning(
+            "security is disabled (<security-enabled>false</security-enabled>) and an "
+            "acceptor listens beyond this machine (%s): anyone who can reach it can send and "
+            "consume messages without credentials. To require them, set "
+            "<security-enabled>true</security-enabled> in broker.xml and add users "
+            "with `artemis-py user add` (docs/security.md), or bind the acceptor to 127.0.0.1",
+            ", ".join(exposed),
+        )
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
 def journal_settings(config: BrokerConfig) -> JournalSettings:
     journal = config.journal
     return JournalSettings(
@@ -293,6 +323,7 @@ async def open_broker(
             for connection in node.cluster_connections:
                 await nursery.start(connection.run)
             await start_acceptors(node, nursery)
+            warn_if_open(node)
             if web is not None:
                 await nursery.start(serve_management, node, web)
             log.info(
