@@ -63,9 +63,13 @@ fn os_error(py: Python<'_>, op: &str, path: &Path, source: &std::io::Error) -> P
     ))
 }
 
+fn io_error(py: Python<'_>, err: &wal::IoError) -> PyErr {
+    os_error(py, err.op, &err.path, &err.source)
+}
+
 /// A corrupted-file exception naming the file and the offset of the bad bytes.
-fn corrupted(py: Python<'_>, class: &str, message: String, path: &Path, offset: u64) -> PyErr {
-    let offset = match offset.into_pyobject(py) {
+fn corrupted(py: Python<'_>, class: &str, message: String, c: &wal::Corruption) -> PyErr {
+    let offset = match c.offset.into_pyobject(py) {
         Ok(offset) => offset.into_any(),
         Err(never) => match never {},
     };
@@ -73,8 +77,20 @@ fn corrupted(py: Python<'_>, class: &str, message: String, path: &Path, offset: 
         py,
         class,
         message,
-        &[("file", path_obj(py, path)), ("offset", offset)],
+        &[("file", path_obj(py, &c.path)), ("offset", offset)],
     )
+}
+
+/// A corrupted-file exception naming a file that is not one of ours (or not usable).
+fn bad_file(py: Python<'_>, class: &str, message: String, path: &Path) -> PyErr {
+    artemis_error(py, class, message, &[("file", path_obj(py, path))])
+}
+
+/// A store's "failed" exception, its cause the error that stopped the writer.
+fn failed(py: Python<'_>, class: &str, message: String, cause: PyErr) -> PyErr {
+    let exc = artemis_error(py, class, message, &[]);
+    exc.set_cause(py, Some(cause));
+    exc
 }
 
 /// Map a journal error to the Python exception the facade documents.
@@ -82,25 +98,16 @@ pub fn journal_error(py: Python<'_>, err: &journal::Error) -> PyErr {
     use journal::Error as E;
     let message = err.to_string();
     match err {
-        E::Io { op, path, source } => os_error(py, op, path, source),
-        E::Corrupted { path, offset, .. } => {
-            corrupted(py, "JournalCorruptedError", message, path, *offset)
+        E::Io(e) => io_error(py, e),
+        E::Corrupted(c) => corrupted(py, "JournalCorruptedError", message, c),
+        E::ForeignFile(wal::ForeignFile { path, .. }) | E::WrongFileSize { path, .. } => {
+            bad_file(py, "JournalCorruptedError", message, path)
         }
-        E::ForeignFile { path, .. } | E::WrongFileSize { path, .. } => artemis_error(
-            py,
-            "JournalCorruptedError",
-            message,
-            &[("file", path_obj(py, path))],
-        ),
         E::RecordNotFound { .. } => artemis_error(py, "RecordNotFoundError", message, &[]),
         E::DuplicateRecord { .. } => artemis_error(py, "DuplicateRecordError", message, &[]),
         E::Transaction { .. } => artemis_error(py, "TransactionError", message, &[]),
         E::RecordTooLarge { .. } => artemis_error(py, "RecordTooLargeError", message, &[]),
-        E::Failed(cause) => {
-            let exc = artemis_error(py, "JournalFailedError", message, &[]);
-            exc.set_cause(py, Some(journal_error(py, cause)));
-            exc
-        }
+        E::Failed(cause) => failed(py, "JournalFailedError", message, journal_error(py, cause)),
         E::Closed => artemis_error(py, "JournalClosedError", message, &[]),
         E::InvalidConfig(_) => PyValueError::new_err(message),
     }
@@ -118,12 +125,7 @@ pub fn nodeid_error(py: Python<'_>, err: &nodeid::Error) -> PyErr {
             message,
             &[("directory", path_obj(py, directory))],
         ),
-        E::Corrupted { path, .. } => artemis_error(
-            py,
-            "ServerLockCorruptedError",
-            message,
-            &[("file", path_obj(py, path))],
-        ),
+        E::Corrupted { path, .. } => bad_file(py, "ServerLockCorruptedError", message, path),
     }
 }
 
@@ -132,23 +134,14 @@ pub fn paging_error(py: Python<'_>, err: &paging::Error) -> PyErr {
     use paging::Error as E;
     let message = err.to_string();
     match err {
-        E::Io { op, path, source } => os_error(py, op, path, source),
-        E::Corrupted { path, offset, .. } => {
-            corrupted(py, "PageFileCorruptedError", message, path, *offset)
+        E::Io(e) => io_error(py, e),
+        E::Corrupted(c) => corrupted(py, "PageFileCorruptedError", message, c),
+        E::ForeignFile(wal::ForeignFile { path, .. }) | E::NotAStore { path, .. } => {
+            bad_file(py, "PageFileCorruptedError", message, path)
         }
-        E::ForeignFile { path, .. } | E::NotAStore { path, .. } => artemis_error(
-            py,
-            "PageFileCorruptedError",
-            message,
-            &[("file", path_obj(py, path))],
-        ),
         E::RecordTooLarge { .. } => artemis_error(py, "RecordTooLargeError", message, &[]),
         E::BadPage { .. } | E::InvalidConfig(_) => PyValueError::new_err(message),
-        E::Failed(cause) => {
-            let exc = artemis_error(py, "PageStoreFailedError", message, &[]);
-            exc.set_cause(py, Some(paging_error(py, cause)));
-            exc
-        }
+        E::Failed(cause) => failed(py, "PageStoreFailedError", message, paging_error(py, cause)),
         E::Closed { .. } => artemis_error(py, "PageStoreClosedError", message, &[]),
     }
 }

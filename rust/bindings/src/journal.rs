@@ -6,16 +6,9 @@
 //! `submit`, `progress`, `error`, `stats` and `fileno` never touch the disk and keep the GIL:
 //! they are what the event loop itself calls.
 //!
-//! Completion notification: a Linux eventfd per journal. The journal's completion listener
-//! (run on the writer thread after every batch completes or fails) adds 1 to it, which makes
-//! it readable; the facade's leading waiter waits for readability, reads it (resetting it
-//! to 0) and then looks at `progress()`. Because the journal updates its progress before
-//! calling the listener, a waiter that resets the eventfd and then reads progress cannot
-//! miss a completion.
+//! Completion notification: the eventfd of `store.rs`.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use journal::{Journal, JournalConfig};
@@ -24,37 +17,13 @@ use pyo3::prelude::*;
 use crate::error::journal_error;
 use crate::ops::ops_from_py;
 use crate::report::{LoadData, PyCompactionReport, PyJournalStats, PyLoadReport};
-
-pub(crate) fn new_eventfd() -> std::io::Result<OwnedFd> {
-    // SAFETY: plain syscall; on success we own the returned descriptor.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh descriptor nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-pub(crate) fn poke(fd: &OwnedFd) {
-    let one: u64 = 1;
-    // SAFETY: writes 8 bytes from a live u64 to a descriptor kept open by the Arc.
-    // The only possible failure is EAGAIN when the counter is near u64::MAX, and then the
-    // eventfd is readable anyway, which is all the waiter needs.
-    unsafe {
-        libc::write(
-            fd.as_raw_fd(),
-            (&one as *const u64).cast::<libc::c_void>(),
-            std::mem::size_of::<u64>(),
-        );
-    }
-}
+use crate::store::{self, CompletionFd};
 
 /// One open journal.
 #[pyclass(name = "Journal", module = "artemis_py._native", frozen)]
 pub struct PyJournal {
     journal: Journal,
-    // Shared with the completion listener, so the descriptor outlives every poke.
-    eventfd: Arc<OwnedFd>,
+    eventfd: CompletionFd,
     directory: PathBuf,
 }
 
@@ -101,29 +70,17 @@ impl PyJournal {
             min_files: min_files.unwrap_or(defaults.min_files),
             pool_files: pool_files.unwrap_or(defaults.pool_files),
             buffer_size: buffer_size.unwrap_or(defaults.buffer_size),
-            buffer_timeout: buffer_timeout_ns
-                .map(Duration::from_nanos)
-                .unwrap_or(defaults.buffer_timeout),
+            buffer_timeout: buffer_timeout_ns.map_or(defaults.buffer_timeout, Duration::from_nanos),
             datasync: datasync.unwrap_or(defaults.datasync),
             compact_min_files: compact_min_files.unwrap_or(defaults.compact_min_files),
             compact_percentage: compact_percentage.unwrap_or(defaults.compact_percentage),
         };
-        let eventfd = Arc::new(new_eventfd().map_err(|source| {
-            journal_error(
-                py,
-                &journal::Error::Io {
-                    op: "eventfd",
-                    path: directory.clone(),
-                    source,
-                },
-            )
-        })?);
+        let eventfd = CompletionFd::new(&directory).map_err(|e| journal_error(py, &e.into()))?;
         // The records are packed for Python here too, without the GIL (see `report`).
         let (journal, report) = py
             .detach(|| Journal::open(config).map(|(j, r)| (j, LoadData::from_report(r))))
             .map_err(|e| journal_error(py, &e))?;
-        let listener_fd = Arc::clone(&eventfd);
-        journal.set_completion_listener(Box::new(move || poke(&listener_fd)));
+        journal.set_completion_listener(eventfd.listener());
         let report = PyLoadReport::new(py, report);
         let this = PyJournal {
             journal,
@@ -176,8 +133,7 @@ impl PyJournal {
 
     /// Block until `ticket` is durable (sync) or written; GIL released.
     fn wait(&self, py: Python<'_>, ticket: u64) -> PyResult<()> {
-        py.detach(|| self.journal.wait(ticket))
-            .map_err(|e| journal_error(py, &e))
+        store::wait(py, &self.journal, ticket)
     }
 
     /// `submit` + `wait`; blocks, GIL released for the wait.
@@ -190,21 +146,17 @@ impl PyJournal {
     /// `(completed_ticket, failed)`: every ticket <= completed is done; if failed, tickets
     /// above it never will be.
     fn progress(&self) -> (u64, bool) {
-        let progress = self.journal.progress();
-        (progress.completed, progress.failed.is_some())
+        store::progress(&self.journal)
     }
 
-    /// Raise the failure that stopped the writer (JournalFailedError, cause chained), if any.
+    /// Raise the failure that stopped the writer (`JournalFailedError`, cause chained), if any.
     fn error(&self, py: Python<'_>) -> PyResult<()> {
-        match self.journal.progress().failed {
-            Some(cause) => Err(journal_error(py, &journal::Error::Failed(cause))),
-            None => Ok(()),
-        }
+        store::error(py, &self.journal)
     }
 
     /// The eventfd that becomes readable after batches complete (or the writer fails).
     fn fileno(&self) -> i32 {
-        self.eventfd.as_raw_fd()
+        self.eventfd.fileno()
     }
 
     /// Rewrite live records out of old files; blocks, GIL released.
@@ -224,6 +176,7 @@ impl PyJournal {
             .map_err(|e| journal_error(py, &e))
     }
 
+    #[allow(clippy::unnecessary_debug_formatting)] // the repr quotes the path, as Python's does
     fn __repr__(&self) -> String {
         format!("Journal(directory={:?})", self.directory)
     }

@@ -47,7 +47,7 @@ impl PyNodeManager {
     /// True until `close()`.
     #[getter]
     fn locked(&self) -> bool {
-        self.inner.lock().map(|g| g.is_some()).unwrap_or(false)
+        self.inner.lock().is_ok_and(|g| g.is_some())
     }
 
     /// Release the lock; idempotent. Closing a descriptor does not block.
@@ -59,6 +59,7 @@ impl PyNodeManager {
         drop(taken);
     }
 
+    #[allow(clippy::unnecessary_debug_formatting)] // the repr quotes the path, as Python's does
     fn __repr__(&self) -> String {
         format!(
             "NodeManager(directory={:?}, node_id={:?})",

@@ -28,6 +28,40 @@ fn bytes_of(item: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     Ok(data.to_vec())
 }
 
+/// One tagged tuple being read, with the op's index for error messages.
+struct Args<'a, 'py> {
+    index: usize,
+    tuple: &'a Bound<'py, PyTuple>,
+}
+
+impl Args<'_, '_> {
+    /// Checks the tuple has as many items as the documented `shape` names.
+    fn shaped(&self, shape: &str) -> PyResult<()> {
+        let arity = 1 + shape.matches(',').count();
+        if self.tuple.len() == arity {
+            Ok(())
+        } else {
+            Err(PyValueError::new_err(format!(
+                "op {}: expected {shape}, got a tuple of {} items",
+                self.index,
+                self.tuple.len()
+            )))
+        }
+    }
+
+    fn u64_at(&self, i: usize) -> PyResult<u64> {
+        self.tuple.get_item(i)?.extract()
+    }
+
+    fn u8_at(&self, i: usize) -> PyResult<u8> {
+        self.tuple.get_item(i)?.extract()
+    }
+
+    fn bytes_at(&self, i: usize) -> PyResult<Vec<u8>> {
+        bytes_of(&self.tuple.get_item(i)?)
+    }
+}
+
 /// Convert one tagged tuple into an owned [`Op`].
 fn op_from_py(index: usize, obj: &Bound<'_, PyAny>) -> PyResult<Op> {
     let tuple = obj.cast::<PyTuple>().map_err(|_| {
@@ -43,91 +77,85 @@ fn op_from_py(index: usize, obj: &Bound<'_, PyAny>) -> PyResult<Op> {
             "op {index}: the first item must be the op name (a str)"
         ))
     })?;
-    let tag = tag_str.to_str()?;
-    // Check the tuple has as many items as the documented shape names.
-    let shaped = |shape: &str| -> PyResult<()> {
-        let arity = 1 + shape.matches(',').count();
-        if tuple.len() == arity {
-            Ok(())
-        } else {
-            Err(PyValueError::new_err(format!(
-                "op {index}: expected {shape}, got a tuple of {} items",
-                tuple.len()
-            )))
-        }
-    };
-    let item = |i: usize| tuple.get_item(i);
-    let u64_at = |i: usize| -> PyResult<u64> { item(i)?.extract() };
-    let u8_at = |i: usize| -> PyResult<u8> { item(i)?.extract() };
-    let bytes_at = |i: usize| -> PyResult<Vec<u8>> { bytes_of(&item(i)?) };
-    let op = match tag {
-        "add" => {
-            shaped("('add', id, record_type, payload)")?;
-            Op::Add {
-                id: u64_at(1)?,
-                record_type: u8_at(2)?,
-                payload: bytes_at(3)?,
-            }
-        }
-        "update" => {
-            shaped("('update', id, record_type, payload)")?;
-            Op::Update {
-                id: u64_at(1)?,
-                record_type: u8_at(2)?,
-                payload: bytes_at(3)?,
-            }
-        }
-        "delete" => {
-            shaped("('delete', id)")?;
-            Op::Delete { id: u64_at(1)? }
-        }
-        "add_tx" => {
-            shaped("('add_tx', tx_id, id, record_type, payload)")?;
-            Op::AddTx {
-                tx_id: u64_at(1)?,
-                id: u64_at(2)?,
-                record_type: u8_at(3)?,
-                payload: bytes_at(4)?,
-            }
-        }
-        "update_tx" => {
-            shaped("('update_tx', tx_id, id, record_type, payload)")?;
-            Op::UpdateTx {
-                tx_id: u64_at(1)?,
-                id: u64_at(2)?,
-                record_type: u8_at(3)?,
-                payload: bytes_at(4)?,
-            }
-        }
-        "delete_tx" => {
-            shaped("('delete_tx', tx_id, id)")?;
-            Op::DeleteTx {
-                tx_id: u64_at(1)?,
-                id: u64_at(2)?,
-            }
-        }
+    let args = Args { index, tuple };
+    match tag_str.to_str()? {
+        "add" | "update" | "delete" => record_op(tag_str.to_str()?, &args),
+        "add_tx" | "update_tx" | "delete_tx" => tx_record_op(tag_str.to_str()?, &args),
         "prepare" => {
-            shaped("('prepare', tx_id, xid)")?;
-            Op::Prepare {
-                tx_id: u64_at(1)?,
-                xid: bytes_at(2)?,
-            }
+            args.shaped("('prepare', tx_id, xid)")?;
+            Ok(Op::Prepare {
+                tx_id: args.u64_at(1)?,
+                xid: args.bytes_at(2)?,
+            })
         }
         "commit" => {
-            shaped("('commit', tx_id)")?;
-            Op::Commit { tx_id: u64_at(1)? }
+            args.shaped("('commit', tx_id)")?;
+            Ok(Op::Commit {
+                tx_id: args.u64_at(1)?,
+            })
         }
         "rollback" => {
-            shaped("('rollback', tx_id)")?;
-            Op::Rollback { tx_id: u64_at(1)? }
+            args.shaped("('rollback', tx_id)")?;
+            Ok(Op::Rollback {
+                tx_id: args.u64_at(1)?,
+            })
         }
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "op {index}: unknown op '{other}'"
-            )))
+        other => Err(PyValueError::new_err(format!(
+            "op {index}: unknown op '{other}'"
+        ))),
+    }
+}
+
+/// `add`, `update`, `delete`.
+fn record_op(tag: &str, a: &Args<'_, '_>) -> PyResult<Op> {
+    if tag == "delete" {
+        a.shaped("('delete', id)")?;
+        return Ok(Op::Delete { id: a.u64_at(1)? });
+    }
+    a.shaped(&format!("('{tag}', id, record_type, payload)"))?;
+    let (id, record_type, payload) = (a.u64_at(1)?, a.u8_at(2)?, a.bytes_at(3)?);
+    Ok(if tag == "add" {
+        Op::Add {
+            id,
+            record_type,
+            payload,
         }
-    };
-    Ok(op)
+    } else {
+        Op::Update {
+            id,
+            record_type,
+            payload,
+        }
+    })
+}
+
+/// `add_tx`, `update_tx`, `delete_tx`.
+fn tx_record_op(tag: &str, a: &Args<'_, '_>) -> PyResult<Op> {
+    if tag == "delete_tx" {
+        a.shaped("('delete_tx', tx_id, id)")?;
+        return Ok(Op::DeleteTx {
+            tx_id: a.u64_at(1)?,
+            id: a.u64_at(2)?,
+        });
+    }
+    a.shaped(&format!("('{tag}', tx_id, id, record_type, payload)"))?;
+    let (tx_id, id) = (a.u64_at(1)?, a.u64_at(2)?);
+    let (record_type, payload) = (a.u8_at(3)?, a.bytes_at(4)?);
+    Ok(if tag == "add_tx" {
+        Op::AddTx {
+            tx_id,
+            id,
+            record_type,
+            payload,
+        }
+    } else {
+        Op::UpdateTx {
+            tx_id,
+            id,
+            record_type,
+            payload,
+        }
+    })
 }
 
 /// Convert an iterable of tagged tuples.

@@ -4,9 +4,7 @@
 //! are called from worker threads; `progress` / `error` / `fileno` serve the facade's
 //! eventfd waiters).
 
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use paging::{NewRecord, PageStore, PagedRecord};
 use pyo3::exceptions::PyTypeError;
@@ -15,7 +13,7 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::error::paging_error;
-use crate::journal::{new_eventfd, poke};
+use crate::store::{self, CompletionFd};
 
 /// `(page, offset, message_id, tx_id, queue_ids, message, queue_offset)`.
 type RecordTuple<'py> = Bound<'py, PyTuple>;
@@ -79,7 +77,7 @@ fn incoming(index: usize, obj: &Bound<'_, PyAny>) -> PyResult<Incoming> {
 #[pyclass(name = "PageStore", module = "artemis_py._native", frozen)]
 pub struct PyPageStore {
     store: PageStore,
-    eventfd: Arc<OwnedFd>,
+    eventfd: CompletionFd,
     directory: PathBuf,
 }
 
@@ -95,21 +93,11 @@ impl PyPageStore {
         page_size: u64,
         address: Option<String>,
     ) -> PyResult<PyPageStore> {
-        let eventfd = Arc::new(new_eventfd().map_err(|source| {
-            paging_error(
-                py,
-                &paging::Error::Io {
-                    op: "eventfd",
-                    path: directory.clone(),
-                    source,
-                },
-            )
-        })?);
+        let eventfd = CompletionFd::new(&directory).map_err(|e| paging_error(py, &e.into()))?;
         let store = py
             .detach(|| PageStore::open(&directory, page_size, address.as_deref()))
             .map_err(|e| paging_error(py, &e))?;
-        let listener_fd = Arc::clone(&eventfd);
-        store.set_completion_listener(Box::new(move || poke(&listener_fd)));
+        store.set_completion_listener(eventfd.listener());
         Ok(PyPageStore {
             store,
             eventfd,
@@ -194,26 +182,21 @@ impl PyPageStore {
 
     /// Block until `ticket` is written (synced if asked); GIL released.
     fn wait(&self, py: Python<'_>, ticket: u64) -> PyResult<()> {
-        py.detach(|| self.store.wait(ticket))
-            .map_err(|e| paging_error(py, &e))
+        store::wait(py, &self.store, ticket)
     }
 
     /// `(completed_ticket, failed)`.
     fn progress(&self) -> (u64, bool) {
-        let p = self.store.progress();
-        (p.completed, p.failed.is_some())
+        store::progress(&self.store)
     }
 
-    /// Raise the failure that stopped the writer (PageStoreFailedError), if any.
+    /// Raise the failure that stopped the writer (`PageStoreFailedError`), if any.
     fn error(&self, py: Python<'_>) -> PyResult<()> {
-        match self.store.progress().failed {
-            Some(cause) => Err(paging_error(py, &paging::Error::Failed(cause))),
-            None => Ok(()),
-        }
+        store::error(py, &self.store)
     }
 
     fn fileno(&self) -> i32 {
-        self.eventfd.as_raw_fd()
+        self.eventfd.fileno()
     }
 
     /// `(records, next_offset, page_done)`; records are
@@ -267,14 +250,15 @@ impl PyPageStore {
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.store.stats();
         let d = PyDict::new(py);
-        d.set_item("writes", s.writes)?;
-        d.set_item("syncs", s.syncs)?;
-        d.set_item("records", s.records)?;
-        d.set_item("bytes", s.bytes)?;
+        d.set_item("writes", s.io.writes)?;
+        d.set_item("syncs", s.io.syncs)?;
+        d.set_item("records", s.io.records)?;
+        d.set_item("bytes", s.io.bytes)?;
         d.set_item("pages_created", s.pages_created)?;
         Ok(d)
     }
 
+    #[allow(clippy::unnecessary_debug_formatting)] // the repr quotes the path, as Python's does
     fn __repr__(&self) -> String {
         format!(
             "PageStore(directory={:?}, address={:?})",
@@ -287,10 +271,10 @@ impl PyPageStore {
 /// Offline reading of one page file: `(page, records, bad)` with `bad` = `(offset, why)`.
 #[pyfunction]
 #[allow(clippy::type_complexity)]
-pub fn read_page_file<'py>(
-    py: Python<'py>,
+pub fn read_page_file(
+    py: Python<'_>,
     path: PathBuf,
-) -> PyResult<(u64, Bound<'py, PyList>, Option<(u64, String)>)> {
+) -> PyResult<(u64, Bound<'_, PyList>, Option<(u64, String)>)> {
     let (page, records, bad) = py
         .detach(|| paging::read_page_file(&path))
         .map_err(|e| paging_error(py, &e))?;

@@ -410,20 +410,23 @@ impl From<journal::JournalStats> for PyJournalStats {
             data_files,
             free_files,
             live_records,
-            batches,
-            syncs,
-            records_written,
-            bytes_written,
+            io:
+                journal::IoStats {
+                    writes,
+                    syncs,
+                    records,
+                    bytes,
+                },
             compactions,
         } = s;
         PyJournalStats {
             data_files,
             free_files,
             live_records,
-            batches,
+            batches: writes,
             syncs,
-            records_written,
-            bytes_written,
+            records_written: records,
+            bytes_written: bytes,
             compactions,
         }
     }

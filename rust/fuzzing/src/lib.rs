@@ -15,6 +15,10 @@
 //! tests of this crate replay the committed corpus and regressions through them, so
 //! `cargo test` keeps every crash found fixed.
 
+// A fuzz harness: a panic is how it reports a finding (and replaying targets in `cargo test`
+// is test code), so unwrap/expect stay allowed here.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 pub mod memfs;
 
 use std::path::{Path, PathBuf};
@@ -142,8 +146,11 @@ fn journal_op(input: &mut Input<'_>) -> Op {
 /// damage (and a `Corrupted` offset lies inside the file it names).
 fn journal_error_ok(fs: &MemFs, err: &journal::Error) -> bool {
     match err {
-        journal::Error::Corrupted { path, offset, .. } => *offset < fs.size(path).max(1),
-        journal::Error::ForeignFile { .. } | journal::Error::WrongFileSize { .. } => true,
+        journal::Error::Corrupted(journal::Corruption { path, offset, .. }) => {
+            *offset < fs.size(path).max(1)
+        }
+        journal::Error::ForeignFile(journal::ForeignFile { .. })
+        | journal::Error::WrongFileSize { .. } => true,
         _ => false,
     }
 }
@@ -157,9 +164,11 @@ pub fn journal_recovery(data: &[u8]) {
         let op = journal_op(&mut input);
         match j.append(vec![op], input.byte() & 1 == 1) {
             Ok(())
-            | Err(journal::Error::RecordNotFound { .. })
-            | Err(journal::Error::DuplicateRecord { .. })
-            | Err(journal::Error::Transaction { .. }) => {}
+            | Err(
+                journal::Error::RecordNotFound { .. }
+                | journal::Error::DuplicateRecord { .. }
+                | journal::Error::Transaction { .. },
+            ) => {}
             Err(e) => panic!("append failed: {e}"),
         }
     }
@@ -186,8 +195,10 @@ const PAGE_SIZE: u64 = 1024; // the smallest page size: records spread over seve
 
 fn paging_error_ok(fs: &MemFs, err: &paging::Error) -> bool {
     match err {
-        paging::Error::Corrupted { path, offset, .. } => *offset < fs.size(path).max(1),
-        paging::Error::ForeignFile { .. }
+        paging::Error::Corrupted(journal::Corruption { path, offset, .. }) => {
+            *offset < fs.size(path).max(1)
+        }
+        paging::Error::ForeignFile(journal::ForeignFile { .. })
         | paging::Error::NotAStore { .. }
         | paging::Error::BadPage { .. } => true,
         _ => false,
@@ -255,8 +266,8 @@ pub fn page_file(data: &[u8]) {
                 assert_eq!(end, data.len() as u64, "the records fill the file");
             }
         }
-        Err(paging::Error::ForeignFile { .. }) => {}
-        Err(paging::Error::Corrupted { offset, .. }) => assert_eq!(offset, 0),
+        Err(paging::Error::ForeignFile(journal::ForeignFile { .. })) => {}
+        Err(paging::Error::Corrupted(journal::Corruption { offset, .. })) => assert_eq!(offset, 0),
         Err(e) => panic!("unexpected error: {e:?}"),
     }
 }

@@ -6,7 +6,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use journal::{FileSystem, JournalFile};
+use journal::{FileSystem, StoreFile};
 
 /// One file: its bytes.
 #[derive(Default)]
@@ -14,11 +14,13 @@ pub struct MemFile(Mutex<Vec<u8>>);
 
 impl MemFile {
     fn bytes(&self) -> std::sync::MutexGuard<'_, Vec<u8>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
-impl JournalFile for MemFile {
+impl StoreFile for MemFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let data = self.bytes();
         let start = usize::try_from(offset)
@@ -62,7 +64,9 @@ pub struct MemFs(Mutex<BTreeMap<PathBuf, Arc<MemFile>>>);
 
 impl MemFs {
     fn files(&self) -> std::sync::MutexGuard<'_, BTreeMap<PathBuf, Arc<MemFile>>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Every file's path, in order.
@@ -107,12 +111,12 @@ impl FileSystem for MemFs {
             .collect())
     }
 
-    fn open(&self, path: &Path) -> io::Result<Arc<dyn JournalFile>> {
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn StoreFile>> {
         let file = self.files().get(path).cloned().ok_or_else(not_found)?;
         Ok(file)
     }
 
-    fn create(&self, path: &Path) -> io::Result<Arc<dyn JournalFile>> {
+    fn create(&self, path: &Path) -> io::Result<Arc<dyn StoreFile>> {
         let file = Arc::new(MemFile::default());
         self.files().insert(path.to_path_buf(), Arc::clone(&file));
         Ok(file)

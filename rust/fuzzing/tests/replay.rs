@@ -1,5 +1,6 @@
 //! Replays the committed fuzz corpus and every regression (an input that once made a target
 //! fail) through the targets, so `cargo test` keeps them fixed without cargo-fuzz.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
 use std::path::PathBuf;
 
@@ -39,7 +40,7 @@ fn page_file() {
 /// Writes the seed page files (`cargo test -p fuzzing -- --ignored page_file_seeds`): page
 /// images in both formats, made by the page writer's own encoder.
 #[test]
-#[ignore]
+#[ignore = "writes the seed corpus: run by hand"]
 fn page_file_seeds() {
     use paging::format;
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/page_file");

@@ -2,6 +2,7 @@
 //! measured in the same run, on the same disk.
 //!
 //! `cargo run --release -p journal --example bench -- [dir] [seconds] [threads...]`
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
@@ -13,6 +14,46 @@ use journal::{Journal, JournalConfig, Op};
 
 const RECORD: usize = 1024;
 const FILE_SIZE: u64 = 10 << 20;
+
+/// The raw loop's shared buffer: (state, "work queued", "batch done").
+struct RawState {
+    buf: Vec<u8>,
+    submitted: u64,
+    done: u64,
+    stop: bool,
+}
+type RawShared = Arc<(Mutex<RawState>, Condvar, Condvar)>;
+
+/// The raw loop's flusher: writes what has accumulated with one pwrite and one fdatasync,
+/// then wakes the writers.
+fn raw_flusher(f: std::fs::File, s: RawShared) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut off = 0u64;
+        let mut out = Vec::new();
+        loop {
+            let upto = {
+                let mut g = s.0.lock().unwrap();
+                while g.buf.is_empty() && !g.stop {
+                    g = s.1.wait(g).unwrap();
+                }
+                if g.stop {
+                    return;
+                }
+                std::mem::swap(&mut out, &mut g.buf);
+                g.submitted
+            };
+            if off + out.len() as u64 > FILE_SIZE {
+                off = 0;
+            }
+            f.write_all_at(&out, off).unwrap();
+            f.sync_data().unwrap();
+            off += out.len() as u64;
+            out.clear();
+            s.0.lock().unwrap().done = upto;
+            s.2.notify_all();
+        }
+    })
+}
 
 /// Raw loop: writers append to a shared buffer and wait; one flusher writes what has
 /// accumulated with one pwrite and one fdatasync, then wakes them.
@@ -27,14 +68,8 @@ fn raw(dir: &Path, threads: usize, secs: f64) -> f64 {
         .unwrap();
     f.write_all_at(&vec![0u8; FILE_SIZE as usize], 0).unwrap();
     f.sync_all().unwrap();
-    struct S {
-        buf: Vec<u8>,
-        submitted: u64,
-        done: u64,
-        stop: bool,
-    }
-    let s = Arc::new((
-        Mutex::new(S {
+    let s: RawShared = Arc::new((
+        Mutex::new(RawState {
             buf: Vec::new(),
             submitted: 0,
             done: 0,
@@ -43,35 +78,7 @@ fn raw(dir: &Path, threads: usize, secs: f64) -> f64 {
         Condvar::new(),
         Condvar::new(),
     ));
-    let flusher = {
-        let s = s.clone();
-        std::thread::spawn(move || {
-            let mut off = 0u64;
-            let mut out = Vec::new();
-            loop {
-                let upto = {
-                    let mut g = s.0.lock().unwrap();
-                    while g.buf.is_empty() && !g.stop {
-                        g = s.1.wait(g).unwrap();
-                    }
-                    if g.stop {
-                        return;
-                    }
-                    std::mem::swap(&mut out, &mut g.buf);
-                    g.submitted
-                };
-                if off + out.len() as u64 > FILE_SIZE {
-                    off = 0;
-                }
-                f.write_all_at(&out, off).unwrap();
-                f.sync_data().unwrap();
-                off += out.len() as u64;
-                out.clear();
-                s.0.lock().unwrap().done = upto;
-                s.2.notify_all();
-            }
-        })
-    };
+    let flusher = raw_flusher(f, s.clone());
     let start = Instant::now();
     let workers: Vec<_> = (0..threads)
         .map(|_| {
@@ -217,7 +224,7 @@ fn main() {
         println!(
             "threads {t:3}: raw {base:9.0}/s  journal {ours:9.0}/s  ratio {:.3}  (records/sync {:.1})",
             ours / base,
-            stats.records_written as f64 / stats.syncs.max(1) as f64
+            stats.io.records as f64 / stats.io.syncs.max(1) as f64
         );
     }
 }

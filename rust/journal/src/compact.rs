@@ -34,10 +34,10 @@ use crate::format::{
     self, decode_record, BatchBuilder, Control, FileHeader, Kind, RecordRef, FILE_HEADER_LEN,
     FLAG_COMPACTED, FLAG_DATA,
 };
-use crate::fs::{read_exact_at, JournalFile};
-use crate::index::{FileId, Loc};
+use crate::index::{FileId, Index, Loc, Rec};
 use crate::journal::{lock, Inner, State};
 use crate::{CompactionReport, Error, Result};
+use wal::{read_exact_at, StoreFile};
 
 #[derive(Clone, Copy, Debug)]
 enum What {
@@ -64,7 +64,7 @@ struct Snapshot {
 struct Output {
     id: FileId,
     tmp: PathBuf,
-    handle: Arc<dyn JournalFile>,
+    handle: Arc<dyn StoreFile>,
     off: usize,
     seq: u64,
 }
@@ -92,7 +92,7 @@ pub(crate) fn compact(inner: &Arc<Inner>) -> Result<CompactionReport> {
     fix_up(inner, &snap, &items, &outputs);
     if let Err(e) = finish(inner, &snap, &outputs) {
         inner.fail(e);
-        let cause = inner.state().failed.clone();
+        let cause = inner.group.completion.failure();
         return Err(cause.map_or(Error::Closed, Error::Failed));
     }
     Ok(CompactionReport {
@@ -104,10 +104,10 @@ pub(crate) fn compact(inner: &Arc<Inner>) -> Result<CompactionReport> {
 
 fn snapshot(inner: &Inner) -> Result<Option<Snapshot>> {
     let mut st = inner.state();
-    if let Some(f) = &st.failed {
+    if let Some(f) = &inner.group.completion.failure() {
         return Err(Error::Failed(f.clone()));
     }
-    if st.closing {
+    if st.writing.closing {
         return Err(Error::Closed);
     }
     let current = st.files[&st.current].clone();
@@ -140,7 +140,7 @@ fn snapshot(inner: &Inner) -> Result<Option<Snapshot>> {
         if key(&r.add).is_some() {
             g.push(item(What::Add(id), r.add));
         }
-        for (l, _) in &r.updates {
+        for (l, ()) in &r.updates {
             if key(l).is_some() {
                 g.push(item(What::Update(id), *l));
             }
@@ -159,7 +159,7 @@ fn snapshot(inner: &Inner) -> Result<Option<Snapshot>> {
             .filter(|o| key(&o.loc).is_some())
             .map(|o| item(What::TxOp { tx, id: o.id }, o.loc))
             .collect();
-        if let Some((l, _)) = t.prepare.as_ref().filter(|p| key(&p.0).is_some()) {
+        if let Some((l, ())) = t.prepare.as_ref().filter(|p| key(&p.0).is_some()) {
             g.push(item(What::Prepare(tx), *l));
         }
         if let Some(k) = g.first().and_then(|i| key(&i.old)) {
@@ -185,7 +185,7 @@ fn check_abort(inner: &Inner) -> Result<()> {
     if inner.abort_compaction.load(Ordering::Relaxed) {
         return Err(Error::Closed);
     }
-    if let Some(f) = &inner.state().failed {
+    if let Some(f) = &inner.group.completion.failure() {
         return Err(Error::Failed(f.clone()));
     }
     Ok(())
@@ -197,7 +197,7 @@ fn new_output(inner: &Inner) -> Result<Output> {
     let handle = inner.fs.create(&tmp).map_err(io_err("create", &tmp))?;
     if let Err(e) = handle.allocate(inner.cfg.file_size) {
         let _ = inner.fs.remove_file(&tmp);
-        return Err(io_err("allocate", &tmp)(e));
+        return Err(io_err("allocate", &tmp)(e).into());
     }
     Ok(Output {
         id,
@@ -253,12 +253,13 @@ fn copy(inner: &Inner, snap: &Snapshot, outputs: &mut Vec<Output>) -> Result<Vec
         rbuf.resize(it.old.len as usize, 0);
         read_exact_at(&*src.handle, &mut rbuf, u64::from(it.old.offset))
             .map_err(io_err("read", &src.path))?;
-        let (r, _, _) =
-            decode_record(&rbuf, format::seed(src.id)).map_err(|reason| Error::Corrupted {
+        let (r, _, _) = decode_record(&rbuf, format::seed(src.id)).map_err(|reason| {
+            Error::Corrupted(wal::Corruption {
                 path: src.path.clone(),
                 offset: u64::from(it.old.offset),
                 reason,
-            })?;
+            })
+        })?;
         let r = match it.what {
             What::Add(_) => RecordRef {
                 kind: Kind::Add,
@@ -276,18 +277,22 @@ fn copy(inner: &Inner, snap: &Snapshot, outputs: &mut Vec<Output>) -> Result<Vec
         let fits = |out: &Output, body: usize| {
             out.off + format::batch_len(body + len) <= cfg.file_size as usize
         };
-        if !b.is_empty() && (body + len > limit || !fits(outputs.last().expect("open"), body)) {
-            flush(&mut b, outputs.last_mut().expect("open"))?;
-            body = 0;
+        if let Some(out) = outputs.last_mut() {
+            if !b.is_empty() && (body + len > limit || !fits(out, body)) {
+                flush(&mut b, out)?;
+                body = 0;
+            }
         }
         if outputs.last().map_or(true, |o| !fits(o, 0)) {
             if let Some(o) = outputs.last() {
                 seal(inner, o)?;
             }
-            outputs.push(new_output(inner)?);
-            b.begin(outputs.last().expect("pushed").id, None);
+            let o = new_output(inner)?;
+            b.begin(o.id, None);
+            outputs.push(o);
         }
-        let out = outputs.last().expect("open");
+        // Not empty: a fitting output was pushed above if there was none.
+        let out = &outputs[outputs.len() - 1];
         it.new = Loc {
             file: out.id,
             offset: (out.off + b.next_offset()) as u32,
@@ -323,7 +328,7 @@ fn commit_point(inner: &Inner, snap: &Snapshot, outputs: &[Output]) -> Result<()
     if let Err(e) = written {
         // Unknown whether the control file is durable: only reopening can tell.
         inner.fail(e);
-        let cause = inner.state().failed.clone();
+        let cause = inner.group.completion.failure();
         return Err(cause.map_or(Error::Closed, Error::Failed));
     }
     Ok(())
@@ -343,6 +348,8 @@ fn abandon(inner: &Inner, snap: &Snapshot, outputs: &[Output]) {
     st.compacting = false;
 }
 
+/// After the copy, under the state lock: the index points at the copies, dependencies on
+/// the inputs move to their copies, and the outputs replace the inputs in the file table.
 fn fix_up(inner: &Inner, snap: &Snapshot, items: &[Item], outputs: &[Output]) {
     let mut st = inner.state();
     let st: &mut State = &mut st;
@@ -350,45 +357,33 @@ fn fix_up(inner: &Inner, snap: &Snapshot, items: &[Item], outputs: &[Output]) {
     for o in outputs {
         st.index.add_file(o.id);
     }
-    // Input file -> outputs holding copies that someone may still depend on.
+    let subst = relocate(&mut st.index, items);
+    move_deps(&mut st.index, &inputs, &subst);
+    for &i in &inputs {
+        st.index.remove_file(i);
+        st.files.remove(&i);
+    }
+    for o in outputs {
+        st.files.insert(
+            o.id,
+            DataFile {
+                id: o.id,
+                path: o.tmp.clone(),
+                handle: o.handle.clone(),
+                compacted: true,
+                busy: true,
+            },
+        );
+    }
+}
+
+/// Points the index at the copies of the records still live; returns, per input file, the
+/// outputs holding copies that someone may still depend on.
+fn relocate(ix: &mut Index<()>, items: &[Item]) -> HashMap<FileId, BTreeSet<FileId>> {
     let mut subst: HashMap<FileId, BTreeSet<FileId>> = HashMap::new();
-    let ix = &mut st.index;
     for it in items {
         let (old, new) = (it.old, it.new);
-        let in_record = |r: &mut crate::index::Rec<()>| {
-            if r.add == old {
-                r.add = new;
-                return true;
-            }
-            match r.updates.iter_mut().find(|u| u.0 == old) {
-                Some(u) => {
-                    u.0 = new;
-                    true
-                }
-                None => false,
-            }
-        };
-        let live = match it.what {
-            What::Add(id) | What::Update(id) => ix.records.get_mut(&id).is_some_and(in_record),
-            What::TxOp { tx, id } => match ix.txs.get_mut(&tx) {
-                Some(t) => match t.ops.iter_mut().find(|o| o.loc == old) {
-                    Some(o) => {
-                        o.loc = new;
-                        true
-                    }
-                    None => false,
-                },
-                // Committed meanwhile: the copy may now be the record's add or update.
-                None => ix.records.get_mut(&id).is_some_and(in_record),
-            },
-            What::Prepare(tx) => match ix.txs.get_mut(&tx).and_then(|t| t.prepare.as_mut()) {
-                Some(p) if p.0 == old => {
-                    p.0 = new;
-                    true
-                }
-                _ => false,
-            },
-        };
+        let live = relocate_one(ix, it);
         if live {
             ix.live_inc(new);
         }
@@ -398,6 +393,55 @@ fn fix_up(inner: &Inner, snap: &Snapshot, items: &[Item], outputs: &[Output]) {
             subst.entry(old.file).or_default().insert(new.file);
         }
     }
+    subst
+}
+
+/// Moves the index's location of `it` to its copy; `false` if the record died meanwhile.
+fn relocate_one(ix: &mut Index<()>, it: &Item) -> bool {
+    let (old, new) = (it.old, it.new);
+    let in_record = |r: &mut Rec<()>| {
+        if r.add == old {
+            r.add = new;
+            return true;
+        }
+        match r.updates.iter_mut().find(|u| u.0 == old) {
+            Some(u) => {
+                u.0 = new;
+                true
+            }
+            None => false,
+        }
+    };
+    match it.what {
+        What::Add(id) | What::Update(id) => ix.records.get_mut(&id).is_some_and(in_record),
+        What::TxOp { tx, id } => match ix.txs.get_mut(&tx) {
+            Some(t) => match t.ops.iter_mut().find(|o| o.loc == old) {
+                Some(o) => {
+                    o.loc = new;
+                    true
+                }
+                None => false,
+            },
+            // Committed meanwhile: the copy may now be the record's add or update.
+            None => ix.records.get_mut(&id).is_some_and(in_record),
+        },
+        What::Prepare(tx) => match ix.txs.get_mut(&tx).and_then(|t| t.prepare.as_mut()) {
+            Some(p) if p.0 == old => {
+                p.0 = new;
+                true
+            }
+            _ => false,
+        },
+    }
+}
+
+/// Files that depended on an input now depend on its copies (`subst`); what the inputs
+/// depended on among themselves holds between their copies.
+fn move_deps(
+    ix: &mut Index<()>,
+    inputs: &HashSet<FileId>,
+    subst: &HashMap<FileId, BTreeSet<FileId>>,
+) {
     let input_deps: Vec<(FileId, BTreeSet<FileId>)> = inputs
         .iter()
         .map(|&i| {
@@ -407,7 +451,7 @@ fn fix_up(inner: &Inner, snap: &Snapshot, items: &[Item], outputs: &[Output]) {
             )
         })
         .collect();
-    for (&fid, stats) in ix.files.iter_mut() {
+    for (&fid, stats) in &mut ix.files {
         if inputs.contains(&fid) {
             continue;
         }
@@ -437,22 +481,6 @@ fn fix_up(inner: &Inner, snap: &Snapshot, items: &[Item], outputs: &[Output]) {
                 }
             }
         }
-    }
-    for &i in &inputs {
-        ix.remove_file(i);
-        st.files.remove(&i);
-    }
-    for o in outputs {
-        st.files.insert(
-            o.id,
-            DataFile {
-                id: o.id,
-                path: o.tmp.clone(),
-                handle: o.handle.clone(),
-                compacted: true,
-                busy: true,
-            },
-        );
     }
 }
 

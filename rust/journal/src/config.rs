@@ -173,7 +173,7 @@ mod tests {
                 ..JournalConfig::default()
             },
             JournalConfig {
-                file_extension: "".into(),
+                file_extension: String::new(),
                 ..JournalConfig::default()
             },
             JournalConfig {

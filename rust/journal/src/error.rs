@@ -3,27 +3,20 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use wal::{Corruption, ForeignFile, IoError, Stopped};
+
 /// Everything that can go wrong in the journal.
 #[derive(thiserror::Error, Debug)]
 pub enum Error {
-    /// An I/O operation failed; `source` keeps the errno.
-    #[error("{op} {path}: {source}", path = .path.display())]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// An I/O operation failed; its `source` keeps the errno.
+    #[error(transparent)]
+    Io(#[from] IoError),
     /// Durable data failed validation.
-    #[error("journal corrupted: {path} at offset {offset}: {reason}", path = .path.display())]
-    Corrupted {
-        path: PathBuf,
-        offset: u64,
-        reason: String,
-    },
+    #[error("journal corrupted: {0}")]
+    Corrupted(Corruption),
     /// A file is named like a journal data file but is not one of ours.
-    #[error("foreign file {path}: {reason}", path = .path.display())]
-    ForeignFile { path: PathBuf, reason: String },
+    #[error("foreign file {0}")]
+    ForeignFile(ForeignFile),
     /// A data file does not have the configured size.
     #[error("data file {path} has size {actual}, expected {expected}", path = .path.display())]
     WrongFileSize {
@@ -46,6 +39,15 @@ pub enum Error {
     Closed,
     #[error("invalid journal configuration: {0}")]
     InvalidConfig(String),
+}
+
+impl From<Stopped<Error>> for Error {
+    fn from(stopped: Stopped<Error>) -> Self {
+        match stopped {
+            Stopped::Failed(cause) => Error::Failed(cause),
+            Stopped::Closed => Error::Closed,
+        }
+    }
 }
 
 /// `Result` with the journal's [`Error`].

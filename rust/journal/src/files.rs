@@ -6,31 +6,23 @@
 //! (`{prefix}-{id}.{ext}`) but renames are not made durable on their own; recovery fixes
 //! names that lag behind their header.
 
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::Cfg;
 use crate::format::{FileHeader, FILE_HEADER_LEN};
-use crate::fs::{FileSystem, JournalFile};
 use crate::index::FileId;
-use crate::{Error, Result};
+use crate::Result;
+use wal::{FileSystem, StoreFile};
 
-/// Wraps an `io::Error` with the operation and path.
-pub(crate) fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Error + 'a {
-    move |source| Error::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
-    }
-}
+pub(crate) use wal::io_err;
 
 /// A file in use (holding batches), kept open.
 #[derive(Clone)]
 pub(crate) struct DataFile {
     pub id: FileId,
     pub path: PathBuf,
-    pub handle: Arc<dyn JournalFile>,
+    pub handle: Arc<dyn StoreFile>,
     pub compacted: bool,
     /// Taking part in a running compaction: not to be reclaimed meanwhile.
     pub busy: bool,
@@ -51,7 +43,7 @@ pub(crate) fn sync_dir(cfg: &Cfg, fs: &dyn FileSystem) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn sync_file(cfg: &Cfg, f: &dyn JournalFile, path: &Path) -> Result<()> {
+pub(crate) fn sync_file(cfg: &Cfg, f: &dyn StoreFile, path: &Path) -> Result<()> {
     if cfg.datasync {
         f.sync_data().map_err(io_err("fdatasync", path))?;
     }
@@ -59,7 +51,7 @@ pub(crate) fn sync_file(cfg: &Cfg, f: &dyn JournalFile, path: &Path) -> Result<(
 }
 
 /// Writes zeros over `[from, to)` of `f`.
-pub(crate) fn zero_fill(f: &dyn JournalFile, path: &Path, from: u64, to: u64) -> Result<()> {
+pub(crate) fn zero_fill(f: &dyn StoreFile, path: &Path, from: u64, to: u64) -> Result<()> {
     const CHUNK: u64 = 1 << 20;
     let zeros = vec![0u8; CHUNK.min(to.saturating_sub(from)) as usize];
     let mut at = from;
@@ -104,7 +96,7 @@ pub(crate) fn create_free_file(cfg: &Cfg, fs: &dyn FileSystem, id: FileId) -> Re
 pub(crate) fn stamp_free(
     cfg: &Cfg,
     fs: &dyn FileSystem,
-    handle: &dyn JournalFile,
+    handle: &dyn StoreFile,
     path: &Path,
     new_id: FileId,
 ) -> Result<FreeFile> {
@@ -128,13 +120,12 @@ pub(crate) fn retire(
     file: &DataFile,
     keep_as: Option<FileId>,
 ) -> Result<Option<FreeFile>> {
-    match keep_as {
-        Some(id) => stamp_free(cfg, fs, &*file.handle, &file.path, id).map(Some),
-        None => {
-            fs.remove_file(&file.path)
-                .map_err(io_err("remove", &file.path))?;
-            sync_dir(cfg, fs)?;
-            Ok(None)
-        }
+    if let Some(id) = keep_as {
+        stamp_free(cfg, fs, &*file.handle, &file.path, id).map(Some)
+    } else {
+        fs.remove_file(&file.path)
+            .map_err(io_err("remove", &file.path))?;
+        sync_dir(cfg, fs)?;
+        Ok(None)
     }
 }

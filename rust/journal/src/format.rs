@@ -30,7 +30,7 @@ pub(crate) const BATCH_HEADER_LEN: usize = 40;
 pub(crate) const BATCH_MAGIC: u32 = 0x4254_4A41; // "AJTB"
 pub(crate) const BATCH_ALIGN: usize = 8;
 
-/// len + kind + record_type + reserved + id + crc.
+/// len + kind + `record_type` + reserved + id + crc.
 pub(crate) const RECORD_FIXED_LEN: usize = 20;
 pub(crate) const TX_FIELD_LEN: usize = 8;
 
@@ -67,7 +67,7 @@ impl Kind {
         })
     }
 
-    /// Whether the record carries a separate tx_id field after the id.
+    /// Whether the record carries a separate `tx_id` field after the id.
     pub(crate) fn has_tx_field(self) -> bool {
         matches!(self, Kind::AddTx | Kind::UpdateTx | Kind::DeleteTx)
     }
@@ -200,15 +200,7 @@ pub(crate) fn seed(file_id: u64) -> u32 {
     crc32c::crc32c(&file_id.to_le_bytes())
 }
 
-fn le_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn le_u64(b: &[u8], at: usize) -> u64 {
-    let mut x = [0u8; 8];
-    x.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(x)
-}
+use wal::le::{u32_at as le_u32, u64_at as le_u64};
 
 // ---------------------------------------------------------------------------------------
 // File header

@@ -18,18 +18,19 @@ use crate::files::{self, io_err};
 use crate::format::{BATCH_HEADER_LEN, FILE_HEADER_LEN};
 use crate::journal::{Inner, State};
 use crate::Result;
+use wal::writer::Locked;
 
 pub(crate) fn run(inner: &Arc<Inner>) {
     loop {
         {
             let mut st = inner.state();
-            while !st.housekeeping && !st.closing && st.failed.is_none() {
+            while !st.housekeeping && !st.writing.closing && !inner.group.completion.has_failed() {
                 st = inner
                     .housekeeper_cv
                     .wait(st)
                     .unwrap_or_else(PoisonError::into_inner);
             }
-            if st.closing || st.failed.is_some() {
+            if st.writing.closing || inner.group.completion.has_failed() {
                 return;
             }
             st.housekeeping = false;
@@ -47,7 +48,8 @@ fn work(inner: &Arc<Inner>) -> Result<()> {
     loop {
         let need = {
             let st = inner.state();
-            !st.closing && (st.pool.is_empty() || st.files.len() + st.pool.len() < cfg.min_files)
+            !st.writing.closing
+                && (st.pool.is_empty() || st.files.len() + st.pool.len() < cfg.min_files)
         };
         if !need {
             break;
@@ -58,11 +60,12 @@ fn work(inner: &Arc<Inner>) -> Result<()> {
     loop {
         let (file, keep_as, current) = {
             let mut st = inner.state();
-            if st.closing {
+            if st.writing.closing {
                 return Ok(());
             }
-            let Some(id) = st.reclaimable() else { break };
-            let file = st.files.remove(&id).expect("reclaimable file exists");
+            let Some(file) = st.reclaimable().and_then(|id| st.files.remove(&id)) else {
+                break;
+            };
             let keep_as = st.keep_in_pool(cfg).then(|| inner.new_file_id());
             (file, keep_as, st.files.get(&st.current).cloned())
         };
@@ -87,8 +90,8 @@ fn work(inner: &Arc<Inner>) -> Result<()> {
 }
 
 /// Whether an automatic compaction is due.
-pub(crate) fn should_compact(st: &State, cfg: &crate::config::Cfg) -> bool {
-    if cfg.compact_min_files == 0 || st.compacting || st.closing {
+pub(crate) fn should_compact(st: &Locked<State>, cfg: &crate::config::Cfg) -> bool {
+    if cfg.compact_min_files == 0 || st.compacting || st.writing.closing {
         return false;
     }
     let (mut n, mut live) = (0u64, 0u64);

@@ -148,7 +148,7 @@ impl<P: Payload> Index<P> {
     }
 
     /// Marks a record's locations dead; `killers` are the files holding what killed it.
-    fn kill(&mut self, rec: Rec<P>, killers: &[FileId]) {
+    fn kill(&mut self, rec: &Rec<P>, killers: &[FileId]) {
         for loc in std::iter::once(rec.add).chain(rec.updates.iter().map(|u| u.0)) {
             self.live_dec(loc);
             for &k in killers {
@@ -165,7 +165,7 @@ impl<P: Payload> Index<P> {
         match r.kind {
             Kind::Add => {
                 if let Some(old) = self.records.remove(&r.id) {
-                    self.kill(old, &[loc.file]);
+                    self.kill(&old, &[loc.file]);
                 }
                 self.records.insert(
                     r.id,
@@ -185,7 +185,7 @@ impl<P: Payload> Index<P> {
             }
             Kind::Delete => {
                 if let Some(old) = self.records.remove(&r.id) {
-                    self.kill(old, &[loc.file]);
+                    self.kill(&old, &[loc.file]);
                 }
             }
             Kind::AddTx | Kind::UpdateTx | Kind::DeleteTx => {
@@ -234,7 +234,7 @@ impl<P: Payload> Index<P> {
             match op.kind {
                 TxKind::Add => {
                     if let Some(old) = self.records.remove(&op.id) {
-                        self.kill(old, &[op.loc.file, at]);
+                        self.kill(&old, &[op.loc.file, at]);
                     }
                     // The AddTx record itself becomes the record's add (it stays live).
                     self.records.insert(
@@ -253,7 +253,7 @@ impl<P: Payload> Index<P> {
                 TxKind::Delete => {
                     self.live_dec(op.loc);
                     if let Some(old) = self.records.remove(&op.id) {
-                        self.kill(old, &[op.loc.file, at]);
+                        self.kill(&old, &[op.loc.file, at]);
                     }
                 }
             }
@@ -343,8 +343,8 @@ mod tests {
         }
     }
 
-    fn apply(ix: &mut Index<()>, op: Op, l: Loc) {
-        ix.apply(&RecordRef::from_op(&op), l);
+    fn apply(ix: &mut Index<()>, op: &Op, l: Loc) {
+        ix.apply(&RecordRef::from_op(op), l);
     }
 
     fn add(id: u64) -> Op {
@@ -360,10 +360,10 @@ mod tests {
         let mut ix = Index::<()>::default();
         ix.add_file(1);
         ix.add_file(2);
-        apply(&mut ix, add(7), loc(1, 64));
+        apply(&mut ix, &add(7), loc(1, 64));
         apply(
             &mut ix,
-            Op::Update {
+            &Op::Update {
                 id: 7,
                 record_type: 1,
                 payload: vec![],
@@ -371,7 +371,7 @@ mod tests {
             loc(2, 64),
         );
         assert_eq!((ix.files[&1].live, ix.files[&2].live), (1, 1));
-        apply(&mut ix, Op::Delete { id: 7 }, loc(2, 100));
+        apply(&mut ix, &Op::Delete { id: 7 }, loc(2, 100));
         assert_eq!((ix.files[&1].live, ix.files[&2].live), (0, 0));
         assert_eq!(ix.files[&2].deps, BTreeSet::from([1]));
         ix.remove_file(1);
@@ -384,10 +384,10 @@ mod tests {
         for f in 1..=3 {
             ix.add_file(f);
         }
-        apply(&mut ix, add(5), loc(1, 64));
+        apply(&mut ix, &add(5), loc(1, 64));
         apply(
             &mut ix,
-            Op::AddTx {
+            &Op::AddTx {
                 tx_id: 9,
                 id: 6,
                 record_type: 1,
@@ -395,10 +395,10 @@ mod tests {
             },
             loc(1, 80),
         );
-        apply(&mut ix, Op::DeleteTx { tx_id: 9, id: 5 }, loc(2, 64));
+        apply(&mut ix, &Op::DeleteTx { tx_id: 9, id: 5 }, loc(2, 64));
         assert_eq!(ix.files[&1].live, 2);
         assert_eq!(ix.files[&2].live, 1);
-        apply(&mut ix, Op::Commit { tx_id: 9 }, loc(3, 64));
+        apply(&mut ix, &Op::Commit { tx_id: 9 }, loc(3, 64));
         assert!(ix.records.contains_key(&6) && !ix.records.contains_key(&5));
         assert_eq!(ix.files[&1].live, 1); // the AddTx of 6
         assert_eq!(ix.files[&2].live, 0);
@@ -410,11 +410,11 @@ mod tests {
     fn rollback_and_unknown_ids_are_tolerated() {
         let mut ix = Index::<()>::default();
         ix.add_file(1);
-        apply(&mut ix, Op::Delete { id: 1 }, loc(1, 64));
-        apply(&mut ix, Op::Commit { tx_id: 1 }, loc(1, 64));
+        apply(&mut ix, &Op::Delete { id: 1 }, loc(1, 64));
+        apply(&mut ix, &Op::Commit { tx_id: 1 }, loc(1, 64));
         apply(
             &mut ix,
-            Op::UpdateTx {
+            &Op::UpdateTx {
                 tx_id: 2,
                 id: 3,
                 record_type: 0,
@@ -424,14 +424,14 @@ mod tests {
         );
         apply(
             &mut ix,
-            Op::Prepare {
+            &Op::Prepare {
                 tx_id: 2,
                 xid: vec![1],
             },
             loc(1, 80),
         );
         assert_eq!(ix.files[&1].live, 2);
-        apply(&mut ix, Op::Rollback { tx_id: 2 }, loc(1, 96));
+        apply(&mut ix, &Op::Rollback { tx_id: 2 }, loc(1, 96));
         assert_eq!(ix.files[&1].live, 0);
         assert!(ix.txs.is_empty() && ix.records.is_empty());
     }

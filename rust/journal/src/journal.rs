@@ -14,25 +14,25 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 use std::time::Instant;
+
+pub(crate) use wal::lock;
+use wal::writer::{self as group, Due, Group, GroupCommit, Locked};
+use wal::FileSystem;
 
 use crate::config::Cfg;
 use crate::files::{self, DataFile, FreeFile};
 use crate::format::{self, FILE_HEADER_LEN};
-use crate::fs::FileSystem;
 use crate::index::{FileId, Index};
 use crate::logical::Logical;
-use crate::writer::{self, Role, WriterCore};
+use crate::recovery::Recovered;
+use crate::writer::{Role, WriterCore};
 use crate::{
     housekeeper, recovery, CompactionReport, Error, JournalConfig, JournalStats, LoadReport, Op,
     Progress, Result, StdFileSystem, Ticket,
 };
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// One submit waiting for the writer.
 pub(crate) struct Submit {
@@ -60,16 +60,33 @@ pub(crate) struct State {
     pub queue_flushes: usize,
     /// When the oldest queued non-sync submit arrived (buffer-timeout).
     pub first_queued: Option<Instant>,
-    pub last_ticket: Ticket,
-    pub writer_waiting: bool,
-    pub closing: bool,
-    pub failed: Option<Arc<Error>>,
     pub compacting: bool,
     /// The housekeeper has work (pre-allocation, reclaim, compaction check).
     pub housekeeping: bool,
 }
 
 impl State {
+    fn new(
+        logical: Logical,
+        index: Index<()>,
+        files: BTreeMap<FileId, DataFile>,
+        pool: BTreeMap<FileId, FreeFile>,
+    ) -> State {
+        State {
+            logical,
+            index,
+            files,
+            pool,
+            current: 0,
+            queue: VecDeque::new(),
+            queue_bytes: 0,
+            queue_flushes: 0,
+            first_queued: None,
+            compacting: false,
+            housekeeping: true,
+        }
+    }
+
     /// Whether a file before the current one could be reclaimed now.
     pub(crate) fn reclaimable(&self) -> Option<FileId> {
         self.files
@@ -86,27 +103,36 @@ impl State {
 
     /// Whether a reclaimed file goes to the pool (else it is deleted).
     pub(crate) fn keep_in_pool(&self, cfg: &Cfg) -> bool {
-        cfg.pool_files < 0
-            || self.pool.len() < cfg.pool_files as usize
-            || self.files.len() + self.pool.len() < cfg.min_files
+        usize::try_from(cfg.pool_files).map_or(true, |pool_files| {
+            self.pool.len() < pool_files || self.files.len() + self.pool.len() < cfg.min_files
+        })
+    }
+
+    /// Queues a validated submit; returns whether the writer must be woken for it.
+    fn enqueue(&mut self, submit: Submit, buffer_size: usize, will_wait: bool) -> bool {
+        let (flush, bytes) = (submit.flush, submit.bytes);
+        let was_empty = self.queue.is_empty();
+        if was_empty && !flush {
+            self.first_queued = Some(Instant::now());
+        }
+        self.queue.push_back(submit);
+        self.queue_bytes += bytes;
+        if flush {
+            self.queue_flushes += 1;
+        }
+        // Wake the writer only when that changes what it waits for.
+        if flush {
+            !will_wait
+        } else {
+            was_empty || self.queue_bytes >= buffer_size
+        }
     }
 }
 
 #[derive(Default)]
-pub(crate) struct Done {
-    pub failed: Option<Arc<Error>>,
-    /// The writer stopped (closed); unfinished tickets never complete.
-    pub stopped: bool,
-    /// Threads blocked on `done_cv` (completion skips the wake-up syscall when none are).
-    pub sleepers: usize,
-}
-
-#[derive(Default)]
 pub(crate) struct Counters {
-    pub batches: AtomicU64,
-    pub syncs: AtomicU64,
-    pub records: AtomicU64,
-    pub bytes: AtomicU64,
+    /// Batches are the `writes`.
+    pub io: wal::Counters,
     pub compactions: AtomicU64,
 }
 
@@ -117,73 +143,62 @@ struct Threads {
     compactor: Option<JoinHandle<()>>,
 }
 
-type Listener = Arc<dyn Fn() + Send + Sync>;
-
 pub(crate) struct Inner {
     pub cfg: Cfg,
     pub fs: Arc<dyn FileSystem>,
-    pub state: Mutex<State>,
+    /// The state (behind the state lock), the writer thread's wake-up, the completion.
+    pub group: Group<State, Error>,
     /// The writer role.
     pub writer: Mutex<WriterCore>,
-    pub writer_cv: Condvar,
     pub housekeeper_cv: Condvar,
-    /// Highest completed ticket (all below are complete too).
-    pub completed: AtomicU64,
-    pub done: Mutex<Done>,
-    pub done_cv: Condvar,
     pub next_file_id: AtomicU64,
     pub counters: Counters,
-    listener: Mutex<Option<Listener>>,
     /// Serializes compactions.
     pub compaction: Mutex<()>,
     pub abort_compaction: AtomicBool,
-    /// A deferred submit would have woken the writer: [`Journal::wake_writer`] does it.
-    /// Outside the state lock so that waking never waits for the writer (which holds that
-    /// lock while it takes a batch and indexes one, and may be preempted meanwhile).
-    pub wake_deferred: AtomicBool,
     threads: Mutex<Threads>,
     closed: Mutex<bool>,
 }
 
+impl GroupCommit<State, Error> for Inner {
+    fn group(&self) -> &Group<State, Error> {
+        &self.group
+    }
+
+    fn due(&self, st: &Locked<State>) -> Due {
+        crate::writer::due(st, self, Role::Thread)
+    }
+
+    fn write_batch(&self) -> Result<()> {
+        let mut w = lock(&self.writer);
+        w.step(self, Role::Thread).map(drop)
+    }
+
+    fn finish(&self) -> Result<()> {
+        let mut w = lock(&self.writer);
+        if self.group.completion.has_failed() {
+            return Ok(());
+        }
+        w.sync(self)
+    }
+
+    fn on_fail(&self) {
+        self.housekeeper_cv.notify_all();
+    }
+}
+
 impl Inner {
-    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
-        lock(&self.state)
+    pub(crate) fn state(&self) -> MutexGuard<'_, Locked<State>> {
+        self.group.lock()
     }
 
     pub(crate) fn new_file_id(&self) -> FileId {
         self.next_file_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    pub(crate) fn notify_listener(&self) {
-        let l = lock(&self.listener).clone();
-        if let Some(l) = l {
-            l();
-        }
-    }
-
-    /// Publishes completion of every ticket up to `ticket` and wakes the waiters.
-    pub(crate) fn complete(&self, ticket: Ticket) {
-        self.completed.store(ticket, Ordering::Release);
-        let sleepers = lock(&self.done).sleepers;
-        if sleepers > 0 {
-            self.done_cv.notify_all();
-        }
-        self.notify_listener();
-    }
-
     /// Puts the journal in the failed state (first error wins) and wakes everyone.
     pub(crate) fn fail(&self, e: Error) -> Arc<Error> {
-        let cause = {
-            let mut st = self.state();
-            let cause = st.failed.get_or_insert_with(|| Arc::new(e)).clone();
-            lock(&self.done).failed = Some(cause.clone());
-            cause
-        };
-        self.writer_cv.notify_all();
-        self.housekeeper_cv.notify_all();
-        self.done_cv.notify_all();
-        self.notify_listener();
-        cause
+        group::fail(self, e)
     }
 
     /// Asks the housekeeper to look for work.
@@ -215,6 +230,136 @@ impl Inner {
             t.compactor = Some(h);
         }
     }
+
+    /// While a caller waits: takes the writer role if it is free and writes a due batch
+    /// (`true` if it wrote one); else makes sure the writer thread writes what is due.
+    fn help_write(&self) -> bool {
+        let role = match self.writer.try_lock() {
+            Ok(w) => Some(w),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        };
+        if let Some(mut w) = role {
+            match w.step(self, Role::Helper) {
+                Ok(wrote) => return wrote,
+                Err(e) => {
+                    drop(w);
+                    self.fail(e);
+                }
+            }
+        } else {
+            // Someone else is writing: make sure what is due gets written after it.
+            let mut st = self.state();
+            if matches!(crate::writer::due(&st, self, Role::Helper), Due::Now) {
+                self.group.signal.wake_if_waiting(&mut st.writing);
+            }
+        }
+        false
+    }
+
+    fn spawn_threads(self: &Arc<Self>) -> Result<()> {
+        let mut t = lock(&self.threads);
+        let spawn_err = wal::io_err("spawn thread", &self.cfg.dir);
+        let wr = self.clone();
+        t.writer = Some(
+            std::thread::Builder::new()
+                .name("journal-writer".into())
+                .spawn(move || group::run(&*wr))
+                .map_err(spawn_err)?,
+        );
+        let spawn_err = wal::io_err("spawn thread", &self.cfg.dir);
+        let hk = self.clone();
+        t.housekeeper = Some(
+            std::thread::Builder::new()
+                .name("journal-housekeeper".into())
+                .spawn(move || housekeeper::run(&hk))
+                .map_err(spawn_err)?,
+        );
+        Ok(())
+    }
+}
+
+/// Fills the pool up to the configured minimum (and one file to start in if recovery found
+/// no append point); returns the next file id.
+fn fill_pool(
+    cfg: &Cfg,
+    fs: &dyn FileSystem,
+    st: &mut State,
+    mut next_file_id: FileId,
+    resuming: bool,
+) -> Result<FileId> {
+    while st.files.len() + st.pool.len() < cfg.min_files.max(1) || (!resuming && st.pool.is_empty())
+    {
+        let f = files::create_free_file(cfg, fs, next_file_id)?;
+        next_file_id += 1;
+        st.pool.insert(f.id, f);
+    }
+    Ok(next_file_id)
+}
+
+/// Where the writer starts: the recovered append point, or a fresh file from the pool
+/// (re-stamped with `next_file_id` if replay would order it before a data file).
+fn start_file(
+    cfg: &Cfg,
+    fs: &dyn FileSystem,
+    st: &mut State,
+    resume: Option<(FileId, u64)>,
+    next_file_id: &mut FileId,
+) -> Result<(DataFile, u64, bool)> {
+    if let Some((id, off)) = resume {
+        return Ok((st.files[&id].clone(), off, false));
+    }
+    let max_data = st.files.keys().next_back().copied().unwrap_or(0);
+    let Some((_, mut free)) = st.pool.pop_first() else {
+        return Err(Error::InvalidConfig(
+            "no free journal file to start in".into(),
+        ));
+    };
+    if free.id <= max_data {
+        let h = fs
+            .open(&free.path)
+            .map_err(files::io_err("open", &free.path))?;
+        free = files::stamp_free(cfg, fs, &*h, &free.path, *next_file_id)?;
+        *next_file_id += 1;
+    }
+    let handle = fs
+        .open(&free.path)
+        .map_err(files::io_err("open", &free.path))?;
+    let f = DataFile {
+        id: free.id,
+        path: free.path,
+        handle,
+        compacted: false,
+        busy: false,
+    };
+    st.files.insert(f.id, f.clone());
+    st.index.add_file(f.id);
+    Ok((f, FILE_HEADER_LEN as u64, true))
+}
+
+/// How a submit is to be written.
+#[allow(clippy::struct_excessive_bools)] // four independent choices, each named at the call
+struct How {
+    /// Made durable (fdatasync) before its ticket completes.
+    sync: bool,
+    /// Written without waiting for company (implied by `sync`).
+    flush: bool,
+    /// The caller waits right away and writes a due batch itself if the writer role is
+    /// free, so the writer thread need not be woken for a sync submit.
+    will_wait: bool,
+    /// The caller wakes the writer later ([`Journal::wake_writer`]).
+    defer: bool,
+}
+
+impl How {
+    fn plain(sync: bool) -> How {
+        How {
+            sync,
+            flush: sync,
+            will_wait: false,
+            defer: false,
+        }
+    }
 }
 
 /// The journal. `Send + Sync`; every method takes `&self`. Dropping it closes it.
@@ -234,127 +379,59 @@ impl Journal {
         fs: Arc<dyn FileSystem>,
     ) -> Result<(Journal, LoadReport)> {
         let cfg = Cfg::new(config)?;
-        let rec = recovery::recover(&cfg, &*fs)?;
-        let mut st = State {
-            logical: rec.logical,
-            index: rec.index,
-            files: rec.files,
-            pool: rec.pool,
-            current: 0,
-            queue: VecDeque::new(),
-            queue_bytes: 0,
-            queue_flushes: 0,
-            first_queued: None,
-            last_ticket: 0,
-            writer_waiting: false,
-            closing: false,
-            failed: None,
-            compacting: false,
-            housekeeping: true,
-        };
-        let mut next_file_id = rec.next_file_id;
-        while st.files.len() + st.pool.len() < cfg.min_files.max(1)
-            || (rec.resume.is_none() && st.pool.is_empty())
-        {
-            let f = files::create_free_file(&cfg, &*fs, next_file_id)?;
-            next_file_id += 1;
-            st.pool.insert(f.id, f);
-        }
-        // Where the writer starts: the recovered append point, or a fresh file.
-        let (cur, offset, stamp) = match rec.resume {
-            Some((id, off)) => (st.files[&id].clone(), off, false),
-            None => {
-                let max_data = st.files.keys().next_back().copied().unwrap_or(0);
-                let (_, mut free) = st.pool.pop_first().expect("pool filled above");
-                if free.id <= max_data {
-                    let h = fs
-                        .open(&free.path)
-                        .map_err(files::io_err("open", &free.path))?;
-                    free = files::stamp_free(&cfg, &*fs, &*h, &free.path, next_file_id)?;
-                    next_file_id += 1;
-                }
-                let handle = fs
-                    .open(&free.path)
-                    .map_err(files::io_err("open", &free.path))?;
-                let f = DataFile {
-                    id: free.id,
-                    path: free.path,
-                    handle,
-                    compacted: false,
-                    busy: false,
-                };
-                st.files.insert(f.id, f.clone());
-                st.index.add_file(f.id);
-                (f, FILE_HEADER_LEN as u64, true)
-            }
-        };
+        let Recovered {
+            index,
+            logical,
+            files,
+            pool,
+            resume,
+            next_seq,
+            durable_through,
+            next_file_id,
+            mut report,
+            incomplete,
+        } = recovery::recover(&cfg, &*fs)?;
+        let mut st = State::new(logical, index, files, pool);
+        let mut next_file_id = fill_pool(&cfg, &*fs, &mut st, next_file_id, resume.is_some())?;
+        let (cur, offset, stamp) = start_file(&cfg, &*fs, &mut st, resume, &mut next_file_id)?;
         st.current = cur.id;
+        let writer = WriterCore::new(cur, offset, stamp, next_seq, durable_through);
         let inner = Arc::new(Inner {
             cfg,
             fs,
-            state: Mutex::new(st),
-            writer: Mutex::new(WriterCore::new(
-                cur,
-                offset,
-                stamp,
-                rec.next_seq,
-                rec.durable_through,
-            )),
-            writer_cv: Condvar::new(),
+            group: Group::new(st),
+            writer: Mutex::new(writer),
             housekeeper_cv: Condvar::new(),
-            completed: AtomicU64::new(0),
-            done: Mutex::new(Done::default()),
-            done_cv: Condvar::new(),
             next_file_id: AtomicU64::new(next_file_id),
             counters: Counters::default(),
-            listener: Mutex::new(None),
             compaction: Mutex::new(()),
             abort_compaction: AtomicBool::new(false),
-            wake_deferred: AtomicBool::new(false),
             threads: Mutex::new(Threads::default()),
             closed: Mutex::new(false),
         });
         let journal = Journal {
             inner: inner.clone(),
         };
-        {
-            let mut t = lock(&inner.threads);
-            let spawn_err = |e: std::io::Error| Error::Io {
-                op: "spawn thread",
-                path: inner.cfg.dir.clone(),
-                source: e,
-            };
-            let wr = inner.clone();
-            t.writer = Some(
-                std::thread::Builder::new()
-                    .name("journal-writer".into())
-                    .spawn(move || writer::run(&wr))
-                    .map_err(spawn_err)?,
-            );
-            let hk = inner.clone();
-            t.housekeeper = Some(
-                std::thread::Builder::new()
-                    .name("journal-housekeeper".into())
-                    .spawn(move || housekeeper::run(&hk))
-                    .map_err(spawn_err)?,
-            );
-        }
-        let mut report = rec.report;
-        // Transactions neither prepared nor finished are rolled back, durably, so their
-        // records die and their ids can be reused.
-        for chunk in rec.incomplete.chunks(1024) {
-            let ops = chunk.iter().map(|&tx_id| Op::Rollback { tx_id }).collect();
-            journal.append(ops, true)?;
-        }
-        report.incomplete_transactions_rolled_back = rec.incomplete.len();
+        inner.spawn_threads()?;
+        report.incomplete_transactions_rolled_back = journal.roll_back(&incomplete)?;
         Ok((journal, report))
+    }
+
+    /// Transactions neither prepared nor finished are rolled back, durably, so their
+    /// records die and their ids can be reused; returns how many.
+    fn roll_back(&self, incomplete: &[u64]) -> Result<usize> {
+        for chunk in incomplete.chunks(1024) {
+            let ops = chunk.iter().map(|&tx_id| Op::Rollback { tx_id }).collect();
+            self.append(ops, true)?;
+        }
+        Ok(incomplete.len())
     }
 
     /// Validates `ops` against the in-memory state, applies them to it and queues them for
     /// the writer; never blocks on I/O. All ops of one submit go into one batch in one
     /// file. All or nothing: on error nothing is queued.
     pub fn submit(&self, ops: Vec<Op>, sync: bool) -> Result<Ticket> {
-        self.submit_inner(ops, sync, sync, false, false)
+        self.submit_inner(ops, &How::plain(sync))
     }
 
     /// A non-sync [`submit`](Self::submit) written without waiting for company (as a sync
@@ -362,7 +439,14 @@ impl Journal {
     /// survives a crash of the process, and the next synced batch makes it durable.
     /// `defer` as in [`submit_deferred`](Self::submit_deferred).
     pub fn submit_flushed(&self, ops: Vec<Op>, defer: bool) -> Result<Ticket> {
-        self.submit_inner(ops, false, true, false, defer)
+        self.submit_inner(
+            ops,
+            &How {
+                flush: true,
+                defer,
+                ..How::plain(false)
+            },
+        )
     }
 
     /// [`submit`](Self::submit), but leaves the writer asleep: the caller promises to call
@@ -370,30 +454,22 @@ impl Journal {
     /// the submits of one loop pass go into one batch and the writer is woken once for
     /// them instead of once for the first (which would then be written alone).
     pub fn submit_deferred(&self, ops: Vec<Op>, sync: bool) -> Result<Ticket> {
-        self.submit_inner(ops, sync, sync, false, true)
+        self.submit_inner(
+            ops,
+            &How {
+                defer: true,
+                ..How::plain(sync)
+            },
+        )
     }
 
-    /// Wakes the writer if a deferred submit left it asleep with work due. Lock-free: the
-    /// submit saw the writer waiting under the state lock, and `writer_cv.wait` releases
-    /// that lock only once the writer waits, so the notification reaches it (or it is
-    /// already awake, and finds the queued work when it looks under the lock).
+    /// Wakes the writer if a deferred submit left it asleep with work due. Lock-free
+    /// (see [`wal::writer::Signal::wake_deferred`]).
     pub fn wake_writer(&self) {
-        let inner = &*self.inner;
-        if inner.wake_deferred.swap(false, Ordering::AcqRel) {
-            inner.writer_cv.notify_one();
-        }
+        self.inner.group.signal.wake_deferred();
     }
 
-    /// `will_wait`: the caller waits right away and writes a due batch itself if the
-    /// writer role is free, so the writer thread need not be woken for a sync submit.
-    fn submit_inner(
-        &self,
-        ops: Vec<Op>,
-        sync: bool,
-        flush: bool,
-        will_wait: bool,
-        defer: bool,
-    ) -> Result<Ticket> {
+    fn submit_inner(&self, ops: Vec<Op>, how: &How) -> Result<Ticket> {
         let bytes: usize = ops.iter().map(format::op_len).sum();
         let max = self.inner.cfg.max_body;
         if bytes > max {
@@ -401,47 +477,23 @@ impl Journal {
         }
         let inner = &*self.inner;
         let mut st = inner.state();
-        if let Some(f) = &st.failed {
-            return Err(Error::Failed(f.clone()));
+        if let Some(f) = inner.group.completion.failure() {
+            return Err(Error::Failed(f));
         }
-        if st.closing {
+        if st.writing.closing {
             return Err(Error::Closed);
         }
         st.logical.apply_all(&ops)?;
-        st.last_ticket += 1;
-        let ticket = st.last_ticket;
-        let was_empty = st.queue.is_empty();
-        if was_empty && !flush {
-            st.first_queued = Some(Instant::now());
-        }
-        st.queue.push_back(Submit {
+        let ticket = st.writing.next_ticket();
+        let submit = Submit {
             ticket,
             ops,
-            sync,
-            flush,
+            sync: how.sync,
+            flush: how.flush,
             bytes,
-        });
-        st.queue_bytes += bytes;
-        if flush {
-            st.queue_flushes += 1;
-        }
-        // Wake the writer only when that changes what it waits for.
-        let wake = if flush {
-            !will_wait
-        } else {
-            was_empty || st.queue_bytes >= inner.cfg.buffer_size
         };
-        if st.writer_waiting && wake && defer {
-            inner.wake_deferred.store(true, Ordering::Release);
-        } else if st.writer_waiting && wake {
-            st.writer_waiting = false;
-            // Notify after unlocking: the writer waits inside `writer_cv.wait` (it set
-            // `writer_waiting` under this lock), so the wake-up cannot be lost, and woken
-            // while we still held the lock it would block on it at once (two more futex
-            // calls and a context switch per wake-up, seen in syscall traces).
-            drop(st);
-            inner.writer_cv.notify_one();
-        }
+        let wake = st.enqueue(submit, inner.cfg.buffer_size, how.will_wait);
+        group::submitted(&inner.group, st, wake, how.defer);
         Ok(ticket)
     }
 
@@ -452,72 +504,30 @@ impl Journal {
     /// batch is due, and writes that batch itself (see `writer`).
     pub fn wait(&self, ticket: Ticket) -> Result<()> {
         let inner = &*self.inner;
-        loop {
-            if inner.completed.load(Ordering::Acquire) >= ticket {
-                return Ok(());
-            }
-            let role = match inner.writer.try_lock() {
-                Ok(w) => Some(w),
-                Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
-                Err(TryLockError::WouldBlock) => None,
-            };
-            if let Some(mut w) = role {
-                match w.step(inner, Role::Helper) {
-                    Ok(true) => continue,
-                    Ok(false) => {}
-                    Err(e) => {
-                        drop(w);
-                        inner.fail(e);
-                    }
-                }
-            } else {
-                // Someone else is writing: make sure what is due gets written after it.
-                let mut st = inner.state();
-                if st.writer_waiting
-                    && matches!(writer::due(&st, &inner.cfg, Role::Helper), writer::Due::Now)
-                {
-                    st.writer_waiting = false;
-                    inner.writer_cv.notify_one();
-                }
-            }
-            let mut d = lock(&inner.done);
-            if inner.completed.load(Ordering::Acquire) >= ticket {
-                return Ok(());
-            }
-            if let Some(f) = &d.failed {
-                return Err(Error::Failed(f.clone()));
-            }
-            if d.stopped {
-                return Err(Error::Closed);
-            }
-            d.sleepers += 1;
-            d = inner
-                .done_cv
-                .wait(d)
-                .unwrap_or_else(PoisonError::into_inner);
-            d.sleepers -= 1;
-        }
+        Ok(inner.group.completion.wait(ticket, || inner.help_write())?)
     }
 
     /// [`submit`](Self::submit) + [`wait`](Self::wait).
     pub fn append(&self, ops: Vec<Op>, sync: bool) -> Result<()> {
-        let t = self.submit_inner(ops, sync, sync, true, false)?;
+        let t = self.submit_inner(
+            ops,
+            &How {
+                will_wait: true,
+                ..How::plain(sync)
+            },
+        )?;
         self.wait(t)
     }
 
     /// Highest completed ticket and the failure, if the writer failed.
     pub fn progress(&self) -> Progress {
-        let d = lock(&self.inner.done);
-        Progress {
-            completed: self.inner.completed.load(Ordering::Acquire),
-            failed: d.failed.clone(),
-        }
+        self.inner.group.completion.progress()
     }
 
     /// Called by the writer thread after every batch completes or fails. Must be cheap and
     /// must not call back into the journal.
     pub fn set_completion_listener(&self, listener: Box<dyn Fn() + Send + Sync>) {
-        *lock(&self.inner.listener) = Some(Arc::from(listener));
+        self.inner.group.completion.set_listener(listener);
     }
 
     /// Rewrites the live records of all files before the current one into new files;
@@ -533,10 +543,7 @@ impl Journal {
             data_files: st.files.len(),
             free_files: st.pool.len(),
             live_records: st.index.records.len(),
-            batches: c.batches.load(Ordering::Relaxed),
-            syncs: c.syncs.load(Ordering::Relaxed),
-            records_written: c.records.load(Ordering::Relaxed),
-            bytes_written: c.bytes.load(Ordering::Relaxed),
+            io: c.io.snapshot(),
             compactions: c.compactions.load(Ordering::Relaxed),
         }
     }
@@ -547,12 +554,8 @@ impl Journal {
         let inner = &*self.inner;
         let mut closed = lock(&inner.closed);
         if !*closed {
-            {
-                let mut st = inner.state();
-                st.closing = true;
-            }
+            group::close(&inner.group);
             inner.abort_compaction.store(true, Ordering::Relaxed);
-            inner.writer_cv.notify_all();
             inner.housekeeper_cv.notify_all();
             let handles = {
                 let mut t = lock(&inner.threads);
@@ -568,13 +571,11 @@ impl Journal {
                 st.files.clear();
                 st.pool.clear();
             }
-            lock(&inner.done).stopped = true;
-            inner.done_cv.notify_all();
-            inner.notify_listener();
+            inner.group.completion.stop();
             *closed = true;
         }
-        match &inner.state().failed {
-            Some(f) => Err(Error::Failed(f.clone())),
+        match inner.group.completion.failure() {
+            Some(f) => Err(Error::Failed(f)),
             None => Ok(()),
         }
     }

@@ -1,4 +1,4 @@
-//! Append-only journal with Apache ActiveMQ Artemis semantics: records (add, update,
+//! Append-only journal with Apache `ActiveMQ` Artemis semantics: records (add, update,
 //! delete, transactional add/update/delete, prepare, commit, rollback) appended to
 //! pre-allocated files with natural group commit, recovered on open, reclaimed and
 //! compacted in the background. Pure Rust (no pyo3); the bindings wrap [`Journal`].
@@ -35,10 +35,8 @@
 mod compact;
 mod config;
 mod error;
-mod fault;
 mod files;
 mod format;
-mod fs;
 mod housekeeper;
 mod index;
 mod journal;
@@ -48,12 +46,13 @@ mod writer;
 
 pub use config::JournalConfig;
 pub use error::{Error, Result};
-pub use fault::{Fault, FaultyFileSystem, FsOp};
-pub use fs::{FileSystem, JournalFile, StdFileSystem};
 pub use journal::Journal;
+pub use wal::{
+    root_errno, Corruption, Fault, FaultyFileSystem, FileSystem, ForeignFile, FsOp, IoError,
+    IoStats, StdFileSystem, StoreFile, Ticket,
+};
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 /// One record to append.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,10 +132,8 @@ pub struct JournalStats {
     pub data_files: usize,
     pub free_files: usize,
     pub live_records: usize,
-    pub batches: u64,
-    pub syncs: u64,
-    pub records_written: u64,
-    pub bytes_written: u64,
+    /// Batches written (one `pwrite` each), syncs, records and bytes written.
+    pub io: wal::IoStats,
     pub compactions: u64,
 }
 
@@ -147,14 +144,5 @@ pub struct CompactionReport {
     pub records_moved: usize,
 }
 
-/// Completion sequence number of one submit.
-pub type Ticket = u64;
-
 /// What [`Journal::progress`] reports.
-#[derive(Debug, Clone, Default)]
-pub struct Progress {
-    /// Every ticket up to this one is complete.
-    pub completed: Ticket,
-    /// Set once the writer failed: tickets above `completed` never complete.
-    pub failed: Option<Arc<Error>>,
-}
+pub type Progress = wal::Progress<Error>;

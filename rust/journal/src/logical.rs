@@ -223,37 +223,42 @@ impl Logical {
                 self.open_tx(tx_id)?.prepared = true;
                 self.undo.push(Undo::TxPrepared(tx_id));
             }
-            Op::Commit { tx_id } | Op::Rollback { tx_id } => {
-                let Some(t) = self.txs.remove(&tx_id) else {
-                    return Err(tx_err(tx_id, "unknown or finished transaction"));
-                };
-                let commit = matches!(op, Op::Commit { .. });
-                for &(kind, id) in &t.ops {
-                    match kind {
-                        TxKind::Add => {
-                            if self.reserved.remove(&id).is_some() {
-                                self.undo.push(Undo::Unreserved(id, tx_id));
-                            }
-                            if commit && self.live.insert(id) {
-                                self.undo.push(Undo::LiveAdded(id));
-                            }
-                        }
-                        TxKind::Update => {
-                            self.ref_dec(id);
-                            self.undo.push(Undo::RefRemoved(id));
-                        }
-                        TxKind::Delete => {
-                            self.ref_dec(id);
-                            self.undo.push(Undo::RefRemoved(id));
-                            if commit && self.live.remove(&id) {
-                                self.undo.push(Undo::LiveRemoved(id));
-                            }
-                        }
+            Op::Commit { tx_id } => self.finish_tx(tx_id, true)?,
+            Op::Rollback { tx_id } => self.finish_tx(tx_id, false)?,
+        }
+        Ok(())
+    }
+
+    /// A commit (`commit`) or rollback of `tx_id`: its adds become live or are dropped, its
+    /// deletes take effect or not, and its references end.
+    fn finish_tx(&mut self, tx_id: u64, commit: bool) -> Result<()> {
+        let Some(t) = self.txs.remove(&tx_id) else {
+            return Err(tx_err(tx_id, "unknown or finished transaction"));
+        };
+        for &(kind, id) in &t.ops {
+            match kind {
+                TxKind::Add => {
+                    if self.reserved.remove(&id).is_some() {
+                        self.undo.push(Undo::Unreserved(id, tx_id));
+                    }
+                    if commit && self.live.insert(id) {
+                        self.undo.push(Undo::LiveAdded(id));
                     }
                 }
-                self.undo.push(Undo::TxRemoved(tx_id, t));
+                TxKind::Update => {
+                    self.ref_dec(id);
+                    self.undo.push(Undo::RefRemoved(id));
+                }
+                TxKind::Delete => {
+                    self.ref_dec(id);
+                    self.undo.push(Undo::RefRemoved(id));
+                    if commit && self.live.remove(&id) {
+                        self.undo.push(Undo::LiveRemoved(id));
+                    }
+                }
             }
         }
+        self.undo.push(Undo::TxRemoved(tx_id, t));
         Ok(())
     }
 }

@@ -36,10 +36,10 @@ use crate::format::{
     self, parse_batch, scan_batches, Control, FileHeader, HeaderError, Name, Parsed, ScanHit,
     FILE_HEADER_LEN,
 };
-use crate::fs::{read_exact_at, FileSystem, JournalFile};
 use crate::index::{Data, FileId, Index, Loc, Rec, TxKind, TxOp};
 use crate::logical::Logical;
 use crate::{Error, LoadReport, Op, PreparedTransaction, RecordInfo, Result, Update};
+use wal::{read_exact_at, FileSystem, StoreFile};
 
 pub(crate) struct Recovered {
     pub index: Index<()>,
@@ -115,7 +115,7 @@ pub(crate) fn recover(cfg: &Cfg, fs: &dyn FileSystem) -> Result<Recovered> {
 struct Found {
     header: FileHeader,
     path: PathBuf,
-    handle: Arc<dyn JournalFile>,
+    handle: Arc<dyn StoreFile>,
 }
 
 impl Found {
@@ -131,16 +131,17 @@ impl Found {
 }
 
 fn corrupted(path: &std::path::Path, offset: u64, reason: impl Into<String>) -> Error {
-    Error::Corrupted {
+    Error::Corrupted(wal::Corruption {
         path: path.to_path_buf(),
         offset,
         reason: reason.into(),
-    }
+    })
 }
 
 fn read_file(f: &Found, buf: &mut Vec<u8>, size: u64) -> Result<()> {
     buf.resize(size as usize, 0);
-    read_exact_at(&*f.handle, buf, 0).map_err(io_err("read", &f.path))
+    read_exact_at(&*f.handle, buf, 0).map_err(io_err("read", &f.path))?;
+    Ok(())
 }
 
 fn apply_batch(ix: &mut Index<Data>, file: FileId, b: &format::Batch<'_>) {
@@ -218,7 +219,7 @@ impl Directory<'_> {
                 }
                 Some(Name::Compacting(id)) => listing.compacting.push(id),
                 Some(Name::Control) => listing.has_control = true,
-                None => continue,
+                None => {}
             }
         }
         for &id in listing.data_ids.iter().chain(&listing.compacting) {
@@ -319,7 +320,9 @@ impl Directory<'_> {
         read_exact_at(&*handle, &mut h, 0).map_err(io_err("read", &path))?;
         let header = match FileHeader::decode(&h) {
             Ok(h) => h,
-            Err(HeaderError::Foreign(reason)) => return Err(Error::ForeignFile { path, reason }),
+            Err(HeaderError::Foreign(reason)) => {
+                return Err(Error::ForeignFile(wal::ForeignFile { path, reason }))
+            }
             Err(HeaderError::Corrupt(reason)) => return Err(corrupted(&path, 0, reason)),
         };
         self.note_id(header.file_id);

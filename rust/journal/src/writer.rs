@@ -1,4 +1,4 @@
-//! Writing batches: natural group commit (Artemis's TimedBuffer idea).
+//! Writing batches: natural group commit (Artemis's `TimedBuffer` idea).
 //!
 //! Theory of operation:
 //! - Submits queue up while a batch is being written; the next batch takes everything
@@ -26,25 +26,26 @@
 //!   `Failed`, and nothing is written again until reopened, so it cannot corrupt itself.
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::time::Instant;
+
+use wal::writer::{Due, Locked};
+use wal::StoreFile;
 
 use crate::files::{self, io_err, DataFile, FreeFile};
 use crate::format::{
     batch_len, BatchBuilder, FileHeader, Kind, RecordRef, BATCH_HEADER_LEN, FILE_HEADER_LEN,
     FLAG_DATA,
 };
-use crate::fs::JournalFile;
 use crate::index::{FileId, Loc};
-use crate::journal::{lock, Inner, State, Submit};
+use crate::journal::{Inner, State, Submit};
 use crate::Result;
 
 /// Everything the writer role owns.
 pub(crate) struct WriterCore {
     cur_id: FileId,
     cur_path: PathBuf,
-    cur: Arc<dyn JournalFile>,
+    cur: Arc<dyn StoreFile>,
     offset: u64,
     /// The current file is still free on disk: its DATA header goes out with the next batch.
     needs_stamp: bool,
@@ -66,18 +67,13 @@ pub(crate) enum Role {
     Helper,
 }
 
-/// Whether queued work may be written.
-pub(crate) enum Due {
-    Nothing,
-    Now,
-    At(Instant),
-}
-
-pub(crate) fn due(st: &State, cfg: &crate::config::Cfg, role: Role) -> Due {
-    if st.queue.is_empty() || st.failed.is_some() {
+/// Whether `role` may write what is queued.
+pub(crate) fn due(st: &Locked<State>, inner: &Inner, role: Role) -> Due {
+    let cfg = &inner.cfg;
+    if st.queue.is_empty() || inner.group.completion.has_failed() {
         return Due::Nothing;
     }
-    if st.queue_flushes > 0 || st.queue_bytes >= cfg.buffer_size || st.closing {
+    if st.queue_flushes > 0 || st.queue_bytes >= cfg.buffer_size || st.writing.closing {
         return Due::Now;
     }
     if role == Role::Helper {
@@ -137,7 +133,7 @@ impl WriterCore {
         let cfg = &inner.cfg;
         let mut st = inner.state();
         loop {
-            if !matches!(due(&st, cfg, role), Due::Now) {
+            if !matches!(due(&st, inner, role), Due::Now) {
                 return Ok(false);
             }
             // Records never span files: move on if the first submit does not fit.
@@ -158,7 +154,7 @@ impl WriterCore {
             if !self.batch.is_empty() && body + s.bytes > limit {
                 break;
             }
-            let s = st.queue.pop_front().expect("front exists");
+            let Some(s) = st.queue.pop_front() else { break };
             body += s.bytes;
             st.queue_bytes -= s.bytes;
             if s.flush {
@@ -174,15 +170,22 @@ impl WriterCore {
         Ok(true)
     }
 
+    /// `fdatasync`s what was written to the current file since its last sync, if anything:
+    /// every batch written so far is durable then.
+    fn sync_durable(&mut self, inner: &Inner) -> Result<()> {
+        if self.unsynced {
+            inner.counters.io.sync(&*self.cur, &self.cur_path)?;
+            self.durable_through = self.next_seq - 1;
+            self.unsynced = false;
+        }
+        Ok(())
+    }
+
     /// Switches to the next file: sync the current one, take a free file (or make one).
     fn rollover(&mut self, inner: &Inner) -> Result<()> {
         let cfg = &inner.cfg;
-        if self.unsynced && cfg.datasync {
-            self.cur
-                .sync_data()
-                .map_err(io_err("fdatasync", &self.cur_path))?;
-            inner.counters.syncs.fetch_add(1, Ordering::Relaxed);
-            self.durable_through = self.next_seq - 1;
+        if cfg.datasync {
+            self.sync_durable(inner)?;
         }
         self.unsynced = false;
         let popped = inner.state().pool.pop_first().map(|(_, f)| f);
@@ -251,27 +254,16 @@ impl WriterCore {
             self.builder
                 .finish(self.cur_id, self.next_seq, self.durable_through);
             let at = if self.needs_stamp { 0 } else { self.offset };
-            self.cur
-                .write_all_at(&self.builder.buf, at)
-                .map_err(io_err("write", &self.cur_path))?;
+            let io = &inner.counters.io;
+            io.write(&*self.cur, &self.cur_path, &self.builder.buf, at)?;
+            io.count_records(self.locs.len() as u64);
             self.offset += self.builder.batch_len() as u64;
             self.next_seq += 1;
             self.needs_stamp = false;
             self.unsynced = true;
-            let c = &inner.counters;
-            c.batches.fetch_add(1, Ordering::Relaxed);
-            c.records
-                .fetch_add(self.locs.len() as u64, Ordering::Relaxed);
-            c.bytes
-                .fetch_add(self.builder.buf.len() as u64, Ordering::Relaxed);
         }
-        if sync && self.unsynced && cfg.datasync {
-            self.cur
-                .sync_data()
-                .map_err(io_err("fdatasync", &self.cur_path))?;
-            inner.counters.syncs.fetch_add(1, Ordering::Relaxed);
-            self.durable_through = self.next_seq - 1;
-            self.unsynced = false;
+        if sync && cfg.datasync {
+            self.sync_durable(inner)?;
         }
         {
             let mut st = inner.state();
@@ -288,60 +280,9 @@ impl WriterCore {
                 inner.poke_housekeeper(&mut st);
             }
         }
-        inner.complete(last_ticket);
+        inner.group.completion.complete(last_ticket);
         // Payloads are freed here, outside every lock.
         self.batch.clear();
         Ok(())
-    }
-}
-
-/// The writer thread.
-pub(crate) fn run(inner: &Arc<Inner>) {
-    let cfg = &inner.cfg;
-    loop {
-        {
-            let mut st = inner.state();
-            loop {
-                if st.failed.is_some() {
-                    return;
-                }
-                match due(&st, cfg, Role::Thread) {
-                    Due::Now => break,
-                    Due::At(at) => {
-                        let now = Instant::now();
-                        st.writer_waiting = true;
-                        st = inner
-                            .writer_cv
-                            .wait_timeout(st, at.saturating_duration_since(now))
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .0;
-                    }
-                    Due::Nothing if st.closing && st.queue.is_empty() => {
-                        drop(st);
-                        let mut w = lock(&inner.writer);
-                        if inner.state().failed.is_none() {
-                            if let Err(e) = w.sync(inner) {
-                                inner.fail(e);
-                            }
-                        }
-                        return;
-                    }
-                    Due::Nothing => {
-                        st.writer_waiting = true;
-                        st = inner
-                            .writer_cv
-                            .wait(st)
-                            .unwrap_or_else(PoisonError::into_inner);
-                    }
-                }
-                st.writer_waiting = false;
-            }
-        }
-        let mut w = lock(&inner.writer);
-        if let Err(e) = w.step(inner, Role::Thread) {
-            drop(w);
-            inner.fail(e);
-            return;
-        }
     }
 }

@@ -1,4 +1,5 @@
 //! The public API: appends, validation, transactions, batching, files, close.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
 mod common;
 
@@ -219,12 +220,12 @@ fn concurrent_appenders_are_batched() {
         h.join().unwrap();
     }
     let s = j.stats();
-    assert_eq!(s.records_written, threads * per);
+    assert_eq!(s.io.records, threads * per);
     assert!(
-        s.records_written > 2 * s.syncs,
+        s.io.records > 2 * s.io.syncs,
         "expected batching, got {} records in {} syncs",
-        s.records_written,
-        s.syncs
+        s.io.records,
+        s.io.syncs
     );
     drop(j);
     let (_, rep) = Journal::open(JournalConfig {
@@ -248,16 +249,16 @@ fn non_sync_appends_wait_for_company() {
         .collect();
     j.wait(*tickets.last().unwrap()).unwrap();
     let s = j.stats();
-    assert_eq!(s.records_written, 50);
-    assert!(s.batches <= 3, "{s:?}");
-    assert_eq!(s.syncs, 0);
+    assert_eq!(s.io.records, 50);
+    assert!(s.io.writes <= 3, "{s:?}");
+    assert_eq!(s.io.syncs, 0);
     // A sync submit is written at once and makes the earlier ones durable too.
     let t = j.submit(vec![add(100, b"y")], false).unwrap();
     let started = std::time::Instant::now();
     j.append(vec![], true).unwrap();
     assert!(started.elapsed() < Duration::from_millis(90));
     assert!(j.progress().completed >= t);
-    assert_eq!(j.stats().syncs, 1);
+    assert_eq!(j.stats().io.syncs, 1);
     // The buffer size cap flushes without waiting for the timeout.
     let (j2, _) = Journal::open(JournalConfig {
         directory: dir.path().join("b"),
@@ -286,7 +287,7 @@ fn datasync_false_never_syncs() {
         j.append(vec![add(i, &[1; 700])], true).unwrap();
     }
     j.close().unwrap();
-    assert_eq!(j.stats().syncs, 0);
+    assert_eq!(j.stats().io.syncs, 0);
     let (_, rep) = open(dir.path());
     assert_eq!(rep.records.len(), 200);
 }
@@ -318,7 +319,7 @@ fn foreign_and_wrong_size_files() {
     let foreign = dir.path().join("activemq-data-777.amq");
     std::fs::write(&foreign, vec![0xAB; FILE_SIZE as usize]).unwrap();
     match Journal::open(config(dir.path())) {
-        Err(Error::ForeignFile { path, .. }) => assert_eq!(path, foreign),
+        Err(Error::ForeignFile(journal::ForeignFile { path, .. })) => assert_eq!(path, foreign),
         other => panic!("{:?}", other.map(|_| ())),
     }
     // Never overwritten.
@@ -340,12 +341,14 @@ fn foreign_and_wrong_size_files() {
     patch(&data, 8, &[9]);
     assert!(matches!(
         Journal::open(config(dir.path())),
-        Err(Error::ForeignFile { .. })
+        Err(Error::ForeignFile(journal::ForeignFile { .. }))
     ));
     std::fs::write(&data, &original).unwrap();
     flip_bit(&data, 17 * 8);
     match Journal::open(config(dir.path())) {
-        Err(Error::Corrupted { path, offset, .. }) => assert_eq!((path, offset), (data.clone(), 0)),
+        Err(Error::Corrupted(journal::Corruption { path, offset, .. })) => {
+            assert_eq!((path, offset), (data.clone(), 0));
+        }
         other => panic!("{:?}", other.map(|_| ())),
     }
     std::fs::write(&data, &original).unwrap();
@@ -544,8 +547,8 @@ fn lone_appender_via_the_writer_thread() {
         }
     }
     let after = j.stats();
-    assert_eq!(after.batches - before.batches, id);
-    assert_eq!(after.syncs - before.syncs, id);
+    assert_eq!(after.io.writes - before.io.writes, id);
+    assert_eq!(after.io.syncs - before.io.syncs, id);
     j.close().unwrap();
     let (_j, rep) = open(dir.path());
     assert_eq!(rep.records.len() as u64, id);
@@ -557,7 +560,7 @@ fn deferred_submits_share_the_batch_the_wake_up_starts() {
     let (j, _) = open(dir.path());
     j.append(vec![add(1, b"settle")], true).unwrap();
     std::thread::sleep(Duration::from_millis(50)); // the writer goes back to sleep
-    let before = j.stats().batches;
+    let before = j.stats().io.writes;
     let tickets: Vec<_> = (2..12u64)
         .map(|i| j.submit_deferred(vec![add(i, b"x")], true).unwrap())
         .collect();
@@ -569,7 +572,7 @@ fn deferred_submits_share_the_batch_the_wake_up_starts() {
     );
     j.wake_writer();
     j.wait(*tickets.last().unwrap()).unwrap();
-    assert_eq!(j.stats().batches, before + 1);
+    assert_eq!(j.stats().io.writes, before + 1);
     j.wake_writer(); // nothing deferred: a no-op
     j.close().unwrap();
 }
@@ -587,14 +590,14 @@ fn flushed_submits_are_written_at_once_without_a_sync() {
     j.wait(t).unwrap(); // not after the 30 s buffer timeout
     assert!(started.elapsed() < Duration::from_secs(10));
     let stats = j.stats();
-    assert_eq!((stats.batches, stats.syncs), (1, 0));
+    assert_eq!((stats.io.writes, stats.io.syncs), (1, 0));
     // Deferred: written once woken, still without a sync; a later sync batch covers it.
     let t = j.submit_flushed(vec![add(2, b"y")], true).unwrap();
     j.wake_writer();
     j.wait(t).unwrap();
-    assert_eq!(j.stats().syncs, 0);
+    assert_eq!(j.stats().io.syncs, 0);
     j.append(vec![add(3, b"z")], true).unwrap();
-    assert_eq!(j.stats().syncs, 1);
+    assert_eq!(j.stats().io.syncs, 1);
     j.close().unwrap();
     let (_, rep) = open(dir.path());
     assert_eq!(rep.records.len(), 3);

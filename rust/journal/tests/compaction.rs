@@ -1,5 +1,6 @@
 //! Compaction keeps exactly the live set: randomized model tests with transactions,
 //! reopens and concurrent appends; automatic compaction.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
 mod common;
 
@@ -41,7 +42,7 @@ impl TxModel {
                 self.base.apply(op);
             }
             Op::AddTx { tx_id, .. } | Op::UpdateTx { tx_id, .. } | Op::DeleteTx { tx_id, .. } => {
-                self.txs.entry(*tx_id).or_default().0.push(op.clone())
+                self.txs.entry(*tx_id).or_default().0.push(op.clone());
             }
             Op::Prepare { tx_id, xid } => self.txs.entry(*tx_id).or_default().1 = Some(xid.clone()),
             Op::Commit { tx_id } => {
@@ -111,6 +112,48 @@ impl TxModel {
         })
     }
 
+    /// A transactional add, update or delete, in an open transaction or a new one.
+    fn random_tx_op(&mut self, rng: &mut StdRng, live: &[u64], open: &[u64], size: usize) -> Op {
+        let tx_id = if open.is_empty() || rng.gen_bool(0.3) {
+            self.next_tx += 1;
+            self.next_tx
+        } else {
+            pick(open, rng)
+        };
+        let candidates: Vec<u64> = live
+            .iter()
+            .copied()
+            .chain(self.txs.get(&tx_id).into_iter().flat_map(|(ops, _)| {
+                ops.iter().filter_map(|o| match o {
+                    Op::AddTx { id, .. } => Some(*id),
+                    _ => None,
+                })
+            }))
+            .filter(|&id| self.records().contains_key(&id) || self.reserved_by(id) == Some(tx_id))
+            .collect();
+        match rng.gen_range(0..3) {
+            1 if !candidates.is_empty() => Op::UpdateTx {
+                tx_id,
+                id: pick(&candidates, rng),
+                record_type: 2,
+                payload: payload(rng.gen(), size / 2),
+            },
+            2 if !candidates.is_empty() => Op::DeleteTx {
+                tx_id,
+                id: pick(&candidates, rng),
+            },
+            _ => {
+                self.next_id += 1;
+                Op::AddTx {
+                    tx_id,
+                    id: self.next_id,
+                    record_type: 5,
+                    payload: payload(self.next_id, size),
+                }
+            }
+        }
+    }
+
     /// One random op that the journal must accept in this state.
     fn random_op(&mut self, rng: &mut StdRng) -> Op {
         let live: Vec<u64> = self.records().keys().copied().collect();
@@ -121,7 +164,6 @@ impl TxModel {
             .map(|(&t, _)| t)
             .collect();
         let all_tx: Vec<u64> = self.txs.keys().copied().collect();
-        let pick = |v: &[u64], rng: &mut StdRng| v[rng.gen_range(0..v.len())];
         loop {
             let size = if rng.gen_bool(0.1) {
                 rng.gen_range(3_000..9_000)
@@ -137,48 +179,7 @@ impl TxModel {
                     update(pick(&live, rng), &payload(rng.gen(), size / 4))
                 }
                 50..=66 if !live.is_empty() => del(pick(&live, rng)),
-                67..=76 => {
-                    let tx_id = if open.is_empty() || rng.gen_bool(0.3) {
-                        self.next_tx += 1;
-                        self.next_tx
-                    } else {
-                        pick(&open, rng)
-                    };
-                    let candidates: Vec<u64> = live
-                        .iter()
-                        .copied()
-                        .chain(self.txs.get(&tx_id).into_iter().flat_map(|(ops, _)| {
-                            ops.iter().filter_map(|o| match o {
-                                Op::AddTx { id, .. } => Some(*id),
-                                _ => None,
-                            })
-                        }))
-                        .filter(|&id| {
-                            self.records().contains_key(&id) || self.reserved_by(id) == Some(tx_id)
-                        })
-                        .collect();
-                    match rng.gen_range(0..3) {
-                        1 if !candidates.is_empty() => Op::UpdateTx {
-                            tx_id,
-                            id: pick(&candidates, rng),
-                            record_type: 2,
-                            payload: payload(rng.gen(), size / 2),
-                        },
-                        2 if !candidates.is_empty() => Op::DeleteTx {
-                            tx_id,
-                            id: pick(&candidates, rng),
-                        },
-                        _ => {
-                            self.next_id += 1;
-                            Op::AddTx {
-                                tx_id,
-                                id: self.next_id,
-                                record_type: 5,
-                                payload: payload(self.next_id, size),
-                            }
-                        }
-                    }
-                }
+                67..=76 => self.random_tx_op(rng, &live, &open, size),
                 77..=81 if !open.is_empty() => {
                     let tx_id = pick(&open, rng);
                     Op::Prepare {
@@ -446,4 +447,8 @@ fn automatic_compaction_only_when_it_frees_files() {
     drop(j);
     let (_, rep) = Journal::open(cfg(dir.path())).unwrap();
     assert_eq!(rep.records.len(), 1);
+}
+
+fn pick(v: &[u64], rng: &mut StdRng) -> u64 {
+    v[rng.gen_range(0..v.len())]
 }

@@ -1,4 +1,5 @@
 //! Recovery: torn tails are cut, corruption is reported with file and offset.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
 mod common;
 
@@ -133,8 +134,8 @@ fn bit_flips_before_the_tail_are_corruption() {
             if k + 1 < bs.len() {
                 // A later batch says this one was durable.
                 match r {
-                    Err(Error::Corrupted { path, offset, .. }) => {
-                        assert_eq!((path, offset), (file.clone(), b.offset), "bit {bit}")
+                    Err(Error::Corrupted(journal::Corruption { path, offset, .. })) => {
+                        assert_eq!((path, offset), (file.clone(), b.offset), "bit {bit}");
                     }
                     other => panic!("bit {bit} in batch {k}: {:?}", other.map(|_| ())),
                 }
@@ -197,10 +198,10 @@ fn corruption_in_earlier_files() {
         let b = batches(path)[k];
         flip_bit(path, (b.offset + 50) * 8 + 3);
         match Journal::open(config(dir.path())) {
-            Err(Error::Corrupted {
+            Err(Error::Corrupted(journal::Corruption {
                 path: p, offset, ..
-            }) => {
-                assert_eq!((&p, offset), (path, b.offset), "file {f} batch {k}")
+            })) => {
+                assert_eq!((&p, offset), (path, b.offset), "file {f} batch {k}");
             }
             other => panic!("file {f} batch {k}: {:?}", other.map(|_| ())),
         }

@@ -180,8 +180,7 @@ fn fsync_dir(dir: &Path) -> Result<()> {
 fn publish_new_id(dir: &Path, path: &Path) -> Result<()> {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
+        .map_or(0, |d| d.subsec_nanos());
     let tmp = dir.join(format!(
         "{SERVER_LOCK}.{}-{nanos}{TMP_SUFFIX}",
         std::process::id()

@@ -1,5 +1,6 @@
-//! NodeManager behaviour: ID creation and reuse, the directory lock (same process and child
+//! `NodeManager` behaviour: ID creation and reuse, the directory lock (same process and child
 //! process), corruption reporting.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
@@ -105,7 +106,7 @@ impl LockHolder {
         holder
     }
 
-    /// Close the child's stdin so it drops its NodeManager and exits; true if it succeeded.
+    /// Close the child's stdin so it drops its `NodeManager` and exits; true if it succeeded.
     fn release(mut self) -> bool {
         drop(self.child.stdin.take());
         let mut rest = String::new();

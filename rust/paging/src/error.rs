@@ -3,28 +3,21 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use wal::{Corruption, ForeignFile, IoError};
+
 /// Everything that can go wrong in a page store.
 #[derive(thiserror::Error, Debug)]
 pub enum Error {
-    /// An I/O operation failed; `source` keeps the errno.
-    #[error("{op} {path}: {source}", path = .path.display())]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// An I/O operation failed; its `source` keeps the errno.
+    #[error(transparent)]
+    Io(#[from] IoError),
     /// Durable data failed validation.
-    #[error("page file corrupted: {path} at offset {offset}: {reason}", path = .path.display())]
-    Corrupted {
-        path: PathBuf,
-        offset: u64,
-        reason: String,
-    },
+    #[error("page file corrupted: {0}")]
+    Corrupted(Corruption),
     /// A file named like a page file that is not one of ours (another format or version,
     /// or a header naming another page).
-    #[error("not a page file of this format: {path}: {reason}", path = .path.display())]
-    ForeignFile { path: PathBuf, reason: String },
+    #[error("not a page file of this format: {0}")]
+    ForeignFile(ForeignFile),
     /// A directory that is not a page store (no address file, or an unreadable one).
     #[error("not a page store: {path}: {reason}", path = .path.display())]
     NotAStore { path: PathBuf, reason: String },
@@ -48,14 +41,3 @@ pub enum Error {
 
 /// `Result` with the page store's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
-
-pub(crate) fn io_err<'a>(
-    op: &'static str,
-    path: &'a std::path::Path,
-) -> impl FnOnce(std::io::Error) -> Error + 'a {
-    move |source| Error::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
-    }
-}

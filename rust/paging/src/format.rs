@@ -13,7 +13,9 @@
 //!
 //! A page's header version decides the layout of all its records. This build writes
 //! version 2 (records carry the message's queue offset) and reads both; a version 1
-//! record's queue offset is its message id (as an old 8-byte ADD_REF's is).
+//! record's queue offset is its message id (as an old 8-byte `ADD_REF`'s is).
+
+use wal::le;
 
 /// Magic of a page file (the journal's is "AMQPYJNL").
 pub const MAGIC: [u8; 8] = *b"AMQPYPGF";
@@ -24,9 +26,9 @@ pub const OLDEST_VERSION: u32 = 1;
 pub const HEADER_LEN: u64 = 32;
 /// `len` and `crc` in front of every payload.
 pub const RECORD_HEADER_LEN: u64 = 8;
-/// message_id, tx_id, queue_offset, n.
+/// `message_id`, `tx_id`, `queue_offset`, n.
 const PAYLOAD_FIXED: usize = 26;
-/// message_id, tx_id, n (version 1).
+/// `message_id`, `tx_id`, n (version 1).
 const PAYLOAD_FIXED_V1: usize = 18;
 /// The largest payload accepted: larger records are refused, smaller ones are never
 /// refused for size (a record larger than a page goes alone into a fresh page).
@@ -96,17 +98,17 @@ pub fn check_header(b: &[u8], expected: Option<u64>) -> Result<Header, HeaderPro
             String::from_utf8_lossy(&MAGIC)
         )));
     }
-    let crc = u32::from_le_bytes(h[24..28].try_into().expect("4 bytes"));
+    let crc = le::u32_at(h, 24);
     if crc32c::crc32c(&h[0..24]) != crc {
         return Err(HeaderProblem::Torn("header checksum mismatch".into()));
     }
-    let version = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes"));
+    let version = le::u32_at(h, 8);
     if !(OLDEST_VERSION..=VERSION).contains(&version) {
         return Err(HeaderProblem::Foreign(format!(
             "format version {version}, this build reads versions {OLDEST_VERSION} to {VERSION}"
         )));
     }
-    let page = u64::from_le_bytes(h[16..24].try_into().expect("8 bytes"));
+    let page = le::u64_at(h, 16);
     if let Some(want) = expected {
         if page != want {
             return Err(HeaderProblem::Foreign(format!(
@@ -205,7 +207,7 @@ pub fn payload_of(b: &[u8], page: u64, offset: u64, version: u32) -> Result<(&[u
     if b.len() < RECORD_HEADER_LEN as usize {
         return Err("short record header");
     }
-    let len = u32::from_le_bytes(b[0..4].try_into().expect("4 bytes")) as usize;
+    let len = le::u32_at(b, 0) as usize;
     if len < fixed_len(version) || len as u64 > MAX_PAYLOAD {
         return Err("bad record length");
     }
@@ -213,7 +215,7 @@ pub fn payload_of(b: &[u8], page: u64, offset: u64, version: u32) -> Result<(&[u
     if b.len() < total {
         return Err("record cut short");
     }
-    let crc = u32::from_le_bytes(b[4..8].try_into().expect("4 bytes"));
+    let crc = le::u32_at(b, 4);
     let payload = &b[8..total];
     if record_crc(page, offset, payload) != crc {
         return Err("record checksum mismatch");
@@ -230,7 +232,7 @@ fn parse_payload(p: &[u8], version: u32) -> Result<RecordView<'_>, Bad> {
     }
     let queue_ids = p[start..ids_end]
         .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .map(|c| le::u64_at(c, 0))
         .collect();
     Ok(RecordView {
         message_id: f.message_id,
@@ -252,7 +254,7 @@ pub struct Fixed {
 /// The fixed fields and the number of queues of a payload already checked by
 /// [`payload_of`]; a version 1 payload's queue offset is its message id.
 pub fn fixed(p: &[u8], version: u32) -> (Fixed, usize) {
-    let u64_at = |at: usize| u64::from_le_bytes(p[at..at + 8].try_into().expect("8 bytes"));
+    let u64_at = |at: usize| le::u64_at(p, at);
     let message_id = u64_at(0);
     let tx_id = u64_at(8);
     let (queue_offset, n_at) = if version >= 2 {
@@ -260,7 +262,7 @@ pub fn fixed(p: &[u8], version: u32) -> (Fixed, usize) {
     } else {
         (message_id, 16)
     };
-    let n = u16::from_le_bytes(p[n_at..n_at + 2].try_into().expect("2 bytes")) as usize;
+    let n = le::u16_at(p, n_at) as usize;
     (
         Fixed {
             message_id,
@@ -279,7 +281,7 @@ pub fn for_each_queue(p: &[u8], version: u32, mut f: impl FnMut(u64, u64)) -> Re
         return Err("queue ids run past the record");
     }
     for c in p[start..start + 8 * n].chunks_exact(8) {
-        f(u64::from_le_bytes(c.try_into().expect("8 bytes")), tx_id);
+        f(le::u64_at(c, 0), tx_id);
     }
     Ok(())
 }

@@ -37,14 +37,12 @@ mod store;
 mod writer;
 
 pub use error::{Error, Result};
-pub use journal::{Fault, FaultyFileSystem, FileSystem, FsOp, JournalFile, StdFileSystem};
 pub use read::read_page_file;
 pub use store::PageStore;
-
-use std::sync::Arc;
-
-/// Completion sequence number of one append.
-pub type Ticket = u64;
+pub use wal::{
+    root_errno, Corruption, Fault, FaultyFileSystem, FileSystem, ForeignFile, FsOp, IoError,
+    IoStats, StdFileSystem, StoreFile, Ticket,
+};
 
 /// One record to append, borrowed from the caller.
 #[derive(Debug, Clone, Copy)]
@@ -84,18 +82,10 @@ pub struct ReadOut {
 /// Counters since the store was opened.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PageStats {
-    pub writes: u64,
-    pub syncs: u64,
-    pub records: u64,
-    pub bytes: u64,
+    /// `pwrite`s (one per page segment of a batch), syncs, records and bytes written.
+    pub io: wal::IoStats,
     pub pages_created: u64,
 }
 
 /// What [`PageStore::progress`] reports.
-#[derive(Debug, Clone, Default)]
-pub struct Progress {
-    /// Every ticket up to this one is complete.
-    pub completed: Ticket,
-    /// Set once the writer failed: tickets above `completed` never complete.
-    pub failed: Option<Arc<Error>>,
-}
+pub type Progress = wal::Progress<Error>;

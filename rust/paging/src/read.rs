@@ -9,12 +9,12 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use journal::JournalFile;
+use wal::StoreFile;
 
-use crate::error::io_err;
 use crate::format::{self, HEADER_LEN, RECORD_HEADER_LEN};
 use crate::store::{Inner, PageStore};
 use crate::{Error, PagedRecord, ReadOut, Result};
+use wal::io_err;
 
 /// Bytes read beyond the byte budget, so a read usually ends on whole records.
 const SLACK: u64 = 64 * 1024;
@@ -23,7 +23,7 @@ const SLACK: u64 = 64 * 1024;
 struct View {
     limit: u64,
     final_end: Option<u64>,
-    handle: Option<Arc<dyn JournalFile>>,
+    handle: Option<Arc<dyn StoreFile>>,
     version: u32,
 }
 
@@ -43,7 +43,7 @@ impl Inner {
         })
     }
 
-    fn handle(&self, page: u64, view: &View) -> Result<Arc<dyn JournalFile>> {
+    fn handle(&self, page: u64, view: &View) -> Result<Arc<dyn StoreFile>> {
         if let Some(h) = &view.handle {
             return Ok(Arc::clone(h));
         }
@@ -55,21 +55,21 @@ impl Inner {
         Ok(h)
     }
 
-    fn read_range(&self, f: &dyn JournalFile, page: u64, from: u64, len: u64) -> Result<Vec<u8>> {
+    fn read_range(&self, f: &dyn StoreFile, page: u64, from: u64, len: u64) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; len as usize];
         let mut done = 0;
         while done < buf.len() {
             match f.read_at(&mut buf[done..], from + done as u64) {
                 Ok(0) => {
-                    return Err(Error::Corrupted {
+                    return Err(Error::Corrupted(wal::Corruption {
                         path: self.page_path(page),
                         offset: from + done as u64,
                         reason: "file shorter than what was written".into(),
-                    })
+                    }))
                 }
                 Ok(n) => done += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(io_err("read", &self.page_path(page))(e)),
+                Err(e) => return Err(io_err("read", &self.page_path(page))(e).into()),
             }
         }
         Ok(buf)
@@ -135,11 +135,11 @@ impl PageStore {
                             }
                         }
                         if out.is_empty() {
-                            return Err(Error::Corrupted {
+                            return Err(Error::Corrupted(wal::Corruption {
                                 path: inner.page_path(page),
                                 offset: at,
                                 reason: why.into(),
-                            });
+                            }));
                         }
                         // Return what is good; the next read from here reports it.
                         return Ok(ReadOut {
@@ -174,15 +174,17 @@ impl PageStore {
         let mut i = 0usize;
         while i < buf.len() {
             let at = HEADER_LEN + i as u64;
-            let corrupted = |why: &str| Error::Corrupted {
-                path: inner.page_path(page),
-                offset: at,
-                reason: why.into(),
+            let corrupted = |why: &str| {
+                Error::Corrupted(wal::Corruption {
+                    path: inner.page_path(page),
+                    offset: at,
+                    reason: why.into(),
+                })
             };
             let (payload, n) =
                 format::payload_of(&buf[i..], page, at, view.version).map_err(corrupted)?;
             format::for_each_queue(payload, view.version, |q, tx| {
-                *counts.entry((q, tx)).or_insert(0) += 1
+                *counts.entry((q, tx)).or_insert(0) += 1;
             })
             .map_err(corrupted)?;
             i += n;
@@ -206,17 +208,17 @@ pub fn read_page_file(path: &Path) -> Result<(u64, Vec<PagedRecord>, Option<(u64
     let format::Header { page, version } = match format::check_header(&b, None) {
         Ok(h) => h,
         Err(format::HeaderProblem::Foreign(reason)) => {
-            return Err(Error::ForeignFile {
+            return Err(Error::ForeignFile(wal::ForeignFile {
                 path: path.to_path_buf(),
                 reason,
-            })
+            }))
         }
         Err(format::HeaderProblem::Torn(reason)) => {
-            return Err(Error::Corrupted {
+            return Err(Error::Corrupted(wal::Corruption {
                 path: path.to_path_buf(),
                 offset: 0,
                 reason,
-            })
+            }))
         }
     };
     let mut records = Vec::new();

@@ -11,12 +11,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use journal::FileSystem;
+use wal::FileSystem;
 
-use crate::error::io_err;
 use crate::format::{self, HeaderProblem, HEADER_LEN};
 use crate::store::PageInfo;
 use crate::{Error, Result};
+use wal::io_err;
 
 pub(crate) const ADDRESS_FILE: &str = "address.txt";
 const TMP_SUFFIX: &str = ".tmp";
@@ -46,7 +46,7 @@ pub(crate) fn recover(fs: &dyn FileSystem, dir: &Path, address: Option<&str>) ->
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(not_store("the directory does not exist".into()))
         }
-        Err(e) => return Err(io_err("list", dir)(e)),
+        Err(e) => return Err(io_err("list", dir)(e).into()),
     };
     for name in names.iter().filter(|n| n.ends_with(TMP_SUFFIX)) {
         let path = dir.join(name);
@@ -117,7 +117,7 @@ fn read_all(fs: &dyn FileSystem, path: &Path) -> Result<Vec<u8>> {
             Ok(0) => break,
             Ok(n) => done += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io_err("read", path)(e)),
+            Err(e) => return Err(io_err("read", path)(e).into()),
         }
     }
     buf.truncate(done);
@@ -153,14 +153,15 @@ fn replace(fs: &dyn FileSystem, dir: &Path, path: &Path, bytes: &[u8]) -> Result
     f.sync_data().map_err(io_err("fdatasync", &tmp))?;
     drop(f);
     fs.rename(&tmp, path).map_err(io_err("rename", &tmp))?;
-    fs.sync_dir(dir).map_err(io_err("fsync directory", dir))
+    fs.sync_dir(dir).map_err(io_err("fsync directory", dir))?;
+    Ok(())
 }
 
 fn foreign(path: &Path, reason: String) -> Error {
-    Error::ForeignFile {
+    Error::ForeignFile(wal::ForeignFile {
         path: path.to_path_buf(),
         reason,
-    }
+    })
 }
 
 /// A page that is not the last: must be whole. Returns its length and format version.
@@ -170,20 +171,20 @@ fn check_page(fs: &dyn FileSystem, path: &Path, page: u64) -> Result<(u64, u32)>
         Ok(h) => h.version,
         Err(HeaderProblem::Foreign(reason)) => return Err(foreign(path, reason)),
         Err(HeaderProblem::Torn(reason)) => {
-            return Err(Error::Corrupted {
+            return Err(Error::Corrupted(wal::Corruption {
                 path: path.to_path_buf(),
                 offset: 0,
                 reason,
-            })
+            }))
         }
     };
     match format::scan(&b, page, version) {
         (end, None) => Ok((end, version)),
-        (offset, Some(why)) => Err(Error::Corrupted {
+        (offset, Some(why)) => Err(Error::Corrupted(wal::Corruption {
             path: path.to_path_buf(),
             offset,
             reason: why.into(),
-        }),
+        })),
     }
 }
 

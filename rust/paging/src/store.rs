@@ -3,17 +3,18 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use journal::{FileSystem, JournalFile, StdFileSystem};
+use wal::writer::{self as group, Group, Locked};
+use wal::{io_err, lock, Counters as IoCounters, FileSystem, StdFileSystem, StoreFile};
 
-use crate::error::io_err;
 use crate::format::{self, HEADER_LEN, MAX_PAYLOAD};
+use crate::writer::Current;
 use crate::{Error, NewRecord, PageStats, Progress, Result, Ticket};
 
-/// Called on the writer thread after every batch completes, and once when it fails.
-pub type Listener = Box<dyn Fn() + Send + Sync>;
+/// Called on the writer thread after every batch completes, when it fails and at close.
+pub type Listener = wal::Listener;
 
 /// What the store knows about one page.
 pub(crate) struct PageInfo {
@@ -22,7 +23,7 @@ pub(crate) struct PageInfo {
     /// Set once appends moved past this page: its final length.
     pub final_end: Option<u64>,
     /// Opened on the first read.
-    pub handle: Option<Arc<dyn JournalFile>>,
+    pub handle: Option<Arc<dyn StoreFile>>,
     /// The page's format version (its header's): the layout of its records.
     pub version: u32,
 }
@@ -44,21 +45,12 @@ pub(crate) struct State {
     pub pages: BTreeMap<u64, PageInfo>,
     pub segments: Vec<Segment>,
     pub pending_sync: bool,
-    pub last_ticket: Ticket,
-    pub completed: Ticket,
-    pub failed: Option<Arc<Error>>,
     pub written: (u64, u64),
-    pub closing: bool,
-    pub closed: bool,
-    pub writer_waiting: bool,
 }
 
 #[derive(Default)]
 pub(crate) struct Counters {
-    pub writes: AtomicU64,
-    pub syncs: AtomicU64,
-    pub records: AtomicU64,
-    pub bytes: AtomicU64,
+    pub io: IoCounters,
     pub pages_created: AtomicU64,
 }
 
@@ -66,48 +58,34 @@ pub(crate) struct Inner {
     pub fs: Arc<dyn FileSystem>,
     pub dir: PathBuf,
     pub page_size: u64,
-    pub state: Mutex<State>,
-    /// Wakes the writer.
-    pub writer_cv: Condvar,
-    /// Wakes blocking waiters.
-    pub done_cv: Condvar,
-    pub listener: OnceLock<Listener>,
+    /// The state (behind the state lock), the writer thread's wake-up, the completion.
+    pub group: Group<State, Error>,
+    /// The writer role: the page it appends to.
+    pub writer: Mutex<Current>,
     pub counters: Counters,
 }
 
 impl Inner {
-    pub fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    pub fn state(&self) -> MutexGuard<'_, Locked<State>> {
+        self.group.lock()
     }
 
     pub fn page_path(&self, page: u64) -> PathBuf {
         self.dir.join(format::file_name(page))
     }
 
-    fn notify(&self) {
-        if let Some(listener) = self.listener.get() {
-            listener();
+    fn closed_error(&self) -> Error {
+        Error::Closed {
+            path: self.dir.clone(),
         }
     }
 
-    pub fn complete(&self, ticket: Ticket) {
-        {
-            let mut st = self.state();
-            st.completed = st.completed.max(ticket);
-            self.done_cv.notify_all();
+    /// Why a ticket that will never complete does not.
+    fn stopped(&self, stopped: wal::Stopped<Error>) -> Error {
+        match stopped {
+            wal::Stopped::Failed(cause) => Error::Failed(cause),
+            wal::Stopped::Closed => self.closed_error(),
         }
-        self.notify();
-    }
-
-    pub fn fail(&self, err: Error) {
-        {
-            let mut st = self.state();
-            if st.failed.is_none() {
-                st.failed = Some(Arc::new(err));
-            }
-            self.done_cv.notify_all();
-        }
-        self.notify();
     }
 }
 
@@ -154,30 +132,22 @@ impl PageStore {
             fs,
             dir: dir.to_path_buf(),
             page_size,
-            state: Mutex::new(State {
+            group: Group::new(State {
                 cur_page,
                 cur_offset: HEADER_LEN,
                 cur_started: false,
                 pages,
                 segments: Vec::new(),
                 pending_sync: false,
-                last_ticket: 0,
-                completed: 0,
-                failed: None,
                 written: (cur_page, HEADER_LEN),
-                closing: false,
-                closed: false,
-                writer_waiting: false,
             }),
-            writer_cv: Condvar::new(),
-            done_cv: Condvar::new(),
-            listener: OnceLock::new(),
+            writer: Mutex::new(Current::default()),
             counters: Counters::default(),
         });
         let for_thread = Arc::clone(&inner);
         let thread = std::thread::Builder::new()
             .name("page-writer".into())
-            .spawn(move || crate::writer::run(&for_thread))
+            .spawn(move || group::run(&*for_thread))
             .map_err(io_err("spawn writer for", dir))?;
         Ok(PageStore {
             inner,
@@ -204,9 +174,9 @@ impl PageStore {
         self.torn
     }
 
-    /// Sets the function called after every completed batch (and on failure); once.
+    /// Sets the function called after every completed batch (and on failure and close).
     pub fn set_completion_listener(&self, listener: Listener) {
-        let _ = self.inner.listener.set(listener);
+        self.inner.group.completion.set_listener(listener);
     }
 
     /// Page numbers in the store, ascending, the current one included.
@@ -253,121 +223,65 @@ impl PageStore {
                 });
             }
         }
-        let page_size = self.inner.page_size;
         let mut st = self.inner.state();
         self.check_open(&st)?;
-        let mut positions = Vec::with_capacity(records.len());
-        for r in records {
-            let len = format::record_len(r.queue_ids.len(), r.message.len());
-            if st.cur_offset > HEADER_LEN && st.cur_offset + len > page_size {
-                roll(&mut st);
-            }
-            let (page, offset) = (st.cur_page, st.cur_offset);
-            if !st.cur_started {
-                st.cur_started = true;
-                st.segments.push(Segment {
-                    page,
-                    start: 0,
-                    buf: format::header(page).to_vec(),
-                });
-            } else if st.segments.last().map_or(true, |s| s.page != page) {
-                st.segments.push(Segment {
-                    page,
-                    start: offset,
-                    buf: Vec::new(),
-                });
-            }
-            let seg = st.segments.last_mut().expect("pushed above");
-            let fields = format::Fields {
-                message_id: r.message_id,
-                tx_id: r.tx_id,
-                queue_offset: r.queue_offset,
-                queue_ids: r.queue_ids,
-                message: r.message,
-            };
-            format::encode(&mut seg.buf, page, offset, &fields);
-            st.cur_offset += len;
-            positions.push((page, offset));
-        }
-        st.last_ticket += 1;
+        let positions = records
+            .iter()
+            .map(|r| queue_record(&mut st, self.inner.page_size, r))
+            .collect();
         st.pending_sync |= sync;
-        let appended = records.len() as u64;
-        self.inner
-            .counters
-            .records
-            .fetch_add(appended, Ordering::Relaxed);
-        let ticket = st.last_ticket;
-        if !defer && st.writer_waiting {
-            st.writer_waiting = false;
-            self.inner.writer_cv.notify_one();
-        }
+        self.inner.counters.io.count_records(records.len() as u64);
+        let ticket = st.writing.next_ticket();
+        group::submitted(&self.inner.group, st, true, defer);
         Ok((ticket, positions))
     }
 
     /// Whether the writer thread is asleep waiting for work (for tests and diagnostics).
     pub fn writer_idle(&self) -> bool {
-        self.inner.state().writer_waiting
+        self.inner.state().writing.waiting
     }
 
-    /// Wakes the writer if a deferred append left it asleep. Takes the lock briefly.
+    /// Wakes the writer if a deferred append left it asleep. Lock-free.
     pub fn wake_writer(&self) {
-        let mut st = self.inner.state();
-        if st.writer_waiting && st.last_ticket > st.completed {
-            st.writer_waiting = false;
-            self.inner.writer_cv.notify_one();
-        }
+        self.inner.group.signal.wake_deferred();
     }
 
-    fn check_open(&self, st: &State) -> Result<()> {
-        if let Some(cause) = &st.failed {
-            return Err(Error::Failed(Arc::clone(cause)));
+    fn check_open(&self, st: &Locked<State>) -> Result<()> {
+        if let Some(cause) = self.inner.group.completion.failure() {
+            return Err(Error::Failed(cause));
         }
-        if st.closing {
-            return Err(Error::Closed {
-                path: self.inner.dir.clone(),
-            });
+        if st.writing.closing {
+            return Err(self.inner.closed_error());
         }
         Ok(())
     }
 
     /// Blocks until `ticket` is written (and synced if its batch asked for it).
     pub fn wait(&self, ticket: Ticket) -> Result<()> {
-        let mut st = self.inner.state();
-        loop {
-            if st.completed >= ticket {
-                return Ok(());
-            }
-            if let Some(cause) = &st.failed {
-                return Err(Error::Failed(Arc::clone(cause)));
-            }
-            if st.closed || ticket > st.last_ticket {
-                return Err(Error::Closed {
-                    path: self.inner.dir.clone(),
-                });
-            }
-            st = self
-                .inner
-                .done_cv
-                .wait(st)
-                .unwrap_or_else(PoisonError::into_inner);
+        let inner = &*self.inner;
+        if ticket > inner.state().writing.last_ticket {
+            // Never handed out: it cannot complete.
+            return Err(inner
+                .group
+                .completion
+                .failure()
+                .map_or_else(|| inner.closed_error(), Error::Failed));
         }
+        inner
+            .group
+            .completion
+            .wait(ticket, || false)
+            .map_err(|stopped| inner.stopped(stopped))
     }
 
     pub fn progress(&self) -> Progress {
-        let st = self.inner.state();
-        Progress {
-            completed: st.completed,
-            failed: st.failed.clone(),
-        }
+        self.inner.group.completion.progress()
     }
 
     pub fn stats(&self) -> PageStats {
         let c = &self.inner.counters;
         PageStats {
-            writes: c.writes.load(Ordering::Relaxed),
-            syncs: c.syncs.load(Ordering::Relaxed),
-            records: c.records.load(Ordering::Relaxed),
-            bytes: c.bytes.load(Ordering::Relaxed),
+            io: c.io.snapshot(),
             pages_created: c.pages_created.load(Ordering::Relaxed),
         }
     }
@@ -406,24 +320,15 @@ impl PageStore {
     /// Flushes (and syncs) what is queued and stops the writer; idempotent. Reads still
     /// work afterwards.
     pub fn close(&self) -> Result<()> {
-        {
-            let mut st = self.inner.state();
-            st.closing = true;
-            self.inner.writer_cv.notify_one();
-        }
-        let thread = self
-            .thread
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let inner = &*self.inner;
+        group::close(&inner.group);
+        let thread = lock(&self.thread).take();
         if let Some(t) = thread {
             let _ = t.join();
         }
-        let mut st = self.inner.state();
-        st.closed = true;
-        self.inner.done_cv.notify_all();
-        match &st.failed {
-            Some(cause) => Err(Error::Failed(Arc::clone(cause))),
+        inner.group.completion.stop();
+        match inner.group.completion.failure() {
+            Some(cause) => Err(Error::Failed(cause)),
             None => Ok(()),
         }
     }
@@ -447,6 +352,47 @@ impl PageStore {
         inner.state().pages.clear();
         Ok(())
     }
+}
+
+/// Gives `r` its position (on a fresh page if it does not fit in the current one) and
+/// encodes it into the segment queued for its page.
+fn queue_record(st: &mut State, page_size: u64, r: &NewRecord<'_>) -> (u64, u64) {
+    let len = format::record_len(r.queue_ids.len(), r.message.len());
+    if st.cur_offset > HEADER_LEN && st.cur_offset + len > page_size {
+        roll(st);
+    }
+    let (page, offset) = (st.cur_page, st.cur_offset);
+    let fields = format::Fields {
+        message_id: r.message_id,
+        tx_id: r.tx_id,
+        queue_offset: r.queue_offset,
+        queue_ids: r.queue_ids,
+        message: r.message,
+    };
+    format::encode(segment_for(st, page, offset), page, offset, &fields);
+    st.cur_offset += len;
+    (page, offset)
+}
+
+/// The buffer of the queued segment that records at `(page, offset)` go to: a new one for a
+/// page not started yet (its header first) or after a batch was taken.
+fn segment_for(st: &mut State, page: u64, offset: u64) -> &mut Vec<u8> {
+    if !st.cur_started {
+        st.cur_started = true;
+        st.segments.push(Segment {
+            page,
+            start: 0,
+            buf: format::header(page).to_vec(),
+        });
+    } else if st.segments.last().map_or(true, |s| s.page != page) {
+        st.segments.push(Segment {
+            page,
+            start: offset,
+            buf: Vec::new(),
+        });
+    }
+    let last = st.segments.len() - 1;
+    &mut st.segments[last].buf
 }
 
 /// Finishes the current page; the next record goes to a fresh one.

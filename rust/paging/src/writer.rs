@@ -1,4 +1,5 @@
-//! The writer thread: natural group commit.
+//! Writing batches: the page store's side of the shared group-commit writer
+//! ([`wal::writer`]).
 //!
 //! Theory of operation:
 //! - Appends queue encoded records in per-page segments while a batch is being written;
@@ -14,111 +15,107 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
-use journal::JournalFile;
+use wal::writer::{Due, Group, GroupCommit, Locked};
+use wal::{io_err, lock, StoreFile};
 
-use crate::error::io_err;
-use crate::store::{Inner, Segment};
-use crate::Result;
+use crate::store::{Inner, Segment, State};
+use crate::{Error, Result};
 
-/// The file the writer is appending to.
-struct Current {
+/// The file the writer is appending to (the writer role's state).
+#[derive(Default)]
+pub(crate) struct Current {
     page: u64,
     path: PathBuf,
-    file: Option<Arc<dyn JournalFile>>,
+    file: Option<Arc<dyn StoreFile>>,
     unsynced: bool,
 }
 
-pub(crate) fn run(inner: &Arc<Inner>) {
-    let mut cur = Current {
-        page: 0,
-        path: PathBuf::new(),
-        file: None,
-        unsynced: false,
-    };
-    loop {
+impl GroupCommit<State, Error> for Inner {
+    fn group(&self) -> &Group<State, Error> {
+        &self.group
+    }
+
+    fn due(&self, st: &Locked<State>) -> Due {
+        if !self.group.completion.has_failed()
+            && st.writing.last_ticket > self.group.completion.completed()
+        {
+            Due::Now
+        } else {
+            Due::Nothing
+        }
+    }
+
+    fn write_batch(&self) -> Result<()> {
         let (segments, sync, ticket) = {
-            let mut st = inner.state();
-            loop {
-                if st.failed.is_some() {
-                    return;
-                }
-                if st.last_ticket > st.completed {
-                    break;
-                }
-                if st.closing {
-                    drop(st);
-                    if let Err(e) = sync_current(inner, &mut cur) {
-                        inner.fail(e);
-                    }
-                    return;
-                }
-                st.writer_waiting = true;
-                st = inner
-                    .writer_cv
-                    .wait(st)
-                    .unwrap_or_else(PoisonError::into_inner);
-            }
-            st.writer_waiting = false;
+            let mut st = self.state();
             let sync = std::mem::take(&mut st.pending_sync);
-            (std::mem::take(&mut st.segments), sync, st.last_ticket)
+            (
+                std::mem::take(&mut st.segments),
+                sync,
+                st.writing.last_ticket,
+            )
         };
-        match write_batch(inner, &mut cur, segments, sync) {
-            Ok(()) => inner.complete(ticket),
-            Err(e) => {
-                inner.fail(e);
-                return;
-            }
+        let mut cur = lock(&self.writer);
+        for seg in segments {
+            self.write_segment(&mut cur, &seg)?;
         }
+        if sync {
+            self.sync_current(&mut cur)?;
+        }
+        self.group.completion.complete(ticket);
+        Ok(())
+    }
+
+    fn finish(&self) -> Result<()> {
+        self.sync_current(&mut lock(&self.writer))
     }
 }
 
-fn sync_current(inner: &Inner, cur: &mut Current) -> Result<()> {
-    if let (true, Some(f)) = (cur.unsynced, &cur.file) {
-        f.sync_data().map_err(io_err("fdatasync", &cur.path))?;
-        inner.counters.syncs.fetch_add(1, Ordering::Relaxed);
-        cur.unsynced = false;
-    }
-    Ok(())
-}
-
-fn write_batch(inner: &Inner, cur: &mut Current, segments: Vec<Segment>, sync: bool) -> Result<()> {
-    let c = &inner.counters;
-    for seg in segments {
-        if seg.page != cur.page {
-            // A new page: everything before it must be on disk first (only the last page
-            // may be torn), and its creation durable before records count as written.
-            sync_current(inner, cur)?;
-            let path = inner.page_path(seg.page);
-            let file = inner.fs.create(&path).map_err(io_err("create", &path))?;
-            inner
-                .fs
-                .sync_dir(&inner.dir)
-                .map_err(io_err("fsync directory", &inner.dir))?;
-            c.pages_created.fetch_add(1, Ordering::Relaxed);
-            *cur = Current {
-                page: seg.page,
-                path,
-                file: Some(file),
-                unsynced: false,
-            };
+impl Inner {
+    fn sync_current(&self, cur: &mut Current) -> Result<()> {
+        if let (true, Some(f)) = (cur.unsynced, &cur.file) {
+            self.counters.io.sync(&**f, &cur.path)?;
+            cur.unsynced = false;
         }
-        let file = cur.file.as_ref().expect("created above");
-        file.write_all_at(&seg.buf, seg.start)
-            .map_err(io_err("write", &cur.path))?;
+        Ok(())
+    }
+
+    /// Moves to `page`, a new one: everything before it must be on disk first (only the
+    /// last page may be torn), and its creation durable before records count as written.
+    fn start_page(&self, cur: &mut Current, page: u64) -> Result<Arc<dyn StoreFile>> {
+        self.sync_current(cur)?;
+        let path = self.page_path(page);
+        let file = self.fs.create(&path).map_err(io_err("create", &path))?;
+        self.fs
+            .sync_dir(&self.dir)
+            .map_err(io_err("fsync directory", &self.dir))?;
+        self.counters.pages_created.fetch_add(1, Ordering::Relaxed);
+        *cur = Current {
+            page,
+            path,
+            file: Some(Arc::clone(&file)),
+            unsynced: false,
+        };
+        Ok(file)
+    }
+
+    fn write_segment(&self, cur: &mut Current, seg: &Segment) -> Result<()> {
+        let file = match &cur.file {
+            Some(f) if seg.page == cur.page => Arc::clone(f),
+            _ => self.start_page(cur, seg.page)?,
+        };
+        self.counters
+            .io
+            .write(&*file, &cur.path, &seg.buf, seg.start)?;
         cur.unsynced = true;
-        c.writes.fetch_add(1, Ordering::Relaxed);
-        c.bytes.fetch_add(seg.buf.len() as u64, Ordering::Relaxed);
         let end = seg.start + seg.buf.len() as u64;
-        let mut st = inner.state();
+        let mut st = self.state();
         if let Some(info) = st.pages.get_mut(&seg.page) {
             info.written_end = end;
         }
         st.written = (seg.page, end);
+        Ok(())
     }
-    if sync {
-        sync_current(inner, cur)?;
-    }
-    Ok(())
 }

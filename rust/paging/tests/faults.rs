@@ -1,21 +1,14 @@
 //! A failing disk: EIO and ENOSPC on write and on fdatasync fail the store (every later
 //! append and wait says so, naming the file) without losing what was synced; a crash that
 //! loses unsynced data brings back only whole records, and every synced one.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
 mod common;
 
 use std::sync::Arc;
 
 use common::*;
-use paging::{Error, Fault, FaultyFileSystem, FsOp, PageStore};
-
-fn errno(e: &Error) -> Option<i32> {
-    match e {
-        Error::Failed(cause) => errno(cause),
-        Error::Io { source, .. } => source.raw_os_error(),
-        _ => None,
-    }
-}
+use paging::{root_errno, Error, Fault, FaultyFileSystem, FsOp, PageStore};
 
 fn fail_one(op: FsOp, code: i32) {
     let dir = tempfile::tempdir().unwrap();
@@ -30,12 +23,12 @@ fn fail_one(op: FsOp, code: i32) {
     let t = append(&store, &[record(6, 1000)], true);
     let err = store.wait(t).unwrap_err();
     assert!(matches!(err, Error::Failed(_)), "{err:?}");
-    assert_eq!(errno(&err), Some(code));
+    assert_eq!(root_errno(&err), Some(code));
     assert!(err.to_string().contains("000000002.page"), "{err}");
     // Every later append and wait fails the same way, and nothing more is written.
     let ops = fs.op_count();
     let again = store.append(&[], true, false).unwrap_err();
-    assert_eq!(errno(&again), Some(code));
+    assert_eq!(root_errno(&again), Some(code));
     assert!(matches!(store.wait(t), Err(Error::Failed(_))));
     assert!(matches!(store.close(), Err(Error::Failed(_))));
     assert_eq!(fs.op_count(), ops, "{:?}", &fs.log()[ops as usize..]);
@@ -63,23 +56,12 @@ fn fail_one(op: FsOp, code: i32) {
 }
 
 #[test]
-fn eio_on_write() {
-    fail_one(FsOp::Write, libc::EIO);
-}
-
-#[test]
-fn enospc_on_write() {
-    fail_one(FsOp::Write, libc::ENOSPC);
-}
-
-#[test]
-fn eio_on_fdatasync() {
-    fail_one(FsOp::SyncData, libc::EIO);
-}
-
-#[test]
-fn enospc_on_fdatasync() {
-    fail_one(FsOp::SyncData, libc::ENOSPC);
+fn eio_or_enospc_on_write_or_fdatasync_fails_the_store() {
+    for op in [FsOp::Write, FsOp::SyncData] {
+        for code in [libc::EIO, libc::ENOSPC] {
+            fail_one(op, code);
+        }
+    }
 }
 
 #[test]
@@ -98,7 +80,7 @@ fn a_failure_creating_the_next_page_fails_the_store() {
             true,
         );
         let err = store.wait(t).unwrap_err();
-        assert_eq!(errno(&err), Some(libc::ENOSPC), "{op:?}");
+        assert_eq!(root_errno(&err), Some(libc::ENOSPC), "{op:?}");
         drop(store);
         let store = PageStore::open(dir.path(), PAGE, None).unwrap();
         let got = ids(&read_all(&store));

@@ -1,6 +1,7 @@
 //! Recovery: a torn tail of the last page is cut at every byte, corruption before it is an
 //! error naming file and offset, foreign files are refused, a header-torn last page is
 //! repaired.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
 mod common;
 
@@ -93,7 +94,7 @@ fn a_flipped_byte_in_an_earlier_page_is_corruption_naming_file_and_offset() {
     let before = std::fs::read(&first).unwrap();
     let err = PageStore::open(dir.path(), PAGE, None).err().unwrap();
     match &err {
-        Error::Corrupted { path, offset, .. } => {
+        Error::Corrupted(paging::Corruption { path, offset, .. }) => {
             assert_eq!(path, &first);
             assert_eq!(*offset, second);
         }
@@ -126,7 +127,7 @@ fn another_format_or_version_is_refused_by_name() {
     std::fs::write(&path, &b).unwrap();
     let err = PageStore::open(dir.path(), PAGE, None).err().unwrap();
     assert!(
-        matches!(err, Error::ForeignFile { ref path, .. } if path.ends_with("000000001.page")),
+        matches!(err, Error::ForeignFile(paging::ForeignFile { ref path, .. }) if path.ends_with("000000001.page")),
         "{err}"
     );
     assert!(paging::read_page_file(&path).is_err());
@@ -144,7 +145,10 @@ fn another_format_or_version_is_refused_by_name() {
     std::fs::write(&path, &good).unwrap();
     std::fs::rename(&path, dir.path().join(format::file_name(7))).unwrap();
     let err = PageStore::open(dir.path(), PAGE, None).err().unwrap();
-    assert!(matches!(err, Error::ForeignFile { .. }), "{err}");
+    assert!(
+        matches!(err, Error::ForeignFile(paging::ForeignFile { .. })),
+        "{err}"
+    );
 }
 
 #[test]
@@ -163,7 +167,10 @@ fn a_header_torn_last_page_is_repaired_not_an_error() {
         // A torn header in an earlier page is corruption.
         std::fs::write(dir.path().join(format::file_name(2)), b"").unwrap();
         let err = PageStore::open(dir.path(), PAGE, None).err().unwrap();
-        assert!(matches!(err, Error::Corrupted { offset: 0, .. }), "{err}");
+        assert!(
+            matches!(err, Error::Corrupted(paging::Corruption { offset: 0, .. })),
+            "{err}"
+        );
     }
 }
 

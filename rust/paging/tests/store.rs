@@ -1,5 +1,6 @@
 //! The page store's behaviour on a healthy disk: round trips, rollover, big records,
 //! reopen, reads that never run ahead of the writer, counts, deletion, group commit.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
 mod common;
 
@@ -212,9 +213,9 @@ fn appends_while_a_write_is_in_flight_share_one_fdatasync() {
     let s = store.stats();
     assert_eq!(
         (
-            s.writes - s0.writes,
-            s.syncs - s0.syncs,
-            s.records - s0.records
+            s.io.writes - s0.io.writes,
+            s.io.syncs - s0.io.syncs,
+            s.io.records - s0.io.records
         ),
         (1, 1, 100)
     );
@@ -233,7 +234,7 @@ fn appends_while_a_write_is_in_flight_share_one_fdatasync() {
         }
     });
     let s2 = store.stats();
-    let syncs = s2.syncs - s.syncs;
+    let syncs = s2.io.syncs - s.io.syncs;
     assert!(
         syncs < threads * each,
         "{syncs} fdatasyncs for {} appends",

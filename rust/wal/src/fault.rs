@@ -6,8 +6,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::fs::{FileSystem, JournalFile};
-use crate::StdFileSystem;
+use crate::fs::{FileSystem, StdFileSystem, StoreFile};
 
 /// The operations faults can be aimed at. Only mutating operations are counted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -55,7 +54,9 @@ struct Shared {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn dead() -> io::Error {
@@ -162,7 +163,7 @@ impl FaultyFileSystem {
         self.shared.lock().log.clone()
     }
 
-    fn wrap(&self, f: Arc<dyn JournalFile>, path: &Path) -> Arc<dyn JournalFile> {
+    fn wrap(&self, f: Arc<dyn StoreFile>, path: &Path) -> Arc<dyn StoreFile> {
         Arc::new(FaultyFile {
             inner: f,
             shared: self.shared.clone(),
@@ -182,13 +183,13 @@ impl FileSystem for FaultyFileSystem {
         self.inner.list(dir)
     }
 
-    fn open(&self, path: &Path) -> io::Result<Arc<dyn JournalFile>> {
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn StoreFile>> {
         self.shared.check_read()?;
         let f = self.inner.open(path)?;
         Ok(self.wrap(f, path))
     }
 
-    fn create(&self, path: &Path) -> io::Result<Arc<dyn JournalFile>> {
+    fn create(&self, path: &Path) -> io::Result<Arc<dyn StoreFile>> {
         self.shared.check(FsOp::Create, path)?;
         let f = self.inner.create(path)?;
         Ok(self.wrap(f, path))
@@ -211,12 +212,12 @@ impl FileSystem for FaultyFileSystem {
 }
 
 struct FaultyFile {
-    inner: Arc<dyn JournalFile>,
+    inner: Arc<dyn StoreFile>,
     shared: Arc<Shared>,
     path: PathBuf,
 }
 
-impl JournalFile for FaultyFile {
+impl StoreFile for FaultyFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.shared.check_read()?;
         self.inner.read_at(buf, offset)

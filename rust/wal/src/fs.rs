@@ -1,7 +1,8 @@
-//! The file system seen by the journal, as a trait so tests can inject faults
-//! (see [`crate::FaultyFileSystem`]). [`StdFileSystem`] is the real one.
+//! The file system seen by the journal and the page stores, as a trait so tests can
+//! inject faults (see [`crate::FaultyFileSystem`]) and the fuzzing crate can run in memory.
+//! [`StdFileSystem`] is the real one.
 //!
-//! Every operation the journal's correctness depends on is here: positional reads and
+//! Every operation the stores' correctness depends on is here: positional reads and
 //! writes, `fallocate`, `fdatasync`, renames, removals and directory `fsync`.
 
 use std::fs::{File, OpenOptions};
@@ -12,7 +13,7 @@ use std::sync::Arc;
 
 /// An open file.
 #[allow(clippy::len_without_is_empty)] // a file, not a collection
-pub trait JournalFile: Send + Sync {
+pub trait StoreFile: Send + Sync {
     /// Reads up to `buf.len()` bytes at `offset`; returns how many were read (0 at the end).
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
     /// Writes all of `buf` at `offset` (one `pwrite` unless the kernel writes short).
@@ -32,9 +33,9 @@ pub trait FileSystem: Send + Sync {
     /// Names of the entries of `dir` (names that are not UTF-8 are skipped: they cannot be ours).
     fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
     /// Opens an existing file for reading and writing.
-    fn open(&self, path: &Path) -> io::Result<Arc<dyn JournalFile>>;
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn StoreFile>>;
     /// Creates a file (truncating an existing one) for reading and writing.
-    fn create(&self, path: &Path) -> io::Result<Arc<dyn JournalFile>>;
+    fn create(&self, path: &Path) -> io::Result<Arc<dyn StoreFile>>;
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// `fsync` of the directory, making creations, renames and removals in it durable.
@@ -42,11 +43,7 @@ pub trait FileSystem: Send + Sync {
 }
 
 /// Reads exactly `buf.len()` bytes at `offset`; a short file is an `UnexpectedEof` error.
-pub(crate) fn read_exact_at(
-    f: &dyn JournalFile,
-    mut buf: &mut [u8],
-    mut offset: u64,
-) -> io::Result<()> {
+pub fn read_exact_at(f: &dyn StoreFile, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
     while !buf.is_empty() {
         match f.read_at(buf, offset) {
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
@@ -67,7 +64,7 @@ pub struct StdFileSystem;
 
 struct StdFile(File);
 
-impl JournalFile for StdFile {
+impl StoreFile for StdFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.0.read_at(buf, offset)
     }
@@ -120,12 +117,12 @@ impl FileSystem for StdFileSystem {
         Ok(names)
     }
 
-    fn open(&self, path: &Path) -> io::Result<Arc<dyn JournalFile>> {
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn StoreFile>> {
         let f = OpenOptions::new().read(true).write(true).open(path)?;
         Ok(Arc::new(StdFile(f)))
     }
 
-    fn create(&self, path: &Path) -> io::Result<Arc<dyn JournalFile>> {
+    fn create(&self, path: &Path) -> io::Result<Arc<dyn StoreFile>> {
         let f = OpenOptions::new()
             .read(true)
             .write(true)

@@ -1,4 +1,5 @@
 //! Helpers shared by the integration tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -49,7 +50,7 @@ pub fn del(id: u64) -> Op {
     Op::Delete { id }
 }
 
-/// The expected live set: id -> (record_type, payload, updates).
+/// The expected live set: id -> (`record_type`, payload, updates).
 #[derive(Default, Clone, Debug, PartialEq, Eq)]
 pub struct Model {
     pub records: BTreeMap<u64, RecordInfo>,

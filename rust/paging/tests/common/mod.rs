@@ -1,4 +1,5 @@
 //! Helpers shared by the page store's integration tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 #![allow(dead_code)]
 
 use std::collections::HashMap;
@@ -6,7 +7,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use paging::{FileSystem, JournalFile, NewRecord, PageStore, PagedRecord};
+use paging::{FileSystem, NewRecord, PageStore, PagedRecord, StoreFile};
 
 pub const PAGE: u64 = 4096;
 
@@ -28,17 +29,17 @@ pub fn queue_offset(id: u64) -> u64 {
 }
 
 pub fn append(store: &PageStore, recs: &[(u64, u64, Vec<u64>, Vec<u8>)], sync: bool) -> u64 {
-    let refs: Vec<NewRecord<'_>> = recs
+    let new_records: Vec<NewRecord<'_>> = recs
         .iter()
-        .map(|(m, t, q, b)| NewRecord {
-            message_id: *m,
-            tx_id: *t,
-            queue_offset: queue_offset(*m),
-            queue_ids: q,
-            message: b,
+        .map(|(message_id, tx_id, queue_ids, body)| NewRecord {
+            message_id: *message_id,
+            tx_id: *tx_id,
+            queue_offset: queue_offset(*message_id),
+            queue_ids,
+            message: body,
         })
         .collect();
-    store.append(&refs, sync, false).expect("append").0
+    store.append(&new_records, sync, false).expect("append").0
 }
 
 /// Every record of the store, page by page.
@@ -113,12 +114,12 @@ impl LossyFs {
 }
 
 struct LossyFile {
-    inner: Arc<dyn JournalFile>,
+    inner: Arc<dyn StoreFile>,
     path: PathBuf,
     synced: Arc<Mutex<HashMap<PathBuf, u64>>>,
 }
 
-impl JournalFile for LossyFile {
+impl StoreFile for LossyFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.inner.read_at(buf, offset)
     }
@@ -146,7 +147,7 @@ impl FileSystem for LossyFs {
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
         self.inner.list(dir)
     }
-    fn open(&self, path: &Path) -> io::Result<Arc<dyn JournalFile>> {
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn StoreFile>> {
         let f = self.inner.open(path)?;
         Ok(Arc::new(LossyFile {
             inner: f,
@@ -154,7 +155,7 @@ impl FileSystem for LossyFs {
             synced: Arc::clone(&self.synced),
         }))
     }
-    fn create(&self, path: &Path) -> io::Result<Arc<dyn JournalFile>> {
+    fn create(&self, path: &Path) -> io::Result<Arc<dyn StoreFile>> {
         let f = self.inner.create(path)?;
         self.synced.lock().unwrap().insert(path.to_path_buf(), 0);
         Ok(Arc::new(LossyFile {

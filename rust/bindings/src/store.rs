@@ -1,0 +1,134 @@
+//! What the Python wrappers of a journal and of a page store do the same way: the
+//! completion eventfd the store's listener pokes, and the calls of the facade's waiters
+//! (`wait`, `progress`, `error`), mapped to Python through `error.rs`.
+//!
+//! Completion notification: a Linux eventfd per store. The store's completion listener
+//! (run on the writer thread after every batch completes or fails, and at close) adds 1 to
+//! it, which makes it readable; the facade's leading waiter waits for readability, reads it
+//! (resetting it to 0) and then looks at `progress()`. Because the store updates its
+//! progress before calling the listener, a waiter that resets the eventfd and then reads
+//! progress cannot miss a completion.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use wal::{IoError, Listener, Progress, Ticket};
+
+/// A store as its Python wrapper sees it.
+pub(crate) trait NativeStore: Sync {
+    type Error: Send + Sync;
+
+    /// Blocks until `ticket` is complete (called with the GIL released).
+    fn wait(&self, ticket: Ticket) -> Result<(), Self::Error>;
+    fn progress(&self) -> Progress<Self::Error>;
+    /// The store's error for a writer that failed with `cause`.
+    fn failed(cause: Arc<Self::Error>) -> Self::Error;
+    /// The one mapping to Python (`error.rs`).
+    fn to_py(py: Python<'_>, err: &Self::Error) -> PyErr;
+}
+
+impl NativeStore for journal::Journal {
+    type Error = journal::Error;
+
+    fn wait(&self, ticket: Ticket) -> journal::Result<()> {
+        journal::Journal::wait(self, ticket)
+    }
+
+    fn progress(&self) -> journal::Progress {
+        journal::Journal::progress(self)
+    }
+
+    fn failed(cause: Arc<journal::Error>) -> journal::Error {
+        journal::Error::Failed(cause)
+    }
+
+    fn to_py(py: Python<'_>, err: &journal::Error) -> PyErr {
+        crate::error::journal_error(py, err)
+    }
+}
+
+impl NativeStore for paging::PageStore {
+    type Error = paging::Error;
+
+    fn wait(&self, ticket: Ticket) -> paging::Result<()> {
+        paging::PageStore::wait(self, ticket)
+    }
+
+    fn progress(&self) -> paging::Progress {
+        paging::PageStore::progress(self)
+    }
+
+    fn failed(cause: Arc<paging::Error>) -> paging::Error {
+        paging::Error::Failed(cause)
+    }
+
+    fn to_py(py: Python<'_>, err: &paging::Error) -> PyErr {
+        crate::error::paging_error(py, err)
+    }
+}
+
+/// `wait(ticket)`: blocks with the GIL released.
+pub(crate) fn wait<S: NativeStore>(py: Python<'_>, store: &S, ticket: Ticket) -> PyResult<()> {
+    py.detach(|| store.wait(ticket))
+        .map_err(|e| S::to_py(py, &e))
+}
+
+/// `progress()`: `(completed_ticket, failed)`: every ticket <= completed is done; if
+/// failed, tickets above it never will be.
+pub(crate) fn progress<S: NativeStore>(store: &S) -> (u64, bool) {
+    let p = store.progress();
+    (p.completed, p.failed.is_some())
+}
+
+/// `error()`: raises the failure that stopped the writer (cause chained), if any.
+pub(crate) fn error<S: NativeStore>(py: Python<'_>, store: &S) -> PyResult<()> {
+    match store.progress().failed {
+        Some(cause) => Err(S::to_py(py, &S::failed(cause))),
+        None => Ok(()),
+    }
+}
+
+/// The eventfd that becomes readable after batches complete (or the writer fails).
+pub(crate) struct CompletionFd(Arc<OwnedFd>);
+
+impl CompletionFd {
+    /// A fresh eventfd for the store in `directory` (named by the error if it fails).
+    pub(crate) fn new(directory: &Path) -> Result<CompletionFd, IoError> {
+        // SAFETY: plain syscall; on success we own the returned descriptor.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(wal::io_err("eventfd", directory)(
+                std::io::Error::last_os_error(),
+            ));
+        }
+        // SAFETY: `fd` is a fresh descriptor nobody else owns.
+        Ok(CompletionFd(Arc::new(unsafe { OwnedFd::from_raw_fd(fd) })))
+    }
+
+    /// The store's completion listener: pokes the eventfd (shared with it, so the
+    /// descriptor outlives every poke).
+    pub(crate) fn listener(&self) -> Listener {
+        let fd = Arc::clone(&self.0);
+        Box::new(move || poke(&fd))
+    }
+
+    pub(crate) fn fileno(&self) -> i32 {
+        self.0.as_raw_fd()
+    }
+}
+
+fn poke(fd: &OwnedFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live u64 to a descriptor kept open by the Arc.
+    // The only possible failure is EAGAIN when the counter is near u64::MAX, and then the
+    // eventfd is readable anyway, which is all the waiter needs.
+    unsafe {
+        libc::write(
+            fd.as_raw_fd(),
+            std::ptr::addr_of!(one).cast::<libc::c_void>(),
+            std::mem::size_of::<u64>(),
+        );
+    }
+}

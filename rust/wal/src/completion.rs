@@ -1,0 +1,187 @@
+//! Tickets and their completion: the contract both stores give their callers.
+//!
+//! Every submit gets the next ticket; the writer completes tickets in order, so "ticket N
+//! is complete" means every ticket up to N is. The first failure is sticky: tickets above
+//! the completed one never complete, and every later wait gets the failure. Closing stops
+//! completion: waiters for what was not written get [`Stopped::Closed`].
+//!
+//! The completed ticket is an atomic (waiters and `progress` read it without a lock); the
+//! rest sits behind its own mutex, separate from the store's state, so waking waiters does
+//! not contend with submitters. Waiters sleep on a condition variable; completion skips the
+//! wake-up syscall when nobody sleeps. A listener (the bindings' eventfd) is called after
+//! every completion, failure and stop.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+use crate::lock;
+
+/// Completion sequence number of one submit.
+pub type Ticket = u64;
+
+/// Called after every batch completes, on failure and at close. Must be cheap and must not
+/// call back into the store.
+pub type Listener = Box<dyn Fn() + Send + Sync>;
+
+/// What a store's `progress` reports.
+#[derive(Debug, Clone)]
+pub struct Progress<E> {
+    /// Every ticket up to this one is complete.
+    pub completed: Ticket,
+    /// Set once the writer failed: tickets above `completed` never complete.
+    pub failed: Option<Arc<E>>,
+}
+
+impl<E> Default for Progress<E> {
+    fn default() -> Self {
+        Progress {
+            completed: 0,
+            failed: None,
+        }
+    }
+}
+
+/// Why a waited-for ticket will never complete.
+#[derive(Debug)]
+pub enum Stopped<E> {
+    /// The writer failed with this error (the first one).
+    Failed(Arc<E>),
+    /// The store was closed first.
+    Closed,
+}
+
+struct Done<E> {
+    failed: Option<Arc<E>>,
+    /// The writer stopped (closed); unfinished tickets never complete.
+    stopped: bool,
+    /// Threads blocked on `done_cv`.
+    sleepers: usize,
+}
+
+/// The completion side of a store's tickets.
+pub struct Completion<E> {
+    /// Highest completed ticket (all below are complete too).
+    completed: AtomicU64,
+    /// Mirrors `done.failed.is_some()`, for checks that take no lock.
+    failed: AtomicBool,
+    done: Mutex<Done<E>>,
+    done_cv: Condvar,
+    listener: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
+}
+
+impl<E> Default for Completion<E> {
+    fn default() -> Self {
+        Completion {
+            completed: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
+            done: Mutex::new(Done {
+                failed: None,
+                stopped: false,
+                sleepers: 0,
+            }),
+            done_cv: Condvar::new(),
+            listener: Mutex::new(None),
+        }
+    }
+}
+
+impl<E> Completion<E> {
+    /// Every ticket up to this one is complete.
+    pub fn completed(&self) -> Ticket {
+        self.completed.load(Ordering::Acquire)
+    }
+
+    /// Whether the writer failed (no lock taken).
+    pub fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// The failure, if the writer failed.
+    pub fn failure(&self) -> Option<Arc<E>> {
+        if self.has_failed() {
+            lock(&self.done).failed.clone()
+        } else {
+            None
+        }
+    }
+
+    pub fn progress(&self) -> Progress<E> {
+        let d = lock(&self.done);
+        Progress {
+            completed: self.completed(),
+            failed: d.failed.clone(),
+        }
+    }
+
+    /// Replaces the function called after every completion, failure and stop.
+    pub fn set_listener(&self, listener: Listener) {
+        *lock(&self.listener) = Some(Arc::from(listener));
+    }
+
+    pub fn notify_listener(&self) {
+        let l = lock(&self.listener).clone();
+        if let Some(l) = l {
+            l();
+        }
+    }
+
+    /// Publishes completion of every ticket up to `ticket` and wakes the waiters.
+    pub fn complete(&self, ticket: Ticket) {
+        self.completed.store(ticket, Ordering::Release);
+        let sleepers = lock(&self.done).sleepers;
+        if sleepers > 0 {
+            self.done_cv.notify_all();
+        }
+        self.notify_listener();
+    }
+
+    /// Records the failure (the first one wins, and is returned) and wakes every waiter.
+    /// The store calls this under its state lock and then wakes its own threads.
+    pub fn fail(&self, err: E) -> Arc<E> {
+        let cause = {
+            let mut d = lock(&self.done);
+            let cause = d.failed.get_or_insert_with(|| Arc::new(err)).clone();
+            self.failed.store(true, Ordering::Release);
+            cause
+        };
+        self.done_cv.notify_all();
+        cause
+    }
+
+    /// The writer stopped (at close, after its last batch): waiters for tickets not
+    /// complete by now get [`Stopped::Closed`].
+    pub fn stop(&self) {
+        lock(&self.done).stopped = true;
+        self.done_cv.notify_all();
+        self.notify_listener();
+    }
+
+    /// Blocks until `ticket` is complete, or fails with why it never will be.
+    ///
+    /// Before each sleep `help` runs: a store whose callers may write a due batch
+    /// themselves does that there, and returns `true` when it wrote one (the wait then
+    /// looks again instead of sleeping).
+    pub fn wait(&self, ticket: Ticket, mut help: impl FnMut() -> bool) -> Result<(), Stopped<E>> {
+        loop {
+            if self.completed() >= ticket {
+                return Ok(());
+            }
+            if help() {
+                continue;
+            }
+            let mut d = lock(&self.done);
+            if self.completed() >= ticket {
+                return Ok(());
+            }
+            if let Some(f) = &d.failed {
+                return Err(Stopped::Failed(f.clone()));
+            }
+            if d.stopped {
+                return Err(Stopped::Closed);
+            }
+            d.sleepers += 1;
+            d = self.done_cv.wait(d).unwrap_or_else(PoisonError::into_inner);
+            d.sleepers -= 1;
+        }
+    }
+}

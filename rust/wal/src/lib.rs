@@ -1,0 +1,33 @@
+//! What the journal and the page stores share, so each store is only its format and its
+//! state: the file system they write through ([`FileSystem`], the real
+//! [`StdFileSystem`] and the fault-injecting [`FaultyFileSystem`] of the tests), the
+//! ticketed group-commit writer ([`writer`], [`Completion`]) and the error parts that
+//! mean the same in both ([`IoError`], [`Corruption`], [`ForeignFile`]). Pure Rust (no
+//! pyo3).
+//!
+//! The stores keep their own batching rules (the journal's buffer size and timeout and
+//! its callers that write their own batch; the page store's per-page segments) behind
+//! [`writer::GroupCommit`]; the shape of the hot path stays theirs: one `pwrite` per
+//! segment and at most one `fdatasync` per batch.
+
+mod completion;
+mod counters;
+mod error;
+mod fault;
+mod fs;
+pub mod le;
+pub mod writer;
+
+pub use completion::{Completion, Listener, Progress, Stopped, Ticket};
+pub use counters::{Counters, IoStats};
+pub use error::{io_err, root_errno, Corruption, ForeignFile, IoError};
+pub use fault::{Fault, FaultyFileSystem, FsOp};
+pub use fs::{read_exact_at, FileSystem, StdFileSystem, StoreFile};
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Locks `m`, going on past a poisoned lock: a panic elsewhere must not stop the writer
+/// from failing the store cleanly.
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
