@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-A node that hears a ``Leaving`` frame (:meth:`ClusterConnection.neighbour_scaled_down`)
+A node that hears a ``Leaving`` frame (:meth:`.Membership.neighbour_scaled_down`)
 remembers the departure here: the departed node's id, its target, the version of its last
 announcement, and the duplicate ids of the forwarded messages it had stored (the frame's
 ``received``, grouped by the node that sent them).
