@@ -18,12 +18,14 @@ types:  ## mypy on the package (configured in pyproject.toml)
 imports:  ## the package layers (pyproject.toml [tool.importlinter]): no import goes upwards
 	lint-imports --no-cache
 
-sizes:  ## no module over 600 lines, no function over 80, unless it says why
-	$(PYTHON) tools/sizes.py python
+sizes:  ## Python and Rust: no module over 600 lines, no function over 80, unless it says why
+	$(PYTHON) tools/sizes.py python rust
 
 rust-format:
 	cargo fmt --all -- --check
 
+# The lints are Cargo.toml's [workspace.lints] (pedantic; no unwrap/expect outside tests);
+# clippy.toml's too-many-lines threshold (80) gates Rust function sizes beside `sizes`.
 clippy:  ## every crate, tests and benches included; warnings are errors
 	cargo clippy --workspace --all-targets -- -D warnings
 

@@ -111,15 +111,7 @@ impl PageStore {
             while i < buf.len() && more(&out, bytes) {
                 match format::decode(&buf[i..], page, pos + i as u64, view.version) {
                     Ok((r, n)) => {
-                        out.push(PagedRecord {
-                            page,
-                            offset: pos + i as u64,
-                            message_id: r.message_id,
-                            tx_id: r.tx_id,
-                            queue_offset: r.queue_offset,
-                            queue_ids: r.queue_ids,
-                            message: r.message.to_vec(),
-                        });
+                        out.push(paged(page, pos + i as u64, r));
                         i += n;
                         bytes += n as u64;
                     }
@@ -226,19 +218,24 @@ pub fn read_page_file(path: &Path) -> Result<(u64, Vec<PagedRecord>, Option<(u64
     while off < b.len() {
         match format::decode(&b[off..], page, off as u64, version) {
             Ok((r, n)) => {
-                records.push(PagedRecord {
-                    page,
-                    offset: off as u64,
-                    message_id: r.message_id,
-                    tx_id: r.tx_id,
-                    queue_offset: r.queue_offset,
-                    queue_ids: r.queue_ids,
-                    message: r.message.to_vec(),
-                });
+                records.push(paged(page, off as u64, r));
                 off += n;
             }
             Err(why) => return Ok((page, records, Some((off as u64, why.to_owned())))),
         }
     }
     Ok((page, records, None))
+}
+
+/// The record read at `offset` of `page`, owned.
+fn paged(page: u64, offset: u64, r: format::RecordView<'_>) -> PagedRecord {
+    PagedRecord {
+        page,
+        offset,
+        message_id: r.message_id,
+        tx_id: r.tx_id,
+        queue_offset: r.queue_offset,
+        queue_ids: r.queue_ids,
+        message: r.message.to_vec(),
+    }
 }
