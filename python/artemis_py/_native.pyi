@@ -98,8 +98,23 @@ class CompactionReport:
     @property
     def records_moved(self) -> int: ...
 
+class GroupCommitStore:
+    """The base of Journal and PageStore: their tickets' completion, as the facade's
+    waiters see it (the shared group-commit writer)."""
+
+    def wake_writer(self) -> None:
+        """Wake the writer if a deferred submit left it asleep with work due."""
+    def wait(self, ticket: int) -> None:
+        """Block until the ticket is durable (sync) or written. GIL released."""
+    def progress(self) -> tuple[int, bool]:
+        """(completed ticket, writer failed)."""
+    def error(self) -> None:
+        """Raise the store's failed error (cause chained) if the writer failed."""
+    def fileno(self) -> int:
+        """The eventfd that becomes readable after batches complete or the writer fails."""
+
 @final
-class Journal:
+class Journal(GroupCommitStore):
     """One open journal with its writer thread and completion eventfd."""
 
     @staticmethod
@@ -126,18 +141,8 @@ class Journal:
         """Validate and queue one batch; returns its ticket. No I/O. ``flush``: a non-sync
         batch is written without waiting for company, not synced. ``defer``: the writer
         stays asleep until wake_writer() (call it soon)."""
-    def wake_writer(self) -> None:
-        """Wake the writer if a deferred submit left it asleep with work due."""
-    def wait(self, ticket: int) -> None:
-        """Block until the ticket is durable (sync) or written. GIL released."""
     def append(self, ops: Iterable[Op], sync: bool) -> None:
         """submit + wait. Blocks; GIL released."""
-    def progress(self) -> tuple[int, bool]:
-        """(completed ticket, writer failed)."""
-    def error(self) -> None:
-        """Raise JournalFailedError (cause chained) if the writer failed."""
-    def fileno(self) -> int:
-        """The eventfd that becomes readable after batches complete or the writer fails."""
     def compact(self) -> CompactionReport:
         """Blocks; GIL released."""
     def stats(self) -> JournalStats: ...
@@ -161,7 +166,7 @@ class NodeManager:
         """Release the lock. Idempotent."""
 
 @final
-class PageStore:
+class PageStore(GroupCommitStore):
     """One address's page store with its writer thread and completion eventfd."""
 
     @staticmethod
@@ -188,11 +193,6 @@ class PageStore:
         sync: bool,
         defer: bool = False,
     ) -> tuple[int, list[tuple[int, int]]]: ...
-    def wake_writer(self) -> None: ...
-    def wait(self, ticket: int) -> None: ...
-    def progress(self) -> tuple[int, bool]: ...
-    def error(self) -> None: ...
-    def fileno(self) -> int: ...
     def read(
         self, page: int, offset: int, max_records: int, max_bytes: int
     ) -> tuple[list[tuple[int, int, int, int, tuple[int, ...], bytes, int]], int, bool]: ...

@@ -9,6 +9,7 @@
 //! Completion notification: the eventfd of `store.rs`.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use journal::{Journal, JournalConfig};
@@ -17,13 +18,12 @@ use pyo3::prelude::*;
 use crate::error::journal_error;
 use crate::ops::ops_from_py;
 use crate::report::{LoadData, PyCompactionReport, PyJournalStats, PyLoadReport};
-use crate::store::{self, CompletionFd};
+use crate::store::{CompletionFd, PyGroupCommitStore};
 
 /// One open journal.
-#[pyclass(name = "Journal", module = "artemis_py._native", frozen)]
+#[pyclass(name = "Journal", module = "artemis_py._native", frozen, extends = PyGroupCommitStore)]
 pub struct PyJournal {
-    journal: Journal,
-    eventfd: CompletionFd,
+    journal: Arc<Journal>,
     directory: PathBuf,
 }
 
@@ -60,7 +60,7 @@ impl PyJournal {
         datasync: Option<bool>,
         compact_min_files: Option<usize>,
         compact_percentage: Option<u32>,
-    ) -> PyResult<(PyJournal, PyLoadReport)> {
+    ) -> PyResult<(Py<PyJournal>, PyLoadReport)> {
         let defaults = JournalConfig::default();
         let config = JournalConfig {
             directory: directory.clone(),
@@ -80,18 +80,16 @@ impl PyJournal {
         let (journal, report) = py
             .detach(|| Journal::open(config).map(|(j, r)| (j, LoadData::from_report(r))))
             .map_err(|e| journal_error(py, &e))?;
-        journal.set_completion_listener(eventfd.listener());
-        let report = PyLoadReport::new(py, report);
-        let this = PyJournal {
-            journal,
-            eventfd,
-            directory,
-        };
-        match report {
-            Ok(report) => Ok((this, report)),
+        let journal = Arc::new(journal);
+        let base = PyGroupCommitStore::new(&journal, eventfd);
+        match PyLoadReport::new(py, report) {
+            Ok(report) => {
+                let this = PyJournal { journal, directory };
+                Ok((Py::new(py, (this, base))?, report))
+            }
             Err(e) => {
                 // Do not leave a running writer behind an exception.
-                let _ = py.detach(|| this.journal.close());
+                let _ = py.detach(|| journal.close());
                 Err(e)
             }
         }
@@ -125,38 +123,11 @@ impl PyJournal {
         ticket.map_err(|e| journal_error(py, &e))
     }
 
-    /// Wake the writer if a deferred submit left it asleep with work due. Never blocks
-    /// (takes no lock).
-    fn wake_writer(&self) {
-        self.journal.wake_writer();
-    }
-
-    /// Block until `ticket` is durable (sync) or written; GIL released.
-    fn wait(&self, py: Python<'_>, ticket: u64) -> PyResult<()> {
-        store::wait(py, &self.journal, ticket)
-    }
-
     /// `submit` + `wait`; blocks, GIL released for the wait.
     fn append(&self, py: Python<'_>, ops: &Bound<'_, PyAny>, sync: bool) -> PyResult<()> {
         let ops = ops_from_py(ops)?;
         py.detach(|| self.journal.append(ops, sync))
             .map_err(|e| journal_error(py, &e))
-    }
-
-    /// `(completed_ticket, failed)`: every ticket <= completed is done; if failed, tickets
-    /// above it never will be.
-    fn progress(&self) -> (u64, bool) {
-        store::progress(&self.journal)
-    }
-
-    /// Raise the failure that stopped the writer (`JournalFailedError`, cause chained), if any.
-    fn error(&self, py: Python<'_>) -> PyResult<()> {
-        store::error(py, &self.journal)
-    }
-
-    /// The eventfd that becomes readable after batches complete (or the writer fails).
-    fn fileno(&self) -> i32 {
-        self.eventfd.fileno()
     }
 
     /// Rewrite live records out of old files; blocks, GIL released.

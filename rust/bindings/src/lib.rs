@@ -19,6 +19,7 @@ use pyo3::prelude::*;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<store::PyGroupCommitStore>()?;
     m.add_class::<journal::PyJournal>()?;
     m.add_class::<node_manager::PyNodeManager>()?;
     m.add_class::<paging::PyPageStore>()?;

@@ -5,6 +5,7 @@
 //! eventfd waiters).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use paging::{NewRecord, PageStore, PagedRecord};
 use pyo3::exceptions::PyTypeError;
@@ -13,7 +14,7 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::error::paging_error;
-use crate::store::{self, CompletionFd};
+use crate::store::{CompletionFd, PyGroupCommitStore};
 
 /// `(page, offset, message_id, tx_id, queue_ids, message, queue_offset)`.
 type RecordTuple<'py> = Bound<'py, PyTuple>;
@@ -74,10 +75,9 @@ fn incoming(index: usize, obj: &Bound<'_, PyAny>) -> PyResult<Incoming> {
     })
 }
 
-#[pyclass(name = "PageStore", module = "artemis_py._native", frozen)]
+#[pyclass(name = "PageStore", module = "artemis_py._native", frozen, extends = PyGroupCommitStore)]
 pub struct PyPageStore {
-    store: PageStore,
-    eventfd: CompletionFd,
+    store: Arc<PageStore>,
     directory: PathBuf,
 }
 
@@ -92,17 +92,14 @@ impl PyPageStore {
         directory: PathBuf,
         page_size: u64,
         address: Option<String>,
-    ) -> PyResult<PyPageStore> {
+    ) -> PyResult<Py<PyPageStore>> {
         let eventfd = CompletionFd::new(&directory).map_err(|e| paging_error(py, &e.into()))?;
         let store = py
             .detach(|| PageStore::open(&directory, page_size, address.as_deref()))
             .map_err(|e| paging_error(py, &e))?;
-        store.set_completion_listener(eventfd.listener());
-        Ok(PyPageStore {
-            store,
-            eventfd,
-            directory,
-        })
+        let store = Arc::new(store);
+        let base = PyGroupCommitStore::new(&store, eventfd);
+        Py::new(py, (PyPageStore { store, directory }, base))
     }
 
     #[getter]
@@ -174,29 +171,6 @@ impl PyPageStore {
         self.store
             .append(&refs, sync, defer)
             .map_err(|e| paging_error(py, &e))
-    }
-
-    fn wake_writer(&self) {
-        self.store.wake_writer();
-    }
-
-    /// Block until `ticket` is written (synced if asked); GIL released.
-    fn wait(&self, py: Python<'_>, ticket: u64) -> PyResult<()> {
-        store::wait(py, &self.store, ticket)
-    }
-
-    /// `(completed_ticket, failed)`.
-    fn progress(&self) -> (u64, bool) {
-        store::progress(&self.store)
-    }
-
-    /// Raise the failure that stopped the writer (`PageStoreFailedError`), if any.
-    fn error(&self, py: Python<'_>) -> PyResult<()> {
-        store::error(py, &self.store)
-    }
-
-    fn fileno(&self) -> i32 {
-        self.eventfd.fileno()
     }
 
     /// `(records, next_offset, page_done)`; records are

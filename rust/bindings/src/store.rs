@@ -1,6 +1,7 @@
-//! What the Python wrappers of a journal and of a page store do the same way: the
-//! completion eventfd the store's listener pokes, and the calls of the facade's waiters
-//! (`wait`, `progress`, `error`), mapped to Python through `error.rs`.
+//! What the Python wrappers of a journal and of a page store do the same way: their base
+//! class `GroupCommitStore`, which holds the completion eventfd the store's listener pokes
+//! and answers the calls of the facade's waiters (`wake_writer`, `wait`, `progress`,
+//! `error`, `fileno`), errors mapped to Python through `error.rs`.
 //!
 //! Completion notification: a Linux eventfd per store. The store's completion listener
 //! (run on the writer thread after every batch completes or fails, and at close) adds 1 to
@@ -17,9 +18,12 @@ use pyo3::prelude::*;
 use wal::{IoError, Listener, Progress, Ticket};
 
 /// A store as its Python wrapper sees it.
-pub(crate) trait NativeStore: Sync {
+pub(crate) trait NativeStore: Send + Sync + 'static {
     type Error: Send + Sync;
 
+    fn set_completion_listener(&self, listener: Listener);
+    /// Wakes the writer after deferred submits; never blocks.
+    fn wake_writer(&self);
     /// Blocks until `ticket` is complete (called with the GIL released).
     fn wait(&self, ticket: Ticket) -> Result<(), Self::Error>;
     fn progress(&self) -> Progress<Self::Error>;
@@ -31,6 +35,14 @@ pub(crate) trait NativeStore: Sync {
 
 impl NativeStore for journal::Journal {
     type Error = journal::Error;
+
+    fn set_completion_listener(&self, listener: Listener) {
+        journal::Journal::set_completion_listener(self, listener);
+    }
+
+    fn wake_writer(&self) {
+        journal::Journal::wake_writer(self);
+    }
 
     fn wait(&self, ticket: Ticket) -> journal::Result<()> {
         journal::Journal::wait(self, ticket)
@@ -52,6 +64,14 @@ impl NativeStore for journal::Journal {
 impl NativeStore for paging::PageStore {
     type Error = paging::Error;
 
+    fn set_completion_listener(&self, listener: Listener) {
+        paging::PageStore::set_completion_listener(self, listener);
+    }
+
+    fn wake_writer(&self) {
+        paging::PageStore::wake_writer(self);
+    }
+
     fn wait(&self, ticket: Ticket) -> paging::Result<()> {
         paging::PageStore::wait(self, ticket)
     }
@@ -69,24 +89,85 @@ impl NativeStore for paging::PageStore {
     }
 }
 
-/// `wait(ticket)`: blocks with the GIL released.
-pub(crate) fn wait<S: NativeStore>(py: Python<'_>, store: &S, ticket: Ticket) -> PyResult<()> {
-    py.detach(|| store.wait(ticket))
-        .map_err(|e| S::to_py(py, &e))
+/// What the base class calls, for any [`NativeStore`] (an object-safe face of it).
+trait Waitable: Send + Sync {
+    fn wake_writer(&self);
+    fn wait_py(&self, py: Python<'_>, ticket: Ticket) -> PyResult<()>;
+    fn progress_py(&self) -> (u64, bool);
+    fn error_py(&self, py: Python<'_>) -> PyResult<()>;
 }
 
-/// `progress()`: `(completed_ticket, failed)`: every ticket <= completed is done; if
-/// failed, tickets above it never will be.
-pub(crate) fn progress<S: NativeStore>(store: &S) -> (u64, bool) {
-    let p = store.progress();
-    (p.completed, p.failed.is_some())
+impl<S: NativeStore> Waitable for S {
+    fn wake_writer(&self) {
+        NativeStore::wake_writer(self);
+    }
+
+    fn wait_py(&self, py: Python<'_>, ticket: Ticket) -> PyResult<()> {
+        py.detach(|| self.wait(ticket))
+            .map_err(|e| S::to_py(py, &e))
+    }
+
+    fn progress_py(&self) -> (u64, bool) {
+        let p = self.progress();
+        (p.completed, p.failed.is_some())
+    }
+
+    fn error_py(&self, py: Python<'_>) -> PyResult<()> {
+        match self.progress().failed {
+            Some(cause) => Err(S::to_py(py, &S::failed(cause))),
+            None => Ok(()),
+        }
+    }
 }
 
-/// `error()`: raises the failure that stopped the writer (cause chained), if any.
-pub(crate) fn error<S: NativeStore>(py: Python<'_>, store: &S) -> PyResult<()> {
-    match store.progress().failed {
-        Some(cause) => Err(S::to_py(py, &S::failed(cause))),
-        None => Ok(()),
+/// `artemis_py._native.GroupCommitStore`: the base class of `Journal` and `PageStore`.
+#[pyclass(
+    name = "GroupCommitStore",
+    module = "artemis_py._native",
+    frozen,
+    subclass
+)]
+pub struct PyGroupCommitStore {
+    store: Arc<dyn Waitable>,
+    eventfd: CompletionFd,
+}
+
+impl PyGroupCommitStore {
+    /// The base of the wrapper of `store`, whose completions now poke `eventfd`.
+    pub(crate) fn new<S: NativeStore>(store: &Arc<S>, eventfd: CompletionFd) -> Self {
+        store.set_completion_listener(eventfd.listener());
+        let store: Arc<dyn Waitable> = store.clone();
+        PyGroupCommitStore { store, eventfd }
+    }
+}
+
+#[pymethods]
+impl PyGroupCommitStore {
+    /// Wake the writer if a deferred submit left it asleep with work due. Never blocks.
+    fn wake_writer(&self) {
+        self.store.wake_writer();
+    }
+
+    /// Block until `ticket` is complete (durable if synced, else written); GIL released.
+    fn wait(&self, py: Python<'_>, ticket: Ticket) -> PyResult<()> {
+        self.store.wait_py(py, ticket)
+    }
+
+    /// `(completed_ticket, failed)`: every ticket <= completed is done; if failed, tickets
+    /// above it never will be.
+    fn progress(&self) -> (u64, bool) {
+        self.store.progress_py()
+    }
+
+    /// Raise the failure that stopped the writer (the store's failed error, its cause
+    /// chained), if any.
+    fn error(&self, py: Python<'_>) -> PyResult<()> {
+        self.store.error_py(py)
+    }
+
+    /// The eventfd that becomes readable after batches complete (or the writer fails).
+    fn fileno(&self) -> i32 {
+        self.eventfd.fileno()
     }
 }
 
