@@ -151,3 +151,13 @@ class TestEnum:
     def test_unknown_lists_choices(self) -> None:
         with pytest.raises(ValueError, match="PAGE, DROP, FAIL, BLOCK"):
             parse_enum("SPILL", AddressFullPolicy)
+
+
+def test_stomp_frame_limit_defaults_are_the_codecs() -> None:
+    """An acceptor without stompMax* parameters gives the codec its own default limits:
+    config/defaults.py writes them again (the configuration imports no protocol)."""
+    from artemis_py.config import AcceptorConfig
+    from artemis_py.protocol.stomp import FrameLimits
+    from artemis_py.sessions.stomp.session import frame_limits
+
+    assert frame_limits(AcceptorConfig(name="stomp", url="tcp://0.0.0.0:61613")) == FrameLimits()

@@ -10,8 +10,6 @@ Sources: Artemis ``ActiveMQDefaultConfiguration``, ``ArtemisConstants``, ``Trans
 
 from __future__ import annotations
 
-from artemis_py.protocol.stomp.limits import FrameLimits
-
 __all__ = [
     "DEFAULT_BROKER_XML",
     "GiB",
@@ -56,12 +54,12 @@ TCP_SEND_BUFFER_SIZE = 1 * MiB  # tcpSendBufferSize (TransportConstants); -1: th
 TCP_RECEIVE_BUFFER_SIZE = 1 * MiB  # tcpReceiveBufferSize
 # STOMP frame limits are artemis-py's own URL parameters (Artemis has none). Their defaults
 # are the STOMP codec's FrameLimits defaults (artemis_py/protocol/stomp/limits.py explains
-# them), taken from there so the two can never disagree.
-_CODEC_LIMITS = FrameLimits()
-STOMP_MAX_BODY_SIZE = _CODEC_LIMITS.max_body_size  # stompMaxBodySize
-STOMP_MAX_HEADERS = _CODEC_LIMITS.max_header_count  # stompMaxHeaders
-STOMP_MAX_HEADER_LENGTH = _CODEC_LIMITS.max_header_line_length  # stompMaxHeaderLength
-STOMP_MAX_HEADERS_SIZE = _CODEC_LIMITS.max_header_bytes  # stompMaxHeadersSize
+# them; the configuration sits above no protocol, so they are written twice and
+# tests/unit/test_config_values.py checks that the two agree).
+STOMP_MAX_BODY_SIZE = 100 * MiB  # stompMaxBodySize: FrameLimits.max_body_size
+STOMP_MAX_HEADERS = 1000  # stompMaxHeaders: FrameLimits.max_header_count
+STOMP_MAX_HEADER_LENGTH = 64 * KiB  # stompMaxHeaderLength: FrameLimits.max_header_line_length
+STOMP_MAX_HEADERS_SIZE = 1 * MiB  # stompMaxHeadersSize: FrameLimits.max_header_bytes
 
 # The configuration used when no broker.xml is given: one node, a STOMP acceptor on all
 # interfaces with the /queue/ and /topic/ prefixes STOMP users expect, data under ./data,

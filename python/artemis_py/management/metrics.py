@@ -45,12 +45,11 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from artemis_py import __version__
+from artemis_py.broker.storage_views import JournalReport, journal_reports
 from artemis_py.sessions.stomp.errors import ERROR_KINDS
 
 if TYPE_CHECKING:
     from artemis_py.node import Node
-    from artemis_py.storage import Journal, JournalStats
-    from artemis_py.storage.completion import Latencies
 
 QUEUE_LABELS = ["node", "address", "queue", "routing_type"]
 BRIDGE_LABELS = ["node", "cluster", "neighbour"]
@@ -64,8 +63,9 @@ def _counter(name: str, doc: str, labels: list[str]) -> CounterMetricFamily:
     return CounterMetricFamily(name, doc, labels=labels)
 
 
-def histogram_buckets(latencies: Latencies) -> list[tuple[str, float]]:
-    """Cumulative ``(le, count)`` pairs from the writer's per-bucket counts."""
+def histogram_buckets(report: JournalReport) -> list[tuple[str, float]]:
+    """Cumulative ``(le, count)`` pairs from the journal writer's per-bucket counts."""
+    latencies = report.latencies
     buckets = []
     total = 0
     for bound, count in zip((*latencies.bounds, float("inf")), latencies.counts, strict=True):
@@ -178,36 +178,31 @@ class NodeCollector(Collector):
         yield from (size, paging, pages, dropped, memory, limit)
 
     def _journals(self, node_id: str) -> Iterator[Metric]:
-        storage = self.node.broker.persistence.storage
-        if storage is None:  # persistence-enabled false: no journal
+        reports = journal_reports(self.node.broker.persistence)
+        if not reports:  # persistence-enabled false: no journal
             return
-        journals: list[tuple[str, Journal]] = [
-            ("messages", storage.messages),
-            ("bindings", storage.bindings),
-        ]
         labels = ["node", "journal"]
-        stats = [(name, journal.stats()) for name, journal in journals]
-        families: list[tuple[Metric, Callable[[JournalStats], int]]] = [
+        families: list[tuple[Metric, Callable[[JournalReport], int]]] = [
             (_counter("artemis_journal_appends", "Records appended to the journal", labels),
-             lambda s: s.records_written),
+             lambda r: r.stats.records_written),
             (_counter("artemis_journal_writes", "Batches written (one write each)", labels),
-             lambda s: s.batches),
+             lambda r: r.stats.batches),
             (_counter("artemis_journal_fsyncs", "fdatasync calls of the journal writer", labels),
-             lambda s: s.syncs),
+             lambda r: r.stats.syncs),
             (_counter("artemis_journal_written_bytes", "Bytes written to the journal", labels),
-             lambda s: s.bytes_written),
+             lambda r: r.stats.bytes_written),
             (_counter("artemis_journal_compactions", "Journal compactions", labels),
-             lambda s: s.compactions),
+             lambda r: r.stats.compactions),
             (_gauge("artemis_journal_files", "Journal data files in use", labels),
-             lambda s: s.data_files),
+             lambda r: r.stats.data_files),
             (_gauge("artemis_journal_free_files", "Journal files pooled for reuse", labels),
-             lambda s: s.free_files),
+             lambda r: r.stats.free_files),
             (_gauge("artemis_journal_live_records", "Live records in the journal", labels),
-             lambda s: s.live_records),
+             lambda r: r.stats.live_records),
         ]  # fmt: skip
         for family, value in families:
-            for name, stat in stats:
-                family.add_metric([node_id, name], value(stat))  # type: ignore[attr-defined]
+            for report in reports:
+                family.add_metric([node_id, report.name], value(report))  # type: ignore[attr-defined]
             yield family
         fsync = HistogramMetricFamily(
             "artemis_journal_fsync_seconds",
@@ -215,9 +210,10 @@ class NodeCollector(Collector):
             "until the loop saw it written and fdatasynced",
             labels=labels,
         )
-        for name, journal in journals:
-            latencies = journal.latencies
-            fsync.add_metric([node_id, name], histogram_buckets(latencies), latencies.sum)
+        for report in reports:
+            fsync.add_metric(
+                [node_id, report.name], histogram_buckets(report), report.latencies.sum
+            )
         yield fsync
 
     def _cluster(self, node_id: str) -> Iterator[Metric]:

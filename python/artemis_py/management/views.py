@@ -7,19 +7,37 @@ from __future__ import annotations
 import base64
 import time
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from artemis_py.broker.message import MessageReference
 from artemis_py.broker.queue import Queue
 from artemis_py.broker.routing import Address, is_internal
 from artemis_py.cluster.cluster_connection import ClusterConnection
 from artemis_py.cluster.topology import connector
+from artemis_py.sessions.stomp import StompSession
 
 if TYPE_CHECKING:
     from artemis_py.node import Node
-    from artemis_py.transport.stomp import StompConnection
 
 BODY_CHARS = 1024  # of a browsed message's body
+
+
+class ClientConnection(Protocol):
+    """What the views read of a client connection (a STOMP connection's shell): its
+    session, who it is and what it counted."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def peer(self) -> str: ...
+    @property
+    def created(self) -> float: ...
+    @property
+    def session(self) -> StompSession: ...
+    @property
+    def frames_in(self) -> int: ...
+    @property
+    def frames_out(self) -> int: ...
 
 
 def node_view(node: Node) -> dict[str, Any]:
@@ -140,7 +158,7 @@ def consumers_view(node: Node) -> list[dict[str, Any]]:
     return found
 
 
-def connection_view(connection: StompConnection) -> dict[str, Any]:
+def connection_view(connection: ClientConnection) -> dict[str, Any]:
     session = connection.session
     return {
         "id": connection.id,

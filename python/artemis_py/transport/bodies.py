@@ -5,8 +5,8 @@ encoded into and that its writer task sends; that path is unchanged for ordinary
 When a frame's body is in a large-message file, the connection moves what its buffer holds
 so far, then the body's reference, into a :class:`BodyQueue` and goes on with a fresh
 buffer: the writer sends the queue's parts first, streaming each body from its file in
-bounded chunks read in a worker thread (:func:`~artemis_py.storage.large_messages.send_body`),
-then the buffer. So frames stay in order and a body is never in memory whole.
+bounded chunks read in a worker thread (:func:`~artemis_py.broker.storage_views.stream_body`:
+the broker's view of the large-message files), then the buffer. So frames stay in order and a body is never in memory whole.
 
 ``queued`` counts the bytes still to send from the queue, a body's whole length until it is
 sent, so a connection's high-water mark (consumers and bridges pause above it) counts large
@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 from artemis_py.broker.message import LargeBody
-from artemis_py.storage.large_messages import send_body
+from artemis_py.broker.storage_views import pin, stream_body, unpin
 
 
 class BodyQueue:
@@ -34,8 +34,7 @@ class BodyQueue:
 
     def push(self, before: bytearray, body: LargeBody) -> None:
         """Queue ``before`` (the connection's buffer so far, now owned here), then ``body``."""
-        assert body.store is not None, "a body in a file is attached to its store"
-        body.store.pin(body.file_id)
+        pin(body)
         if before:
             self.parts.append(before)
             self.queued += len(before)
@@ -43,7 +42,8 @@ class BodyQueue:
         self.queued += body.length
 
     async def send(self, send_all: Callable[[bytes | bytearray], Awaitable[object]]) -> None:
-        """Send every queued part (raises what ``send_all`` or reading a file raises)."""
+        """Send every queued part (raises what ``send_all`` raises, or
+        :class:`~artemis_py.broker.storage_views.BodyReadError`)."""
         parts = self.parts
         while parts:
             part = parts.popleft()
@@ -59,16 +59,15 @@ class BodyQueue:
                 self.queued -= n
 
             try:
-                await send_body(part, send_all, sent)
+                await stream_body(part, send_all, sent)
             finally:
                 self.queued -= left
-                assert part.store is not None
-                part.store.unpin(part.file_id)
+                unpin(part)
 
     def close(self) -> None:
         """The connection ended: what was not sent releases its files."""
         while self.parts:
             part = self.parts.popleft()
-            if isinstance(part, LargeBody) and part.store is not None:
-                part.store.unpin(part.file_id)
+            if isinstance(part, LargeBody):
+                unpin(part)
         self.queued = 0

@@ -9,10 +9,13 @@ shell moves bytes and time. Each connection runs four tasks:
   session (a SEND or COMMIT first waits while a page store is being created, see
   :meth:`~artemis_py.broker.paging.PagingManager.stores_created`); whatever must wait for
   the disk comes back as a
-  :class:`~artemis_py.broker.pending.Pending`, pushed onto the connection's pipeline with
-  the frame's receipt;
+  :class:`~artemis_py.broker.pending.Pending` (or, for a browse, a
+  :class:`~artemis_py.sessions.stomp.actions.Browse` to read), pushed onto the connection's
+  pipeline with the frame's receipt;
 * the *pipeline* settles each pending in order (waits for its journal tickets, then its
-  effect happens: a sent message reaches its queues) and sends its RECEIPT: receipts are
+  effect happens: a sent message reaches its queues), carries out each browse in its turn
+  (reads through the broker's ``offsets``, page files in worker threads; the session
+  sends what was found) and sends its RECEIPT: receipts are
   therefore in frame order and never precede durability, while a producer that pipelines
   frames gets group commit. A frame with nothing to wait for, arriving while the pipeline
   is empty, is settled by the reader at once: the order is the same, and a non-persistent
@@ -20,8 +23,9 @@ shell moves bytes and time. Each connection runs four tasks:
 * the *writer* owns the socket's send side: frames are appended to one outgoing buffer and
   written in large chunks; consumers stop taking messages while it is above a high-water
   mark, and delivery resumes when it drains (TCP back-pressure reaches the queues). A body
-  in a large-message file is streamed from the file in its turn (:mod:`.bodies`) and
-  counts toward the high-water mark;
+  in a large-message file (a session's
+  :class:`~artemis_py.sessions.stomp.actions.StreamBody`) is streamed from the file in its
+  turn (:mod:`.bodies`) and counts toward the high-water mark;
 * the *heart-beat* task sends heart-beats and enforces the connection TTL (an ERROR with
   Artemis's AMQ229014 text, then the close).
 
@@ -43,20 +47,25 @@ from __future__ import annotations
 import logging
 import math
 import time
+from typing import TYPE_CHECKING
 
 import trio
 
 from artemis_py.broker.authorization import Authorizer
 from artemis_py.broker.broker import Broker
-from artemis_py.broker.message import LargeBody
 from artemis_py.broker.pending import Pending, durable, settle_in_order
 from artemis_py.broker.security import Authenticator
+from artemis_py.broker.storage_views import BodyReadError
 from artemis_py.config import AcceptorConfig
 from artemis_py.exceptions import StorageError
 from artemis_py.protocol.stomp import NEED_DATA, ConnectionClosed, Frame, Heartbeat, ProtocolError
-from artemis_py.sessions.stomp import StompError, StompSession
-from artemis_py.storage.large_messages import LargeMessageError
+from artemis_py.sessions.stomp import StompError, StompSession, browsing
+from artemis_py.sessions.stomp.actions import Browse, StreamBody
 from artemis_py.transport.bodies import BodyQueue
+
+if TYPE_CHECKING:
+    from artemis_py.broker.offsets import Browse as Found
+    from artemis_py.broker.offsets import StreamInfo
 
 log = logging.getLogger("artemis_py.stomp")
 
@@ -66,8 +75,9 @@ PIPELINE_DEPTH = 4096  # frames awaiting durability before the reader stops read
 LAST_READ_LIMIT = 1 << 20  # bytes read for the last ACKs of a closing connection, at most
 LAST_ACKS_TIMEOUT = 5.0  # seconds the last ACKs of a closing connection may take to settle
 
-#: What the pipeline holds: a pending to settle (or None) and a receipt to send (or None).
-Step = tuple[Pending | None, str | None]
+#: What the pipeline holds: a pending to settle or a browse to carry out (or None), and a
+#: receipt to send (or None).
+Step = tuple[Pending | Browse | None, str | None]
 
 
 class StompConnection:
@@ -93,7 +103,7 @@ class StompConnection:
             authenticator,
             send=self.send_frame,
             writable=self.writable,
-            send_body=self.send_frame_with_body,
+            stream_body=self.stream_body,
             authorizer=authorizer,
         )
         self.id = self.session.id
@@ -138,12 +148,13 @@ class StompConnection:
         self._outgoing += self._codec.send(frame)
         self._data_ready.set()
 
-    def send_frame_with_body(self, frame: Frame, body: LargeBody) -> None:
-        """Send ``frame`` (without its body) and then ``body``, streamed from its file."""
+    def stream_body(self, action: StreamBody) -> None:
+        """Send the action's frame (without its body), then its body streamed from its file."""
         if self._closing:
             return
+        body = action.body
         self.frames_out += 1
-        self._outgoing += self._codec.send(frame, body.length)
+        self._outgoing += self._codec.send(action.frame, body.length)
         self._bodies.push(self._outgoing, body)
         self._outgoing = bytearray(b"\x00")
         self._data_ready.set()
@@ -171,7 +182,7 @@ class StompConnection:
     async def _send_bodies(self) -> None:
         try:
             await self._bodies.send(self.stream.send_all)
-        except LargeMessageError as exc:
+        except BodyReadError as exc:
             # Half a frame is on the wire: the connection cannot go on. The delivery goes
             # back to its queue (unless auto-acknowledged) when the session closes.
             log.error("connection %s from %s closed: %s", self.id, self.peer, exc)
@@ -295,7 +306,9 @@ class StompConnection:
         if pending is None and receipt is None:
             return
         if not self._pipelined and (pending is None or pending.immediate):
-            # Nothing ahead of it and nothing to wait for: done now, in frame order.
+            # Nothing ahead of it and nothing to wait for: done now, in frame order (never
+            # a browse: it reads).
+            assert not isinstance(pending, Browse)
             if pending is not None:
                 pending.complete()
             if receipt is not None:
@@ -323,12 +336,36 @@ class StompConnection:
                     break
             except trio.EndOfChannel:
                 break
-            if pending is not None:
+            if isinstance(pending, Browse):
+                await self._browse(pending, receipt)
+                pending = None
+            elif pending is not None:
                 await pending.settled()
             if receipt is not None:
                 self.send_frame(self.session.receipt_frame(receipt, pending))
             self._pipelined -= 1
         self._pipeline_done.set()
+
+    async def _browse(self, browse: Browse, receipt: str | None) -> None:
+        """Carry out a browse the session named: read it through the broker's offset
+        reading (page files in worker threads), then the session sends what was found. A
+        page file that cannot be read refuses the frame (an ERROR, then the close)."""
+        offsets, queue = self.session.broker.offsets, browse.queue
+        found: Found | list[StreamInfo] | None = None
+        try:
+            if queue is not None and browse.listing:
+                found = await offsets.streams(queue)
+            elif queue is not None:
+                found = await offsets.browse(
+                    queue, browse.stream, browse.start, browse.end, browse.limit
+                )
+        except (StorageError, OSError, ValueError) as exc:
+            refusal = browsing.unreadable(browse, exc)
+            await self._fail(str(refusal), receipt, refusal.error_headers, refusal.kind)
+            if self._cancel_scope is not None:
+                self._cancel_scope.cancel()
+        else:
+            browsing.answer(self.session, browse, found)
 
     async def _finish(self) -> None:
         """Let queued work complete and the last frames go out before closing."""
@@ -382,7 +419,7 @@ class StompConnection:
             except StompError as exc:
                 log.debug("connection %s: last %s refused: %s", self.id, event.command, exc)
                 break
-            if pending is not None:
+            if isinstance(pending, Pending):
                 pendings.append(pending)
         if pendings:
             log.debug("connection %s: %d last acknowledgements", self.id, len(pendings))

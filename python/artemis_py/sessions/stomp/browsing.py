@@ -4,7 +4,9 @@ operations that acknowledge what such a reader has finished with.
 A browse is a SUBSCRIBE with ``browser:true`` (the header ActiveMQ Classic's STOMP uses for
 queue browsers) on an existing queue. It copies messages, it does not take them: each
 ready message of the range comes as a MESSAGE frame with its ``offset``, then one MESSAGE
-with ``browser:end`` tells where to continue. The subscription ends with that frame.
+with ``browser:end`` tells where to continue. The subscription ends with that frame. The
+session does not read: it returns a :class:`~.actions.Browse` that the shell reads through
+the broker in the frame's turn, and :func:`answer` sends what was found.
 Extension headers (docs/stomp.md, "Reading by offset"):
 
 * ``browser-stream`` (default: this node's own), ``browser-from`` (inclusive, default 0),
@@ -22,119 +24,109 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from artemis_py.broker.pending import Pending
-from artemis_py.exceptions import StorageError
 from artemis_py.protocol.stomp import Frame
+from artemis_py.sessions.stomp.actions import Browse
 from artemis_py.sessions.stomp.errors import StompError
 from artemis_py.sessions.stomp.subscription import send_message
 
 if TYPE_CHECKING:
+    from artemis_py.broker.offsets import Browse as Found
+    from artemis_py.broker.offsets import StreamInfo
     from artemis_py.broker.queue import Queue
     from artemis_py.sessions.stomp.session import StompSession, Target
 
 log = logging.getLogger("artemis_py.stomp")
-T = TypeVar("T")
 
 RESOURCE_HEADER = "_AMQ_ResourceName"
 OPERATION_HEADER = "_AMQ_OperationName"
 _QUEUE_RESOURCE = "queue."
 
 
-def browse(session: StompSession, frame: Frame, target: Target, sub_id: str) -> Pending:
-    """Answer a browse SUBSCRIBE (see the module doc). Its frames go out when the returned
-    pending settles, in frame order: reading paged messages reads page files (in worker
-    threads), so the browse itself runs in the pending's gate."""
-    broker = session.broker
-    readers = broker.offsets
+def browse(session: StompSession, frame: Frame, target: Target, sub_id: str) -> Browse:
+    """The :class:`Browse` a browse SUBSCRIBE asks for (see the module doc); the shell
+    reads it in the frame's turn and calls :func:`answer`."""
     destination = frame.get("destination") or ""
     queue = _queue(session, target)
-    end_headers = [
-        ("subscription", sub_id),
-        ("message-id", f"{sub_id}:end"),
-        ("destination", destination),
-        ("browser", "end"),
-        ("node-id", broker.node_id),
-    ]
     if _flag(frame, "browser-streams"):
-
-        async def listing() -> None:
-            end_headers.append(("queue-exists", "false" if queue is None else "true"))
-            if queue is not None:
-                streams = await _reading(session, queue, readers.streams(queue))
-                if streams is None:
-                    return
-                end_headers.extend(
-                    [
-                        (
-                            "streams",
-                            ",".join(
-                                f"{s.stream}:{s.low}:{s.end}:{s.state}:{s.count}" for s in streams
-                            ),
-                        ),
-                        ("consumers", str(queue.consumer_count)),
-                    ]
-                )
-            end_headers.append(("cluster-members", ",".join(broker.cluster_members())))
-            # Where acknowledgeUpTo goes: <management-address> is configurable.
-            end_headers.append(("management-address", broker.config.management_address))
-            _send_end(session, end_headers)
-
-        return Pending(gate=listing)
+        return Browse(sub_id, destination, queue, listing=True)
     if queue is None:
+        broker = session.broker
         raise StompError(
             f"queue {target.queue or target.address} does not exist on node {broker.node_id}"
         )
-    stream = frame.get("browser-stream") or readers.stream
-    start = _number(frame, "browser-from", 0)
-    end = _optional_number(frame, "browser-to")
-    limit = _number(frame, "browser-max", -1, negative=True)
-    count_only = _flag(frame, "browser-count-only")
+    return Browse(
+        sub_id,
+        destination,
+        queue,
+        stream=frame.get("browser-stream") or session.broker.offsets.stream,
+        start=_number(frame, "browser-from", 0),
+        end=_optional_number(frame, "browser-to"),
+        limit=_number(frame, "browser-max", -1, negative=True),
+        count_only=_flag(frame, "browser-count-only"),
+    )
 
-    async def run() -> None:
-        found = await _reading(session, queue, readers.browse(queue, stream, start, end, limit))
-        if found is None:
-            return
-        if not count_only:
-            for ref in found.refs:
-                headers = [
-                    ("subscription", sub_id),
-                    ("message-id", str(ref.message.message_id)),
-                    ("destination", destination),
-                    ("offset", str(ref.offset)),
-                    ("offset-stream", stream),
-                ]
-                if ref.delivery_count > 0:
-                    headers.append(("redelivered", "true"))
-                send_message(session, ref.message, headers)
-        end_headers.extend(
-            [
-                ("offset-stream", stream),
-                ("offset-next", str(found.next)),
-                ("offset-end", str(found.end)),
-                ("offset-low", "" if found.low is None else str(found.low)),
-                ("offset-mark", str(found.mark)),
-                ("stream-state", found.state),
-                ("message-count", str(len(found.refs))),
-            ]
-        )
+
+def answer(session: StompSession, browse: Browse, found: Found | list[StreamInfo] | None) -> None:
+    """Send what ``browse`` read: for a range, its messages (unless ``count_only``) and the
+    end frame; for a listing, the end frame with ``found``, the queue's streams (None: the
+    queue does not exist)."""
+    broker = session.broker
+    end_headers = [
+        ("subscription", browse.sub_id),
+        ("message-id", f"{browse.sub_id}:end"),
+        ("destination", browse.destination),
+        ("browser", "end"),
+        ("node-id", broker.node_id),
+    ]
+    if browse.listing:
+        assert found is None or isinstance(found, list)
+        queue = browse.queue
+        end_headers.append(("queue-exists", "false" if queue is None else "true"))
+        if queue is not None and found is not None:
+            streams = ",".join(f"{s.stream}:{s.low}:{s.end}:{s.state}:{s.count}" for s in found)
+            end_headers += [("streams", streams), ("consumers", str(queue.consumer_count))]
+        end_headers.append(("cluster-members", ",".join(broker.cluster_members())))
+        # Where acknowledgeUpTo goes: <management-address> is configurable.
+        end_headers.append(("management-address", broker.config.management_address))
         _send_end(session, end_headers)
+        return
+    assert found is not None and not isinstance(found, list)
+    stream = browse.stream
+    if not browse.count_only:
+        for ref in found.refs:
+            headers = [
+                ("subscription", browse.sub_id),
+                ("message-id", str(ref.message.message_id)),
+                ("destination", browse.destination),
+                ("offset", str(ref.offset)),
+                ("offset-stream", stream),
+            ]
+            if ref.delivery_count > 0:
+                headers.append(("redelivered", "true"))
+            send_message(session, ref.message, headers)
+    end_headers += [
+        ("offset-stream", stream),
+        ("offset-next", str(found.next)),
+        ("offset-end", str(found.end)),
+        ("offset-low", "" if found.low is None else str(found.low)),
+        ("offset-mark", str(found.mark)),
+        ("stream-state", found.state),
+        ("message-count", str(len(found.refs))),
+    ]
+    _send_end(session, end_headers)
 
-    return Pending(gate=run)
 
-
-async def _reading(session: StompSession, queue: Queue, read: Awaitable[T]) -> T | None:
-    """``read``'s result; None when a page file could not be read: the client gets an
-    ERROR frame saying so (the node logs it), and the browse ends without its end frame."""
-    try:
-        return await read
-    except (StorageError, OSError, ValueError) as exc:
-        message = f"cannot read the paged messages of queue {queue.name}: {exc}"
-        log.error("%s", message)
-        session.send(session.error_frame(message, None))
-        return None
+def unreadable(browse: Browse, exc: Exception) -> StompError:
+    """The refusal of ``browse`` whose read failed (a page file could not be read): the
+    shell answers it as it answers a refused frame (an ERROR frame, then the close), and
+    the node logs it."""
+    name = browse.queue.name if browse.queue is not None else browse.destination
+    message = f"cannot read the paged messages of queue {name}: {exc}"
+    log.error("%s", message)
+    return StompError(message, kind="storage")
 
 
 def manage(session: StompSession, frame: Frame) -> Pending:

@@ -8,7 +8,9 @@ and answers through a ``send`` callback (CONNECTED, MESSAGE; the shell encodes t
 part on the spot (validate, route, queue journal records, take effect in memory) and
 returns the :class:`~artemis_py.broker.pending.Pending` that must settle before the
 frame's RECEIPT may go out. The Trio shell (:mod:`artemis_py.transport.stomp`) settles the
-pendings in frame order and sends the receipts.
+pendings in frame order and sends the receipts. What needs I/O besides waiting for the
+journal the session names as an action for the shell (:mod:`.actions`): a browse that reads
+page files, a body streamed from its large-message file.
 
 A frame the broker refuses raises :class:`StompError` (whatever the reason: a bad header, a
 broker refusal, a full queue, a failed journal); the shell answers it with the ERROR frame
@@ -36,7 +38,7 @@ from artemis_py.broker.authorization import UNCHECKED, Authorizer, Permission, s
 from artemis_py.broker.broker import Broker, BrokerError, Transaction, now_ms
 from artemis_py.broker.duplicate_cache import DUPLICATE_ID_HEADER, Claim, duplicate_id
 from artemis_py.broker.filter import Filter, FilterSyntaxError
-from artemis_py.broker.message import DEFAULT_PRIORITY, LargeBody
+from artemis_py.broker.message import DEFAULT_PRIORITY
 from artemis_py.broker.offsets import OffsetReadError
 from artemis_py.broker.pending import Pending
 from artemis_py.broker.queue import MaxConsumersReachedError
@@ -55,7 +57,8 @@ from artemis_py.protocol.stomp import (
     negotiate_version,
 )
 from artemis_py.protocol.stomp import Role as StompRole
-from artemis_py.sessions.stomp import offsets
+from artemis_py.sessions.stomp import browsing
+from artemis_py.sessions.stomp.actions import Browse, StreamBody
 from artemis_py.sessions.stomp.errors import StompError, refusal_kind
 from artemis_py.sessions.stomp.subscribing import subscription_queue
 from artemis_py.sessions.stomp.subscription import Subscription
@@ -133,8 +136,8 @@ class StompSession:
     """One client's STOMP 1.0, 1.1 or 1.2 session with the broker (see the module doc).
 
     ``send`` takes every frame the session sends; ``writable`` says whether the connection
-    takes more (consumers pause while it does not); ``send_body`` takes a MESSAGE whose
-    body is streamed from its large-message file (the frame's own body is empty).
+    takes more (consumers pause while it does not); ``stream_body`` takes a MESSAGE whose
+    body is streamed from its large-message file (:class:`~.actions.StreamBody`).
     """
 
     def __init__(
@@ -145,7 +148,7 @@ class StompSession:
         *,
         send: Callable[[Frame], None],
         writable: Callable[[], bool],
-        send_body: Callable[[Frame, LargeBody], None] | None = None,
+        stream_body: Callable[[StreamBody], None] | None = None,
         authorizer: Authorizer | None = None,
     ) -> None:
         self.broker = broker
@@ -155,7 +158,7 @@ class StompSession:
         self.subject = UNCHECKED  # who logged in, and what it may do (set by CONNECT)
         self.send = send
         self.writable = writable
-        self.send_body = send_body
+        self.stream_body = stream_body
         self.id = f"{broker.node_id[:8]}-{next(_session_ids)}"
         self.codec = StompCodec(StompRole.SERVER, limits=frame_limits(acceptor))
         self.version = "1.0"
@@ -173,7 +176,7 @@ class StompSession:
         self.transactions: dict[str, Transaction] = {}
         # SEND's (destination, destination-type) -> where it goes: the same few each time.
         self._targets: dict[tuple[str | None, str | None], Target] = {}
-        self._verbs: dict[str, Callable[[Frame], Pending | None]] = {
+        self._verbs: dict[str, Callable[[Frame], Pending | Browse | None]] = {
             "CONNECT": self._on_connect,
             "STOMP": self._on_connect,
             "DISCONNECT": self._on_disconnect,
@@ -189,8 +192,9 @@ class StompSession:
 
     # -- the shell's side --------------------------------------------------------------
 
-    def handle(self, frame: Frame) -> Pending | None:
-        """Do what ``frame`` asks; the Pending (if any) must settle before its RECEIPT.
+    def handle(self, frame: Frame) -> Pending | Browse | None:
+        """Do what ``frame`` asks; the Pending (if any) must settle before its RECEIPT, a
+        :class:`~.actions.Browse` be carried out (see :mod:`.actions`).
 
         Raises :class:`StompError` when the frame is refused.
         """
@@ -307,8 +311,8 @@ class StompSession:
                 if name.startswith(prefix):
                     name, routing = name[len(prefix) :], RoutingType.MULTICAST
                     break
-        if routing is None and type_header is not None:
-            routing = _ROUTING_HEADER_VALUES.get(type_header)  # case-sensitive, as in Artemis
+        if type_header is not None:  # as in Artemis: the header wins over a prefix
+            routing = _ROUTING_HEADER_VALUES.get(type_header)  # case-sensitive
             if routing is None:
                 raise StompError(f"unknown routing type {type_header!r} (ANYCAST or MULTICAST)")
         address, queue = split_fqqn(name)
@@ -334,7 +338,7 @@ class StompSession:
                 self._targets.clear()
             self._targets[key] = target
         if target.management:  # decided once per cached destination
-            return offsets.manage(self, frame)
+            return browsing.manage(self, frame)
         if self.subject.checked and target.queue is None:  # what routing would auto-create
             for needed in send_creates(self.broker, target.address, target.routing_type):
                 self.subject.check(*needed)
@@ -380,7 +384,7 @@ class StompSession:
 
     # -- subscribing -------------------------------------------------------------------
 
-    def _on_subscribe(self, frame: Frame) -> Pending | None:
+    def _on_subscribe(self, frame: Frame) -> Browse | None:
         destination = frame.get("destination")
         target = self._target(destination, frame.get("subscription-type"))
         sub_id = frame.get("id") or (destination if self.version == "1.0" else None)
@@ -390,11 +394,11 @@ class StompSession:
             raise StompError(f"subscription {sub_id} already exists")
         if (frame.get("browser") or "").lower() == "true":
             self.subject.check(Permission.BROWSE, target.address, target.queue or target.address)
-            pending = offsets.browse(self, frame, target, sub_id)
+            action = browsing.browse(self, frame, target, sub_id)
             if len(self.browsed) >= _BROWSES_REMEMBERED:
                 self.browsed.clear()
             self.browsed.add(sub_id)
-            return pending
+            return action
         ack_mode = frame.get("ack", "auto")
         if ack_mode not in _ACK_MODES:
             raise StompError(f"unknown ack mode {ack_mode!r}")

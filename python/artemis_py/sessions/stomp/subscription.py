@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from artemis_py.broker.message import DEFAULT_PRIORITY, Message, MessageReference
 from artemis_py.protocol.stomp import Frame
+from artemis_py.sessions.stomp.actions import StreamBody
 
 if TYPE_CHECKING:
     from artemis_py.broker.filter import Filter
@@ -62,9 +63,9 @@ def send_message(session: StompSession, message: Message, headers: list[tuple[st
         session.send(Frame("MESSAGE", tuple(headers), message.body))
     else:  # the body is in its file: the connection streams it from there
         headers.append(("content-length", str(body_ref.length)))
-        send_body = session.send_body
-        assert send_body is not None, "a connection that delivers large messages"
-        send_body(Frame("MESSAGE", tuple(headers), b""), body_ref)
+        stream_body = session.stream_body
+        assert stream_body is not None, "a connection that delivers large messages"
+        stream_body(StreamBody(Frame("MESSAGE", tuple(headers), b""), body_ref))
 
 
 class Subscription:
