@@ -273,3 +273,14 @@ def test_a_routing_type_in_small_letters_is_refused_as_in_artemis(node: BrokerPr
     finally:
         client.close()
     assert error.headers["message"] == "unknown routing type 'anycast' (ANYCAST or MULTICAST)"
+
+
+def test_a_routing_type_header_wins_over_a_prefix_as_in_artemis(node: BrokerProcess) -> None:
+    name = unique("mixed")
+    client = node.client()
+    try:  # nobody subscribed: as a multicast send, this message would be dropped
+        client.send(f"/topic/{name}", "kept", **{"destination-type": "ANYCAST"})
+    finally:
+        client.close()
+    # The prefixed acceptor strips /topic/ (the address is the name); the other keeps it.
+    assert anycast_queue(node, name if node.prefixes else f"/topic/{name}") == ["kept"]
