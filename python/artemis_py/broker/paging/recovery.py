@@ -19,10 +19,10 @@ from artemis_py.broker.pending import durable
 from artemis_py.storage import Op
 
 if TYPE_CHECKING:
-    from artemis_py.broker.large_messages import PageRef
+    from artemis_py.broker.journal_recovery import RecoveredState
     from artemis_py.broker.paging.manager import PagingManager
-    from artemis_py.broker.persistence import RecoveredState
     from artemis_py.broker.queue import Queue
+    from artemis_py.broker.records import PageRef
 
 log = logging.getLogger("artemis_py.broker.paging")
 
