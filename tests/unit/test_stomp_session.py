@@ -18,6 +18,7 @@ from artemis_py.broker.security import Authenticator
 from artemis_py.config import default_config
 from artemis_py.protocol.stomp import NEED_DATA, Connection, Frame, Role
 from artemis_py.sessions.stomp import StompError, StompSession
+from artemis_py.sessions.stomp.actions import Browse
 
 
 class Client:
@@ -48,6 +49,7 @@ class Client:
         event = self.session.codec.next_event()
         assert isinstance(event, Frame), event
         pending = self.session.handle(event)
+        assert not isinstance(pending, Browse)  # the shell's to read: test_stomp_session_browse
         if pending is not None:
             assert pending.immediate  # persistence is off: nothing to wait for
             pending.complete()
