@@ -14,7 +14,7 @@ from artemis_py.broker.broker import Broker
 from artemis_py.broker.persistence import Persistence
 from artemis_py.broker.security import Authenticator
 from artemis_py.config import ConfigFileError, RoutingType, WildcardSyntax, parse_config
-from artemis_py.config.security import Permission, SecuritySettingConfig
+from artemis_py.config.permissions import Permission, SecuritySettingConfig
 from artemis_py.protocol.stomp import NEED_DATA, Connection, Frame, Role
 from artemis_py.sessions.stomp import StompError, StompSession
 

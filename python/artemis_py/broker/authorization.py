@@ -7,7 +7,7 @@ Artemis "Authentication & Authorization", role-based security for addresses:
 * a user has roles: ``artemis-roles.properties`` beside ``broker.xml``, one
   ``role = user1,user2`` per line (the file Artemis's PropertiesLoginModule reads);
 * a ``<security-setting match="...">`` grants each permission to roles
-  (:mod:`artemis_py.config.security`). For an address, the *most specific* matching setting
+  (:mod:`artemis_py.config.permissions`). For an address, the *most specific* matching setting
   applies alone (exact beats wildcard, then the precedence of
   :func:`~artemis_py.config.wildcards.precedence_key`, the one address-settings use); its
   permissions are not merged with less specific ones, so omitting a permission denies it;
@@ -40,7 +40,7 @@ from artemis_py.broker.broker import Broker, BrokerError
 from artemis_py.broker.queue import Queue
 from artemis_py.broker.security import RELOAD_CHECK_INTERVAL, ROLES_FILE, read_properties
 from artemis_py.config import BrokerConfig, RoutingType
-from artemis_py.config.security import FQQN_SEPARATOR, Permission, SecuritySettingConfig
+from artemis_py.config.permissions import FQQN_SEPARATOR, Permission, SecuritySettingConfig
 from artemis_py.config.wildcards import (
     DEFAULT_WILDCARDS,
     AddressMatcher,

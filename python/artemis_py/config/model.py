@@ -17,7 +17,7 @@ from . import defaults
 from .address_settings import AddressSettings, AddressSettingsRepository
 from .enums import HAPolicy, JournalType, MessageLoadBalancing, RoutingType
 from .problems import ConfigProblem
-from .security import SecuritySettingConfig
+from .permissions import SecuritySettingConfig
 from .tls import TlsParams
 from .wildcards import DEFAULT_WILDCARDS, WildcardSyntax
 

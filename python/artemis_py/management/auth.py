@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import trio
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from artemis_py.config.security import Permission
+from artemis_py.config.permissions import Permission
 
 if TYPE_CHECKING:
     from artemis_py.management.bootstrap import WebConfig

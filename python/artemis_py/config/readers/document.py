@@ -34,7 +34,7 @@ from .addresses import read_address_settings, read_addresses
 from .cluster_connections import read_cluster_connections
 from .discovery import check_discovery_use, read_broadcast_groups, read_discovery_groups
 from .ha_policy import read_ha_policy
-from .security import read_security_settings
+from .security_settings import read_security_settings
 from .transports import Unmask, read_acceptors, read_connectors
 
 __all__ = ["read_document"]

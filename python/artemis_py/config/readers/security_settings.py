@@ -11,7 +11,7 @@ permission type is an error with a suggestion, as every misspelled name in broke
 from __future__ import annotations
 
 from ..element_reader import Children, ElementReader
-from ..security import FQQN_SEPARATOR, Permission, SecuritySettingConfig
+from ..permissions import FQQN_SEPARATOR, Permission, SecuritySettingConfig
 from ..vocabulary import suggest
 from ..wildcards import WildcardSyntax
 from ..xmlreader import XmlElement
