@@ -42,7 +42,7 @@ from artemis_py.client import open_stomp_connection
 from artemis_py.config.values import parse_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import artemis_py_command, port_open  # noqa: E402 - the benchmark's own helpers
+from run import artemis_py_command, port_open  # the benchmark's own helpers
 
 MiB = 1024 * 1024
 QUEUE = "paged"

@@ -70,7 +70,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spark_harness import (  # noqa: E402 - the benchmark's own helpers
+from spark_harness import (  # the benchmark's own helpers
     QUERY_TIMEOUT,
     BenchError,
     Cpu,

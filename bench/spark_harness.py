@@ -34,7 +34,7 @@ from artemis_py.cluster.status import fetch_status
 from artemis_py.transport.link import LinkError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import artemis_py_command, port_open  # noqa: E402 - the benchmark's own helpers
+from run import artemis_py_command, port_open  # the benchmark's own helpers
 
 CLUSTER = "bench"
 CLUSTER_USER = "bench-cluster"

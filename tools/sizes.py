@@ -86,7 +86,7 @@ def _rust_functions(text: str) -> list[tuple[str, int, int]]:
     for m in re.finditer(r"\bfn\s+([A-Za-z_][A-Za-z0-9_]*)", code):
         depth, j = 0, m.end()
         while j < len(code) and not (depth == 0 and code[j] in "{;"):
-            depth += code[j] in "([" and 1 or -(code[j] in ")]")
+            depth += (code[j] in "([" and 1) or -(code[j] in ")]")
             j += 1
         if j >= len(code) or code[j] == ";":
             continue  # a declaration without a body

@@ -62,7 +62,8 @@ async def test_a_restart_over_the_same_store_finds_what_was_durable() -> None:
 
     again = started(store)
     recovered = again.queue("q")
-    assert recovered is not None and recovered.durable
+    assert recovered is not None
+    assert recovered.durable
     assert [(ref.message.body, ref.delivery_count) for ref in recovered.messages] == [
         (b"two", 1),
         (b"three", 0),
@@ -76,7 +77,8 @@ async def test_a_node_without_persistence_writes_no_message() -> None:
     broker = started(store)
     queue = broker.create_queue("q", "q", RoutingType.ANYCAST)
     message = await send(broker, b"kept in memory")
-    assert not message.stored and store.messages.live() == []
+    assert not message.stored
+    assert store.messages.live() == []
     consumer = Collector()
     queue.add_consumer(consumer)
     assert [ref.message.body for ref in consumer.refs] == [b"kept in memory"]
@@ -84,4 +86,5 @@ async def test_a_node_without_persistence_writes_no_message() -> None:
     assert queue.message_count == 0
     again = started(store)  # its queue is there again, its messages are not
     recovered = again.queue("q")
-    assert recovered is not None and recovered.message_count == 0
+    assert recovered is not None
+    assert recovered.message_count == 0

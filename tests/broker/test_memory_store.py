@@ -173,7 +173,8 @@ def test_a_store_without_messages_keeps_the_bindings_only() -> None:
     """A node with persistence-enabled false: its messages are never encoded or kept."""
     store = MemoryStore()
     persistence = Persistence(store, NODE)
-    assert not persistence.stores_messages and persistence.storage is None
+    assert not persistence.stores_messages
+    assert persistence.storage is None
     eu, _ = bound(persistence)
     sent = message(persistence.next_id())
     assert persistence.store_message(sent, [eu], 1) == []
@@ -184,7 +185,8 @@ def test_a_store_without_messages_keeps_the_bindings_only() -> None:
     kinds = sorted(x.record_type for x in store.bindings.live())
     assert kinds == [r.ADDRESS_RECORD, r.QUEUE_RECORD, r.QUEUE_RECORD, r.ID_BLOCK_RECORD]
     _, state = restart(store)
-    assert [q.name for q in state.queues] == ["eu", "us"] and state.messages_by_queue == {}
+    assert [q.name for q in state.queues] == ["eu", "us"]
+    assert state.messages_by_queue == {}
 
 
 def test_ids_reserve_blocks_ahead_and_keep_one_block_record() -> None:

@@ -50,6 +50,8 @@ from integration.conftest import (  # the same module object pytest loaded for t
 
 __all__ = [
     "DEFAULT_ADDRESSES",
+    "FEW_DEPAGED",
+    "SMALL_MEMORY",
     "Client",
     "ClusterNode",
     "binding",
@@ -61,8 +63,6 @@ __all__ = [
     "wait_binding",
     "wait_for",
     "wait_formed",
-    "SMALL_MEMORY",
-    "FEW_DEPAGED",
 ]
 
 CLUSTER_NAME = "test"

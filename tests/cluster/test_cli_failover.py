@@ -160,6 +160,7 @@ def test_perf_spreads_over_the_members_it_learns(cluster: Any, tmp_path: Path) -
     assert set(report["nodes"]) == members
     assert all(counts["sent"] > 0 for counts in report["nodes"].values())
     totals = report["totals"]
-    assert totals["complete"] and totals["sent"] == totals["receipted"] == totals["received"]
+    assert totals["complete"]
+    assert totals["sent"] == totals["receipted"] == totals["received"]
     assert report["failover"] == {"failovers": 0, "resends": 0}
     assert "failover: 0 failover(s), 0 send(s) resent" in result.stdout

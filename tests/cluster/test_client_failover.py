@@ -67,8 +67,10 @@ async def produce_and_consume(
         async with open_cluster_connection(
             url, on_failover=lambda old, new, exc: result["failovers"].append(("p", old, new))
         ) as conn:
-            assert conn.url is not None and conn.url.port == nodes[0].port
-            assert conn.connection is not None and conn.connection.topology is not None
+            assert conn.url is not None
+            assert conn.url.port == nodes[0].port
+            assert conn.connection is not None
+            assert conn.connection.topology is not None
             # The node tells the client its cluster's members.
             await async_wait_for(lambda: len(conn.locator.topology) == 3, message="topology")
             async with trio.open_nursery() as stopper:
@@ -107,7 +109,8 @@ def test_a_producer_and_a_consumer_fail_over_across_a_scale_down(
     )
     assert result["producer_failovers"] == 1
     assert {who for who, _, _ in result["failovers"]} == {"p", "c"}
-    assert plain.messages == [] and plain.errors == []
+    assert plain.messages == []
+    assert plain.errors == []
 
     # An ACK cut off by the stop may have been taken by the node without its RECEIPT:
     # such a message ("unsure") is either consumed or still stored, once.

@@ -113,7 +113,8 @@ def test_udp_nodes_form_a_cluster_and_a_fourth_joins(cluster: Any, clients: Any)
     wait_formed(nodes)
     round_robin(list(nodes), clients)
     text = harness_render(nodes[0])
-    assert "discovery group dg on udp://239.255." in text and "3 member(s) found" in text
+    assert "discovery group dg on udp://239.255." in text
+    assert "3 member(s) found" in text
 
 
 def harness_render(node: ClusterNode) -> str:
@@ -207,7 +208,8 @@ def test_garbage_and_strangers_on_the_group_port_are_ignored_with_a_warning(
     # Nothing changed: the members are the two nodes, the cluster still routes.
     for n in nodes:
         assert discovered(n) == sorted(ids - {node_id(n)})
-        assert n.running and "Traceback" not in n.log()
+        assert n.running
+        assert "Traceback" not in n.log()
     wait_formed(nodes)
     round_robin(list(nodes), clients)
 
@@ -227,7 +229,8 @@ def test_file_ping_three_nodes(cluster: Any, clients: Any, tmp_path: Path) -> No
     round_robin(list(nodes), clients)
     files = sorted(p.name for p in (tmp_path / "ping" / "c1").iterdir())
     assert files == sorted(f"{node_id(n)}.list" for n in nodes)
-    assert "JGroups protocols ignored" in nodes[0].log() and "TCP, MERGE3" in nodes[0].log()
+    assert "JGroups protocols ignored" in nodes[0].log()
+    assert "TCP, MERGE3" in nodes[0].log()
     gone = node_id(nodes[2])
     nodes[2].stop()  # removes its file
     assert not (tmp_path / "ping" / "c1" / f"{gone}.list").exists()
@@ -415,13 +418,15 @@ def test_a_dns_ping_name_that_does_not_resolve_is_a_warning_and_the_node_serves(
     # Resolved every 0.5 s (half the refresh-timeout); the second line comes after the
     # first gap of the log back-off, with the failures not logged in between.
     wait_for(lambda: len(warnings()) >= 2, 15, message=lambda: node.log_tail())
-    assert "WARNING" in warnings()[0] and "more time(s) since the last such line" in warnings()[1]
+    assert "WARNING" in warnings()[0]
+    assert "more time(s) since the last such line" in warnings()[1]
     queue = unique("dns-down")
     consumer, producer = clients(node), clients(node)
     consumer.subscribe(f"/queue/{queue}")
     producer.send(f"/queue/{queue}", "served")
     assert [m.body for m in consumer.wait_messages(1)] == ["served"]
-    assert node.running and status(node)["discovery"]["members"] == []
+    assert node.running
+    assert status(node)["discovery"]["members"] == []
 
 
 def test_scale_down_target_is_a_discovered_member(cluster: Any, clients: Any) -> None:

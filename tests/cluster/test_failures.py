@@ -197,7 +197,7 @@ def test_repeated_crashes_under_a_steady_stream(cluster: Any, clients: Any) -> N
                         f"node 0 closed the producer's connection; errors: "
                         f"{[e.body for e in producer.errors]}"
                     )
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+        except BaseException as exc:  # reported by the main thread
             failures.append(exc)
 
     def forwarded() -> int:

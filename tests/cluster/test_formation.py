@@ -75,7 +75,8 @@ def test_wrong_cluster_password_never_joins(cluster: Any, clients: Any) -> None:
     bad = node_id(nodes[2])  # node 2's own status (with its own password)
     for n in nodes[:2]:
         members = {m["node_id"] for m in status(n)["members"]}
-        assert bad not in members and len(members) == 2
+        assert bad not in members
+        assert len(members) == 2
     mine = status(nodes[2])
     assert [m["node_id"] for m in mine["members"]] == [bad]
     assert not any(b["connected"] for b in mine["bridges"])

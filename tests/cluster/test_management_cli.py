@@ -63,7 +63,8 @@ def test_cluster_status_of_a_remote_node_with_credentials(cluster):
     refused = cli(
         "cluster", "status", "--url", first.web_url, "--user", ADMIN[0], "--password", "x"
     )
-    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.returncode == 1
+    assert refused.stdout == ""
     assert refused.stderr.strip() == (
         f"artemis-py: {first.web_url}: wrong user or password for 'ops' (--user, --password)"
     )

@@ -16,7 +16,8 @@ def sigterm_together(*nodes: ClusterNode, timeout: float = 60) -> list[int]:
     and wait for them all; returns their exit codes."""
     processes = [n.process for n in nodes]
     for p in processes:
-        assert p is not None and p.poll() is None
+        assert p is not None
+        assert p.poll() is None
         p.send_signal(signal.SIGTERM)
     codes = []
     for node, p in zip(nodes, processes, strict=True):

@@ -67,7 +67,8 @@ def test_a_queue_read_by_offset_moves_with_its_offsets_and_is_sealed(
     assert moved.end > before[-1][0]
     after, end = read_stream(nodes[1], queue, departed)
     assert after == before[10:]  # same offsets, same order, nothing twice, nothing lost
-    assert end.mark == mark and end.state == "sealed"
+    assert end.mark == mark
+    assert end.state == "sealed"
 
     # Acknowledging on the target works in the moved stream; a restart keeps it adopted.
     on(nodes[1], lambda conn: acknowledge_up_to(conn, queue, departed, before[20][0]))
@@ -75,7 +76,8 @@ def test_a_queue_read_by_offset_moves_with_its_offsets_and_is_sealed(
     nodes[1].start()
     after_restart, end = read_stream(nodes[1], queue, departed)
     assert after_restart == before[20:]
-    assert end.state == "sealed" and end.mark == before[20][0]
+    assert end.state == "sealed"
+    assert end.mark == before[20][0]
     # The target's own stream is untouched by the move.
     own = {s.stream: s for s in on(nodes[1], lambda c: list_streams(c, queue)).streams}
     assert own[node_id(nodes[1])].count == 0

@@ -52,7 +52,8 @@ async def test_bindings_and_consumers_are_exchanged(autojump_clock: trio.testing
         consumer = nodes[1].consume("orders", selector="colour = 'red'")
         await wait_for(lambda: nodes[0].remote_consumers("orders", on=nodes[1]) == 1, 5)
         binding = nodes[0].broker.remote_binding(f"orders@{nodes[1].node_id}")
-        assert binding is not None and binding.consumer_texts == ("colour = 'red'",)
+        assert binding is not None
+        assert binding.consumer_texts == ("colour = 'red'",)
         consumer.close()
         await wait_for(lambda: nodes[0].remote_consumers("orders", on=nodes[1]) == 0, 5)
         # A subscription queue (multicast) travels the same way; a deleted queue goes.

@@ -28,7 +28,9 @@ def test_messages_gather_into_a_run_stored_when_the_reader_catches_up() -> None:
     assert state.receive(message(1)) == []
     assert state.receive(message(2)) == []
     [store] = state.caught_up()
-    assert seqs(store) == [1, 2] and isinstance(store, Store) and store.last_seq == 2
+    assert seqs(store) == [1, 2]
+    assert isinstance(store, Store)
+    assert store.last_seq == 2
     assert state.caught_up() == []  # nothing new
 
 

@@ -39,7 +39,8 @@ async def test_nothing_moves_before_the_delay_and_a_returning_consumer_cancels_i
         # no local consumer takes it, so it moves once the delay has passed.
         await nodes[0].send("delayed", 3, queue="delayed")
         await trio.sleep(4.9)
-        assert nodes[0].depth("delayed") == 3 and remote.bodies == []
+        assert nodes[0].depth("delayed") == 3
+        assert remote.bodies == []
         # A local consumer within the delay cancels the move: it gets them all.
         local = nodes[0].consume("delayed")
         assert local.numbers == [0, 1, 2]
@@ -63,7 +64,8 @@ async def test_strict_does_not_redistribute(autojump_clock: trio.testing.MockClo
         consumer = nodes[1].consume("strict")
         await wait_consumers(nodes[0], "strict", [nodes[1]])
         await trio.sleep(30)
-        assert consumer.bodies == [] and nodes[0].depth("strict") == 5
+        assert consumer.bodies == []
+        assert nodes[0].depth("strict") == 5
 
 
 async def test_off_with_redistribution_moves_a_backlog_to_a_consumer(

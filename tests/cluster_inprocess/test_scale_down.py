@@ -51,7 +51,8 @@ async def test_the_others_send_what_waited_for_the_departed_node_to_the_target(
         nodes.network.cut(nodes[1].name, departing.name)
         await nodes[1].send("orders", 6)
         await trio.sleep(0.5)
-        assert nodes[1].in_flight() == 6 and consumer.bodies == []
+        assert nodes[1].in_flight() == 6
+        assert consumer.bodies == []
         consumer.close()
         await nodes.stop(2)  # to node0; node1 hears of it from node0 (Leaving is relayed)
         [report] = departing.node.scale_down_reports

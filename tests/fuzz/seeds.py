@@ -15,9 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import targets  # noqa: E402
+import targets
 
-from artemis_py.protocol.cluster import (  # noqa: E402
+from artemis_py.protocol.cluster import (
     BindingInfo,
     Bindings,
     Confirm,

@@ -221,7 +221,8 @@ def _established() -> tuple[ClientConnection, ServerConnection]:
             if wire := sender.data_to_send():  # b"" would mean the end of the stream
                 receiver.receive_data(wire)
                 _drain(receiver)
-    assert client.established is not None and server.established is not None
+    assert client.established is not None
+    assert server.established is not None
     return client, server
 
 

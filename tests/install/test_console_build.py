@@ -25,7 +25,8 @@ from integration.conftest import ROOT
 def _load_build_module() -> ModuleType:
     path = ROOT / "tools" / "build_backend" / "artemis_build" / "console.py"
     spec = importlib.util.spec_from_file_location("artemis_build_console", path)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)

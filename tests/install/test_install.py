@@ -152,4 +152,5 @@ def test_a_wheel_built_from_the_sdist_holds_the_console(installed: Path, tmp_pat
     with zipfile.ZipFile(wheel) as archive:
         built = [n for n in archive.namelist() if "/console_dist/" in n]
     assert "artemis_py/management/console_dist/index.html" in built, built
-    assert any(n.endswith(".js") for n in built) and any(n.endswith(".css") for n in built)
+    assert any(n.endswith(".js") for n in built)
+    assert any(n.endswith(".css") for n in built)

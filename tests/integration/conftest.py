@@ -159,10 +159,18 @@ def create_instance(
 
 # With security on and no security_settings given: every permission to role "amq", which
 # every user has (what `artemis create` writes).
-ALL_PERMISSIONS = (
-    "send consume browse createAddress deleteAddress createDurableQueue deleteDurableQueue "
-    "createNonDurableQueue deleteNonDurableQueue manage"
-).split()
+ALL_PERMISSIONS = [
+    "send",
+    "consume",
+    "browse",
+    "createAddress",
+    "deleteAddress",
+    "createDurableQueue",
+    "deleteDurableQueue",
+    "createNonDurableQueue",
+    "deleteNonDurableQueue",
+    "manage",
+]
 DEFAULT_SECURITY_SETTINGS = (
     '<security-setting match="#">'
     + "".join(f'<permission type="{p}" roles="amq"/>' for p in ALL_PERMISSIONS)

@@ -114,7 +114,8 @@ def test_redelivered_message_goes_to_another_consumer(broker, clients):
     assert second.messages == []  # the message is in flight to the first consumer
     first.drop()
     [msg] = second.wait_messages(1)
-    assert msg.body == "m0" and msg.headers.get("redelivered") == "true"
+    assert msg.body == "m0"
+    assert msg.headers.get("redelivered") == "true"
 
 
 @pytest.mark.parametrize("version", ["1.1", "1.2"])

@@ -152,7 +152,8 @@ def test_create_then_run_the_instance(tmp_path, make_broker):
     assert f'uri="http://localhost:{http_port}"' in (instance / "etc" / "bootstrap.xml").read_text()
     # Creating over an existing instance is refused without --force.
     again = artemis_py("create", str(instance), "--port", str(port))
-    assert again.returncode != 0 and "already exists" in again.stderr
+    assert again.returncode != 0
+    assert "already exists" in again.stderr
 
     elsewhere = tmp_path / "cwd"
     elsewhere.mkdir()
@@ -183,7 +184,8 @@ def test_create_with_a_user_turns_security_on(tmp_path):
     port = free_port()
     create_instance(instance, port, "--user", "admin", "--password", "s3cret")
     users = (instance / "etc" / "artemis-users.properties").read_text()
-    assert "admin = ENC(" in users and "s3cret" not in users  # hashed, as artemis create does
+    assert "admin = ENC(" in users
+    assert "s3cret" not in users  # hashed, as artemis create does
     node = BrokerProcess(
         tmp_path, name="secure", config_path=instance / "etc" / "broker.xml", port=port
     )
@@ -241,7 +243,8 @@ def test_module_entry_point_runs_without_the_console_script(tmp_path):
         text=True,
         timeout=30,
     )
-    assert result.returncode == 0 and "run" in result.stdout
+    assert result.returncode == 0
+    assert "run" in result.stdout
 
 
 def _server_socket_buffers(port: int) -> tuple[int, int]:
@@ -492,7 +495,8 @@ def test_rejected_cluster_credentials_name_the_options_and_the_user(sample_node)
     assert result.returncode == 1
     assert result.stderr.count("\n") == 1, result.stderr
     assert "credentials of user 'operator' (given with --user)" in result.stderr
-    assert "--user" in result.stderr and "--password" in result.stderr
+    assert "--user" in result.stderr
+    assert "--password" in result.stderr
     assert sample_node.running  # not stopped
 
 

@@ -102,7 +102,7 @@ def test_silent_client_that_promised_heart_beats_is_dropped(broker, raw_clients)
     # TTL = 500 ms x 2.0 = 1000 ms (connectionTtlMin), asking for a beat every 500 ms.
     assert connected.get("heart-beat") == "0,500", connected
     elapsed = time_until_closed(raw, timeout=6)
-    assert 0.8 <= elapsed, f"closed after {elapsed:.2f}s, before the 1 s TTL"
+    assert elapsed >= 0.8, f"closed after {elapsed:.2f}s, before the 1 s TTL"
 
 
 def test_raw_client_that_beats_stays_connected(broker, raw_clients):

@@ -51,7 +51,8 @@ def test_persistent_large_message_is_a_file_that_survives_kill_9(node, clients):
     consumer = clients(node)
     consumer.subscribe(q, ack="client-individual", **UNBOUNDED)
     big, small = consumer.wait_messages(2)
-    assert big.body == body and big.headers["x-tag"] == "big"
+    assert big.body == body
+    assert big.headers["x-tag"] == "big"
     assert small.body == "small"
     assert len(files(node)) == 1  # delivered, not yet acknowledged
     consumer.ack(big)
@@ -88,7 +89,8 @@ def test_small_and_non_persistent_large_messages_have_no_file(node, clients):
     consumer = clients(node)
     consumer.subscribe(q)
     got = consumer.wait_messages(3)
-    assert got[0].body == body and got[2].body == body
+    assert got[0].body == body
+    assert got[2].body == body
     wait_for(lambda: files(node) == [], message="the file to go after the auto-ack")
     # A non-persistent message never survives a restart, large or not.
     producer.send(q, body)

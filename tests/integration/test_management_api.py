@@ -88,7 +88,8 @@ def test_node_shows_its_acceptors_and_web_binding(api: httpx.Client, web_node: B
     node = ok(api.get("/api/node"))
     assert node["name"] == "managed"
     assert node["web"] == web_node.web_url
-    assert node["security_enabled"] and node["persistence_enabled"]
+    assert node["security_enabled"]
+    assert node["persistence_enabled"]
     assert node["acceptors"][0]["listening"] == [f"127.0.0.1:{web_node.port}"]
 
 
@@ -170,9 +171,11 @@ def test_another_sites_page_cannot_change_anything(api: httpx.Client, stomp: Cal
     stomp().send(f"/queue/{name}", "kept")
     base = str(api.base_url).rstrip("/")
     refused = api.post(f"/api/queues/{name}/purge", headers={"Origin": "http://evil.example"})
-    assert refused.status_code == 403 and "cross-origin" in refused.json()["error"]
+    assert refused.status_code == 403
+    assert "cross-origin" in refused.json()["error"]
     rebound = api.get("/api/queues", headers={"Host": "evil.example:8161"})
-    assert rebound.status_code == 403 and "evil.example" in rebound.json()["error"]
+    assert rebound.status_code == 403
+    assert "evil.example" in rebound.json()["error"]
     assert queue(api, name)["messages"] == 1
     # The console's own requests (same origin) and clients without Origin are served.
     assert ok(api.post(f"/api/queues/{name}/purge", headers={"Origin": base}))["removed"] == 1
@@ -271,7 +274,8 @@ def test_a_queue_with_consumers_is_deleted_only_with_force(
     name = new_queue(api)
     stomp().subscribe(f"/queue/{name}")
     refused = api.delete(f"/api/queues/{name}")
-    assert refused.status_code == 409 and "force" in refused.json()["error"]
+    assert refused.status_code == 409
+    assert "force" in refused.json()["error"]
     ok(api.delete(f"/api/queues/{name}", params={"force": "true"}))
 
 
@@ -286,7 +290,8 @@ def test_auth_refused_without_credentials_or_manage(web_node: BrokerProcess):
     assert httpx.get(f"{base}/api/queues", auth=("admin", "wrong")).status_code == 401
     assert httpx.get(f"{base}/console/", auth=("nobody", "x")).status_code == 401
     viewer = httpx.post(f"{base}/api/queues", json={"name": "x"}, auth=("viewer", "secret"))
-    assert viewer.status_code == 403 and "manage" in viewer.json()["error"]
+    assert viewer.status_code == 403
+    assert "manage" in viewer.json()["error"]
     # A Prometheus on the same host scrapes a loopback binding without credentials.
     assert httpx.get(f"{base}/metrics").status_code == 200
 
@@ -351,7 +356,8 @@ def test_bad_input_gets_a_json_error(
 
 def test_scale_down_without_a_cluster_is_refused(api: httpx.Client):
     refused = api.post("/api/cluster/scale-down")
-    assert refused.status_code == 409 and "scale-down" in refused.json()["error"]
+    assert refused.status_code == 409
+    assert "scale-down" in refused.json()["error"]
     assert ok(api.get("/api/cluster"))["cluster_connections"] == []
 
 
@@ -417,7 +423,8 @@ def test_start_up_errors_name_the_problem(tmp_path: Path):
         '<binding uri="https://localhost:8443"/></web></broker>'
     )
     no_key_store = run_node(tmp_path, str(broker_xml))
-    assert no_key_store.returncode == 2 and "keyStorePath" in no_key_store.stderr
+    assert no_key_store.returncode == 2
+    assert "keyStorePath" in no_key_store.stderr
     exposed = run_node(tmp_path, str(broker_xml), "--web", f"http://0.0.0.0:{free_port()}")
     assert exposed.returncode == 1
     assert "security-enabled false" in exposed.stderr

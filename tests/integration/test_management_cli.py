@@ -96,7 +96,8 @@ def test_queue_stat_counts_are_what_stomp_clients_did(node, capsys, clients):
     code, out, err = cli(capsys, node, "queue", "stat", "--queueName", queue)
     assert code == 0, err
     header, row = out.splitlines()
-    assert header.startswith("|NAME") and "|CONSUMER_COUNT |MESSAGE_COUNT |" in header
+    assert header.startswith("|NAME")
+    assert "|CONSUMER_COUNT |MESSAGE_COUNT |" in header
     assert [c.strip() for c in row.split("|")[1:-1]] == [
         queue, queue, "1", "3", "5", "3", "2", "ANYCAST",
     ]  # fmt: skip
@@ -133,7 +134,8 @@ def test_queue_create_purge_delete_round_trip(node, capsys, clients):
     assert (code, out) == (0, f"Queue {queue} deleted successfully.\n"), err
     assert stat_of(capsys, node, queue) is None
     code, out, err = cli(capsys, node, "queue", "delete", "--name", queue)
-    assert code == EXIT_REFUSED and out == ""
+    assert code == EXIT_REFUSED
+    assert out == ""
     assert one_line(err).startswith(f"Failed to delete queue {queue}. Reason: ")
 
 
@@ -239,7 +241,8 @@ def test_a_second_node_by_url(node, capsys, tmp_path):
         assert stat_of(capsys, node, queue) is None  # the first node has no such queue
         code, out, err = cli(capsys, other, "cluster", "status")
         assert code == 0, err
-        assert out.startswith("node ") and "(web2)" in out.splitlines()[0]
+        assert out.startswith("node ")
+        assert "(web2)" in out.splitlines()[0]
         assert (
             json.loads(cli(capsys, other, "cluster", "status", "--json")[1])["node"]["name"]
             == "web2"

@@ -129,7 +129,8 @@ def test_chunks_continue_where_the_last_ended(node, clients):
     middle, end, counted, count_end = with_client(node, ranges)
     assert offsets(middle) == offsets(whole)[3:8]
     assert end.next == offsets(whole)[8]
-    assert counted == [] and count_end.count == 4
+    assert counted == []
+    assert count_end.count == 4
     assert count_end.next == offsets(whole)[7]  # where the fifth would start
 
 
@@ -142,13 +143,16 @@ def test_listing_names_the_node_and_its_stream(node, clients):
         return await list_streams(conn, name), await list_streams(conn, unique("missing"))
 
     listing, missing = with_client(node, work)
-    assert listing.exists and listing.node_id
+    assert listing.exists
+    assert listing.node_id
     (stream,) = listing.streams
     assert stream.stream == listing.node_id == messages[0].get("offset-stream")
     assert (stream.low, stream.count, stream.state) == (offsets(messages)[0], 4, "native")
     assert stream.end >= next_offset
-    assert listing.consumers == 0 and listing.members == ()
-    assert not missing.exists and missing.streams == ()
+    assert listing.consumers == 0
+    assert listing.members == ()
+    assert not missing.exists
+    assert missing.streams == ()
 
 
 def test_browse_of_a_missing_queue_is_an_error(node):
@@ -169,7 +173,8 @@ def test_offsets_survive_a_restart(node, clients, crash):
     assert offsets(after) == offsets(before)
     fill(clients, node, f"/queue/{name}", 1)
     later, _ = read_all(node, name, start=next_offset)
-    assert len(later) == 1 and offsets(later)[0] > offsets(before)[-1]
+    assert len(later) == 1
+    assert offsets(later)[0] > offsets(before)[-1]
 
 
 def test_acknowledge_up_to_removes_what_lies_below(node, clients):

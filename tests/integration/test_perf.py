@@ -39,7 +39,8 @@ def test_perf_two_processes_counts_add_up(node, tmp_path):
     totals = report["totals"]
     assert totals["sent"] > 0
     assert totals["sent"] == totals["receipted"] == totals["received"]
-    assert totals["complete"] and totals["drained"]
+    assert totals["complete"]
+    assert totals["drained"]
     assert report["errors"] == {"count": 0, "messages": []}
     assert report["generator"]["processes"] == 2
     assert len(report["generator"]["per_process_cores"]) == 2

@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import re
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import trio
 
 from artemis_py.client import open_stomp_connection
+from cluster.conftest import Cluster, cluster  # noqa: F401 - the cluster fixture, for this module
 
 from .conftest import BrokerProcess, artemis_py, unique, wait_for
 from .test_cli import Running
@@ -243,7 +244,8 @@ def test_perf_counts_one_delivery_per_queue_message_and_one_per_topic_subscriber
     assert totals["sent"] > 0
     # Two consumers of a queue compete; two of a topic get a copy each.
     assert totals["received"] == copies * totals["sent"], totals
-    assert totals["complete"] and totals["drained"]
+    assert totals["complete"]
+    assert totals["drained"]
 
 
 def test_check_uses_the_anycast_queue_of_that_name(node: BrokerProcess) -> None:
@@ -263,6 +265,22 @@ def test_check_uses_the_anycast_queue_of_that_name(node: BrokerProcess) -> None:
     assert (report["sent"], report["receipted"], report["received"]) == (50, 50, 50)
     assert (report["lost"], report["foreign"]) == (0, 1)
     assert anycast_queue(node, queue) == []
+
+
+def test_check_on_a_three_node_cluster_of_acceptors_without_prefixes(
+    cluster: Callable[..., Cluster],  # noqa: F811 - the imported fixture
+) -> None:
+    nodes = cluster(3, prefixes=False)
+    urls = [url_of(n) for n in nodes]
+    done = artemis_py(
+        "check", "--url", *urls, "--queue", unique("check"), "--count", "150",
+        "--timeout", "5", "--json", timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert (report["receipted"], report["received"], report["lost"]) == (150, 150, 0), report
+    assert report["unexpected"] == 0
+    assert all(n["sent"] > 0 for n in report["nodes"]), report["nodes"]
 
 
 def test_a_routing_type_in_small_letters_is_refused_as_in_artemis(node: BrokerProcess) -> None:

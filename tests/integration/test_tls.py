@@ -218,7 +218,8 @@ def test_broken_tls_configuration_is_refused_at_start(make_broker, p12_files, tm
     log = start_refused(
         make_broker(start=False, acceptor_params=acceptor_tls(p12_files, password="wrong"))
     )
-    assert "wrong password" in log and "keyStorePath" in log
+    assert "wrong password" in log
+    assert "keyStorePath" in log
     jks = tmp_path / "store.jks"
     jks.write_bytes(b"\xfe\xed\xfe\xed" + os.urandom(64))
     params = f";sslEnabled=true;keyStorePath={jks};keyStorePassword=x"

@@ -111,7 +111,8 @@ def test_acks_of_an_open_transaction_roll_back_on_disconnect(broker, clients):
     check = clients(broker)
     check.subscribe(q)
     [again] = check.wait_messages(1)
-    assert again.body == "o" and again.headers.get("redelivered") == "true"
+    assert again.body == "o"
+    assert again.headers.get("redelivered") == "true"
 
 
 def test_consume_and_produce_in_one_transaction(broker, clients):

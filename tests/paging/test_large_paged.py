@@ -149,7 +149,8 @@ async def test_a_transaction_whose_commit_is_abandoned_releases_its_paged_large_
         message.large = True
         pending = broker.commit(Transaction(sends=[(message, [queue])]))
         # Paged by reference: the LARGE_PAGE_REF record waits for the file, with the commit.
-        assert pending.gate is not None and not large.page_refs
+        assert pending.gate is not None
+        assert not large.page_refs
         with trio.CancelScope() as scope:
             scope.cancel()  # the commit's wait for its page records is abandoned
             await pending.settled()

@@ -55,7 +55,8 @@ def test_browse_in_chunks_covers_memory_and_pages_while_depaging(paged_node, cli
             taken += await trio.to_thread.run_sync(take_some, clients, paged_node, q, 3)
 
     chunked, taken = with_client(paged_node, chunks)
-    assert taken == list(range(len(taken))) and len(taken) > 30
+    assert taken == list(range(len(taken)))
+    assert len(taken) > 30
     assert offsets(chunked) == offsets(whole)
     assert seqs(chunked) == list(range(100))
     left, _ = read_all(paged_node, name)
@@ -68,7 +69,8 @@ def test_paged_messages_keep_their_offsets_through_a_restart(paged_node, clients
     q = f"/queue/{name}"
     send_numbered(clients(paged_node), q, 60)
     before, _ = read_all(paged_node, name)
-    assert seqs(before) == list(range(60)) and page_files(paged_node)
+    assert seqs(before) == list(range(60))
+    assert page_files(paged_node)
     paged_node.restart(crash=crash)
     after, _ = read_all(paged_node, name, limit=11)
     assert offsets(after) == offsets(before)

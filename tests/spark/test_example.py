@@ -44,7 +44,8 @@ def load(name: str) -> ModuleType:
     """One of the example's scripts, imported from its file."""
     module_name = f"spark_orders_{name}"
     spec = importlib.util.spec_from_file_location(module_name, EXAMPLE / f"{name}.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module  # dataclasses look their module up while it loads
     spec.loader.exec_module(module)

@@ -175,10 +175,10 @@ class FakeTask:
         self.partition = partition
         self.properties = properties
 
-    def partitionId(self) -> int:  # noqa: N802 - Spark's name
+    def partitionId(self) -> int:  # Spark's name
         return self.partition
 
-    def getLocalProperty(self, key: str) -> str | None:  # noqa: N802 - Spark's name
+    def getLocalProperty(self, key: str) -> str | None:  # Spark's name
         return self.properties.get(key)
 
 

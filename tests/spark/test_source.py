@@ -160,7 +160,8 @@ def test_stream_reads_in_limited_batches_and_acknowledges_committed_ones(
     assert bodies(rows) == sorted(sent)  # every message once
     sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
     assert sum(sizes) == len(sent)
-    assert max(sizes) <= 4 and len(sizes) >= len(sent) // 4
+    assert max(sizes) <= 4
+    assert len(sizes) >= len(sent) // 4
     # Spark committed (so acknowledged) every batch but the last, which it never commits
     # in a run: exactly the last batch's messages are still on the nodes.
     assert sum(held(three, queue)) == sizes[-1]

@@ -71,4 +71,5 @@ async def test_only_awaited_acknowledgements_are_synced(tmp_path: Path) -> None:
         broker = Broker(config, Persistence(JournalStore(storage), storage.node_id))
         broker.recover()
         queue = broker.queue("q")
-        assert queue is not None and not queue.messages  # both deletes are on disk
+        assert queue is not None
+        assert not queue.messages  # both deletes are on disk

@@ -41,7 +41,8 @@ async def test_a_run_is_one_batch_and_its_duplicate_ids_survive_a_restart(
         assert [r.message.body for r in queue.messages] == [b"m1", b"m2"]
         # Resent after a broken link: already here, nothing stored.
         again = broker.receive_forwarded([forwarded(broker, 2, b"n:2")])
-        assert not again.tickets and not again.on_durable
+        assert not again.tickets
+        assert not again.on_durable
     async with open_storage(tmp_path / "journal", tmp_path / "bindings") as storage:
         assert storage.messages.loaded is not None
         loaded = storage.messages.loaded.records  # recover() releases the report
@@ -50,7 +51,8 @@ async def test_a_run_is_one_batch_and_its_duplicate_ids_survive_a_restart(
         queue = broker.queue("q")
         assert queue is not None
         assert [r.message.body for r in queue.messages] == [b"m1", b"m2"]
-        assert b"n:1" in broker.duplicates and b"n:2" in broker.duplicates
+        assert b"n:1" in broker.duplicates
+        assert b"n:2" in broker.duplicates
         # The journal holds each message as it arrived (no routing property was added).
         assert [r.payload for r in loaded if r.record_type == MESSAGE_RECORD] == [
             run[0][3],

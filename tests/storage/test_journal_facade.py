@@ -113,7 +113,8 @@ async def test_a_batch_is_applied_as_one(tmp_path: Path) -> None:
 async def test_submit_and_wait_pipeline_in_any_order(tmp_path: Path) -> None:
     async with open_journal(tmp_path) as journal:
         tickets = [journal.submit([Op.add(i, 1, b"%d" % i)], sync=True) for i in range(1, 51)]
-        assert tickets == sorted(tickets) and len(set(tickets)) == 50
+        assert tickets == sorted(tickets)
+        assert len(set(tickets)) == 50
         for ticket in reversed(tickets):
             await journal.wait(ticket)
         await journal.wait(tickets[0])  # already completed: returns at once
@@ -230,9 +231,8 @@ async def test_files_use_the_configured_size_and_names(tmp_path: Path) -> None:
     ):
         pass
     files = file_names(tmp_path)
-    assert files and all(
-        f.startswith("activemq-bindings-") and f.endswith(".bindings") for f in files
-    )
+    assert files
+    assert all(f.startswith("activemq-bindings-") and f.endswith(".bindings") for f in files)
     assert {(tmp_path / f).stat().st_size for f in files} == {64 * 1024}
 
 

@@ -52,7 +52,8 @@ async def test_eventfd_becomes_readable_when_a_batch_completes(tmp_path: Path) -
         assert os.eventfd_read(fd) >= 1
         assert not readable(fd)  # reading resets it
         completed, failed = journal.progress()
-        assert completed >= ticket and not failed
+        assert completed >= ticket
+        assert not failed
         journal.error()  # raises only if the writer failed
         stats = journal.stats()
         assert (stats.records_written, stats.live_records) == (1, 1)
@@ -65,7 +66,8 @@ async def test_eventfd_becomes_readable_when_a_batch_completes(tmp_path: Path) -
 
 async def test_node_manager_close_releases_the_lock(tmp_path: Path) -> None:
     first = await trio.to_thread.run_sync(_native.NodeManager.open, str(tmp_path))
-    assert first.locked and first.directory == tmp_path
+    assert first.locked
+    assert first.directory == tmp_path
     first.close()
     first.close()  # idempotent
     assert not first.locked
@@ -83,7 +85,8 @@ def test_load_report_records_are_a_native_sequence(tmp_path: Path) -> None:
     try:
         records = report.records
         assert isinstance(records, Sequence)
-        assert len(records) == 4 and bool(records)
+        assert len(records) == 4
+        assert bool(records)
         assert [r.id for r in records] == [1, 2, 3, 5]
         assert [r.id for r in reversed(records)] == [5, 3, 2, 1]
         assert (records[0].id, records[-1].id, records[-4].id) == (1, 5, 1)
@@ -99,7 +102,8 @@ def test_load_report_records_are_a_native_sequence(tmp_path: Path) -> None:
                 records[bad]
         with pytest.raises(TypeError):
             records["1"]  # type: ignore[call-overload]
-        assert report.prepared == () and report.prepared is report.prepared
+        assert report.prepared == ()
+        assert report.prepared is report.prepared
         del report, records  # the packed records are freed; the Records made survive
         assert third.updates[1].payload == b"u2"
     finally:

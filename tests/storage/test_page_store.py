@@ -208,7 +208,8 @@ async def test_a_corrupted_page_is_refused_naming_file_and_offset(tmp_path: Path
     assert (info.value.file, info.value.offset) == (str(first), HEADER + 1050)
     page, records, bad = read_page_file(first)
     assert (page, len(records)) == (1, 1)
-    assert bad is not None and bad[0] == HEADER + 1050
+    assert bad is not None
+    assert bad[0] == HEADER + 1050
     foreign = tmp_path / "foreign.page"
     foreign.write_bytes(b"AMQPYJNL" + bytes(100))
     with pytest.raises(PageFileCorruptedError, match="not a page file"):

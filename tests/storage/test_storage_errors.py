@@ -88,7 +88,8 @@ async def test_journal_directory_that_is_a_file_is_an_os_error(tmp_path: Path) -
         async with open_journal(not_a_dir / "journal"):
             pass
     assert info.value.errno == errno.ENOTDIR
-    assert info.value.filename is not None and str(not_a_dir) in info.value.filename
+    assert info.value.filename is not None
+    assert str(not_a_dir) in info.value.filename
     with pytest.raises(OSError) as info2:
         async with open_journal(not_a_dir):
             pass
@@ -114,7 +115,8 @@ async def test_wrong_file_size_is_journal_corruption(tmp_path: Path) -> None:
     with pytest.raises(JournalCorruptedError) as info:
         async with open_journal(tmp_path, JournalSettings(file_size=128 * 1024)):
             pass
-    assert info.value.file is not None and info.value.file.endswith(".amq")
+    assert info.value.file is not None
+    assert info.value.file.endswith(".amq")
 
 
 async def test_damaged_record_reports_file_and_offset(tmp_path: Path) -> None:
@@ -131,7 +133,8 @@ async def test_damaged_record_reports_file_and_offset(tmp_path: Path) -> None:
         async with open_journal(tmp_path, SMALL):
             pass
     assert info.value.file == str(data_file)
-    assert info.value.offset is not None and 0 < info.value.offset < start
+    assert info.value.offset is not None
+    assert 0 < info.value.offset < start
 
 
 async def test_writer_failure_reaches_every_waiter_with_its_cause(tmp_path: Path) -> None:
@@ -185,7 +188,8 @@ async def test_data_directory_locked_by_another_process(tmp_path: Path) -> None:
                 stdout=subprocess.PIPE,
             )
         )
-        assert proc.stdout is not None and proc.stdin is not None
+        assert proc.stdout is not None
+        assert proc.stdin is not None
         line = b""
         with trio.fail_after(30):
             while not line.endswith(b"\n"):
@@ -239,4 +243,5 @@ def test_native_errors_carry_errno_and_filename(tmp_path: Path) -> None:
         _native.NodeManager.open(str(target / "sub"))
     assert info.value.errno == errno.ENOTDIR
     assert info.value.filename == str(target / "sub")
-    assert info.value.strerror is not None and "Not a directory" in info.value.strerror
+    assert info.value.strerror is not None
+    assert "Not a directory" in info.value.strerror

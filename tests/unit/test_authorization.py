@@ -228,7 +228,8 @@ def test_start_up_warnings_when_everything_would_be_refused(
     config = parse_config(config_with(""))
     with caplog.at_level(logging.WARNING, logger="artemis_py.security"):
         authorizer = Authorizer.from_config(config, tmp_path)
-    assert authorizer.enabled and authorizer.roles == {}
+    assert authorizer.enabled
+    assert authorizer.roles == {}
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert "there are no <security-settings>: every operation is refused" in text
     assert f"{tmp_path / ROLES_FILE} does not exist" in text
@@ -279,7 +280,8 @@ class Session:
         frame = Frame(command, tuple(headers.items()), body)
         self.session.codec.receive_data(self.codec.send(frame))
         event = self.session.codec.next_event()
-        assert event is not NEED_DATA and isinstance(event, Frame)
+        assert event is not NEED_DATA
+        assert isinstance(event, Frame)
         pending = self.session.handle(event)
         if pending is not None:
             pending.complete()

@@ -116,7 +116,8 @@ def test_stores_round_trip_with_the_password_only(tmp_path, ca, store_type):
     assert path.stat().st_mode & 0o077 == 0
     assert b"BEGIN PRIVATE KEY" not in path.read_bytes()
     loaded_key, loaded_cert, chain = load_keystore(path, PASSWORD, store_type=store_type)
-    assert loaded_cert == cert and chain == [ca_cert]
+    assert loaded_cert == cert
+    assert chain == [ca_cert]
     assert loaded_key.private_numbers() == key.private_numbers()
     with pytest.raises(CertificateStoreError, match=f"key store {path}: wrong keyStorePassword"):
         load_keystore(path, "wrong", store_type=store_type)
@@ -180,4 +181,5 @@ def test_java_reads_the_pkcs12_key_store_and_trust_store(tmp_path):
             text=True,
             check=True,
         ).stdout
-        assert "contains 1 entry" in listing and entry in listing
+        assert "contains 1 entry" in listing
+        assert entry in listing

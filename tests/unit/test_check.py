@@ -98,7 +98,9 @@ def test_redeliveries_without_a_confirmed_ack_pass() -> None:
 
     verdict = history.verdict()
 
-    assert verdict.ok and verdict.duplicated == 2 and verdict.after_ack == 0
+    assert verdict.ok
+    assert verdict.duplicated == 2
+    assert verdict.after_ack == 0
 
 
 def test_a_number_never_sent_is_unexpected_and_another_runs_body_is_foreign() -> None:

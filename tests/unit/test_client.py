@@ -238,9 +238,11 @@ async def test_bodies_and_headers(nursery: trio.Nursery) -> None:
         await conn.send("/queue/q", "nul\x00inside", receipt=False)
         await conn.send("/queue/q", b"", headers=[("h", "1"), ("h", "2")])
     text, nul, empty = server.received("SEND")
-    assert text.body == b"text" and text.get("content-length") is None
+    assert text.body == b"text"
+    assert text.get("content-length") is None
     assert text.get("receipt") is None
-    assert nul.body == b"nul\x00inside" and nul.get("content-length") == "10"
+    assert nul.body == b"nul\x00inside"
+    assert nul.get("content-length") == "10"
     assert empty.get("content-length") == "0"
     assert empty.get_all("h") == ("1", "2")
 
@@ -471,7 +473,8 @@ async def test_subscribe_receive_ack_and_nack(nursery: trio.Nursery) -> None:
     ack = server.received("ACK")[0]
     nack = server.received("NACK")[0]
     assert headers_of(ack) == {"id": first.ack_id}  # STOMP 1.2: the ack header, not message-id
-    assert first.ack_id is not None and first.ack_id != first.message_id
+    assert first.ack_id is not None
+    assert first.ack_id != first.message_id
     assert nack.get("id") == second.ack_id
 
 
@@ -588,7 +591,8 @@ async def test_transactions(nursery: trio.Nursery) -> None:
         await conn.commit(tx)
         tx2 = await conn.begin("mine")
         await conn.abort(tx2)
-    assert tx2 == "mine" and tx != tx2
+    assert tx2 == "mine"
+    assert tx != tx2
     commands = [(f.command, f.get("transaction")) for f in server.frames[1:-1]]
     assert commands == [
         ("BEGIN", tx),
@@ -618,8 +622,10 @@ async def test_commit_returns_its_receipt_frame(nursery: trio.Nursery) -> None:
         duplicate = await conn.commit("again")
         await conn.begin("quiet")
         unasked = await conn.commit("quiet", receipt=False)
-    assert accepted is not None and accepted.get("duplicate") is None
-    assert duplicate is not None and duplicate.get("duplicate") == "true"
+    assert accepted is not None
+    assert accepted.get("duplicate") is None
+    assert duplicate is not None
+    assert duplicate.get("duplicate") == "true"
     assert duplicate.get("receipt-id") == server.received("COMMIT")[1].get("receipt")
     assert unasked is None
 

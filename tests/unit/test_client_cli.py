@@ -49,7 +49,8 @@ def test_producer_defaults() -> None:
     assert args.persistent is True
     assert args.receipts is True
     assert args.max_pending == 1
-    assert args.user is None and args.password is None
+    assert args.user is None
+    assert args.password is None
     assert args.stomp_version == "1.2"
     assert args.verbose is False
     assert clients.resolve_destination(args) == Destination("TEST", "ANYCAST")
@@ -457,7 +458,8 @@ def test_cluster_url_options() -> None:
     )
     assert args.url.addresses == (BrokerUrl("a", 1), BrokerUrl("b", 2))
     options = args.url.options
-    assert options.fails_over and options.retry_interval == 100
+    assert options.fails_over
+    assert options.retry_interval == 100
     assert options.policy == "first-element"
     assert not parse("producer", "--url", "tcp://a:1,tcp://b:2").url.options.fails_over
 
@@ -478,7 +480,8 @@ def test_bad_cluster_urls_are_one_line_usage_errors(
         build_parser().parse_args(["producer", "--url", url])
     assert info.value.code == 2
     err = capsys.readouterr().err
-    assert message in err and "Traceback" not in err
+    assert message in err
+    assert "Traceback" not in err
 
 
 def test_no_receipts_with_failover_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -565,7 +568,8 @@ def test_consumer_fails_over_and_subscribes_again(capsys: pytest.CaptureFixture[
     subscribe = second.received("SUBSCRIBE")[0]
     assert subscribe.get("consumer-window-size") == "0"  # made again, with its headers
     acks = second.received("ACK")
-    assert len(acks) == 2 and all(f.get("receipt") for f in acks)
+    assert len(acks) == 2
+    assert all(f.get("receipt") for f in acks)
 
 
 def test_a_list_without_failover_takes_the_first_node_that_answers(
@@ -584,4 +588,5 @@ def test_a_list_without_failover_takes_the_first_node_that_answers(
     assert code == 0, err
     assert err == ""
     sends = server.received("SEND")
-    assert len(sends) == 2 and all(f.get("_AMQ_DUPL_ID") is None for f in sends)
+    assert len(sends) == 2
+    assert all(f.get("_AMQ_DUPL_ID") is None for f in sends)

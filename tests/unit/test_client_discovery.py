@@ -36,7 +36,8 @@ def announcement(node: str, *clients: str, group: str = ENDPOINT) -> bytes:
 
 def test_discovery_parameters() -> None:
     url = parse_client_url("udp://231.7.7.7:9876?refreshTimeout=500&initialWaitTimeout=0&ha=true")
-    assert url.discovery == GROUP and url.addresses == ()
+    assert url.discovery == GROUP
+    assert url.addresses == ()
     assert (url.options.refresh_timeout, url.options.initial_wait_timeout) == (500, 0)
     defaults = parse_client_url("udp://[ff02::1]:9876").options
     assert (defaults.refresh_timeout, defaults.initial_wait_timeout) == (10000, 10000)
@@ -92,7 +93,8 @@ def test_what_a_client_cannot_use_is_ignored_with_one_warning_each(
     assert nodes.urls(0.0) == ()
     assert len(caplog.records) == 3
     text = caplog.text
-    assert "not an artemis-py announcement" in text and "no client (STOMP) URLs" in text
+    assert "not an artemis-py announcement" in text
+    assert "no client (STOMP) URLs" in text
     assert "an announcement for 'udp://231.7.7.8:9876'" in text
     # Another spelling of the same group is the same group.
     assert nodes.receive(announcement("d", "tcp://h:1", group="udp://231.7.7.7:9876"), "x:1", 0.0)
@@ -162,7 +164,8 @@ async def test_no_announcement_within_initial_wait_timeout_names_the_group(
         async with open_cluster_connection(endpoint, connect=connect):
             pass
     message = str(info.value)
-    assert endpoint in message and "initialWaitTimeout (10000 ms)" in message
+    assert endpoint in message
+    assert "initialWaitTimeout (10000 ms)" in message
     assert trio.current_time() >= 10.0
     # A locator of a udp:// URL knows nothing until discovery hears something.
     assert ClusterLocator(endpoint).candidates() == []

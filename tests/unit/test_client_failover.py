@@ -56,9 +56,11 @@ def test_parameters_and_defaults() -> None:
 
 def test_discovery_url_is_parsed_and_its_nodes_come_from_discovery() -> None:
     url = parse_client_url("udp://231.7.7.7:9876?ha=true")
-    assert url.discovery == ("231.7.7.7", 9876) and url.addresses == ()
+    assert url.discovery == ("231.7.7.7", 9876)
+    assert url.addresses == ()
     locator = ClusterLocator(url)
-    assert locator.discovery is not None and locator.discovery.endpoint == "udp://231.7.7.7:9876"
+    assert locator.discovery is not None
+    assert locator.discovery.endpoint == "udp://231.7.7.7:9876"
 
 
 @pytest.mark.parametrize(
@@ -170,8 +172,11 @@ async def test_an_unreceipted_send_is_resent_with_its_duplicate_id(
             await first.wait_frames(Command.SEND)
             await first.close()  # the node goes away before the RECEIPT
         sent = [f.get(DUPLICATE_ID_HEADER) for s in (first, second) for f in s.received("SEND")]
-        assert len(sent) == 2 and sent[0] == sent[1] and sent[0]
-        assert moves == [(1, 2)] and conn.failovers == 1
+        assert len(sent) == 2
+        assert sent[0] == sent[1]
+        assert sent[0]
+        assert moves == [(1, 2)]
+        assert conn.failovers == 1
         assert [f.get("id") for f in second.received("SUBSCRIBE")] == [sub.id]  # re-subscribed
         nursery.cancel_scope.cancel()
 

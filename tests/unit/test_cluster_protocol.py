@@ -124,7 +124,8 @@ def established() -> tuple[ClientConnection, ServerConnection]:
     assert transfer(server, client) == []
     [server_event] = transfer(client, server)
     [client_event] = transfer(server, client)
-    assert isinstance(server_event, Established) and isinstance(client_event, Established)
+    assert isinstance(server_event, Established)
+    assert isinstance(client_event, Established)
     return client, server
 
 
@@ -157,7 +158,9 @@ def test_handshake() -> None:
     assert hello_bytes.startswith(MAGIC)
     hello = decode_frame(hello_bytes[len(MAGIC) :])
     assert isinstance(hello, Hello)
-    assert hello.versions == (1,) and hello.purpose == "link" and hello.max_hops == 2
+    assert hello.versions == (1,)
+    assert hello.purpose == "link"
+    assert hello.max_hops == 2
     assert (hello.connector_host, hello.connector_port) == ("10.0.0.1", 61716)
     assert len(bytes.fromhex(hello.client_nonce)) == 32
 
@@ -204,7 +207,8 @@ def test_handshake() -> None:
     ]
     assert client.state is ConnectionState.ESTABLISHED
     assert client.next_event() is NEED_DATA
-    assert client.established is not None and client.established.peer_node_id == "node-b"
+    assert client.established is not None
+    assert client.established.peer_node_id == "node-b"
     assert client.data_to_send() == server.data_to_send() == b""
     # The password itself never crosses the wire.
     wire = hello_bytes + challenge_bytes + auth_bytes + welcome_bytes
@@ -218,9 +222,11 @@ def test_status_purpose_and_version_choice() -> None:
     transfer(client, server)
     transfer(server, client)
     [event] = transfer(client, server)
-    assert event.purpose == "status" and event.version == 2  # the highest common one
+    assert event.purpose == "status"
+    assert event.version == 2  # the highest common one
     [event] = transfer(server, client)
-    assert event.version == 2 and client.version == server.version == 2
+    assert event.version == 2
+    assert client.version == server.version == 2
 
 
 def test_proofs_bind_the_role_and_are_unambiguous() -> None:
@@ -272,7 +278,8 @@ def test_wrong_password_is_rejected_by_the_server() -> None:
     assert reject.reason == CREDENTIALS_REJECTED
     assert "cluster-user and cluster-password" in reject.reason
     assert "does not match this node's cluster-password" in exc.message
-    assert "'node-a'" in exc.message and "10.0.0.1:61716" in exc.message
+    assert "'node-a'" in exc.message
+    assert "10.0.0.1:61716" in exc.message
 
 
 def test_wrong_user_gets_the_same_answer_as_a_wrong_password() -> None:
@@ -287,7 +294,8 @@ def test_wrong_cluster_name() -> None:
     exc, reject = rejected_handshake(
         make_client(cluster_name="other-cluster"), make_server(), at_auth=False
     )
-    assert "'my-cluster'" in reject.reason and "'other-cluster'" in reject.reason
+    assert "'my-cluster'" in reject.reason
+    assert "'other-cluster'" in reject.reason
     assert reject.reason in exc.message
 
 
@@ -301,7 +309,8 @@ def test_a_node_in_several_clusters_accepts_a_link_for_each(name: str) -> None:
     transfer(server, client)
     [server_event] = transfer(client, server)
     [client_event] = transfer(server, client)
-    assert isinstance(server_event, Established) and server_event.peer_cluster_name == name
+    assert isinstance(server_event, Established)
+    assert server_event.peer_cluster_name == name
     assert isinstance(client_event, Established)
 
 
@@ -394,7 +403,8 @@ def test_client_accepts_a_correct_scripted_server() -> None:
     pump(client)
     client.receive_data(encode_frame(Welcome(fake.server_proof(challenge, PASSWORD))))
     [event] = pump(client)
-    assert isinstance(event, Established) and event.peer_node_id == "impostor"
+    assert isinstance(event, Established)
+    assert event.peer_node_id == "impostor"
 
 
 @pytest.mark.parametrize(
@@ -673,7 +683,8 @@ def test_many_frames_in_one_buffer_compacts_correctly() -> None:
 
 def test_the_preamble_is_a_complete_line_for_line_based_servers() -> None:
     # A STOMP acceptor dialled by mistake has a whole (unknown) command line to answer.
-    assert MAGIC.endswith(b"\r\n") and b"\n" not in MAGIC[:-1]
+    assert MAGIC.endswith(b"\r\n")
+    assert b"\n" not in MAGIC[:-1]
     stomp = StompConnection(StompRole.SERVER)
     stomp.receive_data(MAGIC)
     with pytest.raises(RemoteProtocolError, match="unknown command"):

@@ -65,7 +65,8 @@ def test_cluster_connection_defaults_are_artemis_defaults() -> None:
     assert cc.call_failover_timeout == -1
     assert cc.notification_interval == 1000
     assert cc.notification_attempts == 2
-    assert cc.static_connectors == () and cc.discovery_group_name is None
+    assert cc.static_connectors == ()
+    assert cc.discovery_group_name is None
     assert cc.allow_direct_connections_only is False
     assert config.warnings == ()
 
@@ -197,10 +198,8 @@ def test_duplicate_cluster_connection_names() -> None:
         "</cluster-connections>"
     )
     (problem,) = problems_of(text)
-    assert (
-        problem.line == 10
-        and "duplicate cluster-connection name 'c' (first at line 9)" in problem.message
-    )
+    assert problem.line == 10
+    assert "duplicate cluster-connection name 'c' (first at line 9)" in problem.message
 
 
 def test_unimplemented_cluster_children_are_warned() -> None:
@@ -257,7 +256,8 @@ def test_cluster_address_filter(address: str, matching: list[str], not_matching:
 def test_cluster_address_overlap(first: str, second: str, shared: str | None) -> None:
     a = ClusterConnectionConfig(name="a", connector_name="self", address=first)
     b = ClusterConnectionConfig(name="b", connector_name="self", address=second)
-    assert a.overlap(b) == shared and b.overlap(a) == shared
+    assert a.overlap(b) == shared
+    assert b.overlap(a) == shared
 
 
 def test_overlapping_cluster_connections_are_reported() -> None:

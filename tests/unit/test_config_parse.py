@@ -84,7 +84,9 @@ def test_empty_core_has_artemis_defaults() -> None:
     assert config.cluster_user == "ACTIVEMQ.CLUSTER.ADMIN.USER"
     assert config.cluster_password == "CHANGE ME!!"
     assert config.connection_ttl_override == -1
-    assert config.acceptors == () and config.connectors == () and config.addresses == ()
+    assert config.acceptors == ()
+    assert config.connectors == ()
+    assert config.addresses == ()
     assert config.cluster_connections == ()
     assert config.ha_policy.policy is HAPolicy.PRIMARY_ONLY
     assert config.ha_policy.scale_down is None
@@ -104,7 +106,8 @@ def test_default_config() -> None:
     )
     assert (acceptor.host, acceptor.port) == ("0.0.0.0", 61613)
     assert acceptor.protocols == frozenset({"STOMP"})
-    assert acceptor.accepts("stomp") and not acceptor.accepts("AMQP")
+    assert acceptor.accepts("stomp")
+    assert not acceptor.accepts("AMQP")
     assert acceptor.anycast_prefixes == ("/queue/",)
     assert acceptor.multicast_prefixes == ("/topic/",)
     assert acceptor.connection_ttl == 60000
@@ -150,7 +153,9 @@ def test_the_scaling_sample_scales_down_and_redistributes() -> None:
         environ={"ARTEMIS_CLUSTER_PASSWORD": "s3cret"},
     )
     scale_down = config.ha_policy.scale_down
-    assert scale_down is not None and scale_down.enabled and scale_down.connectors == ()
+    assert scale_down is not None
+    assert scale_down.enabled
+    assert scale_down.connectors == ()
     assert config.cluster_connections[0].static_connectors == ("node1", "node2")
     assert config.address_settings_for("orders").redistribution_delay == 5000
 
@@ -177,9 +182,11 @@ def test_full_core_and_journal(full: BrokerConfig) -> None:
     # Every value in full.xml differs from the default, so the settings artemis-py parses but
     # does not act on are named in the one summary warning (test_config_unimplemented.py).
     (warning,) = full.warnings
-    assert warning.element == "core" and "does not implement" in warning.message
+    assert warning.element == "core"
+    assert "does not implement" in warning.message
     assert full.name == "node-a"
-    assert full.persistence_enabled is False and full.security_enabled is False
+    assert full.persistence_enabled is False
+    assert full.security_enabled is False
     j = full.journal
     assert j.type is JournalType.MAPPED
     assert (j.directory, j.bindings_directory) == ("/var/lib/a/journal", "/var/lib/a/bindings")
@@ -221,7 +228,8 @@ def test_full_acceptors_and_connectors(full: BrokerConfig) -> None:
     core_acceptor = full.acceptor("artemis")
     assert core_acceptor.tcp_send_buffer_size == core_acceptor.tcp_receive_buffer_size == 1024**2
     assert (core_acceptor.host, core_acceptor.port, core_acceptor.protocols) == ("::1", 61616, None)
-    assert core_acceptor.accepts("CORE") and core_acceptor.accepts("STOMP")
+    assert core_acceptor.accepts("CORE")
+    assert core_acceptor.accepts("STOMP")
     assert core_acceptor.connection_ttl == 90000  # from connection-ttl-override
     assert [(c.name, c.host, c.port) for c in full.connectors] == [
         ("self", "node-a", 61616),
@@ -288,7 +296,8 @@ def test_full_ha_policy(full: BrokerConfig) -> None:
 def test_full_address_settings(full: BrokerConfig) -> None:
     s = full.address_settings_for("anything")
     assert (s.dead_letter_address, s.expiry_address) == ("DLQ", "ExpiryQueue")
-    assert s.auto_create_dead_letter_resources and s.auto_create_expiry_resources
+    assert s.auto_create_dead_letter_resources
+    assert s.auto_create_expiry_resources
     assert (s.dead_letter_queue_prefix, s.dead_letter_queue_suffix) == ("D.", ".d")
     assert (s.expiry_queue_prefix, s.expiry_queue_suffix) == ("E.", ".e")
     assert s.no_expiry is True
@@ -310,8 +319,10 @@ def test_full_address_settings(full: BrokerConfig) -> None:
     assert s.disk_full_policy is DiskFullPolicy.FAIL
     assert s.message_counter_history_day_limit == 7
     assert (s.default_last_value_queue, s.default_last_value_key) == (True, "lvq")
-    assert s.default_non_destructive and s.default_exclusive_queue
-    assert s.default_group_rebalance and s.default_group_rebalance_pause_dispatch
+    assert s.default_non_destructive
+    assert s.default_exclusive_queue
+    assert s.default_group_rebalance
+    assert s.default_group_rebalance_pause_dispatch
     assert (s.default_group_buckets, s.default_group_first_key) == (16, "first")
     assert (s.default_consumers_before_dispatch, s.default_delay_before_dispatch) == (2, 500)
     assert (s.default_purge_on_no_consumers, s.default_max_consumers) == (True, 3)
@@ -595,7 +606,8 @@ def test_missing_namespaces_accepted_with_warning() -> None:
     config = parse_config("<configuration><core><name>x</name></core></configuration>", environ={})
     assert config.name == "x"
     (warning,) = config.warnings
-    assert warning.element == "core" and "urn:activemq:core" in warning.message
+    assert warning.element == "core"
+    assert "urn:activemq:core" in warning.message
 
 
 def test_bare_core_root_accepted_with_warning() -> None:

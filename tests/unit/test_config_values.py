@@ -47,7 +47,8 @@ class TestSubstitution:
 
     def test_empty_name_is_an_error(self) -> None:
         _, errors = substitute("${}", {})
-        assert len(errors) == 1 and "empty variable name" in str(errors[0])
+        assert len(errors) == 1
+        assert "empty variable name" in str(errors[0])
 
     def test_unterminated_reference_is_left_alone(self) -> None:
         assert substitute("pass${word", {}) == ("pass${word", [])

@@ -41,7 +41,8 @@ def test_only_the_latest_departures_are_kept() -> None:
     for i in range(MAX_DEPARTURES + 3):
         memory.add(Leaving(f"n{i}", "t"), version=1)
     assert len(memory) == MAX_DEPARTURES
-    assert "n0" not in memory and "n2" not in memory
+    assert "n0" not in memory
+    assert "n2" not in memory
     assert f"n{MAX_DEPARTURES + 2}" in memory
 
 

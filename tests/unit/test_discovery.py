@@ -104,18 +104,23 @@ def test_membership_news_and_expiry() -> None:
     m = Membership(10.0, own_node_id="me")
     assert m.heard((("h", 1),), 0.0, node_id="me") is None  # our own broadcast, looped back
     news = m.heard((("a", 1),), 0.0, node_id="A")
-    assert news is not None and news[1] is True
+    assert news is not None
+    assert news[1] is True
     assert m.heard((("a", 1),), 5.0, node_id="A") == (m.members()[0], False)
     assert m.heard((("a", 1),), 4.0, node_id="A") is None  # older news changes nothing
     news = m.heard((("a", 2),), 6.0, node_id="A")  # restarted on another port
-    assert news is not None and news[1] is True and m.connectors() == [("a", 2)]
+    assert news is not None
+    assert news[1] is True
+    assert m.connectors() == [("a", 2)]
     m.heard((("10.0.0.9", 5),), 1.0)  # DNS_PING: no node id, keyed by connector
     assert [x.key for x in m.members()] == ["10.0.0.9:5", "A"]
     assert m.next_expiry() == 11.0
     assert m.expire(10.9) == []
     assert [x.key for x in m.expire(11.0)] == ["10.0.0.9:5"]
-    assert m.knows("a", 2) and not m.knows("10.0.0.9", 5)
-    assert [x.key for x in m.expire(16.0)] == ["A"] and m.next_expiry() is None
+    assert m.knows("a", 2)
+    assert not m.knows("10.0.0.9", 5)
+    assert [x.key for x in m.expire(16.0)] == ["A"]
+    assert m.next_expiry() is None
 
 
 # --- a group on the mock clock ----------------------------------------------------------------
@@ -198,5 +203,6 @@ async def test_strangers_are_ignored_with_a_rate_limited_warning(
     assert len(group.membership) == 0
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 2
-    assert "10.9.9.9:1" in messages[0] and "another format" in messages[0]
+    assert "10.9.9.9:1" in messages[0]
+    assert "another format" in messages[0]
     assert "an announcement for 'udp://231.7.7.8:9876'" in messages[1]

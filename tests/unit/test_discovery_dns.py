@@ -185,7 +185,8 @@ async def test_a_name_that_does_not_resolve_is_a_warning_and_is_tried_again(
             for r in caplog.records
             if r.levelno == logging.WARNING and "cannot resolve 'east.test'" in r.getMessage()
         ]
-        assert warnings and "Name or service not known" in warnings[0]
+        assert warnings
+        assert "Name or service not known" in warnings[0]
         assert "dg-east" in warnings[0]
         assert len(warnings) < failures / 3  # ever less often
         assert "more time(s) since the last such line" in warnings[-1]

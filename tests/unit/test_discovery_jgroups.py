@@ -90,7 +90,8 @@ def test_unusable_stacks_are_errors_naming_the_file(
     with pytest.raises(ConfigFileError) as info:
         load_config(broker, environ={})
     problems = info.value.problems
-    assert problems and all(p.file == str(tmp_path / "etc" / "jgroups.xml") for p in problems)
+    assert problems
+    assert all(p.file == str(tmp_path / "etc" / "jgroups.xml") for p in problems)
     assert problems[0].line == line
     assert message in problems[0].message
 
@@ -101,5 +102,6 @@ def test_an_unreadable_file_is_an_error_at_the_element(tmp_path: Path) -> None:
         load_config(broker, environ={})
     (first, second) = info.value.problems
     assert (first.file, first.line, first.element) == (str(broker), 5, "jgroups-file")
-    assert "cannot read JGroups file" in first.message and "missing.xml" in first.message
+    assert "cannot read JGroups file" in first.message
+    assert "missing.xml" in first.message
     assert second.line == 9

@@ -79,7 +79,9 @@ def test_a_closed_connection_releases_only_its_reservations() -> None:
     mine = dups.claim([("orders", "a", msg())], owner="c1")
     stored = dups.claim([("orders", "b", msg())], owner="c1")
     theirs = dups.claim([("orders", "c", msg())], owner="c2")
-    assert mine and stored and theirs
+    assert mine
+    assert stored
+    assert theirs
     stored.accept(1, set())
     dups.release_owner("c1")
     assert not dups.known("orders", "a")
@@ -106,7 +108,8 @@ def test_a_full_cache_evicts_its_oldest_journaled_id() -> None:
         records.append(ops)
     assert records[2][1:] == [Op.delete_tx(9, 1000)]  # a's record goes with c's commit
     assert not dups.known("small", "a")
-    assert dups.known("small", "b") and dups.known("small", "c")
+    assert dups.known("small", "b")
+    assert dups.known("small", "c")
     assert dups.claim([("small", "a", msg("small"))], owner="c") is not None  # forgotten
 
 
@@ -114,7 +117,8 @@ def test_size_zero_turns_detection_off_for_that_address() -> None:
     dups = registry({"free": 0})
     assert not dups.enabled("free")
     claim = dups.claim([("free", "a", msg("free"))], owner="c")
-    assert claim is not None and not claim.entries
+    assert claim is not None
+    assert not claim.entries
     claim.accept(1, set())
     assert dups.claim([("free", "a", msg("free"))], owner="c") is not None
 
@@ -177,7 +181,8 @@ def test_the_leaving_frames_carry_the_ids_in_chunks_that_round_trip() -> None:
     ids = [("orders", tuple(f"id-{i}" for i in range(100))), ("audit", ("x",))]
     frames = farewells(farewell, ids, budget=300)
     assert len(frames) > 2
-    assert frames[0].received == ("n0:1",) and all(not f.received for f in frames[1:])
+    assert frames[0].received == ("n0:1",)
+    assert all(not f.received for f in frames[1:])
     carried: dict[str, list[str]] = {}
     for frame in frames:
         decoded = decode_frame(encode_frame(frame))

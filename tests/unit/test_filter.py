@@ -812,7 +812,7 @@ def quote(s: str) -> str:
 def render(node: Node, kw: Callable[[str], str], minimal: bool) -> str:
     def sub(child: Node, at_least: int) -> str:
         text = render(child, kw, minimal)
-        if not minimal and level(child) < 8 or level(child) < at_least:
+        if (not minimal and level(child) < 8) or level(child) < at_least:
             return f"({text})"
         return text
 

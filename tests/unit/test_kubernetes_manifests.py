@@ -67,8 +67,10 @@ def test_the_broker_xml_parses_as_a_pod_runs_it() -> None:
     (cc,) = config.cluster_connections
     connectors = {c.name: c for c in config.connectors}
     assert connectors[cc.connector_name].host == POD_ENV["POD_IP"]  # the address others dial
-    assert cc.discovery_group_name is not None and not cc.static_connectors
-    assert config.ha_policy.scale_down is not None and config.ha_policy.scale_down.enabled
+    assert cc.discovery_group_name is not None
+    assert not cc.static_connectors
+    assert config.ha_policy.scale_down is not None
+    assert config.ha_policy.scale_down.enabled
     assert config.journal.directory.startswith(POD_ENV["ARTEMIS_DATA"])
 
 
@@ -83,7 +85,8 @@ def test_the_pods_find_each_other_by_the_headless_service() -> None:
     assert statefulset()["spec"]["serviceName"] == service["metadata"]["name"]
     stack = (DEPLOY / "jgroups-dns-ping.xml").read_text()
     query = re.search(r'dns_query="\$\{[A-Z_]+:([^}]+)\}"', stack)
-    assert query is not None and query.group(1) == service["metadata"]["name"]
+    assert query is not None
+    assert query.group(1) == service["metadata"]["name"]
     cluster_port = {p["port"] for p in service["spec"]["ports"]}
     assert cluster_port == {61616}  # the connector's port: DNS_PING dials it on every pod
 
@@ -113,4 +116,5 @@ def test_a_stop_leaves_time_for_the_scale_down() -> None:
     assert container()["lifecycle"]["preStop"]["exec"]["command"]
     # Exec form: artemis-py itself is PID 1 and receives the SIGTERM.
     entry = re.search(r"^ENTRYPOINT (.+)$", (DEPLOY / "Containerfile").read_text(), re.M)
-    assert entry is not None and json.loads(entry.group(1))[:2] == ["artemis-py", "run"]
+    assert entry is not None
+    assert json.loads(entry.group(1))[:2] == ["artemis-py", "run"]

@@ -34,7 +34,8 @@ async def test_a_queue_without_its_address_record_is_recovered(
     with caplog.at_level(logging.WARNING):
         async with open_broker(config, instance_dir=tmp_path) as node:
             recovered = node.broker.queue("orders")
-            assert recovered is not None and len(recovered.messages) == 1
+            assert recovered is not None
+            assert len(recovered.messages) == 1
             assert RoutingType.ANYCAST in node.broker.post_office.addresses["orders"].routing_types
             node.stop()
     assert "has no record in the bindings journal" in caplog.text

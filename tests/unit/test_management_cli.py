@@ -269,7 +269,8 @@ def test_queue_stat_tells_apart_names_that_share_a_long_prefix(api, capsys):
     shown = [line.split("|")[1].strip() for line in out.splitlines()[1:]]
     assert len(shown) == 2 and len(set(shown)) == 2, out
     assert all(len(cell) <= 25 for cell in shown), out
-    assert shown[0].endswith("c226a83eee2f"[-11:]) and shown[1].endswith("05f1bae9bba1"[-11:])
+    assert shown[0].endswith("c226a83eee2f"[-11:])
+    assert shown[1].endswith("05f1bae9bba1"[-11:])
     # Names still alike after a cut in the middle are shown whole.
     state.queues.clear()
     alike = [sf + "x" * 40 + "1", sf + "x" * 40 + "2" + "x" * 12 + "1"]
@@ -297,7 +298,8 @@ def test_queue_stat_tells_apart_names_that_share_a_long_prefix(api, capsys):
 def test_queue_stat_bad_filter_is_a_usage_error(api, capsys, options, needle):
     _, url = api
     code, out, err = run(capsys, url, "queue", "stat", *options)
-    assert code == EXIT_USAGE and out == ""
+    assert code == EXIT_USAGE
+    assert out == ""
     assert needle in one_line(err)
 
 
@@ -333,7 +335,8 @@ def test_queue_create_with_every_option(api, capsys):
 def test_queue_create_refused_says_why_in_artemis_words(api, capsys):
     _, url = api
     code, out, err = run(capsys, url, "queue", "create", "--name", "orders")
-    assert code == EXIT_REFUSED and out == ""
+    assert code == EXIT_REFUSED
+    assert out == ""
     assert one_line(err) == "Failed to create queue orders. Reason: queue 'orders' already exists"
 
 
@@ -359,7 +362,8 @@ def test_queue_delete_with_consumers_needs_remove_consumers(api, capsys):
     code, out, err = run(capsys, url, "queue", "delete", "--name", "orders", "--removeConsumers")
     assert code == 0, err
     assert out == "Queue orders deleted successfully.\n"
-    assert state.seen[-1][2] == {"force": ["true"]} and "orders" not in state.queues
+    assert state.seen[-1][2] == {"force": ["true"]}
+    assert "orders" not in state.queues
 
 
 def test_queue_names_are_quoted_in_the_path(api, capsys):
@@ -374,7 +378,8 @@ def test_queue_names_are_quoted_in_the_path(api, capsys):
 def test_queue_purge_json(api, capsys):
     _, url = api
     code, out, _ = run(capsys, url, "queue", "purge", "--name", "orders", "--json")
-    assert code == 0 and json.loads(out) == {"removed": 7}
+    assert code == 0
+    assert json.loads(out) == {"removed": 7}
 
 
 # -- address ----------------------------------------------------------------------------------
@@ -424,7 +429,8 @@ def test_address_create_routing_types(api, capsys, options, types):
 def test_address_delete_force_is_sent(api, capsys):
     state, url = api
     code, out, _ = run(capsys, url, "address", "delete", "--name", "events", "--force")
-    assert code == 0 and out == "Address events deleted successfully.\n"
+    assert code == 0
+    assert out == "Address events deleted successfully.\n"
     assert state.seen[-1][:3] == ("DELETE", "/api/addresses/events", {"force": ["true"]})
     run(capsys, url, "address", "delete", "--name", "events")
     assert state.seen[-1][2] == {}
@@ -441,7 +447,8 @@ def test_connection_list(api, capsys):
     assert header == ["ID", "REMOTE_ADDRESS", "PROTOCOL", "VERSION", "USER", "CREATED",
                       "SESSIONS", "CONSUMERS", "FRAMES_IN", "FRAMES_OUT"]  # fmt: skip
     assert row[:5] == ["3f2a", "127.0.0.1:50312", "STOMP", "1.2", "admin"]
-    assert row[5].startswith("2023-11-1") and row[6:] == ["1", "1", "14", "9"]
+    assert row[5].startswith("2023-11-1")
+    assert row[6:] == ["1", "1", "14", "9"]
     state.connections = []
     assert run(capsys, url, "connection", "list")[1] == "no connections\n"
 
@@ -465,7 +472,8 @@ def test_cluster_status_over_the_management_api(api, capsys):
     code, out, _ = run(capsys, url, "cluster", "status", "--json")
     assert json.loads(out)["node"]["name"] == "node1"
     code, _, err = run(capsys, url, "cluster", "status", user="viewer")
-    assert code == EXIT_REFUSED and "lacks the manage permission" in one_line(err)
+    assert code == EXIT_REFUSED
+    assert "lacks the manage permission" in one_line(err)
 
 
 # -- errors: one line, an exit code -----------------------------------------------------------
@@ -474,7 +482,8 @@ def test_cluster_status_over_the_management_api(api, capsys):
 def test_wrong_password(api, capsys):
     _, url = api
     code, out, err = run(capsys, url, "queue", "stat", user="intruder")
-    assert code == EXIT_REFUSED and out == ""
+    assert code == EXIT_REFUSED
+    assert out == ""
     assert (
         one_line(err)
         == f"artemis-py: {url}: wrong user or password for 'intruder' (--user, --password)"
@@ -500,7 +509,8 @@ def test_node_not_reachable(capsys):
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}"
     code, out, err = run(capsys, url, "connection", "list")
-    assert code == EXIT_UNREACHABLE and out == ""
+    assert code == EXIT_UNREACHABLE
+    assert out == ""
     assert one_line(err).startswith(f"artemis-py: cannot reach {url}: connection refused")
 
 
@@ -510,7 +520,8 @@ def test_something_else_than_the_api(api, capsys):
     assert code == EXIT_REFUSED
     assert "answered 404 Not Found without an API error" in one_line(err)
     code, _, err = run(capsys, url + "/broken", "queue", "stat")
-    assert code == EXIT_REFUSED and "answered 500" in one_line(err)
+    assert code == EXIT_REFUSED
+    assert "answered 500" in one_line(err)
 
 
 @pytest.mark.parametrize("url", ["tcp://localhost:61616", "localhost:8161", "http://h:99999"])
@@ -544,7 +555,8 @@ def test_instance_gives_the_url_of_its_bootstrap_xml(api, capsys, caplog, tmp_pa
     args = ["queue", "stat", "--json", "--instance", str(tmp_path), "--user", "admin"]
     code = main([*args, "--password", "secret"])
     out, err = capsys.readouterr()
-    assert code == 0 and err == ""
+    assert code == 0
+    assert err == ""
     assert caplog.records == []  # no warning about the WAR files the node ignores
     assert len(json.loads(out)) == 3
     (etc / "bootstrap.xml").unlink()

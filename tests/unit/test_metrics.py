@@ -201,5 +201,6 @@ async def test_openmetrics_when_asked_a_threaded_scrape_and_a_registry_of_its_ow
         f.name for f in text_string_to_metric_families(exposition(node)[0].decode())
     }
     registry = metrics_of(node).registry
-    assert registry is not REGISTRY and metrics_of(node).registry is registry
+    assert registry is not REGISTRY
+    assert metrics_of(node).registry is registry
     assert REGISTRY.get_sample_value("artemis_connections", {"node": node.node_id}) is None

@@ -19,7 +19,8 @@ def test_ranges_in_offset_order_whatever_the_arrival_order():
         index.add(ref)
     assert [r.offset for r in index.range(6, 20)] == [7, 9]
     assert [r.offset for r in index.range(0, 100)] == [5, 7, 9, 20]
-    assert index.low() == 5 and len(index) == 4
+    assert index.low() == 5
+    assert len(index) == 4
 
 
 def test_a_reference_that_leaves_and_comes_back_is_listed_once():
@@ -78,5 +79,7 @@ def test_adopted_streams_are_indexed_apart_from_the_own_one():
     assert [r.offset for r in index.range(0, 10)] == [5, 7]
     assert [r.offset for r in index.stream("departed").range(0, 10)] == [5, 6]
     index.discard(moved[0])
-    assert index.stream("departed").low() == 6 and index.low() == 5
-    assert len(index) == 2 and len(index.stream("departed")) == 1
+    assert index.stream("departed").low() == 6
+    assert index.low() == 5
+    assert len(index) == 2
+    assert len(index.stream("departed")) == 1

@@ -84,15 +84,20 @@ def test_verifies_artemis_hashes(plain: str, hashed: str) -> None:
 def test_hash_format() -> None:
     stored = passwords.hash_password("secret")
     iterations, salt, digest = passwords.unwrap(stored).split(":")
-    assert stored.startswith("ENC(") and iterations == "1024"
-    assert len(bytes.fromhex(salt)) == 32 and len(bytes.fromhex(digest)) == 64
-    assert salt == salt.upper() and digest == digest.upper()
-    assert passwords.verify(stored, "secret") and not passwords.verify(stored, "Secret")
+    assert stored.startswith("ENC(")
+    assert iterations == "1024"
+    assert len(bytes.fromhex(salt)) == 32
+    assert len(bytes.fromhex(digest)) == 64
+    assert salt == salt.upper()
+    assert digest == digest.upper()
+    assert passwords.verify(stored, "secret")
+    assert not passwords.verify(stored, "Secret")
     assert stored != passwords.hash_password("secret")  # salted
 
 
 def test_verify_plain_and_malformed() -> None:
-    assert passwords.verify("secret", "secret") and not passwords.verify("secret", "secre")
+    assert passwords.verify("secret", "secret")
+    assert not passwords.verify("secret", "secre")
     for bad in ("ENC(-41e444c3ed07d6dd)", "ENC(1024:AB)", "ENC(0:AB:CD)", "ENC(1024:ABC:CD)"):
         assert not passwords.verify(bad, "secret")
         with pytest.raises(ValueError):
@@ -161,11 +166,13 @@ def test_malformed_masked_cluster_password() -> None:
     body = "<name>n</name>\n<cluster-password>ENC(not-hex)</cluster-password>"
     (problem,) = _problems(body)
     assert (problem.file, problem.line, problem.element) == ("broker.xml", 4, "cluster-password")
-    assert "masked password" in problem.message and "hexadecimal" in problem.message
+    assert "masked password" in problem.message
+    assert "hexadecimal" in problem.message
     (problem,) = _problems("<cluster-password>ENC(3b8a0088651eb946)</cluster-password>")
     assert "not masked with this key" in problem.message
 
 
 def test_password_codec_other_than_artemis_default_is_an_error() -> None:
     (problem,) = _problems("<password-codec>com.example.VaultCodec</password-codec>")
-    assert problem.element == "password-codec" and "Java class" in problem.message
+    assert problem.element == "password-codec"
+    assert "Java class" in problem.message

@@ -187,12 +187,15 @@ def test_histograms_recorded_in_two_processes_merge_exactly() -> None:
 
 def test_histogram_edges() -> None:
     empty = histogram.summarize(histogram.new_histogram())
-    assert empty["count"] == 0 and empty["p50"] is None and empty["max"] is None
+    assert empty["count"] == 0
+    assert empty["p50"] is None
+    assert empty["max"] is None
     h = histogram.new_histogram()
     histogram.record(h, -5)  # a wall-clock step backwards
     histogram.record(h, 10**12)  # beyond the range
     s = histogram.summarize(h)
-    assert s["count"] == 2 and s["min"] == 1
+    assert s["count"] == 2
+    assert s["min"] == 1
     assert s["max"] == pytest.approx(histogram.HIGHEST_US, rel=1e-3)
 
 
@@ -378,13 +381,17 @@ def test_a_cluster_url_is_kept_with_its_parameters() -> None:
         == o.consumer_urls
         == (BrokerUrl("a", 1), BrokerUrl("b", 2), BrokerUrl("c", 3))
     )
-    assert o.producer_cluster is not None and o.producer_cluster == o.consumer_cluster
-    assert o.fails_over and o.producer_cluster.options.retry_interval == 50
+    assert o.producer_cluster is not None
+    assert o.producer_cluster == o.consumer_cluster
+    assert o.fails_over
+    assert o.producer_cluster.options.retry_interval == 50
     assert o.to_json()["producer_cluster"] == "(tcp://a:1,tcp://b:2,tcp://c:3)"
     plain = options("--url", "tcp://a:1,tcp://b:2")  # no parentheses, no query: as before
-    assert plain.producer_cluster is None and not plain.fails_over
+    assert plain.producer_cluster is None
+    assert not plain.fails_over
     side = options("--url", "tcp://a:1", "--consumer-url", "tcp://b:2?ha=true")
-    assert side.producer_cluster is None and side.consumer_cluster is not None
+    assert side.producer_cluster is None
+    assert side.consumer_cluster is not None
 
 
 @pytest.mark.parametrize(
@@ -415,7 +422,8 @@ def test_malformed_cluster_urls_are_usage_errors(
         parse("--url", url)
     assert info.value.code == 2
     last = capsys.readouterr().err.splitlines()[-1]  # after argparse's usage lines
-    assert last.startswith("artemis-py perf: error: argument --url: ") and message in last
+    assert last.startswith("artemis-py perf: error: argument --url: ")
+    assert message in last
 
 
 def test_a_cluster_url_spreads_connections_by_its_policy() -> None:

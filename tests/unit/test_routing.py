@@ -68,7 +68,8 @@ def test_anycast_consumers_get_messages_round_robin() -> None:
     assert a.bodies == [b"m0", b"m3", b"m6"]
     assert b.bodies == [b"m1", b"m4"]
     assert c.bodies == [b"m2", b"m5"]
-    assert q.delivering == 7 and not q.messages
+    assert q.delivering == 7
+    assert not q.messages
 
 
 def test_consumers_without_credit_are_skipped_and_resume_when_it_returns() -> None:
@@ -77,7 +78,8 @@ def test_consumers_without_credit_are_skipped_and_resume_when_it_returns() -> No
     q.add_consumer(a)
     q.add_consumer(b)
     fill(q, 5)
-    assert a.bodies == [b"m0"] and b.bodies == [b"m1", b"m2"]
+    assert a.bodies == [b"m0"]
+    assert b.bodies == [b"m1", b"m2"]
     assert [r.message.body for r in q.messages] == [b"m3", b"m4"]
     a.credit = 5
     q.deliver()

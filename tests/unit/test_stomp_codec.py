@@ -68,7 +68,8 @@ def connect_bytes(version: str | None) -> bytes:
 def after_connect(version: str | None, payload: bytes) -> list[object]:
     """Events of ``payload`` sent by a client that negotiated ``version`` (None: 1.0 client)."""
     events = server_events(connect_bytes(version) + payload)
-    assert isinstance(events[0], Frame) and events[0].command == "CONNECT"
+    assert isinstance(events[0], Frame)
+    assert events[0].command == "CONNECT"
     return events[1:]
 
 
@@ -261,7 +262,8 @@ def test_connect_is_read_by_its_own_version() -> None:
     [connect] = server_events(b"CONNECT\nlogin: guest\n\n\x00")
     assert connect == Frame("CONNECT", (("login", "guest"),))
     [connect] = server_events(b"CONNECT\naccept-version:1.2\nlogin: guest\n\n\x00")
-    assert isinstance(connect, Frame) and connect.get("login") == " guest"
+    assert isinstance(connect, Frame)
+    assert connect.get("login") == " guest"
 
 
 # --- bodies ------------------------------------------------------------------------------
@@ -647,7 +649,8 @@ def test_drip_feed_client_side() -> None:
         ),
         b"a\x00b",
     )
-    assert isinstance(whole[4], Frame) and whole[4].get("k") == "x:y\nz"
+    assert isinstance(whole[4], Frame)
+    assert whole[4].get("k") == "x:y\nz"
     for size in range(1, len(SERVER_STREAM) + 1):
         chunks = [SERVER_STREAM[i : i + size] for i in range(0, len(SERVER_STREAM), size)]
         assert client_events(*chunks, b"") == whole, f"chunk size {size}"
@@ -680,8 +683,10 @@ def test_stomppy_capture(capture: bytes, version: str) -> None:
         (("content-length", "11"), ("destination", "/queue/test"), ("x-note", "a:b\\c\nd")),
         b"hello\x00world",
     )
-    assert isinstance(subscribe, Frame) and subscribe.get("ack") == "client-individual"
-    assert isinstance(ack, Frame) and ack.command == "ACK"
+    assert isinstance(subscribe, Frame)
+    assert subscribe.get("ack") == "client-individual"
+    assert isinstance(ack, Frame)
+    assert ack.command == "ACK"
     assert disconnect == Frame("DISCONNECT", (("receipt", "disc-1"),))
     assert closed == ConnectionClosed()
     # Our client encodes the same frames to the same bytes.
@@ -705,7 +710,8 @@ def test_frame_conveniences() -> None:
     assert type(frame.body) is bytes
     assert Frame("ACK", [("id", "1")]).headers == (("id", "1"),)
     text = repr(frame)
-    assert "s3cret" not in text and "********" in text
+    assert "s3cret" not in text
+    assert "********" in text
     assert "(100 bytes)" in text
 
 

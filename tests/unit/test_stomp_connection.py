@@ -58,7 +58,8 @@ def test_server_handshake_states() -> None:
     assert server.next_event() is NEED_DATA
     server.receive_data(CONNECT_12 + b"SEND\nk:a\\rb\n\n\x00")
     connect = server.next_event()
-    assert isinstance(connect, Frame) and connect.command == "CONNECT"
+    assert isinstance(connect, Frame)
+    assert connect.command == "CONNECT"
     assert server.their_state is ConnectionState.CONNECTED
     # The pipelined SEND waits: how it decodes depends on the version.
     assert server.next_event() is PAUSED
@@ -203,14 +204,16 @@ def test_client_handshake() -> None:
     client = Connection(CLIENT)
     data = client.send(Frame("STOMP", (("accept-version", "1.1,1.2"), ("host", "h"))))
     assert data == b"STOMP\naccept-version:1.1,1.2\nhost:h\n\n\x00"
-    assert client.version is None and client.our_state is ConnectionState.CONNECTED
+    assert client.version is None
+    assert client.our_state is ConnectionState.CONNECTED
     with pytest.raises(LocalProtocolError, match="before CONNECTED arrives"):
         client.send(Frame("SEND", (("destination", "/q"),)))
     client = Connection(CLIENT)
     client.send(Frame("STOMP", (("accept-version", "1.1,1.2"), ("host", "h"))))
     client.receive_data(b"CONNECTED\nversion:1.1\nheart-beat:0,0\n\n\x00MESSAGE\nk:a\\cb\n\n\x00")
     assert client.next_event() == Frame("CONNECTED", (("version", "1.1"), ("heart-beat", "0,0")))
-    assert client.version == "1.1" and client.their_state is ConnectionState.CONNECTED
+    assert client.version == "1.1"
+    assert client.their_state is ConnectionState.CONNECTED
     assert client.next_event() == Frame("MESSAGE", (("k", "a:b"),))  # decoded as 1.1
     assert client.send(Frame("DISCONNECT")) == b"DISCONNECT\n\n\x00"
     assert client.our_state is ConnectionState.CLOSED

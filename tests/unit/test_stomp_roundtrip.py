@@ -155,7 +155,8 @@ def test_garbage_raises_only_remote_protocol_error(stream: bytes) -> None:
         try:
             receive_all_accepting(conn, [prefix + stream, b""])
         except RemoteProtocolError as exc:
-            assert exc.message and "\n" not in exc.message
+            assert exc.message
+            assert "\n" not in exc.message
 
 
 def receive_all_accepting(conn: Connection, pieces: list[bytes]) -> None:

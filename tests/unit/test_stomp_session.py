@@ -145,7 +145,8 @@ def test_a_nack_redelivers(broker: Broker) -> None:
     (first,) = client.take("MESSAGE")
     client.frame("NACK", id=first.get("ack") or "")
     (second,) = client.take("MESSAGE")
-    assert second.body == b"again" and second.get("redelivered") == "true"
+    assert second.body == b"again"
+    assert second.get("redelivered") == "true"
 
 
 def test_an_ack_of_nothing_is_refused(broker: Broker) -> None:

@@ -37,7 +37,8 @@ def _queue_with(broker: Broker, bodies: list[bytes]) -> Queue:
     for body in bodies:
         producer.frame("SEND", body, destination="/queue/q")
     queue = broker.queue("q")
-    assert queue is not None and queue.message_count == len(bodies)
+    assert queue is not None
+    assert queue.message_count == len(bodies)
     return queue
 
 

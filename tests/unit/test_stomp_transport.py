@@ -101,7 +101,8 @@ async def test_a_send_in_flight_when_the_connection_fails_still_reaches_its_queu
         assert queue is None or queue.message_count == 0  # not durable yet: not visible
         disk.set()
     queue = broker.queue("orders")
-    assert queue is not None and queue.message_count == 1
+    assert queue is not None
+    assert queue.message_count == 1
     assert not queue.arriving  # its offset settled: readers by offset may pass it
 
 

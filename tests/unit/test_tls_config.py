@@ -48,9 +48,11 @@ def errors(params: dict[str, str], role: str = "acceptor") -> list[str]:
 def test_defaults_per_side(files: TlsFiles) -> None:
     assert read_tls_params({}, "acceptor").params.enabled is False
     acceptor = read_tls_params(server(files), "acceptor")
-    assert acceptor.errors == [] and acceptor.params.verify_host is False
+    assert acceptor.errors == []
+    assert acceptor.params.verify_host is False
     connector = read_tls_params({"sslEnabled": "true"}, "connector")
-    assert connector.errors == [] and connector.params.verify_host is True
+    assert connector.errors == []
+    assert connector.params.verify_host is True
 
 
 def test_passwords_are_not_in_the_repr(files: TlsFiles) -> None:
@@ -65,13 +67,16 @@ def test_pkcs12_and_pem_stores_open(files: TlsFiles, pem: TlsFiles) -> None:
 
 def test_store_problems_name_the_parameter(files: TlsFiles, tmp_path: Path) -> None:
     (wrong,) = errors(server(files, keyStorePassword="nope"))
-    assert wrong.startswith("keyStorePath:") and "wrong password" in wrong
+    assert wrong.startswith("keyStorePath:")
+    assert "wrong password" in wrong
     (missing,) = errors(server(files, keyStorePath=str(tmp_path / "absent.p12")))
-    assert "keyStorePath" in missing and "no such file" in missing
+    assert "keyStorePath" in missing
+    assert "no such file" in missing
     jks = tmp_path / "old.jks"
     jks.write_bytes(b"\xfe\xed\xfe\xed" + os.urandom(32))
     (found,) = errors(server(files, keyStorePath=str(jks)))
-    assert "keytool -importkeystore" in found and "-deststoretype PKCS12" in found
+    assert "keytool -importkeystore" in found
+    assert "-deststoretype PKCS12" in found
     (declared,) = errors(server(files, keyStoreType="JKS"))
     assert "keytool" in declared
     (alias,) = errors(server(files, keyStoreAlias="someone-else"))
@@ -104,9 +109,11 @@ def test_protocols_and_cipher_suites(files: TlsFiles) -> None:
 
 def test_unimplemented_parameters_warn_or_refuse(files: TlsFiles) -> None:
     read = read_tls_params(server(files, sslProvider="OPENSSL", sniHost="x"), "acceptor")
-    assert read.errors == [] and read.ignored == ["sniHost", "sslProvider"]
+    assert read.errors == []
+    assert read.ignored == ["sniHost", "sslProvider"]
     (crl,) = errors(server(files, crlPath="/tmp/x.crl"))
-    assert "crlPath" in crl and "revoked" in crl
+    assert "crlPath" in crl
+    assert "revoked" in crl
     (verify,) = errors(server(files, verifyHost="true"))
     assert "verifyHost" in verify
 
@@ -148,10 +155,12 @@ def test_client_context_settings(files: TlsFiles) -> None:
         "trustStorePassword": PASSWORD,
     }
     verifying = client_context(read_tls_params(trust, "connector").params)
-    assert verifying.verify_mode == ssl.CERT_REQUIRED and verifying.check_hostname
+    assert verifying.verify_mode == ssl.CERT_REQUIRED
+    assert verifying.check_hostname
     assert len(verifying.get_ca_certs()) == 1
     no_host = client_context(read_tls_params({**trust, "verifyHost": "false"}, "connector").params)
-    assert no_host.verify_mode == ssl.CERT_REQUIRED and not no_host.check_hostname
+    assert no_host.verify_mode == ssl.CERT_REQUIRED
+    assert not no_host.check_hostname
     trust_all = client_context(
         read_tls_params({"sslEnabled": "true", "trustAll": "true"}, "connector").params
     )
@@ -163,7 +172,8 @@ def test_client_url_takes_the_tls_parameters(files: TlsFiles) -> None:
         f"tcp://localhost:61613?sslEnabled=true&trustStorePath={files.truststore}"
         f"&trustStorePassword={PASSWORD}"
     )
-    assert url.options.tls.enabled and url.options.tls.trust_store_path == str(files.truststore)
+    assert url.options.tls.enabled
+    assert url.options.tls.trust_store_path == str(files.truststore)
     with pytest.raises(ValueError, match="wrong password"):
         parse_client_url(
             f"tcp://localhost:61613?sslEnabled=true&trustStorePath={files.truststore}"

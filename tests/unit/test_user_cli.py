@@ -18,7 +18,8 @@ def test_edits_keep_other_lines_and_follow_artemis(tmp_path: Path) -> None:
     user.add(tmp_path, "bob", "pw2", ["viewer"], plaintext=True)
     lines = users.read_text().splitlines()
     assert lines[:2] == ["# the admins", "admin = ENC(1024:AB:CD)"]
-    assert passwords.verify(lines[2].split(" = ")[1], "pw") and lines[3] == "bob = pw2"
+    assert passwords.verify(lines[2].split(" = ")[1], "pw")
+    assert lines[3] == "bob = pw2"
     assert roles.read_text() == "## roles\namq = admin,alice\nviewer = alice,bob\n"
     assert user.listing(tmp_path, None)[1:4] == [
         '"admin"(amq)',

@@ -55,7 +55,7 @@ class LargeBody:
     """A body kept in a large-message file: the file of message ``file_id``, ``length``
     bytes. ``store`` is None until the broker attaches it (a decoded page record)."""
 
-    __slots__ = ("store", "file_id", "length", "ticket")
+    __slots__ = ("file_id", "length", "store", "ticket")
 
     def __init__(self, store: LargeMessageStore | None, file_id: int, length: int) -> None:
         self.store = store
@@ -78,20 +78,20 @@ class Message:
     """An immutable message body and headers with a mutable live-reference count."""
 
     __slots__ = (
-        "message_id",
-        "address",
-        "routing_type",
-        "durable",
-        "priority",
-        "timestamp",
-        "expiration",
-        "properties",
-        "body",
-        "ref_count",
-        "stored",
-        "large",
-        "body_ref",
         "_property_map",
+        "address",
+        "body",
+        "body_ref",
+        "durable",
+        "expiration",
+        "large",
+        "message_id",
+        "priority",
+        "properties",
+        "ref_count",
+        "routing_type",
+        "stored",
+        "timestamp",
     )
 
     def __init__(
@@ -245,7 +245,7 @@ class MessageReference:
     acknowledgement is then a PAGE_ACK record); ``held``: its share of the address's memory.
     """
 
-    __slots__ = ("message", "queue", "delivery_count", "offset", "stream", "paged", "held")
+    __slots__ = ("delivery_count", "held", "message", "offset", "paged", "queue", "stream")
 
     def __init__(
         self, message: Message, queue: Queue, delivery_count: int = 0, offset: int = 0

@@ -19,7 +19,7 @@ class OffsetIndex:
     streams adopted from other nodes (``ref.stream`` set) go to a sub-index per stream,
     ``adopted``: offsets are only comparable within a stream."""
 
-    __slots__ = ("_refs", "_offsets", "adopted")
+    __slots__ = ("_offsets", "_refs", "adopted")
 
     def __init__(self, refs: Iterable[MessageReference] = ()) -> None:
         self._refs: dict[int, MessageReference] = {}

@@ -201,7 +201,8 @@ async def _load(dirs: DataDirs, copy: Path) -> tuple[LoadReport, LoadReport]:
         copy / "bindings", bindings, file_prefix=prefix, file_extension=extension
     ) as journal:
         bindings_report = journal.loaded
-    assert messages_report is not None and bindings_report is not None
+    assert messages_report is not None
+    assert bindings_report is not None
     return messages_report, bindings_report
 
 

@@ -297,7 +297,8 @@ class FailoverConnection:
                     continue
                 self.failovers += 1
                 self._origin.clear()  # their ACKs are moot: the broker redelivers them
-                assert old is not None and self.url is not None
+                assert old is not None
+                assert self.url is not None
                 log.info("failed over from %s to %s after: %s", old, self.url, cause)
                 if self.on_failover is not None:
                     self.on_failover(old, self.url, cause)

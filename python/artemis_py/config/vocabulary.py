@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-__all__ = ["Vocabulary", "VOCABULARIES", "suggest"]
+__all__ = ["VOCABULARIES", "Vocabulary", "suggest"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,7 +72,7 @@ def is_wildcard(pattern: str, syntax: WildcardSyntax = DEFAULT_WILDCARDS) -> boo
 class AddressMatcher:
     """A compiled wildcard pattern. Immutable and hashable (by pattern and syntax)."""
 
-    __slots__ = ("_regex", "pattern", "syntax", "is_wildcard")
+    __slots__ = ("_regex", "is_wildcard", "pattern", "syntax")
 
     def __init__(self, pattern: str, syntax: WildcardSyntax = DEFAULT_WILDCARDS) -> None:
         self.pattern = pattern

@@ -291,7 +291,7 @@ class _Unexpected:
 
         try:
             await self.app(scope, receive, sending)
-        except Exception:  # noqa: BLE001 - the one place that turns any failure into a 500
+        except Exception:  # the one place that turns any failure into a 500
             log.exception("management API: %s %s failed", scope.get("method"), scope.get("path"))
             if started or scope["type"] != "http":
                 return

@@ -495,7 +495,7 @@ def worker_main(options: PerfOptions, assignment: Assignment, control: Control) 
     """Process entry point: run the actors, put one result dict on ``control.results``."""
     try:
         result = trio.run(_run, options, assignment, control)
-    except BaseException as exc:  # noqa: BLE001 - reported to the runner, never lost
+    except BaseException as exc:  # reported to the runner, never lost
         result = {"worker": assignment.index, "fatal": f"{type(exc).__name__}: {exc}"}
         control.results.put(result)
         raise

@@ -43,7 +43,7 @@ def require_spark() -> None:
     except ImportError:
         raise MissingDependencyError(f"pyspark is not installed: {_INSTALL}") from None
     try:
-        import pyspark.sql.datasource  # noqa: F401  (new in pyspark 4.0)
+        import pyspark.sql.datasource  # new in pyspark 4.0
     except ImportError:
         version = getattr(pyspark, "__version__", "?")
         raise MissingDependencyError(

@@ -48,9 +48,9 @@ __all__ = [
     "TlsSetupError",
     "client_context",
     "dial_failure",
-    "tls_refusal",
     "handshake_failure",
     "server_context",
+    "tls_refusal",
 ]
 
 log = logging.getLogger("artemis_py.transport")

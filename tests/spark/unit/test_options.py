@@ -35,10 +35,12 @@ def test_defaults_of_a_queue_source() -> None:
     options = parse_source_options(QUEUE)
     assert options.urls == (BrokerUrl("localhost", 61613),)
     assert options.queue == "orders"
-    assert options.topic is None and options.subscription is None
+    assert options.topic is None
+    assert options.subscription is None
     assert options.source_queue == "orders"
     assert options.client_id == "spark-orders"
-    assert options.login is None and options.passcode is None
+    assert options.login is None
+    assert options.passcode is None
     assert options.max_messages_per_trigger is None
     assert options.starting_offsets == "earliest"
     assert options.fail_on_data_loss is True

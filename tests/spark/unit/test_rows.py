@@ -73,7 +73,9 @@ def test_row_of_a_browsed_message() -> None:
 def test_stream_of_the_partition_when_the_frame_does_not_say() -> None:
     row = message_row(browsed(("offset", "5")), queue="q", stream=N1)
     assert row[0] == N1
-    assert row[2] == "" and row[4] == ""  # no message-id, no destination: empty, not None
+    # no message-id, no destination: empty, not None
+    assert row[2] == ""
+    assert row[4] == ""
     assert row[7] is None  # no timestamp
     assert row[8] is False
 

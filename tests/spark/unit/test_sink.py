@@ -14,12 +14,12 @@ import trio
 
 pytest.importorskip("pyspark.sql.datasource")
 
-from artemis_py.client.testing import ScriptedStompServer  # noqa: E402
-from artemis_py.protocol.stomp import Command, Frame  # noqa: E402
-from artemis_py.spark.options import parse_sink_options  # noqa: E402
-from artemis_py.spark.sink import SinkCommitMessage, SinkPlan, send_partition  # noqa: E402
-from artemis_py.spark.sink_rules import SinkError, check_sink_schema  # noqa: E402
-from artemis_py.spark.wire import NodeUnreachableError  # noqa: E402
+from artemis_py.client.testing import ScriptedStompServer
+from artemis_py.protocol.stomp import Command, Frame
+from artemis_py.spark.options import parse_sink_options
+from artemis_py.spark.sink import SinkCommitMessage, SinkPlan, send_partition
+from artemis_py.spark.sink_rules import SinkError, check_sink_schema
+from artemis_py.spark.wire import NodeUnreachableError
 
 DUP = "spark:0f0e:7"
 COLUMNS = [("body", "string"), ("headers", "map<string,string>"), ("destination", "string")]

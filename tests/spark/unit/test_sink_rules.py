@@ -125,7 +125,8 @@ def test_a_row_becomes_a_send() -> None:
         b"\x00\xff",
         {"persistent": "true", "k": "v", "_AMQ_DUPL_ID": "spark:w:3"},
     )
-    assert isinstance(message.body, bytes) and message.size == 2
+    assert isinstance(message.body, bytes)
+    assert message.size == 2
 
 
 def test_text_bodies_the_destination_option_and_persistence() -> None:

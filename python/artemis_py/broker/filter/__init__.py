@@ -72,7 +72,7 @@ __all__ = [
 class Filter:
     """A compiled filter expression; immutable, hashable and equal by its text."""
 
-    __slots__ = ("_text", "_fn", "_identifiers")
+    __slots__ = ("_fn", "_identifiers", "_text")
 
     def __init__(self, text: str, fn: Eval, identifiers: frozenset[str]) -> None:
         self._text = text

@@ -65,7 +65,7 @@ NULL: Final = "NULL"
 class Expr:
     """A compiled subexpression: its closure, static kind, and where it starts."""
 
-    __slots__ = ("fn", "kind", "pos", "depth", "const", "value", "name")
+    __slots__ = ("const", "depth", "fn", "kind", "name", "pos", "value")
 
     def __init__(
         self,

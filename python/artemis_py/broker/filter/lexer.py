@@ -93,7 +93,7 @@ def _id_part(ch: str) -> bool:
 class Token:
     """One token: its kind, its value (a keyword upper-cased, a literal decoded), its span."""
 
-    __slots__ = ("kind", "value", "start", "end")
+    __slots__ = ("end", "kind", "start", "value")
 
     def __init__(self, kind: str, value: object, start: int, end: int) -> None:
         self.kind = kind
@@ -117,7 +117,7 @@ class Token:
 class Lexer:
     """Yields the tokens of ``text`` from ``pos`` on, one :meth:`next` call at a time."""
 
-    __slots__ = ("_text", "_pos", "_hyphens")
+    __slots__ = ("_hyphens", "_pos", "_text")
 
     def __init__(self, text: str, pos: int, hyphens: bool) -> None:
         self._text = text

@@ -37,7 +37,7 @@ def split_pattern(pattern: str, escape: str | None) -> list[Segment] | None:
 class LikePattern:
     """A compiled LIKE pattern; calling it with a subject string says whether it matches."""
 
-    __slots__ = ("_segments", "_lengths", "_wildcard")
+    __slots__ = ("_lengths", "_segments", "_wildcard")
 
     def __init__(self, segments: list[Segment]) -> None:
         compiled: list[str | re.Pattern[str]] = []

@@ -423,5 +423,5 @@ class AddressPaging:
         return self.cursors.pop(queue.id, None)
 
 
-class Full(Exception):  # noqa: N818 - the address is full: the text is for the client
+class Full(Exception):  # the address is full: the text is for the client
     """A send cannot be accepted: the address (or its pages) reached a limit under FAIL."""

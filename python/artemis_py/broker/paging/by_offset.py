@@ -49,7 +49,7 @@ _READ_RECORDS = 256
 _READ_BYTES = 1 << 20
 
 
-class PageGone(Exception):  # noqa: N818 - a signal to start again, never shown
+class PageGone(Exception):  # a signal to start again, never shown
     """A page was deleted while a scan was reading it: take a fresh snapshot."""
 
 

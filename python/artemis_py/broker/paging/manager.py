@@ -228,7 +228,7 @@ class PagingManager:
         try:
             paging.store = await self.create_store(paging.address)
             failed = False
-        except Exception as exc:  # noqa: BLE001 - reported; the address keeps its messages in memory
+        except Exception as exc:  # reported; the address keeps its messages in memory
             log.error("address %s: cannot create its page store: %s", paging.address, exc)
         finally:
             self._creating.discard(paging)
@@ -274,7 +274,7 @@ class PagingManager:
     async def _depage(self, paging: AddressPaging, cursor: PageCursor) -> None:
         try:
             await paging.depage(cursor)
-        except Exception as exc:  # noqa: BLE001 - a broken page must not stop the node
+        except Exception as exc:  # a broken page must not stop the node
             log.error(
                 "address %s: cannot read the pages for queue %s: %s",
                 paging.address,
@@ -325,7 +325,7 @@ class PagingManager:
             await durable(self._completions)  # the journal completes tickets in order
             for page in pages:
                 await store.delete_page(page)
-        except Exception as exc:  # noqa: BLE001 - kept for the next attempt after a restart
+        except Exception as exc:  # kept for the next attempt after a restart
             log.error("address %s: cannot delete page(s) %s: %s", paging.address, pages, exc)
             return
         finally:

@@ -22,7 +22,7 @@ from artemis_py.config import DiscoveryGroupConfig
 from artemis_py.protocol.discovery import MAX_SIZE
 from artemis_py.transport.multicast import open_receiver
 
-__all__ = ["dns_ping", "file_ping", "udp", "SUFFIX"]
+__all__ = ["SUFFIX", "dns_ping", "file_ping", "udp"]
 
 log = logging.getLogger("artemis_py.cluster.discovery")
 

@@ -497,7 +497,8 @@ class Connection:
         """What a proof covers: the Hello and the Challenge, as both ends saw them (a
         client only proceeds when the Challenge names its own cluster)."""
         hello, challenge = self._hello, self._challenge
-        assert hello is not None and challenge is not None
+        assert hello is not None
+        assert challenge is not None
         return transcript(
             role,
             version=challenge.version,

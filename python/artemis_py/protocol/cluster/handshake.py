@@ -63,8 +63,8 @@ class ClientConnection(Connection):
     __slots__ = (
         "_nonce_source",
         "_password",
-        "connector",
         "cluster_name",
+        "connector",
         "instance_id",
         "max_hops",
         "node_id",

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Final, TypeAlias, overload
 
 __all__ = [
+    "BODY_COMMANDS",
     "CLIENT_COMMANDS",
     "NEED_DATA",
     "PAUSED",
     "SERVER_COMMANDS",
-    "BODY_COMMANDS",
     "Command",
     "ConnectionClosed",
     "Event",

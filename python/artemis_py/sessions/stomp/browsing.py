@@ -93,7 +93,8 @@ def answer(session: StompSession, browse: Browse, found: Found | list[StreamInfo
         end_headers.append(("management-address", broker.config.management_address))
         _send_end(session, end_headers)
         return
-    assert found is not None and not isinstance(found, list)
+    assert found is not None
+    assert not isinstance(found, list)
     stream = browse.stream
     if not browse.count_only:
         for ref in found.refs:
