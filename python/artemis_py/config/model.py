@@ -16,8 +16,8 @@ from typing import Protocol, TypeVar
 from . import defaults
 from .address_settings import AddressSettings, AddressSettingsRepository
 from .enums import HAPolicy, JournalType, MessageLoadBalancing, RoutingType
-from .problems import ConfigProblem
 from .permissions import SecuritySettingConfig
+from .problems import ConfigProblem
 from .tls import TlsParams
 from .wildcards import DEFAULT_WILDCARDS, WildcardSyntax
 
