@@ -499,5 +499,6 @@ def test_no_receipted_message_is_lost_while_nodes_scale_down_crash_and_return(
     details = "\n".join([summary, *churn.failed_stops])
     verdict = history.verdict()
     assert verdict.receipted >= 200, details  # the churn really carried traffic
-    assert verdict.ok and not verdict.foreign, details
+    assert verdict.ok, details
+    assert not verdict.foreign, details
     assert not churn.failed_stops, details

@@ -95,7 +95,9 @@ def test_stopped_node_gets_its_backlog_after_restart(cluster: Any, clients: Any)
     for i in range(3, 10):
         producer.send(f"/queue/{q}", f"m-{i}", persistent="true")
     b = bridge(status(nodes[0]), ids[1])
-    assert b is not None and b["depth"] == 7 and not b["connected"], b
+    assert b is not None, b
+    assert b["depth"] == 7, b
+    assert not b["connected"], b
 
     assert backlog_delivered(nodes, ids, clients, q, 7) == [f"m-{i}" for i in range(3, 10)]
 
@@ -269,13 +271,16 @@ def test_backlog_survives_a_restart_of_the_sending_node(cluster: Any, clients: A
     for i in range(5):
         producer.send(f"/queue/{q}", f"m-{i}", persistent="true")
     b = bridge(status(nodes[0]), ids[1])
-    assert b is not None and b["depth"] == 5, b
+    assert b is not None, b
+    assert b["depth"] == 5, b
     producer.close()
 
     nodes[0].restart(crash=True)  # SIGKILL: the backlog is only in node 0's journal
     assert "5 message(s) wait for node" in nodes[0].log(since_start=True)
     b = bridge(status(nodes[0]), ids[1])
-    assert b is not None and b["depth"] == 5 and not b["connected"], b
+    assert b is not None, b
+    assert b["depth"] == 5, b
+    assert not b["connected"], b
 
     assert backlog_delivered(nodes, ids, clients, q, 5) == [f"m-{i}" for i in range(5)]
 
@@ -417,7 +422,9 @@ def test_durable_subscription_on_a_stopped_node_gets_its_copies(cluster: Any, cl
         producer.send(f"/topic/{topic}", f"m-{i}", persistent="true")
     here.wait_messages(3)
     b = bridge(status(nodes[0]), ids[1])
-    assert b is not None and b["depth"] == 3 and not b["connected"], b
+    assert b is not None, b
+    assert b["depth"] == 3, b
+    assert not b["connected"], b
 
     nodes[1].start()
     again = clients(nodes[1], client_id=client_id)

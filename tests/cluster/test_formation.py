@@ -116,7 +116,8 @@ def test_a_refused_link_is_logged_once_then_ever_less_often(cluster: Any) -> Non
         assert len(lines) <= 6, lines
         dialled = [line for line in lines if "refused the link" in line]
         served = [line for line in lines if "link from" in line]
-        assert dialled and served, lines  # repeated, not muted
+        assert dialled, lines
+        assert served, lines  # repeated, not muted
         assert "more time(s) since the last such line" in dialled[0], dialled[0]
         assert "more time(s) since the last such line" in served[0], served[0]
 

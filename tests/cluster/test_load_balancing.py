@@ -187,9 +187,8 @@ def test_queue_filter_on_one_node(nodes: Cluster, clients: Any) -> None:
         producer.send(f"/queue/{FILTERED}", f"m-{i}", persistent="true", color=color)
     got = drain(consumers, 12)
     assert sorted(sum(got, [])) == list(range(12)), got
-    assert len(got[1]) == 2 and all(i < 6 for i in got[1]), (
-        f"node 1 (filter color = 'red') got {got[1]}: {got}"
-    )
+    assert len(got[1]) == 2, f"node 1 (filter color = 'red') got {got[1]}: {got}"
+    assert all(i < 6 for i in got[1]), f"node 1 (filter color = 'red') got {got[1]}: {got}"
     reds = [[i for i in g if i < 6] for g in got]
     blues = [[i for i in g if i >= 6] for g in got]
     assert [len(r) for r in reds] == [2, 2, 2], got
@@ -268,7 +267,8 @@ def test_cli_cluster_status(nodes: Cluster, clients: Any) -> None:
         "x",
     )
     assert nobody.returncode == 1, (nobody.stdout, nobody.stderr)
-    assert "cannot connect" in nobody.stderr and "Traceback" not in nobody.stderr, nobody.stderr
+    assert "cannot connect" in nobody.stderr, nobody.stderr
+    assert "Traceback" not in nobody.stderr, nobody.stderr
 
 
 def test_status_bridges_count_forwarded_messages(nodes: Cluster, clients: Any) -> None:

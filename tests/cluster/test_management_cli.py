@@ -103,7 +103,8 @@ def test_both_ways_count_this_node_among_the_members_even_from_a_fresh_terminal(
     for text in (over_file.stdout, over_api.stdout):
         count, listed = members_of(text)
         assert (count, sorted(listed)) == (3, ids), text
-        assert f"  {node_id(first)}  {first.connector}" in text and "this node" in text, text
+        assert f"  {node_id(first)}  {first.connector}" in text, text
+        assert "this node" in text, text
     (connection,) = json.loads(cli("cluster", "status", "--url", first.web_url, "--json").stdout)[
         "cluster_connections"
     ]
@@ -112,13 +113,15 @@ def test_both_ways_count_this_node_among_the_members_even_from_a_fresh_terminal(
     stat = cli("queue", "stat", "--url", first.web_url, "--queueName", "$.artemis.internal.sf")
     assert stat.returncode == 0, stat.stderr
     names = [line.split("|")[1].strip() for line in stat.stdout.splitlines()[1:]]
-    assert len(names) == len(set(names)) == 2 and all(len(n) <= 25 for n in names), stat.stdout
+    assert len(names) == len(set(names)) == 2, stat.stdout
+    assert all(len(n) <= 25 for n in names), stat.stdout
 
     # A fresh terminal: the variable is not set there.
     monkeypatch.delenv(VARIABLE)
     code = main(["cluster", "status", str(first.config_path)])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1, err
+    assert code == 2, err
+    assert err.count("\n") == 1, err
     assert f"takes its <cluster-password> from {VARIABLE}, which is not set here" in err
     given = cli("cluster", "status", str(first.config_path), "--password", CLUSTER_PASSWORD)
     assert given.returncode == 0, given.stderr

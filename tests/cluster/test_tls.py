@@ -57,7 +57,8 @@ def test_three_nodes_over_tls_balance_round_robin(cluster: Any, clients: Any, tm
     shown = cli("cluster", "status", "--url", url, *args, "--user", nodes[1].user, "--json")
     assert shown.returncode == 0, shown.stderr
     plain = cli("cluster", "status", "--url", url.split("?")[0], *args, "--user", nodes[1].user)
-    assert plain.returncode == 1 and "Traceback" not in plain.stderr, plain.stderr
+    assert plain.returncode == 1, plain.stderr
+    assert "Traceback" not in plain.stderr, plain.stderr
     assert "sslEnabled=true" in plain.stderr, plain.stderr
 
 

@@ -108,7 +108,8 @@ def test_chain_max_hops_2_reaches_the_far_end(cluster: Any, clients: Any) -> Non
     consumer = clients(nodes[2])
     consumer.subscribe(f"/queue/{q}")
     far = wait_binding(nodes[0], q, on=nodes[2], consumers=1)
-    assert far["distance"] == 2 and far["via"] == ids[1], far
+    assert far["distance"] == 2, far
+    assert far["via"] == ids[1], far
 
     producer = clients(nodes[0])
     for i in range(5):

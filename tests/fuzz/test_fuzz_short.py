@@ -67,7 +67,9 @@ def test_short_fuzz_run(target: str, tmp_path: Path) -> None:
         timeout=60,
     )
     crashes = [p.name for p in tmp_path.iterdir() if p.name != "corpus"]
-    assert result.returncode == 0 and not crashes, (
+    found = (
         f"{target}: fuzzing found a failing input ({crashes}); add it to "
         f"fuzz/regressions/{target}/ and fix it:\n{result.stderr[-4000:]}"
     )
+    assert result.returncode == 0, found
+    assert not crashes, found

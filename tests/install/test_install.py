@@ -114,7 +114,8 @@ def test_an_installed_node_serves_the_console(node: InstalledNode) -> None:
     assert kind.startswith("text/html")
     page = body.decode()
     scripts, stylesheets = SCRIPT.findall(page), STYLESHEET.findall(page)
-    assert scripts and stylesheets, page
+    assert scripts, page
+    assert stylesheets, page
     for path, wanted in [(p, "javascript") for p in scripts] + [
         (p, "text/css") for p in stylesheets
     ]:

@@ -95,7 +95,8 @@ def test_run_reports_every_problem_at_once(tmp_path):
     )
     result = artemis_py("run", str(path), cwd=tmp_path)
     assert result.returncode != 0
-    assert "broker.xml:5" in result.stderr and "broker.xml:6" in result.stderr, result.stderr
+    assert "broker.xml:5" in result.stderr, result.stderr
+    assert "broker.xml:6" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -112,7 +113,8 @@ def test_run_refuses_an_unknown_log_level(tmp_path):
     result = artemis_py("run", "--log-level", "LOUD", str(tmp_path / "nope.xml"), cwd=tmp_path)
     assert result.returncode == 2
     assert "usage:" in result.stderr, result.stderr
-    assert "--log-level" in result.stderr and "'LOUD'" in result.stderr, result.stderr
+    assert "--log-level" in result.stderr, result.stderr
+    assert "'LOUD'" in result.stderr, result.stderr
     assert "DEBUG, INFO, WARNING, ERROR, CRITICAL" in result.stderr, result.stderr
     assert "nope.xml" not in result.stderr  # refused before the configuration is read
     assert "Traceback" not in result.stderr
@@ -400,7 +402,8 @@ def test_a_refused_login_is_one_line_without_escapes_or_repetition(make_broker):
     assert result.stdout == ""
     err = result.stderr
     assert err.startswith("artemis-py consumer: the broker sent an ERROR: "), err
-    assert err.count("\n") == 1 and "\\c" not in err, err
+    assert err.count("\n") == 1, err
+    assert "\\c" not in err, err
     assert err.count("authentication failed") == 1, err
 
 

@@ -212,7 +212,8 @@ def test_concurrent_resends_from_two_connections_store_one_copy_each(make_broker
         for raw in (one, two):
             for _ in range(count):
                 reply = raw.read_frame()
-                assert reply is not None and reply.command == "RECEIPT", reply
+                assert reply is not None, reply
+                assert reply.command == "RECEIPT", reply
                 verdicts.setdefault(reply.get("receipt-id") or "", []).append(
                     reply.get("duplicate") == "true"
                 )
@@ -279,4 +280,5 @@ def test_the_acks_of_an_ignored_transaction_do_not_happen(make_broker) -> None:
         assert duplicate(raw.receipt("COMMIT", {"transaction": tx}))
         # Not acknowledged: it comes back.
         again = raw.read_until("MESSAGE")
-        assert again.body == b"work" and again.get("redelivered") == "true", again
+        assert again.body == b"work", again
+        assert again.get("redelivered") == "true", again

@@ -152,7 +152,8 @@ def test_unacked_messages_of_a_timed_out_client_are_redelivered(broker, raw_clie
     other = clients(broker, heartbeats=(1000, 0))
     other.subscribe(q)
     [msg] = other.wait_messages(1)
-    assert msg.body == "held" and msg.headers.get("redelivered") == "true"
+    assert msg.body == "held"
+    assert msg.headers.get("redelivered") == "true"
 
 
 def test_malformed_heart_beat_header_is_an_error(broker, raw_clients):

@@ -71,7 +71,8 @@ def stat_of(capsys, node: BrokerProcess, queue: str) -> dict[str, Any] | None:
 
 
 def one_line(err: str) -> str:
-    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.count("\n") == 1, err
+    assert "Traceback" not in err, err
     return err.strip()
 
 

@@ -367,7 +367,8 @@ def test_disconnect_receipt_comes_after_earlier_frames_took_effect(broker, raw_c
         raw.send("SEND", {"destination": q}, str(i).encode())
     raw.send("DISCONNECT", {"receipt": "goodbye"})
     receipt = raw.read_frame()
-    assert receipt is not None and receipt.command == "RECEIPT", receipt
+    assert receipt is not None, receipt
+    assert receipt.command == "RECEIPT", receipt
     assert receipt.get("receipt-id") == "goodbye"
     assert raw.wait_closed() == []  # and then the broker closes the connection
     consumer = raw_clients(broker)

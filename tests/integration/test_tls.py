@@ -211,7 +211,8 @@ def test_producer_and_consumer_over_tls_with_a_client_certificate(make_broker, p
     )
     assert checked.returncode == 0, checked.stderr
     report = json.loads(checked.stdout)
-    assert report["ok"] and (report["received"], report["lost"]) == (20, 0), report
+    assert report["ok"], report
+    assert (report["received"], report["lost"]) == (20, 0), report
 
 
 def test_broken_tls_configuration_is_refused_at_start(make_broker, p12_files, tmp_path):

@@ -35,7 +35,8 @@ def test_a_page_file_of_another_format_is_refused_and_nothing_is_lost(paged_node
     original = first.read_bytes()
     first.write_bytes(b"NOTAPAGE" + original[8:])
     log = start_refused(paged_node)
-    assert str(first) in log and "not a page file" in log, log
+    assert str(first) in log, log
+    assert "not a page file" in log, log
     first.write_bytes(original)  # put back: every synced message is still there, in order
     paged_node.start()
     assert consume(clients, paged_node, Q, 60) == list(range(60))
@@ -49,7 +50,8 @@ def test_a_damaged_record_before_the_end_is_an_error_naming_file_and_offset(page
     damaged[100] ^= 0xFF  # inside the first record, in a page that is not the last
     first.write_bytes(bytes(damaged))
     log = start_refused(paged_node)
-    assert str(first) in log and "offset" in log, log
+    assert str(first) in log, log
+    assert "offset" in log, log
     first.write_bytes(original)
     paged_node.start()
     c = clients(paged_node)

@@ -30,7 +30,8 @@ def test_fail_refuses_a_send_with_an_error_naming_the_address_and_limit(make_bro
     producer = clients(node)
     accepted = send_until_error(producer, q)
     error = producer.errors[0]
-    assert "paged.fail" in error.body and "max-size-bytes 20480" in error.body, error.body
+    assert "paged.fail" in error.body, error.body
+    assert "max-size-bytes 20480" in error.body, error.body
     assert 15 <= accepted <= 20
     assert consume(clients, node, q, accepted) == list(range(accepted)), "nothing accepted is lost"
 

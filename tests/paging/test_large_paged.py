@@ -41,7 +41,8 @@ def test_a_large_message_is_paged_by_reference_and_survives_kill_9(paged_node, c
     refs = [x for x in lines if " LARGE_PAGE_REF " in x]
     in_memory = [x for x in lines if " LARGE_MESSAGE " in x]
     paged_records = [x for x in lines if x.startswith("paged ") and "in-file=" in x]
-    assert refs and len(refs) + len(in_memory) == 3, shown.stdout
+    assert refs, shown.stdout
+    assert len(refs) + len(in_memory) == 3, shown.stdout
     assert len(paged_records) == len(refs), shown.stdout
     assert all("in-file=" in x for x in in_memory), shown.stdout
     # A file no record refers to is an orphan: removed; the paged messages' files are kept.

@@ -366,7 +366,9 @@ def test_semantics(text: str, props: dict[str, object], expected: bool | None) -
 
 def test_case_table_has_every_outcome() -> None:
     outcomes = [expected for _, _, expected in CASES]
-    assert outcomes.count(True) > 100 and outcomes.count(False) > 40 and outcomes.count(None) > 30
+    assert outcomes.count(True) > 100
+    assert outcomes.count(False) > 40
+    assert outcomes.count(None) > 30
 
 
 # ---------------------------------------------------------------------------------------------
@@ -451,7 +453,8 @@ def test_error_is_an_artemis_error_and_pickles() -> None:
     assert error.text == "color = "
     assert str(error) == 'filter "color = " at column 9: expected a value'
     copy = pickle.loads(pickle.dumps(error))
-    assert str(copy) == str(error) and copy.position == 8
+    assert str(copy) == str(error)
+    assert copy.position == 8
 
 
 def test_like_is_not_exponential() -> None:

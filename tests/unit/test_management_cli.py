@@ -186,7 +186,8 @@ def run(capsys, url: str, *args: str, user: str = "admin") -> tuple[int, str, st
 
 
 def one_line(err: str) -> str:
-    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.count("\n") == 1, err
+    assert "Traceback" not in err, err
     return err.strip()
 
 
@@ -267,7 +268,8 @@ def test_queue_stat_tells_apart_names_that_share_a_long_prefix(api, capsys):
         state.queues[name] = _queue(name)
     _, out, _ = run(capsys, url, "queue", "stat", "--queueName", sf)
     shown = [line.split("|")[1].strip() for line in out.splitlines()[1:]]
-    assert len(shown) == 2 and len(set(shown)) == 2, out
+    assert len(shown) == 2, out
+    assert len(set(shown)) == 2, out
     assert all(len(cell) <= 25 for cell in shown), out
     assert shown[0].endswith("c226a83eee2f"[-11:])
     assert shown[1].endswith("05f1bae9bba1"[-11:])

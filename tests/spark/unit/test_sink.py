@@ -71,7 +71,8 @@ async def test_one_pipelined_transaction_with_the_id_on_every_message(
             "transaction": transaction,
         }
         assert send.body == f"row {number}".encode()
-    assert commit.get("transaction") == transaction and commit.get("receipt")
+    assert commit.get("transaction") == transaction
+    assert commit.get("receipt")
 
 
 async def test_a_duplicate_commit_is_success(nursery: trio.Nursery) -> None:
@@ -176,4 +177,5 @@ def test_commit_messages_and_errors_survive_pickling() -> None:
     message = SinkCommitMessage(partition=1, rows=10, duplicate=True)
     assert pickle.loads(pickle.dumps(message)) == message
     error = pickle.loads(pickle.dumps(SinkError("partition 1, row 2: body is null")))
-    assert isinstance(error, SinkError) and str(error) == "partition 1, row 2: body is null"
+    assert isinstance(error, SinkError)
+    assert str(error) == "partition 1, row 2: body is null"

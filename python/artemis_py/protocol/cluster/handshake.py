@@ -244,7 +244,8 @@ class ServerConnection(Connection):
         assert isinstance(frame, Auth)
         hello = self._hello
         challenge = self._challenge
-        assert hello is not None and challenge is not None
+        assert hello is not None
+        assert challenge is not None
         expected = proof(self._password, self._transcript("client"))
         proof_ok = hmac.compare_digest(frame.proof.encode("ascii"), expected.encode("ascii"))
         if not (proof_ok and self._user_ok):
