@@ -29,7 +29,7 @@ from pathlib import Path
 import trio
 
 from artemis_py.client import open_stomp_connection
-from artemis_py.client.offsets import acknowledge_up_to, list_streams
+from artemis_py.client.offset_reader import acknowledge_up_to, list_streams
 from artemis_py.cluster.status import fetch_status
 from artemis_py.transport.link import LinkError
 

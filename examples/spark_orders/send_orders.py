@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 import trio
 
 from artemis_py.client import BrokerUrl, ClientError, open_stomp_connection, parse_url
-from artemis_py.client.offsets import list_streams
+from artemis_py.client.offset_reader import list_streams
 
 # The STOMP acceptors of etc/cluster/symmetric/node{1,2,3}.xml.
 DEFAULT_URL = "tcp://localhost:61613,tcp://localhost:61713,tcp://localhost:61813"

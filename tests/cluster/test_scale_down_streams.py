@@ -14,7 +14,7 @@ from typing import Any
 import trio
 
 from artemis_py.client import open_stomp_connection
-from artemis_py.client.offsets import acknowledge_up_to, browse, list_streams
+from artemis_py.client.offset_reader import acknowledge_up_to, browse, list_streams
 
 from .conftest import Client, node_id, unique
 from .test_scale_down import scale_down_xml

@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from artemis_py.client import open_stomp_connection
-from artemis_py.client.offsets import list_streams
+from artemis_py.client.offset_reader import list_streams
 
 from .conftest import ALL_PERMISSIONS, BrokerProcess, Client, unique, wait_for
 

@@ -19,7 +19,7 @@ import pytest
 import trio
 
 from artemis_py.client import ClientConnection, StompServerError, open_stomp_connection
-from artemis_py.client.offsets import acknowledge_up_to, browse, list_streams
+from artemis_py.client.offset_reader import acknowledge_up_to, browse, list_streams
 
 from .conftest import unique
 

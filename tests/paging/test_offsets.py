@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from artemis_py.client.offsets import acknowledge_up_to, browse, list_streams
+from artemis_py.client.offset_reader import acknowledge_up_to, browse, list_streams
 from integration.conftest import unique, wait_for
 from integration.test_offsets import offsets, read_all, read_while_producing, with_client
 

@@ -24,7 +24,7 @@ import pytest
 import trio
 
 from artemis_py.client import open_stomp_connection, parse_url
-from artemis_py.client.offsets import list_streams
+from artemis_py.client.offset_reader import list_streams
 from cluster.conftest import Cluster, make_cluster, running
 from integration.conftest import DEFAULT_ADDRESSES, ROOT
 

@@ -19,7 +19,7 @@ import pytest
 import trio
 
 from artemis_py.client import Message, StompServerError, open_stomp_connection
-from artemis_py.client.offsets import browse
+from artemis_py.client.offset_reader import browse
 from artemis_py.spark import sink
 from artemis_py.spark.options import parse_sink_options
 from artemis_py.spark.sink import ArtemisStreamWriter, ArtemisWriter, SinkCommitMessage, SinkPlan

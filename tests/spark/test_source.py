@@ -21,7 +21,7 @@ import pytest
 import trio
 
 from artemis_py.client import open_stomp_connection
-from artemis_py.client.offsets import list_streams
+from artemis_py.client.offset_reader import list_streams
 from artemis_py.spark.options import parse_source_options
 from artemis_py.spark.reading import Nodes, ReadTarget, read_chunk, with_nodes
 from artemis_py.spark.source import ArtemisBatchReader, read_range

@@ -6,8 +6,8 @@ import pytest
 
 limits = pytest.importorskip("pyspark.sql.streaming.datasource")
 
-from artemis_py.spark.offsets import SourceOffset  # noqa: E402
 from artemis_py.spark.source import ArtemisStreamReader, next_request  # noqa: E402
+from artemis_py.spark.source_offsets import SourceOffset  # noqa: E402
 
 START = {"v": 1, "queue": "q", "streams": {"A": 5}}
 

@@ -12,7 +12,7 @@ Importing this package imports neither: :func:`register` and the attribute
 :data:`ArtemisDataSource` do, and say in one line what to install when one is missing.
 
 The pure parts need no JVM and are tested on their own: :mod:`.options` (the options),
-:mod:`.offsets` (the checkpoint's offsets), :mod:`.planning` (ends and partitions from the
+:mod:`.source_offsets` (the checkpoint's offsets), :mod:`.planning` (ends and partitions from the
 nodes' listings), :mod:`.schema` (the rows' schema and conversion), :mod:`.sink_rules` (the
 sink's column check and duplicate ids). :mod:`.datasource` is the pyspark side.
 """

@@ -21,7 +21,7 @@ Source (``spark.read`` / ``spark.readStream``):
   per browse, default 5000); ``nodeTimeoutMs`` (how long an unreachable node is retried,
   default 60000).
 * Streaming reads only: ``maxMessagesPerTrigger`` (≥ 1, default: no limit);
-  ``startingOffsets`` (``earliest`` default, ``latest``, or JSON, see :mod:`.offsets`).
+  ``startingOffsets`` (``earliest`` default, ``latest``, or JSON, see :mod:`.source_offsets`).
 
 Sink (``df.write`` / ``df.writeStream``): ``url``, ``destination`` (unless the rows have a
 ``destination`` column; checked with the schema), ``persistent`` (default ``true``),
@@ -41,7 +41,7 @@ from typing import Final
 from artemis_py.client.destination import parse_destination
 from artemis_py.client.url import BrokerUrl, parse_url
 from artemis_py.spark.errors import OptionError
-from artemis_py.spark.offsets import SpecificOffsets, StartingOffsets, parse_starting_offsets
+from artemis_py.spark.source_offsets import SpecificOffsets, StartingOffsets, parse_starting_offsets
 
 __all__ = [
     "BATCH_SOURCE_OPTIONS",

@@ -35,9 +35,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
-from artemis_py.client.offsets import MANAGEMENT_ADDRESS
+from artemis_py.client.offset_reader import MANAGEMENT_ADDRESS
 from artemis_py.spark.errors import MissingNodeError, OffsetError
-from artemis_py.spark.offsets import EARLIEST, LATEST, SourceOffset, StartingOffsets
+from artemis_py.spark.source_offsets import EARLIEST, LATEST, SourceOffset, StartingOffsets
 
 __all__ = [
     "CountResult",

@@ -34,7 +34,7 @@ from artemis_py.client import (
     ClientError,
     StompServerError,
 )
-from artemis_py.client.offsets import Listing, acknowledge_up_to, browse, list_streams
+from artemis_py.client.offset_reader import Listing, acknowledge_up_to, browse, list_streams
 from artemis_py.spark.errors import ConnectorError, MissingNodeError
 from artemis_py.spark.options import SourceOptions
 from artemis_py.spark.planning import CountResult, NodeListing, StreamListing, StreamState

@@ -3,7 +3,7 @@
 How the source works
 --------------------
 A queue's messages are numbered per *stream* (the node that stored them first); an offset
-of the query is the end reached in each stream (:mod:`.offsets`). Nothing is taken from the
+of the query is the end reached in each stream (:mod:`.source_offsets`). Nothing is taken from the
 queue while it is read: executors *browse* copies, and a message leaves the broker only
 when Spark has durably finished the batch that read it.
 
@@ -54,7 +54,6 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 from artemis_py.client import ClientError
 from artemis_py.spark import reading
 from artemis_py.spark.errors import ConnectorError
-from artemis_py.spark.offsets import SourceOffset
 from artemis_py.spark.options import SourceOptions, check_batch_read
 from artemis_py.spark.planning import (
     NodeListing,
@@ -69,6 +68,7 @@ from artemis_py.spark.planning import (
 )
 from artemis_py.spark.reading import Nodes, ReadTarget
 from artemis_py.spark.schema import SourceRow
+from artemis_py.spark.source_offsets import SourceOffset
 from artemis_py.spark.wire import call
 
 __all__ = [

@@ -6,7 +6,6 @@ import pytest
 
 from artemis_py.client.url import BrokerUrl
 from artemis_py.spark.errors import OptionError
-from artemis_py.spark.offsets import SpecificOffsets
 from artemis_py.spark.options import (
     BATCH_SOURCE_OPTIONS,
     DEFAULT_FETCH_SIZE,
@@ -18,6 +17,7 @@ from artemis_py.spark.options import (
     parse_source_options,
     parse_urls,
 )
+from artemis_py.spark.source_offsets import SpecificOffsets
 
 QUEUE = {"url": "tcp://localhost:61613", "queue": "orders"}
 

@@ -9,7 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from artemis_py.spark.errors import MissingNodeError, OffsetError
-from artemis_py.spark.offsets import EARLIEST, LATEST, SourceOffset, SpecificOffsets
 from artemis_py.spark.planning import (
     CountResult,
     NodeListing,
@@ -23,6 +22,7 @@ from artemis_py.spark.planning import (
     stable_ends,
     stream_partitions,
 )
+from artemis_py.spark.source_offsets import EARLIEST, LATEST, SourceOffset, SpecificOffsets
 
 Q = "orders"
 N1, N2, N3 = "node-1", "node-2", "node-3"

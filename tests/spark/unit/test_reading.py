@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from artemis_py.client import BrokerUrl
-from artemis_py.client.offsets import Listing, StreamInfo
+from artemis_py.client.offset_reader import Listing, StreamInfo
 from artemis_py.spark import reading
 from artemis_py.spark.errors import MissingNodeError
 from artemis_py.spark.options import parse_source_options

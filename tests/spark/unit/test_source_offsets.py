@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from artemis_py.spark.errors import OffsetError
-from artemis_py.spark.offsets import (
+from artemis_py.spark.source_offsets import (
     EARLIEST,
     LATEST,
     SourceOffset,
