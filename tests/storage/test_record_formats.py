@@ -6,6 +6,7 @@ into one registry (:mod:`artemis_py.broker.records`); each is decoded back as we
 
 from __future__ import annotations
 
+import importlib.util
 from collections import Counter
 
 from artemis_py.broker import records as r
@@ -58,6 +59,10 @@ def test_numbers_are_unique_per_journal_and_named_once() -> None:
         30: "LARGE_MESSAGE",
         31: "LARGE_PAGE_REF",
     }
+    for record_type in r.RECORD_TYPES:
+        assert importlib.util.find_spec(f"artemis_py.broker.{record_type.home}") is not None
+        if record_type.update_of is not None:
+            assert r.MESSAGES_RECORD_NAMES[record_type.update_of] == "MESSAGE"
     assert r.record_name("messages", 99) == "type-99"
     assert r.record_name("bindings", 10) == "type-10"
 

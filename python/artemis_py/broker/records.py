@@ -31,15 +31,15 @@ JournalName = Literal["bindings", "messages"]
 
 @dataclass(frozen=True, slots=True)
 class RecordType:
-    """One record type: its number, name (as ``data print`` shows it), journal, whether it
-    is an update of another record (``update_of``) and where its meaning is explained."""
+    """One record type: its number, name (as ``data print`` shows it), journal, the module
+    of the broker that explains it (``home``) and, for an update, the record type it updates.
+    Its payload's layout: the codec below."""
 
     number: int
     name: str
     journal: JournalName
-    layout: str
     home: str
-    update_of: str | None = None
+    update_of: int | None = None
 
 
 # -- the numbers ---------------------------------------------------------------------------
@@ -62,24 +62,28 @@ SEALED_STREAM = 20
 LARGE_MESSAGE_RECORD = 30
 LARGE_PAGE_REF = 31
 
+_B: JournalName = "bindings"
+_M: JournalName = "messages"
+
 RECORD_TYPES: tuple[RecordType, ...] = (
-    RecordType(ADDRESS_RECORD, "ADDRESS", "bindings", "name \\0 routing codes \\0 auto", "routing.post_office"),
-    RecordType(QUEUE_RECORD, "QUEUE", "bindings", "7 fields split by \\0 (QueueSpec)", "queue"),
-    RecordType(ID_BLOCK_RECORD, "ID_BLOCK", "bindings", "<Q ceiling of the reserved ids", "persistence"),
-    RecordType(MESSAGE_RECORD, "MESSAGE", "messages", "encode_message (headers + body)", "message"),
-    RecordType(ADD_REF, "ADD_REF", "messages", "<QQ queue id, offset (old: <Q queue id)", "persistence", "MESSAGE"),
-    RecordType(ACK_REF, "ACK_REF", "messages", "<Q queue id", "acknowledging", "MESSAGE"),
-    RecordType(DELIVERY_COUNT, "DELIVERY_COUNT", "messages", "<QI queue id, count", "persistence", "MESSAGE"),
-    RecordType(DUPLICATE_ID_RECORD, "DUPLICATE_ID", "messages", "the duplicate id's bytes", "duplicate_cache"),
-    RecordType(PAGE_ACK, "PAGE_ACK", "messages", "<QQQ queue id, page, offset + address", "paging.cursor"),
-    RecordType(PAGE_COMPLETE, "PAGE_COMPLETE", "messages", "<QQ queue id, page + address", "paging.cursor"),
-    RecordType(PAGE_TX, "PAGE_TX", "messages", "<Q tx id", "paging.manager"),
-    RecordType(OFFSET_MARK, "OFFSET_MARK", "messages", "<QQ queue id, mark + stream id", "offsets"),
-    RecordType(CLIENT_DUPLICATE_ID_RECORD, "CLIENT_DUPLICATE_ID", "messages", "<I length, address, id", "duplicate_cache"),
-    RecordType(SEALED_STREAM, "SEALED_STREAM", "messages", "<QQ queue id, end + stream id", "streams"),
-    RecordType(LARGE_MESSAGE_RECORD, "LARGE_MESSAGE", "messages", "<Q body length + headers", "large_messages"),
-    RecordType(LARGE_PAGE_REF, "LARGE_PAGE_REF", "messages", "<QQQQH + queue ids <Q + address", "large_messages"),
-)  # fmt: skip
+    # number, name as data print shows it, journal, where its meaning is explained
+    RecordType(ADDRESS_RECORD, "ADDRESS", _B, "routing.post_office"),
+    RecordType(QUEUE_RECORD, "QUEUE", _B, "queue"),
+    RecordType(ID_BLOCK_RECORD, "ID_BLOCK", _B, "persistence"),
+    RecordType(MESSAGE_RECORD, "MESSAGE", _M, "message"),
+    RecordType(ADD_REF, "ADD_REF", _M, "persistence", update_of=MESSAGE_RECORD),
+    RecordType(ACK_REF, "ACK_REF", _M, "acknowledging", update_of=MESSAGE_RECORD),
+    RecordType(DELIVERY_COUNT, "DELIVERY_COUNT", _M, "acknowledging", update_of=MESSAGE_RECORD),
+    RecordType(DUPLICATE_ID_RECORD, "DUPLICATE_ID", _M, "duplicate_cache"),
+    RecordType(PAGE_ACK, "PAGE_ACK", _M, "paging.cursor"),
+    RecordType(PAGE_COMPLETE, "PAGE_COMPLETE", _M, "paging.cursor"),
+    RecordType(PAGE_TX, "PAGE_TX", _M, "paging.manager"),
+    RecordType(OFFSET_MARK, "OFFSET_MARK", _M, "offsets"),
+    RecordType(CLIENT_DUPLICATE_ID_RECORD, "CLIENT_DUPLICATE_ID", _M, "duplicate_cache"),
+    RecordType(SEALED_STREAM, "SEALED_STREAM", _M, "streams"),
+    RecordType(LARGE_MESSAGE_RECORD, "LARGE_MESSAGE", _M, "large_messages"),
+    RecordType(LARGE_PAGE_REF, "LARGE_PAGE_REF", _M, "large_messages"),
+)
 """Every record type (``tests/storage/test_record_formats.py`` checks the numbers are unique
 per journal and pins each payload's bytes)."""
 
@@ -146,6 +150,7 @@ class AddressRecord:
 
 
 def encode_address(address: StoredAddress) -> bytes:
+    """``name \\0 routing codes (A anycast, M multicast; sorted) \\0 auto-created (1/0)``."""
     routing = "".join(sorted(_ROUTING[rt] for rt in address.routing_types))
     return _encode_fields(address.name, routing, _flag(address.auto_created))
 
@@ -175,6 +180,8 @@ class QueueSpec:
 
 
 def encode_queue(spec: QueueSpec) -> bytes:
+    """Name, address, routing code, filter (empty: none), max consumers, purge on no
+    consumers (1/0), auto-created (1/0): UTF-8, split by ``\\0``."""
     return _encode_fields(
         spec.name,
         spec.address,
@@ -206,7 +213,7 @@ ID_BLOCK_RECORD_BASE = 1 << 63
 
 def id_block_op(ceiling: int) -> Op:
     """The ID_BLOCK record reserving every id below ``ceiling`` (its record id is above any
-    id handed out)."""
+    id handed out); ``<Q`` the ceiling."""
     return Op.add(ID_BLOCK_RECORD_BASE | ceiling, ID_BLOCK_RECORD, _U64.pack(ceiling))
 
 
@@ -238,7 +245,8 @@ def decode_large_message(message_id: int, payload: bytes) -> tuple[int, Message]
 
 
 def add_ref_op(message_id: int, queue_id: int, offset: int, tx_id: int | None = None) -> Op:
-    """The ADD_REF update that puts message ``message_id`` in a queue at ``offset``."""
+    """The ADD_REF update that puts message ``message_id`` in a queue at ``offset``:
+    ``<QQ`` queue id, offset (a record written before offsets has ``<Q`` queue id only)."""
     payload = _ADD_REF.pack(queue_id, offset)
     if tx_id is None:
         return Op.update(message_id, ADD_REF, payload)
@@ -254,7 +262,8 @@ def decode_add_ref(message_id: int, payload: bytes) -> tuple[int, int]:
 
 
 def ack_ref_op(message_id: int, queue_id: int, tx_id: int | None = None) -> Op:
-    """The ACK_REF update: a queue acknowledged message ``message_id`` (not its last one)."""
+    """The ACK_REF update: a queue acknowledged message ``message_id`` (not its last one);
+    ``<Q`` queue id."""
     payload = _U64.pack(queue_id)
     if tx_id is None:
         return Op.update(message_id, ACK_REF, payload)
@@ -267,7 +276,8 @@ def decode_ref(payload: bytes) -> int:
 
 
 def delivery_count_op(message_id: int, queue_id: int, count: int) -> Op:
-    """The DELIVERY_COUNT update: a cancelled delivery's count in a queue."""
+    """The DELIVERY_COUNT update: a cancelled delivery's count in a queue; ``<QI`` queue id,
+    count."""
     return Op.update(message_id, DELIVERY_COUNT, _REF_COUNT.pack(queue_id, count))
 
 
@@ -286,7 +296,8 @@ def duplicate_id_op(record_id: int, dup_id: bytes) -> Op:
 
 
 def encode_client_id(address: str, dup_id: str) -> bytes:
-    """CLIENT_DUPLICATE_ID's payload: a client send's ``_AMQ_DUPL_ID`` on ``address``."""
+    """CLIENT_DUPLICATE_ID's payload: a client send's ``_AMQ_DUPL_ID`` on ``address``;
+    ``<I`` the address's length, the address, the id (UTF-8)."""
     name = address.encode()
     return _U32.pack(len(name)) + name + dup_id.encode()
 
@@ -322,6 +333,7 @@ class PageComplete:
 
 
 def encode_page_ack(ack: PageAck) -> bytes:
+    """``<QQQ`` queue id, page, offset, then the address (UTF-8)."""
     return _PAGE_ACK.pack(ack.queue_id, ack.page, ack.offset) + ack.address.encode()
 
 
@@ -331,6 +343,7 @@ def decode_page_ack(payload: bytes) -> PageAck:
 
 
 def encode_page_complete(done: PageComplete) -> bytes:
+    """``<QQ`` queue id, page, then the address (UTF-8)."""
     return _PAGE_COMPLETE.pack(done.queue_id, done.page) + done.address.encode()
 
 
@@ -340,6 +353,7 @@ def decode_page_complete(payload: bytes) -> PageComplete:
 
 
 def encode_page_tx(tx_id: int) -> bytes:
+    """``<Q`` the transaction id."""
     return _U64.pack(tx_id)
 
 
@@ -378,7 +392,7 @@ OFFSET_FROM_BYTES = OFFSET_FROM.encode()
 
 def encode_offset_mark(queue_id: int, stream: str, mark: int) -> bytes:
     """OFFSET_MARK (a queue's offset mark for a stream) and SEALED_STREAM (an adopted
-    stream's final end) share this layout."""
+    stream's final end) share this layout: ``<QQ`` queue id, mark, then the stream id."""
     return _MARK.pack(queue_id, mark) + stream.encode()
 
 
@@ -406,6 +420,8 @@ class PageRef:
 
 
 def encode_page_ref(ref: PageRef) -> bytes:
+    """``<QQQQH`` file id, page, offset, tx id, queue count; the queue ids (``<Q`` each,
+    sorted); the address (UTF-8)."""
     head = _PAGE_REF.pack(ref.file_id, ref.page, ref.offset, ref.tx_id, len(ref.queue_ids))
     ids = b"".join(_U64.pack(q) for q in sorted(ref.queue_ids))
     return head + ids + ref.address.encode()
