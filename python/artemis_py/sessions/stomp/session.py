@@ -62,7 +62,7 @@ from artemis_py.sessions.stomp.actions import Browse, StreamBody
 from artemis_py.sessions.stomp.errors import StompError, refusal_kind
 from artemis_py.sessions.stomp.subscribing import subscription_queue
 from artemis_py.sessions.stomp.subscription import Subscription
-from artemis_py.sessions.stomp.topology import TopologyFeed, wants_topology
+from artemis_py.sessions.stomp.topology_feed import TopologyFeed, wants_topology
 
 log = logging.getLogger("artemis_py.stomp")
 
