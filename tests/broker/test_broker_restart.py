@@ -88,3 +88,25 @@ async def test_a_node_without_persistence_writes_no_message() -> None:
     recovered = again.queue("q")
     assert recovered is not None
     assert recovered.message_count == 0
+
+
+async def test_a_client_duplicate_id_is_still_known_after_a_restart() -> None:
+    store = MemoryStore(messages=True)
+    broker = started(store)
+    queue = broker.create_queue("q", "q", RoutingType.ANYCAST)
+    message = Message(
+        broker.persistence.next_id(),
+        "q",
+        body=b"once",
+        properties=(("_AMQ_DUPL_ID", "order-7"),),
+        routing_type=RoutingType.ANYCAST,
+        durable=True,
+    )
+    claim = broker.client_duplicates.claim([("q", "order-7", message)], owner=None)
+    assert claim is not None
+    await broker.send(message, [queue], claim=claim).settled()
+
+    again = started(store)
+    assert again.client_duplicates.known("q", "order-7")
+    assert not again.client_duplicates.known("q", "order-8")
+    assert again.client_duplicates.claim([("q", "order-7", message)], owner=None) is None
