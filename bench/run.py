@@ -320,7 +320,7 @@ def artemis_py_nodes(
                     stdout=logfile,
                     stderr=logfile,
                     stdin=subprocess.DEVNULL,
-                )  # fmt: skip
+                )
             )
         wait_ports(ports_of(urls), 60, "artemis-py")
         if cluster:
@@ -438,6 +438,9 @@ def table(results: dict[tuple[int, str], dict[str, Any] | None], scenarios: list
     head += [f"{t} msg/s" for t in targets]
     head += [f"artemis-py / {p}" for p in peers if "artemis-py" in targets]
     head += [f"{t} p50 / p99 ms" for t in targets]
+    ours_too = "artemis-py" in targets
+    if ours_too:
+        head.append("artemis-py node / loop µs/msg")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in scenarios:
         row = [f"{s.number}. {s.title}", s.metric]
@@ -450,6 +453,8 @@ def table(results: dict[tuple[int, str], dict[str, Any] | None], scenarios: list
             else:
                 row.append("–")
         row += [fmt_latency(results.get((s.number, t))) for t in targets]
+        if ours_too:
+            row.append(f"{fmt_node_cpu(ours, s)} / {fmt_node_cpu(ours, s, 'loop_cores')}")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -494,11 +499,13 @@ def tls_table(
     return "\n".join(lines)
 
 
-def fmt_node_cpu(report: dict[str, Any] | None, scenario: Scenario) -> str:
-    """Node CPU per message (all nodes, µs): steadier than msg/s on a shared machine."""
+def fmt_node_cpu(report: dict[str, Any] | None, scenario: Scenario, key: str = "cores") -> str:
+    """Node CPU per message (all nodes, µs): steadier than msg/s on a shared machine.
+    ``key`` "loop_cores": the nodes' main threads alone (artemis-py's event loops), the
+    serial cost that no number of cores spreads."""
     if report is None:
         return "–"
-    cores = report.get("monitored", {}).get("cores")
+    cores = report.get("monitored", {}).get(key)
     rate = report["rates"][scenario.metric]
     return "?" if cores is None or not rate else f"{cores / rate * 1e6:.0f}"
 

@@ -111,6 +111,9 @@ def build_report(data: RunData) -> dict[str, Any]:
         "monitored": {
             "pids": list(options.monitor_pids),
             "cores": None if data.monitored_cores is None else round(data.monitored_cores, 3),
+            "loop_cores": (
+                None if data.monitored_loop_cores is None else round(data.monitored_loop_cores, 3)
+            ),
         },
         "timeline": data.timeline,
     }
@@ -185,7 +188,7 @@ def format_summary(report: dict[str, Any]) -> str:
     if monitored.get("cores") is not None:
         lines.append(
             f"  monitored processes {monitored['pids']}: {monitored['cores']:.2f} cores in "
-            "the window"
+            f"the window, {monitored.get('loop_cores') or 0:.2f} on their main threads"
         )
     if gen["busiest_process_cores"] > BUSY_CORE:
         lines.append(

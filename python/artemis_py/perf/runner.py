@@ -53,15 +53,19 @@ class RunData:
     wall_seconds: float = 0.0
     monitored_cores: float | None = None
     """CPU of ``options.monitor_pids`` in the window, in cores (None: nothing monitored)."""
+    monitored_loop_cores: float | None = None
+    """CPU of their main threads alone (a node's Trio event loop): the serial part."""
 
 
-def process_cpu_seconds(pids: tuple[int, ...]) -> float:
-    """utime + stime of ``pids`` (threads included) from Linux /proc; 0 for a gone process."""
+def process_cpu_seconds(pids: tuple[int, ...], *, main_thread: bool = False) -> float:
+    """utime + stime of ``pids`` from Linux /proc, all threads or (``main_thread``) only the
+    one whose id is the process's: a node's event-loop thread. 0 for a gone process."""
     total = 0.0
     tick = os.sysconf("SC_CLK_TCK")
     for pid in pids:
+        path = f"/proc/{pid}/task/{pid}/stat" if main_thread else f"/proc/{pid}/stat"
         try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
+            stat = Path(path).read_text()
         except OSError:
             continue
         fields = stat.rsplit(")", 1)[1].split()  # the command name may contain spaces
@@ -91,6 +95,7 @@ class _Counters:
             "errors": self.total(SLOTS.ERRORS),
             "cpu": self.total(SLOTS.CPU),
             "node_cpu": process_cpu_seconds(self.pids) if self.pids else 0.0,
+            "node_loop_cpu": process_cpu_seconds(self.pids, main_thread=True) if self.pids else 0.0,
         }
 
 
@@ -182,8 +187,12 @@ def run(
             view, options, start, window_start, window_end, out, interval, clock, marks
         )
         if options.monitor_pids and "start" in marks and "end" in marks:
-            used = marks["end"]["node_cpu"] - marks["start"]["node_cpu"]
-            data.monitored_cores = used / options.duration
+            start_mark, end_mark = marks["start"], marks["end"]
+            data.monitored_cores = (
+                end_mark["node_cpu"] - start_mark["node_cpu"]
+            ) / options.duration
+            loop = end_mark["node_loop_cpu"] - start_mark["node_loop_cpu"]
+            data.monitored_loop_cores = loop / options.duration
         data.drained = _drain(
             view, options, start, out, interval, clock, data.timeline, check_alive
         )
