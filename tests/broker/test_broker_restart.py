@@ -3,6 +3,8 @@ persistence (``persistence-enabled`` false), without disk or sockets."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from artemis_py.broker.broker import Broker
 from artemis_py.broker.message import Message, MessageReference
 from artemis_py.broker.persistence import Persistence
@@ -13,17 +15,9 @@ from artemis_py.config.parse import default_config
 NODE = "0123456789abcdef"
 
 
-class Collector:
-    selector = None
-
-    def __init__(self) -> None:
-        self.refs: list[MessageReference] = []
-
-    def has_credit(self) -> bool:
-        return True
-
-    def deliver(self, ref: MessageReference) -> None:
-        self.refs.append(ref)
+def collector(refs: list[MessageReference]) -> SimpleNamespace:
+    """A consumer with credit that keeps what it is given in ``refs``."""
+    return SimpleNamespace(selector=None, has_credit=lambda: True, deliver=refs.append)
 
 
 def started(store: MemoryStore) -> Broker:
@@ -53,9 +47,10 @@ async def test_a_restart_over_the_same_store_finds_what_was_durable() -> None:
     for body in (b"one", b"two", b"three"):
         await send(broker, body)
     await send(broker, b"not durable", durable=False)
-    consumer = Collector()
+    delivered: list[MessageReference] = []
+    consumer = collector(delivered)
     queue.add_consumer(consumer)
-    one, two, *_ = consumer.refs
+    one, two, *_ = delivered
     await broker.acknowledge([one]).settled()
     queue.remove_consumer(consumer)
     broker.cancel([two])  # delivered once, back unacknowledged: its count is recorded
@@ -79,10 +74,10 @@ async def test_a_node_without_persistence_writes_no_message() -> None:
     message = await send(broker, b"kept in memory")
     assert not message.stored
     assert store.messages.live() == []
-    consumer = Collector()
-    queue.add_consumer(consumer)
-    assert [ref.message.body for ref in consumer.refs] == [b"kept in memory"]
-    await broker.acknowledge(consumer.refs).settled()
+    delivered: list[MessageReference] = []
+    queue.add_consumer(collector(delivered))
+    assert [ref.message.body for ref in delivered] == [b"kept in memory"]
+    await broker.acknowledge(delivered).settled()
     assert queue.message_count == 0
     again = started(store)  # its queue is there again, its messages are not
     recovered = again.queue("q")
