@@ -360,7 +360,9 @@ class StompConnection:
                     queue, browse.stream, browse.start, browse.end, browse.limit
                 )
         except (StorageError, OSError, ValueError) as exc:
-            refusal = browsing.unreadable(browse, exc)
+            refusal = browsing.unreadable(browse, exc)  # (logged there)
+            if self._closing:
+                return  # the connection ends anyway: nobody to tell
             await self._fail(str(refusal), receipt, refusal.error_headers, refusal.kind)
             if self._cancel_scope is not None:
                 self._cancel_scope.cancel()
