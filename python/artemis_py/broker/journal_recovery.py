@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from artemis_py.broker.large_messages import LargeMessages
     from artemis_py.broker.store import LoadedRecord
 
+# Recovery logs under persistence's name, as it did before it had a module of its own.
 log = logging.getLogger("artemis_py.broker.persistence")
 
 

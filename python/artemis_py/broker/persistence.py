@@ -138,7 +138,7 @@ class Persistence:
     def _submit_bindings(self, ops: list[Op]) -> list[Ticket]:
         tickets = self.store.submit_bindings(ops)
         if tickets:
-            self._last_bindings = tickets
+            self._last_bindings = tickets[-1:]  # a list of its own: callers extend theirs
         return tickets
 
     def bindings_written(self) -> list[Ticket]:
@@ -238,9 +238,9 @@ class Persistence:
         Not ``awaited``: written at once (the OS has them, a process crash cannot undo
         them) but not fdatasynced; the next synced batch makes them durable.
         """
-        ops = [self._ack_op(*r) for r in records]
+        ops = [self._ack_op(*ack) for ack in records]
         ops += paged
-        large = self.large.forget(r[0] for r in records if r[2]) + self.large.released()
+        large = self.large.forget(ack[0] for ack in records if ack[2]) + self.large.released()
         if awaited or large:
             # A large message's file goes once its delete is durable: synced, waited or not.
             tickets = self._submit_messages(ops)
