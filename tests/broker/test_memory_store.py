@@ -14,6 +14,7 @@ import pytest
 from artemis_py.broker import records as r
 from artemis_py.broker.journal_recovery import RecoveredState
 from artemis_py.broker.message import Message
+from artemis_py.broker.pending import Ticket
 from artemis_py.broker.persistence import ID_BLOCK_SIZE, Persistence
 from artemis_py.broker.store import MemoryJournal, MemoryStore
 from artemis_py.config import RoutingType
@@ -199,3 +200,51 @@ def test_ids_reserve_blocks_ahead_and_keep_one_block_record() -> None:
     assert [r.decode_id_block(b.payload) for b in blocks] == [2 * ID_BLOCK_SIZE + 1]
     again, _ = restart(store)
     assert again.next_id() == 2 * ID_BLOCK_SIZE + 2
+
+
+class TicketingStore(MemoryStore):
+    """A store in memory whose journals hand out tickets, as the journals on disk do."""
+
+    def __init__(self) -> None:
+        super().__init__(messages=True)
+        self.numbers = {"bindings": 0, "messages": 0}
+
+    def _ticket(self, journal: str) -> Ticket:
+        self.numbers[journal] += 1
+        return Ticket(Journal(journal), self.numbers[journal])
+
+    def submit_bindings(self, ops: list[Op]) -> list[Ticket]:
+        super().submit_bindings(ops)
+        return [self._ticket("bindings")]
+
+    def submit_messages(self, ops: list[Op], sync: bool | None, flush: bool) -> list[Ticket]:
+        super().submit_messages(ops, sync, flush)
+        return [self._ticket("messages")]
+
+
+@dataclass(frozen=True)
+class Journal:
+    name: str
+
+    async def wait(self, number: int) -> None:
+        raise AssertionError("not waited for here")
+
+
+def test_a_message_waits_for_the_latest_bindings_record_too() -> None:
+    """A message may name a queue made a moment before, in the other journal."""
+    persistence = Persistence(TicketingStore(), NODE)
+    eu, _ = bound(persistence)  # an id block, an address, two queues: bindings tickets 1-4
+    latest = Ticket(Journal("bindings"), 4)
+    assert persistence.bindings_written() == [latest]
+    sent = message(persistence.next_id())
+    tickets = persistence.store_message(sent, [eu], 1)
+    assert tickets == [Ticket(Journal("messages"), 1), latest]
+    tickets.append(Ticket(Journal("other"), 9))  # callers extend what they get
+    persistence.bindings_written().clear()
+    made = persistence.store_queue(r.QueueSpec(persistence.next_id(), "ap", "orders", ANYCAST))
+    latest = Ticket(Journal("bindings"), 5)
+    assert made == [latest]
+    made.append(Ticket(Journal("other"), 9))
+    assert persistence.bindings_written() == [latest]
+    acked = persistence.acknowledge([(sent.message_id, eu.id, True)])
+    assert acked == [Ticket(Journal("messages"), 2), latest]
