@@ -181,23 +181,21 @@ async def produce(port: int, run: Run, sampler: RssSampler, limit: int) -> None:
 async def drain(port: int, run: Run) -> None:
     last: dict[str, int] = {}
     start = time.perf_counter()
-    async with open_stomp_connection("127.0.0.1", port) as conn:
-        async with await conn.subscribe(f"/queue/{QUEUE}", ack="auto") as sub:
-            while run.drained < run.sent:
-                with trio.move_on_after(ARGS.stall_timeout) as scope:
-                    message = await sub.receive()
-                if scope.cancelled_caught:
-                    run.order_errors.append(
-                        f"drain stalled after {run.drained} of {run.sent} messages"
-                    )
-                    break
-                producer, seq = message.get("producer") or "?", int(message.get("seq") or -1)
-                if seq <= last.get(producer, -1) and len(run.order_errors) < 5:
-                    run.order_errors.append(
-                        f"producer {producer}: seq {seq} after {last[producer]}"
-                    )
-                last[producer] = seq
-                run.drained += 1
+    async with (
+        open_stomp_connection("127.0.0.1", port) as conn,
+        await conn.subscribe(f"/queue/{QUEUE}", ack="auto") as sub,
+    ):
+        while run.drained < run.sent:
+            with trio.move_on_after(ARGS.stall_timeout) as scope:
+                message = await sub.receive()
+            if scope.cancelled_caught:
+                run.order_errors.append(f"drain stalled after {run.drained} of {run.sent} messages")
+                break
+            producer, seq = message.get("producer") or "?", int(message.get("seq") or -1)
+            if seq <= last.get(producer, -1) and len(run.order_errors) < 5:
+                run.order_errors.append(f"producer {producer}: seq {seq} after {last[producer]}")
+            last[producer] = seq
+            run.drained += 1
     run.drain_s = time.perf_counter() - start
 
 

@@ -179,7 +179,7 @@ def formed(nodes: Sequence[Node]) -> bool:
                     user=CLUSTER_USER,
                     password=CLUSTER_PASSWORD,
                 )
-            )  # fmt: skip
+            )
             for n in nodes
         ]
     except LinkError:
@@ -295,7 +295,7 @@ def run_fleet(commands: Sequence[list[str]], what: str) -> Fleet:
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-        )  # fmt: skip
+        )
         for c in commands
     ]
     try:
@@ -330,7 +330,7 @@ def producers(targets: Sequence[tuple[str, int]], queue: str, size: int) -> Flee
             "--persistent",
             "--no-receipts",
             "--no-progress",
-        ]  # fmt: skip
+        ]
         for url, count in targets
         if count
     ]
@@ -351,7 +351,7 @@ def consumers(targets: Sequence[tuple[str, int]], queue: str) -> Fleet:
             "--no-progress",
             "--timeout",
             "60",
-        ]  # fmt: skip
+        ]
         for url, count in targets
         if count
     ]

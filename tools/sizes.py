@@ -30,10 +30,7 @@ def _function_reason(node: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[s
     body = node.body
     start = body[0].end_lineno if ast.get_docstring(node) and body[0].end_lineno else None
     first = (start or body[0].lineno - 1) + 1  # the line after the docstring or signature
-    for line in lines[first - 1 : first + 2]:
-        if line.strip().startswith("# Long:"):
-            return True
-    return False
+    return any(line.strip().startswith("# Long:") for line in lines[first - 1 : first + 2])
 
 
 def _rust_code(text: str) -> str:

@@ -517,7 +517,7 @@ def send_shared(
     for i in range(count):
         producer.send(destination, f"m-{i}", persistent="true")
     got = drain(consumers, count)
-    assert sorted(sum(got, [])) == list(range(count)), got
+    assert sorted(i for g in got for i in g) == list(range(count)), got
     assert [len(g) for g in got] == [count // len(consumers)] * len(consumers), got
     return got
 

@@ -235,7 +235,7 @@ def test_repeated_crashes_under_a_steady_stream(cluster: Any, clients: Any) -> N
         message=lambda: f"{len(set(receipts) - set(producer.receipts))} receipts missing",
     )
 
-    consumers, counts = drain_once(nodes, ids, clients, q, len(receipts))
+    _consumers, counts = drain_once(nodes, ids, clients, q, len(receipts))
     assert set(counts) == set(receipts.values())
 
 
@@ -304,7 +304,7 @@ def test_sending_node_killed_while_forwarding_no_duplicates(cluster: Any, client
     producer.close()
 
     nodes[0].start()
-    consumers, counts = drain_once(nodes, ids, clients, q, len(confirmed))
+    _consumers, counts = drain_once(nodes, ids, clients, q, len(confirmed))
     assert confirmed <= set(counts), sorted(confirmed - set(counts))[:20]
 
 
@@ -399,7 +399,7 @@ def test_graceful_stop_in_the_middle_of_a_stream(cluster: Any, clients: Any, whi
     producer.close()
     victim.start()
 
-    consumers, counts = drain_once(nodes, ids, clients, q, len(confirmed))
+    _consumers, counts = drain_once(nodes, ids, clients, q, len(confirmed))
     assert confirmed <= set(counts), sorted(confirmed - set(counts))[:20]
 
 

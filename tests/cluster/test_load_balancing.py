@@ -94,7 +94,7 @@ def test_on_demand_forwards_only_to_nodes_with_consumers(nodes: Cluster, clients
         producer.send(f"/queue/{q}", f"m-{i}", persistent="true")
     got = drain(remote, 8)
     assert [len(g) for g in got] == [4, 4], got
-    assert sorted(sum(got, [])) == list(range(8))
+    assert sorted(i for g in got for i in g) == list(range(8))
 
     local = clients(nodes[0])
     local.subscribe(f"/queue/{q}")
@@ -186,7 +186,7 @@ def test_queue_filter_on_one_node(nodes: Cluster, clients: Any) -> None:
         color = "red" if i < 6 else "blue"
         producer.send(f"/queue/{FILTERED}", f"m-{i}", persistent="true", color=color)
     got = drain(consumers, 12)
-    assert sorted(sum(got, [])) == list(range(12)), got
+    assert sorted(i for g in got for i in g) == list(range(12)), got
     assert len(got[1]) == 2, f"node 1 (filter color = 'red') got {got[1]}: {got}"
     assert all(i < 6 for i in got[1]), f"node 1 (filter color = 'red') got {got[1]}: {got}"
     reds = [[i for i in g if i < 6] for g in got]

@@ -29,7 +29,7 @@ def one_way_chain(cluster: Any, **node1: Any) -> tuple[Any, list[str]]:
         formed=False,
         node_options={0: {"extra_core": scale_down_xml("node2")}, 1: node1},
     )
-    a, b, c = ids = [node_id(n) for n in nodes]
+    a, b, _c = ids = [node_id(n) for n in nodes]
 
     def linked() -> bool:
         sa, sb, sc = status(nodes[0]), status(nodes[1]), status(nodes[2])

@@ -50,7 +50,7 @@ def test_strict_spreads_messages_without_consumers(cluster: Any, clients: Any) -
         c.subscribe(f"/queue/{q}")
     got = drain(consumers, 9)
     assert [len(g) for g in got] == [3, 3, 3], got
-    assert sorted(sum(got, [])) == list(range(9))
+    assert sorted(i for g in got for i in g) == list(range(9))
     for g in got:
         assert len({i % 3 for i in g}) == 1, f"not round robin: {got}"
 

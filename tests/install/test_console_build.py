@@ -139,7 +139,7 @@ def test_a_build_that_writes_no_page_is_an_error(
     tree: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", str(_tools(tree / "bin", node_version="v20.1.0")))
-    with pytest.raises(build.ConsoleBuildError, match="wrote no .*index.html"):
+    with pytest.raises(build.ConsoleBuildError, match=r"wrote no .*index\.html"):
         build.build()
 
 

@@ -146,7 +146,7 @@ def test_the_printed_consumer_command_receives_over_tls(tls_node):
 
 def test_perf_runs_over_tls(tls_node, tmp_path):
     """The load generator (bench/run --tls) speaks TLS with the URL's trust store."""
-    node, broker_xml, stdout = tls_node
+    _node, _broker_xml, stdout = tls_node
     report = tmp_path / "perf.json"
     command, env = node_command()
     perf = subprocess.run(

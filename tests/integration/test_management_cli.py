@@ -193,7 +193,7 @@ def test_connection_list_shows_the_stomp_connection(node, capsys, clients):
     mine = [c for c in connections if c["remote_address"].endswith(f":{local_port}")]
     assert len(mine) == 1, connections
     assert (mine[0]["protocol"], mine[0]["version"], mine[0]["user"]) == ("STOMP", "1.2", "app")
-    code, out, _ = cli(capsys, node, "connection", "list")
+    _code, out, _ = cli(capsys, node, "connection", "list")
     row = next(line for line in out.splitlines() if f":{local_port} " in line)
     assert [c.strip() for c in row.split("|")[1:-1]][2:5] == ["STOMP", "1.2", "app"]
 

@@ -166,7 +166,7 @@ def test_a_topic_reaches_every_consumer(node: BrokerProcess) -> None:
             "--message-count",
             "0",
             "--verbose",
-        )  # fmt: skip
+        )
         for _ in range(2)
     ]
     try:

@@ -89,9 +89,11 @@ def logged(node: BrokerProcess, needle: str, times: int = 1) -> str:
 def served_serial(port: int, ca: Path) -> int:
     """The serial number of the certificate a new TLS connection to the node sees."""
     context = ssl.create_default_context(cafile=str(ca))
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
-        with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
-            der = tls.getpeercert(binary_form=True)
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
     assert der is not None
     return x509.load_der_x509_certificate(der).serial_number
 

@@ -40,7 +40,7 @@ async def read_all(store: PageStore) -> list[PagedRecord]:
     for page in store.pages():
         offset = HEADER
         while True:
-            records, offset, done = await store.read(page, offset, max_records=5, max_bytes=10_000)
+            records, offset, _done = await store.read(page, offset, max_records=5, max_bytes=10_000)
             out.extend(records)
             if not records:
                 break

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import re
 import shutil
 import subprocess
 import sys
@@ -90,7 +91,7 @@ async def test_journal_directory_that_is_a_file_is_an_os_error(tmp_path: Path) -
     assert info.value.errno == errno.ENOTDIR
     assert info.value.filename is not None
     assert str(not_a_dir) in info.value.filename
-    with pytest.raises(OSError) as info2:
+    with pytest.raises(OSError, match=re.escape(str(not_a_dir))) as info2:
         async with open_journal(not_a_dir):
             pass
     assert info2.value.errno in (errno.EEXIST, errno.ENOTDIR)

@@ -341,7 +341,7 @@ def test_the_anycast_queue_a_send_would_create_needs_create_durable_queue(
     assert broker.post_office.address("app.orders") is not None
     assert broker.queue("app.orders") is None
     app = Session(broker, authorizer, "app")
-    with pytest.raises(StompError, match="'createDurableQueue' on queue 'app.orders'"):
+    with pytest.raises(StompError, match=r"'createDurableQueue' on queue 'app\.orders'"):
         app.frame("SEND", b"m", destination="/queue/app.orders")
     assert broker.queue("app.orders") is None
     # Once the queue exists, app may send to it and consume from it.

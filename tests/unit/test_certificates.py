@@ -60,7 +60,7 @@ def test_validity_and_chain(ca):
     assert fresh.not_valid_after_utc - now < datetime.timedelta(days=30)
     fresh.verify_directly_issued_by(ca_cert)
     _, other_cert = generate_ca("another CA")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="subject does not match"):
         fresh.verify_directly_issued_by(other_cert)
     assert ca_cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
 
@@ -135,7 +135,7 @@ def test_clear_errors(tmp_path, ca):
         write_keystore(tmp_path / "k", key, cert, PASSWORD, store_type="JKS")
     with pytest.raises(CertificateStoreError, match="must not be empty"):
         write_keystore(tmp_path / "k", key, cert, "")
-    with pytest.raises(CertificateStoreError, match="key store .*missing.p12: No such file"):
+    with pytest.raises(CertificateStoreError, match=r"key store .*missing\.p12: No such file"):
         load_keystore(tmp_path / "missing.p12", PASSWORD)
     plain = tmp_path / "plain.pem"
     plain.write_bytes(

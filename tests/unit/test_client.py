@@ -495,7 +495,7 @@ async def test_ack_headers_of_older_versions(
         message = await sub.receive()
         await conn.ack(message, transaction=None)
         if version == "1.0":
-            with pytest.raises(ClientError, match="NACK needs STOMP 1.1"):
+            with pytest.raises(ClientError, match=r"NACK needs STOMP 1\.1"):
                 await conn.nack(message)
     assert headers_of(server.received("ACK")[0]) == expected
 
@@ -746,7 +746,7 @@ async def test_connection_refused_is_an_os_error() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match=f"connect to 127.0.0.1:{port} failed"):
         async with open_stomp_connection("127.0.0.1", port, connect_timeout=5):
             pytest.fail("connected to a closed port")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import io
 import queue
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -151,9 +152,16 @@ def test_destination_mapping(options: list[str], expected: Destination) -> None:
     assert clients.resolve_destination(parse("producer", *options)) == expected
 
 
-@pytest.mark.parametrize("name", ["", "queue://", "fifo://x"])
-def test_invalid_destinations(name: str) -> None:
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize(
+    ("name", "error"),
+    [
+        ("", "empty destination"),
+        ("queue://", "no name in destination 'queue://'"),
+        ("fifo://x", "unknown destination type 'fifo' in 'fifo://x'"),
+    ],
+)
+def test_invalid_destinations(name: str, error: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(error)):
         parse_destination(name)
 
 
@@ -179,11 +187,18 @@ def test_parse_url(url: str, expected: BrokerUrl) -> None:
 
 
 @pytest.mark.parametrize(
-    "url",
-    ["", "ssl://h:1", "tcp://h:0", "tcp://h:x", "tcp://h:1?sslEnabled=true", "tcp://u:p@h:1"],
+    ("url", "error"),
+    [
+        ("", "empty broker URL"),
+        ("ssl://h:1", "unsupported URL scheme 'ssl' in 'ssl://h:1'"),
+        ("tcp://h:0", "invalid port 0 in broker URL 'tcp://h:0'"),
+        ("tcp://h:x", "invalid port in broker URL 'tcp://h:x'"),
+        ("tcp://h:1?sslEnabled=true", "unsupported broker URL 'tcp://h:1?sslEnabled=true'"),
+        ("tcp://u:p@h:1", "credentials in the URL 'tcp://u:p@h:1'"),
+    ],
 )
-def test_parse_url_rejects(url: str) -> None:
-    with pytest.raises(ValueError):
+def test_parse_url_rejects(url: str, error: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(error)):
         parse_url(url)
 
 
@@ -432,7 +447,7 @@ def test_error_during_the_run_is_one_line_and_exit_1(capsys: pytest.CaptureFixtu
     server = ScriptedStompServer(on_frame=refuse_third_send)
     with serving(server) as port:
         code = run_cli("producer", "--url", f"tcp://127.0.0.1:{port}", "--max-pending", "2")
-    out, err = capsys.readouterr()
+    _out, err = capsys.readouterr()
     assert code == 1
     assert "Traceback" not in err
     assert err == "artemis-py producer: the broker sent an ERROR: AMQ229032: not authorized\n"
@@ -584,7 +599,7 @@ def test_a_list_without_failover_takes_the_first_node_that_answers(
             "?connectionLoadBalancingPolicyClassName=first-element",
             "--message-count", "2",
         )  # fmt: skip
-    out, err = capsys.readouterr()
+    _out, err = capsys.readouterr()
     assert code == 0, err
     assert err == ""
     sends = server.received("SEND")

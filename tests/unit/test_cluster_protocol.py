@@ -546,7 +546,7 @@ def test_bindings_round_trip(frame: Bindings) -> None:
 def chunked(data: st.DataObject, wire: bytes) -> list[bytes]:
     cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=12)))
     bounds = [0, *cuts, len(wire)]
-    return [wire[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+    return [wire[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
 
 @SETTINGS
@@ -772,7 +772,7 @@ def test_handshake_frames_are_limited_before_authentication() -> None:
 
 
 def test_zero_length_frame() -> None:
-    client, server = established()
+    _client, server = established()
     server.receive_data(b"\x00\x00\x00\x00")
     with pytest.raises(RemoteProtocolError, match="length 0"):
         server.next_event()
@@ -788,7 +788,7 @@ def test_truncated_message_bodies() -> None:
     # payload only shortens the payload: it has no length of its own).
     payload_start = len(body) - len(b"payload")
     for cut in range(payload_start):
-        client, server = established()
+        _client, server = established()
         server.receive_data(raw(FrameType.MESSAGE, body[:cut]))
         with pytest.raises(RemoteProtocolError, match="malformed MESSAGE frame"):
             server.next_event()
@@ -804,7 +804,7 @@ def test_truncated_message_bodies() -> None:
     ],
 )
 def test_garbled_message_bodies(body: bytes, complaint: str) -> None:
-    client, server = established()
+    _client, server = established()
     server.receive_data(raw(FrameType.MESSAGE, body))
     with pytest.raises(RemoteProtocolError, match=complaint):
         server.next_event()
@@ -834,7 +834,7 @@ def valid_message_body_mutations() -> st.SearchStrategy[bytes]:
 @SETTINGS
 @given(st.binary(max_size=80) | valid_message_body_mutations())
 def test_random_message_bodies_only_raise_remote_protocol_error(body: bytes) -> None:
-    client, server = established()
+    _client, server = established()
     only_remote_errors(server, FrameType.MESSAGE, body)
 
 
@@ -852,7 +852,7 @@ def test_random_message_bodies_only_raise_remote_protocol_error(body: bytes) -> 
 def test_random_frames_to_a_client_only_raise_remote_protocol_error(
     frame_type: int, body: bytes
 ) -> None:
-    client, server = established()
+    client, _server = established()
     client.send(message(1))
     only_remote_errors(client, frame_type, body)
 
@@ -873,14 +873,14 @@ def test_random_frames_to_a_client_only_raise_remote_protocol_error(
     ],
 )
 def test_garbled_json_bodies(body: bytes, complaint: str) -> None:
-    client, server = established()
+    client, _server = established()
     client.receive_data(raw(FrameType.BINDINGS, body))
     with pytest.raises(RemoteProtocolError, match=complaint):
         client.next_event()
 
 
 def test_a_leaving_frame_from_a_peer_that_predates_its_received_list() -> None:
-    client, server = established()
+    _client, server = established()
     server.receive_data(raw(FrameType.LEAVING, b'{"node_id": "a", "target": "b"}'))
     assert server.next_event() == Leaving("a", "b", ())
     server.receive_data(raw(FrameType.LEAVING, b'{"node_id": "a", "target": "b", "received": 1}'))
@@ -889,7 +889,7 @@ def test_a_leaving_frame_from_a_peer_that_predates_its_received_list() -> None:
 
 
 def test_a_member_from_a_peer_that_predates_scaling_down_to() -> None:
-    client, server = established()
+    _client, server = established()
     member = b'{"node_id": "n", "instance_id": "i", "host": "h", "port": 1, "up": true, '
     server.receive_data(
         raw(FrameType.TOPOLOGY, b'{"members": [' + member + b'"version": 1, "group_name": null}]}')
@@ -928,7 +928,7 @@ def test_bad_field_values_in_the_handshake() -> None:
 
 
 def test_confirm_body_must_be_eight_bytes() -> None:
-    client, server = established()
+    client, _server = established()
     client.send(message(1))
     client.receive_data(raw(FrameType.CONFIRM, b"\x00" * 7))
     with pytest.raises(RemoteProtocolError, match="expected 8"):
@@ -984,7 +984,7 @@ def test_server_may_not_create_queues() -> None:
 
 
 def test_server_may_not_seal_streams() -> None:
-    client, server = established()
+    _client, server = established()
     with pytest.raises(LocalProtocolError, match="may not send SEALED"):
         server.send(Sealed(()))
 

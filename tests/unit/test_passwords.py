@@ -98,9 +98,14 @@ def test_hash_format() -> None:
 def test_verify_plain_and_malformed() -> None:
     assert passwords.verify("secret", "secret")
     assert not passwords.verify("secret", "secre")
-    for bad in ("ENC(-41e444c3ed07d6dd)", "ENC(1024:AB)", "ENC(0:AB:CD)", "ENC(1024:ABC:CD)"):
+    for bad, error in (
+        ("ENC(-41e444c3ed07d6dd)", "not a hashed password"),
+        ("ENC(1024:AB)", "not a hashed password"),
+        ("ENC(0:AB:CD)", "damaged hashed password"),
+        ("ENC(1024:ABC:CD)", "damaged hashed password"),
+    ):
         assert not passwords.verify(bad, "secret")
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=error):
             passwords.check_hash(bad)
 
 

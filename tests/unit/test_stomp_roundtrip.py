@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import pytest
@@ -79,7 +80,7 @@ def frames(draw: st.DrawFn, commands: Sequence[str], version: str) -> Frame:
 def chunked(data: st.DataObject, wire: bytes) -> list[bytes]:
     cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=12)))
     bounds = [0, *cuts, len(wire)]
-    return [wire[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]  # b"" is EOF
+    return [wire[a:b] for a, b in itertools.pairwise(bounds) if b > a]  # b"" is EOF
 
 
 def receive_all(conn: Connection, pieces: list[bytes]) -> list[object]:
@@ -126,7 +127,7 @@ def test_server_to_client(version: str, data: st.DataObject) -> None:
     if data.draw(st.booleans()):
         sent.append(data.draw(frames([Command.ERROR], version)))
     wire = b"".join(server.send(frame) for frame in sent)
-    assert receive_all(client, chunked(data, wire) + [b""]) == [*sent, ConnectionClosed()]
+    assert receive_all(client, [*chunked(data, wire), b""]) == [*sent, ConnectionClosed()]
 
 
 @SETTINGS

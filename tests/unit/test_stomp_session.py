@@ -186,7 +186,7 @@ def test_a_connection_that_takes_no_more_pauses_its_consumers(broker: Broker) ->
 def test_a_bad_selector_is_refused_with_the_filter_error(broker: Broker) -> None:
     client = Client(broker)
     client.connect()
-    with pytest.raises(StompError, match="selector|filter|syntax"):
+    with pytest.raises(StompError, match=r"selector|filter|syntax"):
         client.frame("SUBSCRIBE", destination="/queue/q", id="s", selector="colour = ")
 
 

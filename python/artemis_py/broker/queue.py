@@ -318,9 +318,12 @@ class Queue:
             consumer = consumers[index]
             if not consumer.has_credit():
                 continue
-            if ref is not None and consumer.selector is not None:
-                if not consumer.selector.matches(ref.message.filter_value):
-                    continue
+            if (
+                ref is not None
+                and consumer.selector is not None
+                and not consumer.selector.matches(ref.message.filter_value)
+            ):
+                continue
             self._next_consumer = (index + 1) % count
             return consumer
         return None

@@ -114,9 +114,12 @@ class Membership:
         # time hears it from the others (the clients' duplicate ids are the target's only).
         relayed = replace(event, client_ids=())
         for link in cluster.links():
-            if link is not source and link.established is not None:
-                if link.peer_node_id != departed:
-                    link.send(relayed)
+            if (
+                link is not source
+                and link.established is not None
+                and link.peer_node_id != departed
+            ):
+                link.send(relayed)
         log.info(
             "cluster %s: node %s scaled down to %s: its bindings go, and what waits for it "
             "goes there",

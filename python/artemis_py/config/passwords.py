@@ -233,11 +233,9 @@ def parse_codec(description: str) -> PasswordCodec:
         if pname == "key":
             _key_bytes(pvalue)
             key = pvalue
-        elif pname == "algorithm":
-            if pvalue != "two-way":
-                raise ValueError(
-                    f"password codec algorithm '{pvalue}' cannot unmask passwords "
-                    "(only two-way can)"
-                )
+        elif pname == "algorithm" and pvalue != "two-way":
+            raise ValueError(
+                f"password codec algorithm '{pvalue}' cannot unmask passwords (only two-way can)"
+            )
         # Artemis's default codec ignores any other parameter, and so do we.
     return PasswordCodec(key)

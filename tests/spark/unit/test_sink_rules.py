@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -84,25 +85,25 @@ def test_duplicate_ids() -> None:
 
 
 @pytest.mark.parametrize(
-    "call",
+    ("call", "error"),
     [
-        lambda: stream_duplicate_id("", 1, 1),
-        lambda: stream_duplicate_id("a:b", 1, 1),
-        lambda: stream_duplicate_id(QUERY, -1, 1),
-        lambda: stream_duplicate_id(QUERY, 1, True),
-        lambda: batch_duplicate_id("", 1),
-        lambda: batch_duplicate_id("w", -2),
+        (lambda: stream_duplicate_id("", 1, 1), "invalid streaming query id ''"),
+        (lambda: stream_duplicate_id("a:b", 1, 1), "invalid streaming query id 'a:b'"),
+        (lambda: stream_duplicate_id(QUERY, -1, 1), "batch_id must be an integer ≥ 0, got -1"),
+        (lambda: stream_duplicate_id(QUERY, 1, True), "partition must be an integer ≥ 0, got True"),
+        (lambda: batch_duplicate_id("", 1), "invalid write id ''"),
+        (lambda: batch_duplicate_id("w", -2), "partition must be an integer ≥ 0, got -2"),
     ],
 )
-def test_bad_duplicate_id_parts(call: object) -> None:
-    with pytest.raises(ValueError):
+def test_bad_duplicate_id_parts(call: object, error: str) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape(error)}$"):
         call()  # type: ignore[operator]
 
 
 def test_home_url_is_fixed_per_partition() -> None:
     urls = (BrokerUrl("a", 1), BrokerUrl("b", 2), BrokerUrl("c", 3))
     assert [home_url(urls, p).host for p in range(7)] == ["a", "b", "c", "a", "b", "c", "a"]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="no node to write to"):
         home_url((), 0)
 
 

@@ -54,7 +54,7 @@ STORE_RETRY_DELAY = 1.0  # seconds before a page store that could not be created
 class Held:
     """A message's share of an address's memory: released with its last reference there."""
 
-    __slots__ = ("paging", "size", "refs")
+    __slots__ = ("paging", "refs", "size")
 
     def __init__(self, paging: AddressPaging, size: int, refs: int) -> None:
         self.paging = paging
@@ -152,7 +152,7 @@ class AddressPaging:
     def page_bytes(self) -> int:
         if self.store is None:
             return 0
-        page, offset = self.store.end()
+        _page, offset = self.store.end()
         return max(0, len(self.page_records) - 1) * self.store.page_size + offset
 
     # -- deciding where a message goes ---------------------------------------------------

@@ -62,10 +62,11 @@ class RoundRobin:
             if not binding.accepts(lookup):
                 continue
             is_local = isinstance(binding, Queue)
-            if isinstance(binding, Queue) or binding.connected:
-                if policy is MessageLoadBalancing.STRICT or binding.has_matching_consumer(lookup):
-                    self._positions[slot] = index + 1
-                    return binding
+            if (isinstance(binding, Queue) or binding.connected) and (
+                policy is MessageLoadBalancing.STRICT or binding.has_matching_consumer(lookup)
+            ):
+                self._positions[slot] = index + 1
+                return binding
             # Not preferred: the local queue keeps the message if nothing is preferred.
             if fallback is None or (is_local and not isinstance(group[fallback], Queue)):
                 fallback = index

@@ -159,9 +159,8 @@ class FrameReader:
                 return _HEARTBEAT
             if not self._read_command():
                 return None
-        if self._phase == _HEADERS:
-            if not self._read_headers(version):
-                return None
+        if self._phase == _HEADERS and not self._read_headers(version):
+            return None
         return self._read_body()
 
     def _read_command(self) -> bool:

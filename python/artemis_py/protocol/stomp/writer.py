@@ -32,9 +32,10 @@ def encode_frame(frame: Frame, rules: HeaderRules, body_length: int | None = Non
     if command not in _KNOWN_COMMANDS:
         raise LocalProtocolError(f"unknown STOMP command {show(command)}")
     body = frame.body
-    if body_length is not None:
-        if body or command not in BODY_COMMANDS or frame.get("content-length") is None:
-            raise LocalProtocolError("a body sent apart needs an empty body and content-length")
+    if body_length is not None and (
+        body or command not in BODY_COMMANDS or frame.get("content-length") is None
+    ):
+        raise LocalProtocolError("a body sent apart needs an empty body and content-length")
     length = len(body) if body_length is None else body_length
     if length and command not in BODY_COMMANDS:
         raise LocalProtocolError(f"{command} frames cannot have a body (only SEND, MESSAGE, ERROR)")

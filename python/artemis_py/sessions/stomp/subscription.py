@@ -143,7 +143,7 @@ class Subscription:
         if self.ack_mode == "client-individual":
             keys = [key]
         else:
-            keys = list(itertools.takewhile(lambda k: k != key, self.in_flight)) + [key]
+            keys = [*itertools.takewhile(lambda k: k != key, self.in_flight), key]
         refs = [self.in_flight.pop(k) for k in keys]
         self.in_flight_bytes -= sum(r.message.size for r in refs)
         return refs
