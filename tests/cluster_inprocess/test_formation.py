@@ -3,6 +3,9 @@ tests/cluster/test_formation.py, on a virtual clock."""
 
 from __future__ import annotations
 
+import logging
+
+import pytest
 import trio
 import trio.testing
 
@@ -72,3 +75,32 @@ async def test_a_killed_node_is_redialled_when_it_comes_back(
         await wait_for(lambda: not nodes[0].cluster.outgoing, 5, message="the link to node1 gone")
         await nodes.start(1)
         await wait_for(nodes.formed, 10, message="the mesh again")
+
+
+async def test_a_wrong_cluster_password_never_joins(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="artemis_py.cluster"):
+        async with open_cluster(3, passwords={2: "not the secret"}) as nodes:
+            await wait_for(
+                lambda: nodes[0].linked_to(nodes[1]) and nodes[1].linked_to(nodes[0]), 10
+            )
+            await trio.sleep(30)
+            assert not nodes[2].cluster.outgoing
+            assert not nodes[2].cluster.incoming
+            assert not nodes[0].knows(nodes[2])
+            assert not nodes[1].knows(nodes[2])
+    assert "refused the link" in caplog.text
+    assert "cluster link from node2.test" in caplog.text  # the refusals node0 saw
+
+
+async def test_a_copied_node_id_is_refused_with_how_to_fix_it(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="artemis_py.cluster"):
+        async with open_cluster(2, node_ids={1: "00" + "0" * 30}) as nodes:
+            await trio.sleep(10)
+            assert not nodes[0].cluster.outgoing
+            assert not nodes[1].cluster.outgoing
+    assert "has this node's node ID" in caplog.text or "has the same node ID" in caplog.text
+    assert "fresh data directory" in caplog.text
