@@ -65,7 +65,8 @@ def host(index: int) -> str:
 
 @dataclass(frozen=True)
 class Settings:
-    """What the nodes' ``broker.xml`` says (the same for every node)."""
+    """What the nodes' ``broker.xml`` says (the same for every node, but for the
+    per-node exceptions at the end)."""
 
     policy: str = "ON_DEMAND"  # message-load-balancing
     # node index -> indexes of its static connectors (None: node0 names node1, every other
@@ -74,6 +75,8 @@ class Settings:
     delay: int = -1  # redistribution-delay, ms (Artemis's default: never)
     scale_down: bool = False  # <ha-policy> with <scale-down/>
     extra: str = ""  # more <cluster-connection> XML
+    passwords: dict[int, str] = field(default_factory=dict)  # node index -> its own
+    node_ids: dict[int, str] = field(default_factory=dict)  # node index -> its own (a copy)
 
     def static_of(self, index: int) -> list[int]:
         if self.static is None:
@@ -100,7 +103,7 @@ def broker_xml(index: int, count: int, settings: Settings) -> str:
       <persistence-enabled>false</persistence-enabled>
       <connectors>{connectors}</connectors>
       <cluster-user>cluster</cluster-user>
-      <cluster-password>in-process secret</cluster-password>
+      <cluster-password>{settings.passwords.get(index, "in-process secret")}</cluster-password>
       <address-settings><address-setting match="#">
         <redistribution-delay>{delay}</redistribution-delay>
         <auto-delete-queues>false</auto-delete-queues>
@@ -335,7 +338,9 @@ class InProcessCluster:
     async def _run_node(self, index: int, *, task_status: trio.TaskStatus[InProcessNode]) -> None:
         xml = broker_xml(index, self.count, self.settings)
         config = parse_config(xml, f"<node{index}>", environ={})
-        persistence = Persistence(None, f"{index:02d}" + "0" * 30)  # node ids sort by index
+        # Node ids sort by index, unless the settings give a node another (a copied one).
+        node_id = self.settings.node_ids.get(index, f"{index:02d}" + "0" * 30)
+        persistence = Persistence(None, node_id)
         paging = PagingManager(config, persistence, None)
         broker = Broker(config, persistence, paging)
         broker.recover()

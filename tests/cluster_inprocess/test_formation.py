@@ -102,5 +102,6 @@ async def test_a_copied_node_id_is_refused_with_how_to_fix_it(
             await trio.sleep(10)
             assert not nodes[0].cluster.outgoing
             assert not nodes[1].cluster.outgoing
-    assert "has this node's node ID" in caplog.text or "has the same node ID" in caplog.text
+    assert "has this node's node ID" in caplog.text  # the dialler's side
+    assert "has the same node ID" in caplog.text  # the side it dialled
     assert "fresh data directory" in caplog.text
