@@ -33,61 +33,42 @@ pub(crate) trait NativeStore: Send + Sync + 'static {
     fn to_py(py: Python<'_>, err: &Self::Error) -> PyErr;
 }
 
-impl NativeStore for journal::Journal {
-    type Error = journal::Error;
+/// `NativeStore` for a store type whose methods have the trait's names, its error type and
+/// its mapping to Python.
+macro_rules! native_store {
+    ($store:ty, $error:ident, $to_py:path) => {
+        impl NativeStore for $store {
+            type Error = $error::Error;
 
-    fn set_completion_listener(&self, listener: Listener) {
-        journal::Journal::set_completion_listener(self, listener);
-    }
+            fn set_completion_listener(&self, listener: Listener) {
+                <$store>::set_completion_listener(self, listener);
+            }
 
-    fn wake_writer(&self) {
-        journal::Journal::wake_writer(self);
-    }
+            fn wake_writer(&self) {
+                <$store>::wake_writer(self);
+            }
 
-    fn wait(&self, ticket: Ticket) -> journal::Result<()> {
-        journal::Journal::wait(self, ticket)
-    }
+            fn wait(&self, ticket: Ticket) -> Result<(), $error::Error> {
+                <$store>::wait(self, ticket)
+            }
 
-    fn progress(&self) -> journal::Progress {
-        journal::Journal::progress(self)
-    }
+            fn progress(&self) -> Progress<$error::Error> {
+                <$store>::progress(self)
+            }
 
-    fn failed(cause: Arc<journal::Error>) -> journal::Error {
-        journal::Error::Failed(cause)
-    }
+            fn failed(cause: Arc<$error::Error>) -> $error::Error {
+                $error::Error::Failed(cause)
+            }
 
-    fn to_py(py: Python<'_>, err: &journal::Error) -> PyErr {
-        crate::error::journal_error(py, err)
-    }
+            fn to_py(py: Python<'_>, err: &$error::Error) -> PyErr {
+                $to_py(py, err)
+            }
+        }
+    };
 }
 
-impl NativeStore for paging::PageStore {
-    type Error = paging::Error;
-
-    fn set_completion_listener(&self, listener: Listener) {
-        paging::PageStore::set_completion_listener(self, listener);
-    }
-
-    fn wake_writer(&self) {
-        paging::PageStore::wake_writer(self);
-    }
-
-    fn wait(&self, ticket: Ticket) -> paging::Result<()> {
-        paging::PageStore::wait(self, ticket)
-    }
-
-    fn progress(&self) -> paging::Progress {
-        paging::PageStore::progress(self)
-    }
-
-    fn failed(cause: Arc<paging::Error>) -> paging::Error {
-        paging::Error::Failed(cause)
-    }
-
-    fn to_py(py: Python<'_>, err: &paging::Error) -> PyErr {
-        crate::error::paging_error(py, err)
-    }
-}
+native_store!(journal::Journal, journal, crate::error::journal_error);
+native_store!(paging::PageStore, paging, crate::error::paging_error);
 
 /// What the base class calls, for any [`NativeStore`] (an object-safe face of it).
 trait Waitable: Send + Sync {

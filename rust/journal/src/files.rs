@@ -28,6 +28,19 @@ pub(crate) struct DataFile {
     pub busy: bool,
 }
 
+impl DataFile {
+    /// A free file taken into use by the writer (neither compacted nor busy).
+    pub(crate) fn from_free(free: FreeFile, handle: Arc<dyn StoreFile>) -> DataFile {
+        DataFile {
+            id: free.id,
+            path: free.path,
+            handle,
+            compacted: false,
+            busy: false,
+        }
+    }
+}
+
 /// A pre-allocated file in the pool, its header stamped with a fresh id.
 #[derive(Clone, Debug)]
 pub(crate) struct FreeFile {

@@ -108,6 +108,12 @@ impl State {
         })
     }
 
+    /// Takes a data file into the file table and the index.
+    pub(crate) fn add_data_file(&mut self, f: &DataFile) {
+        self.files.insert(f.id, f.clone());
+        self.index.add_file(f.id);
+    }
+
     /// Queues a validated submit; returns whether the writer must be woken for it.
     fn enqueue(&mut self, submit: Submit, buffer_size: usize, will_wait: bool) -> bool {
         let (flush, bytes) = (submit.flush, submit.bytes);
@@ -325,15 +331,8 @@ fn start_file(
     let handle = fs
         .open(&free.path)
         .map_err(files::io_err("open", &free.path))?;
-    let f = DataFile {
-        id: free.id,
-        path: free.path,
-        handle,
-        compacted: false,
-        busy: false,
-    };
-    st.files.insert(f.id, f.clone());
-    st.index.add_file(f.id);
+    let f = DataFile::from_free(free, handle);
+    st.add_data_file(&f);
     Ok((f, FILE_HEADER_LEN as u64, true))
 }
 

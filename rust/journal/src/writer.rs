@@ -201,17 +201,10 @@ impl WriterCore {
         if free.id <= self.cur_id {
             free = files::stamp_free(cfg, &*inner.fs, &*handle, &free.path, inner.new_file_id())?;
         }
-        let f = DataFile {
-            id: free.id,
-            path: free.path,
-            handle,
-            compacted: false,
-            busy: false,
-        };
+        let f = DataFile::from_free(free, handle);
         {
             let mut st = inner.state();
-            st.files.insert(f.id, f.clone());
-            st.index.add_file(f.id);
+            st.add_data_file(&f);
             st.current = f.id;
             inner.poke_housekeeper(&mut st);
         }
