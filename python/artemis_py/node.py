@@ -27,11 +27,11 @@ from pathlib import Path
 
 import trio
 
+from artemis_py.broker.authentication import Authenticator
 from artemis_py.broker.authorization import Authorizer
 from artemis_py.broker.broker import Broker
 from artemis_py.broker.paging import PagingManager
 from artemis_py.broker.persistence import Persistence
-from artemis_py.broker.security import Authenticator
 from artemis_py.broker.store import JournalStore, MemoryStore
 from artemis_py.cluster.cluster_connection import ClusterConnection, owner
 from artemis_py.cluster.discovery.service import Discovery

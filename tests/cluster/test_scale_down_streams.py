@@ -1,6 +1,6 @@
 """Scale-down keeps offsets: a queue read by offset (it has an offset mark) moves to the
 target with every message at its old offset, in the departed node's stream, which the
-target holds *adopted* and, once everything arrived, *sealed* (broker/streams.py).
+target holds *adopted* and, once everything arrived, *sealed* (broker/adopted_streams.py).
 
 What a reader by offset (the Spark source) relies on: after the move the departed node's
 stream is on the target, with the same offsets and its offset mark, nothing is in it twice

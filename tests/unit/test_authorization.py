@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from artemis_py.broker.authentication import Authenticator
 from artemis_py.broker.authorization import ROLES_FILE, Authorizer, read_roles
 from artemis_py.broker.broker import Broker
 from artemis_py.broker.persistence import Persistence
-from artemis_py.broker.security import Authenticator
 from artemis_py.config import ConfigFileError, RoutingType, WildcardSyntax, parse_config
 from artemis_py.config.permissions import Permission, SecuritySettingConfig
 from artemis_py.protocol.stomp import NEED_DATA, Connection, Frame, Role

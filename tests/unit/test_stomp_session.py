@@ -11,10 +11,10 @@ import math
 
 import pytest
 
+from artemis_py.broker.authentication import Authenticator
 from artemis_py.broker.broker import Broker
 from artemis_py.broker.pending import Pending
 from artemis_py.broker.persistence import Persistence
-from artemis_py.broker.security import Authenticator
 from artemis_py.config import default_config
 from artemis_py.protocol.stomp import NEED_DATA, Connection, Frame, Role
 from artemis_py.sessions.stomp import StompError, StompSession

@@ -10,10 +10,10 @@ import trio
 import trio.testing
 from test_stomp_session import Client
 
+from artemis_py.broker.authentication import Authenticator
 from artemis_py.broker.broker import Broker
 from artemis_py.broker.persistence import Persistence
 from artemis_py.broker.queue import Queue
-from artemis_py.broker.security import Authenticator
 from artemis_py.config import default_config
 from artemis_py.protocol.stomp import Connection as StompCodec
 from artemis_py.protocol.stomp import Frame, Role

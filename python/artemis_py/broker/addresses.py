@@ -30,7 +30,7 @@ from artemis_py.exceptions import BrokerError
 
 if TYPE_CHECKING:
     from artemis_py.broker.acknowledging import Acknowledgements
-    from artemis_py.broker.offsets import OffsetReading
+    from artemis_py.broker.offset_reading import OffsetReading
     from artemis_py.broker.paging import PagingManager
     from artemis_py.broker.persistence import Persistence
     from artemis_py.broker.routing import PostOffice

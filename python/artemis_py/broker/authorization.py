@@ -36,9 +36,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 
+from artemis_py.broker.authentication import RELOAD_CHECK_INTERVAL, ROLES_FILE, read_properties
 from artemis_py.broker.broker import Broker, BrokerError
 from artemis_py.broker.queue import Queue
-from artemis_py.broker.security import RELOAD_CHECK_INTERVAL, ROLES_FILE, read_properties
 from artemis_py.config import BrokerConfig, RoutingType
 from artemis_py.config.permissions import FQQN_SEPARATOR, Permission, SecuritySettingConfig
 from artemis_py.config.wildcards import (
@@ -124,7 +124,7 @@ class Authorizer:
         return Subject(self, user, self.roles.get(user or "", frozenset()))
 
     def _maybe_reload(self) -> None:
-        # Like the users file (broker/security.py): a stat at most once a second, so that
+        # Like the users file (broker/authentication.py): a stat at most once a second, so that
         # `artemis-py user add --role` takes effect on a running node, for new connections.
         now = time.monotonic()
         if self.path is None or now - self._checked_at < RELOAD_CHECK_INTERVAL:

@@ -24,7 +24,7 @@ Other packages (protocol sessions, the cluster) use the broker through the metho
 (:mod:`artemis_py.broker.addresses`), routing, sending and transactions
 (:mod:`artemis_py.broker.sending`, with the write order of :mod:`artemis_py.broker.write_order`),
 acknowledging, cancelling and expiring (:mod:`artemis_py.broker.acknowledging`) and reading by
-offset (:mod:`artemis_py.broker.offsets`). Its operations are those parts' methods, bound
+offset (:mod:`artemis_py.broker.offset_reading`). Its operations are those parts' methods, bound
 once when the broker is made, so a send costs no call more than the part's own.
 """
 
@@ -35,16 +35,16 @@ from collections.abc import Callable, Sequence
 
 from artemis_py.broker.acknowledging import Acknowledgements
 from artemis_py.broker.addresses import Addresses
+from artemis_py.broker.adopted_streams import recovered_ref
 from artemis_py.broker.duplicate_cache import ClientDuplicates, DuplicateIDCache
 from artemis_py.broker.journal_recovery import RecoveredState
 from artemis_py.broker.message import Message, now_ms
-from artemis_py.broker.offsets import OffsetReading
+from artemis_py.broker.offset_reading import OffsetReading
 from artemis_py.broker.paging import PagingManager
 from artemis_py.broker.persistence import Persistence
 from artemis_py.broker.queue import Queue
 from artemis_py.broker.routing import Address, BindingListener, PostOffice, RemoteQueueBinding
 from artemis_py.broker.sending import Forwarded, Sending, Transaction
-from artemis_py.broker.streams import recovered_ref
 from artemis_py.config import AddressSettings, BrokerConfig, MessageLoadBalancing
 from artemis_py.exceptions import BrokerError
 

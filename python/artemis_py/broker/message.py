@@ -238,9 +238,9 @@ class MemoryShare(Protocol):
 class MessageReference:
     """One message in one queue, with its delivery count there.
 
-    ``offset``: its position in the queue (:mod:`artemis_py.broker.offsets`), in the
+    ``offset``: its position in the queue (:mod:`artemis_py.broker.offset_reading`), in the
     node's own stream or, when ``stream`` is set, in that stream (adopted from a node that
-    scaled down, :mod:`artemis_py.broker.streams`); ``paged``:
+    scaled down, :mod:`artemis_py.broker.adopted_streams`); ``paged``:
     where the message is in its address's page files when it was depaged (its
     acknowledgement is then a PAGE_ACK record); ``held``: its share of the address's memory.
     """

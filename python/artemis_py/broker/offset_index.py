@@ -1,4 +1,4 @@
-"""The ready references of a queue by offset (:mod:`artemis_py.broker.offsets` says what
+"""The ready references of a queue by offset (:mod:`artemis_py.broker.offset_reading` says what
 offsets are): what a queue that readers browse by offset keeps beside its deque, so a range
 is found without scanning the queue; queues nobody browses pay nothing.
 """

@@ -61,7 +61,7 @@ class OffsetReadError(ArtemisError):
 
 
 @dataclass(frozen=True, slots=True)
-class Browse:
+class BrowseResult:
     """What a browse by offset found: ``refs`` in offset order, where to continue
     (``next``), the stream's stable end, the lowest offset held in it (None: none), its
     offset mark (0: none) and its state."""
@@ -130,7 +130,7 @@ class OffsetReading:
 
     async def browse(
         self, queue: Queue, stream: str, start: int, end: int | None, limit: int
-    ) -> Browse:
+    ) -> BrowseResult:
         """Ready references of ``stream`` with ``start <= offset < end`` (``end`` capped at
         the stream's stable end), at most ``limit`` of them (-1: no limit). Nothing is taken.
 
@@ -169,7 +169,7 @@ class OffsetReading:
         if 0 <= limit < len(refs):
             following = refs[limit].offset
             del refs[limit:]
-        return Browse(refs, following, stable, low, mark, NATIVE)
+        return BrowseResult(refs, following, stable, low, mark, NATIVE)
 
     async def streams(self, queue: Queue) -> list[StreamInfo]:
         """The streams of ``queue`` on this node: its own, and those adopted from nodes
@@ -200,12 +200,12 @@ class OffsetReading:
 
     def _browse_adopted(
         self, queue: Queue, stream: str, start: int, end: int | None, limit: int
-    ) -> Browse:
+    ) -> BrowseResult:
         """A browse of a stream adopted from a node that scaled down (in memory only)."""
         mark = queue.marks.get(stream, 0)
         adopted = self._adopted(queue, stream)
         if adopted is None:
-            return Browse([], start, start, None, mark, ABSENT)
+            return BrowseResult([], start, start, None, mark, ABSENT)
         index, state, stable = adopted
         stop = stable if end is None else min(end, stable)
         refs: list[MessageReference] = []
@@ -215,7 +215,7 @@ class OffsetReading:
                 following = ref.offset
                 break
             refs.append(ref)
-        return Browse(refs, following, stable, index.low(), mark, state)
+        return BrowseResult(refs, following, stable, index.low(), mark, state)
 
     def _adopted_streams(self, queue: Queue) -> set[str]:
         index = queue.index

@@ -17,7 +17,7 @@ Delivered references belong to their consumer until it acknowledges them (the br
 deletes them) or goes away (they are cancelled back to the head of the queue with their
 delivery count kept, so the next delivery is marked redelivered).
 
-Every reference has an offset (:mod:`artemis_py.broker.offsets`); a queue that readers
+Every reference has an offset (:mod:`artemis_py.broker.offset_reading`); a queue that readers
 browse by offset keeps its ready references in an :class:`~artemis_py.broker.offset_index.OffsetIndex` as well.
 
 A *paused* queue (the management API's pause) keeps accepting messages but delivers none

@@ -23,13 +23,13 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from artemis_py.broker.acknowledging import ack_record, by_queue, page_ref_acked, release
+from artemis_py.broker.adopted_streams import may_be_stamped
 from artemis_py.broker.message import Message, MessageReference
 from artemis_py.broker.paging import Full, Placement
 from artemis_py.broker.pending import Pending
 from artemis_py.broker.queue import Queue
 from artemis_py.broker.records import page_tx_op
 from artemis_py.broker.routing import Destination, RemoteQueueBinding, forwarding, tag
-from artemis_py.broker.streams import may_be_stamped
 from artemis_py.broker.write_order import Records, after, file_first, journal_after, page
 from artemis_py.config import RoutingType
 from artemis_py.exceptions import BrokerError, StorageError

@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from artemis_py.broker.security import ROLES_FILE, USERS_FILE, parse_line, read_properties
+from artemis_py.broker.authentication import ROLES_FILE, USERS_FILE, parse_line, read_properties
 from artemis_py.config import passwords
 
 # A name that would change meaning in a properties file or a role list.

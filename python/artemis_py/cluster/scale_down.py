@@ -59,9 +59,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from artemis_py.broker.adopted_streams import stamp
 from artemis_py.broker.pending import durable
 from artemis_py.broker.routing import is_internal
-from artemis_py.broker.streams import stamp
 from artemis_py.cluster.client_ids import farewells
 from artemis_py.cluster.moves import (
     DEFAULT_BATCH,

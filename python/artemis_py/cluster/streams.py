@@ -1,6 +1,6 @@
 """Scale-down of queues read by offset: the departing node's side of keeping offsets.
 
-The messages themselves move stamped (:func:`artemis_py.broker.streams.stamp`, called by
+The messages themselves move stamped (:func:`artemis_py.broker.adopted_streams.stamp`, called by
 :mod:`.scale_down` for a queue with an offset mark). Once everything has moved and the
 target has confirmed it, :func:`seal` sends a :class:`~artemis_py.protocol.cluster.Sealed`
 frame with each such queue's streams and their final ends and marks; on the target,
@@ -23,7 +23,7 @@ log = logging.getLogger("artemis_py.cluster")
 
 def seal(connection: ClusterState, target: str) -> None:
     """Everything moved and was confirmed: tell the target where the streams of the queues
-    read by offset end (:mod:`artemis_py.broker.streams`)."""
+    read by offset end (:mod:`artemis_py.broker.adopted_streams`)."""
     offsets = connection.broker.offsets
     sealed = []
     for queue in connection.broker.queues():

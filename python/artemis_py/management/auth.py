@@ -1,7 +1,7 @@
 """Who may use the management web server: HTTP Basic with the broker's users.
 
 With ``security-enabled`` true, every ``/api/`` and ``/console`` request carries HTTP Basic
-credentials of a user in ``artemis-users.properties`` (:class:`~artemis_py.broker.security.
+credentials of a user in ``artemis-users.properties`` (:class:`~artemis_py.broker.authentication.
 Authenticator`) whose roles hold the ``manage`` permission on the management address
 (Artemis's ``<management-address>``, default ``activemq.management``; the security-settings of
 :mod:`artemis_py.broker.authorization`). No or wrong credentials: 401 with a Basic challenge;

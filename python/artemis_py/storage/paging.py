@@ -38,7 +38,7 @@ from artemis_py.storage.completion import Completion, DeferredWake
 ADDRESS_FILE = "address.txt"
 
 #: ``(message_id, tx_id, queue_ids, message, queue_offset)``: one record to append
-#: (``queue_offset``: the message's offset in its queues, :mod:`artemis_py.broker.offsets`).
+#: (``queue_offset``: the message's offset in its queues, :mod:`artemis_py.broker.offset_reading`).
 NewRecord = tuple[int, int, Sequence[int], bytes, int]
 
 

@@ -28,9 +28,9 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from artemis_py.broker.authentication import Authenticator
 from artemis_py.broker.authorization import Authorizer
 from artemis_py.broker.broker import Broker
-from artemis_py.broker.security import Authenticator
 from artemis_py.config import AcceptorConfig
 from artemis_py.protocol.cluster import MAGIC
 from artemis_py.transport.log_backoff import LogBackoff, unlogged

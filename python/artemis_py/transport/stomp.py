@@ -51,10 +51,10 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from artemis_py.broker.authentication import Authenticator
 from artemis_py.broker.authorization import Authorizer
 from artemis_py.broker.broker import Broker
 from artemis_py.broker.pending import Pending, durable, settle_in_order
-from artemis_py.broker.security import Authenticator
 from artemis_py.broker.storage_views import BodyReadError
 from artemis_py.config import AcceptorConfig
 from artemis_py.exceptions import StorageError
@@ -64,8 +64,7 @@ from artemis_py.sessions.stomp.actions import Browse, StreamBody
 from artemis_py.transport.bodies import BodyQueue
 
 if TYPE_CHECKING:
-    from artemis_py.broker.offsets import Browse as Found
-    from artemis_py.broker.offsets import StreamInfo
+    from artemis_py.broker.offset_reading import BrowseResult, StreamInfo
 
 log = logging.getLogger("artemis_py.stomp")
 
@@ -351,7 +350,7 @@ class StompConnection:
         reading (page files in worker threads), then the session sends what was found. A
         page file that cannot be read refuses the frame (an ERROR, then the close)."""
         offsets, queue = self.session.broker.offsets, browse.queue
-        found: Found | list[StreamInfo] | None = None
+        found: BrowseResult | list[StreamInfo] | None = None
         try:
             if queue is not None and browse.listing:
                 found = await offsets.streams(queue)

@@ -1,6 +1,6 @@
 """A queue's paged messages by offset, read without depaging them: the page side of
 browsing by offset, of the listing, and of acknowledging up to an offset
-(:mod:`artemis_py.broker.offsets`).
+(:mod:`artemis_py.broker.offset_reading`).
 
 Theory of operation
 -------------------

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from artemis_py.broker.adopted_streams import adopt
 from artemis_py.broker.message import MessageReference
 from artemis_py.broker.paging import recovery
 from artemis_py.broker.paging.address import (
@@ -36,7 +37,6 @@ from artemis_py.broker.paging.address import (
 from artemis_py.broker.paging.cursor import PageCursor
 from artemis_py.broker.pending import durable
 from artemis_py.broker.records import page_ack_op, page_complete_op
-from artemis_py.broker.streams import adopt
 from artemis_py.exceptions import StorageError
 from artemis_py.storage import Op
 from artemis_py.storage.paging import create_page_store
@@ -165,7 +165,7 @@ class PagingManager:
         self, message: Message, queues: list[Queue], offset: int, *, internal: bool = False
     ) -> Placement:
         """Decide, per address of ``queues``, whether ``message`` goes to memory or pages;
-        in memory it is at ``offset`` (:mod:`artemis_py.broker.offsets`).
+        in memory it is at ``offset`` (:mod:`artemis_py.broker.offset_reading`).
 
         Raises :class:`~.address.Full` (FAIL) before anything is reserved.
         """

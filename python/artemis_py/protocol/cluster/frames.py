@@ -332,7 +332,7 @@ class SealedStream:
 @dataclass(frozen=True, slots=True)
 class Sealed:
     """C->S: a node scaling down to the receiver has moved, and seen confirmed, every
-    message of these streams (sent last; :mod:`artemis_py.broker.streams`)."""
+    message of these streams (sent last; :mod:`artemis_py.broker.adopted_streams`)."""
 
     TYPE: ClassVar[FrameType] = FrameType.SEALED
     streams: tuple[SealedStream, ...]

@@ -33,8 +33,7 @@ from artemis_py.sessions.stomp.errors import StompError
 from artemis_py.sessions.stomp.subscription import send_message
 
 if TYPE_CHECKING:
-    from artemis_py.broker.offsets import Browse as Found
-    from artemis_py.broker.offsets import StreamInfo
+    from artemis_py.broker.offset_reading import BrowseResult, StreamInfo
     from artemis_py.broker.queue import Queue
     from artemis_py.sessions.stomp.session import StompSession, Target
 
@@ -69,7 +68,9 @@ def browse(session: StompSession, frame: Frame, target: Target, sub_id: str) -> 
     )
 
 
-def answer(session: StompSession, browse: Browse, found: Found | list[StreamInfo] | None) -> None:
+def answer(
+    session: StompSession, browse: Browse, found: BrowseResult | list[StreamInfo] | None
+) -> None:
     """Send what ``browse`` read: for a range, its messages (unless ``count_only``) and the
     end frame; for a listing, the end frame with ``found``, the queue's streams (None: the
     queue does not exist)."""
