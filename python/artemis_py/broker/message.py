@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from artemis_py.config import RoutingType
@@ -212,7 +213,7 @@ class Message:
         return f"Message(id={self.message_id}, address={self.address!r}, size={self.body_length})"
 
 
-_SPECIAL_IDENTIFIERS = {
+_SPECIAL_IDENTIFIERS: dict[str, Callable[[Message], object]] = {
     "AMQPriority": lambda m: m.priority,
     "JMSPriority": lambda m: m.priority,
     "AMQTimestamp": lambda m: m.timestamp,

@@ -58,7 +58,7 @@ def url_value(value: str) -> str:
     return quote(value, safe="/()-_.~:")
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
         "cert",
         help="make certificates for TLS",

@@ -33,7 +33,7 @@ every sample configuration (``etc/``) and of docs/clustering.md, so the document
 ``<cluster-user>`` uses Artemis's default instead (:data:`CLUSTER_USER`)."""
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
         "cluster", help="inspect a cluster", description="Inspect a running cluster."
     )

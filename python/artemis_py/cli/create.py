@@ -125,7 +125,7 @@ BROKER_XML = Template("""\
 """)
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
         "create",
         help="create a broker instance directory",

@@ -50,7 +50,7 @@ class DataDirs:
     settings: JournalSettings
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
         "data",
         help="print or count what a stopped node's data directory holds",

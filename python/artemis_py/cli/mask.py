@@ -14,7 +14,7 @@ import sys
 from artemis_py.config import passwords
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
         "mask",
         help="mask a password for broker.xml, or hash one for artemis-users.properties",

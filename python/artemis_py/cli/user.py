@@ -174,7 +174,7 @@ def listing(etc: Path, user: str | None) -> list[str]:
     return [*out, "", f" Total: {len(names)}"]
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
         "user",
         help="add, list, remove or reset users (artemis-users/roles.properties)",

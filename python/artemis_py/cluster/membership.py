@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING
 from artemis_py.cluster.client_ids import adopt_client_ids
 from artemis_py.cluster.discovery.service import knows
 from artemis_py.cluster.take_over import take_over
-from artemis_py.cluster.topology import DuplicateNodeIdError, Member, connector
+from artemis_py.cluster.topology import DuplicateNodeIdError, connector
 from artemis_py.protocol import cluster as wire
+from artemis_py.protocol.cluster import Member
 
 if TYPE_CHECKING:
     from artemis_py.cluster.binding_exchange import BindingExchange

@@ -28,8 +28,9 @@ from artemis_py.broker.routing import NeighbourRoute, is_internal
 from artemis_py.cluster.departures import Departures, file_name
 from artemis_py.cluster.retry import RetryPolicy
 from artemis_py.cluster.store_and_forward import sf_queue_name
-from artemis_py.cluster.topology import Member, Topology
+from artemis_py.cluster.topology import Topology
 from artemis_py.config import ClusterConnectionConfig, RoutingType
+from artemis_py.protocol.cluster import Member
 
 if TYPE_CHECKING:
     from artemis_py.broker.broker import Broker

@@ -43,7 +43,8 @@ def record(histogram: HdrHistogram, micros: int) -> None:
 
 
 def encode(histogram: HdrHistogram) -> str:
-    return histogram.encode().decode("ascii")
+    text: str = histogram.encode().decode("ascii")
+    return text
 
 
 def decode(text: str) -> HdrHistogram:

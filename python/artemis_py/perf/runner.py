@@ -81,7 +81,8 @@ class _Counters:
 
     def total(self, slot: int) -> float:
         a = self.array
-        return sum(a[i * SLOTS.COUNT + slot] for i in range(self.workers))
+        total: float = sum(a[i * SLOTS.COUNT + slot] for i in range(self.workers))
+        return total
 
     def all(self, slot: int) -> bool:
         a = self.array

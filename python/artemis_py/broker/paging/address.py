@@ -34,6 +34,8 @@ from artemis_py.config import AddressFullPolicy, PageFullPolicy
 from artemis_py.storage.paging import PAGE_HEADER_SIZE
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from artemis_py.broker.message import Message
     from artemis_py.broker.paging.manager import PagingManager
     from artemis_py.broker.queue import Queue
@@ -262,7 +264,7 @@ class AddressPaging:
 
     def page(
         self, message: Message, queues: list[Queue], encoded: bytes, tx_id: int = 0, *, offset: int
-    ):
+    ) -> tuple[int, Callable[[], None], Position]:
         """Append ``message`` for ``queues`` at queue offset ``offset``; returns (ticket, the
         position's settle, the position).
 

@@ -137,7 +137,7 @@ def _integer(low: int, high: int) -> _Reader:
             _fail(f"{where} must be an integer")
         if not low <= value <= high:
             _fail(f"{where} must be in {low}..{high}, got {value}")
-        return cast(int, value)
+        return value
 
     return read
 
@@ -152,20 +152,20 @@ _version = _integer(1, _U16_MAX)
 def _boolean(value: Any, where: str) -> bool:
     if type(value) is not bool:
         _fail(f"{where} must be true or false")
-    return cast(bool, value)
+    return value
 
 
 def _hex64(value: Any, where: str) -> str:
     if type(value) is not str or _HEX64.fullmatch(value) is None:
         _fail(f"{where} must be 64 lowercase hex digits")
-    return cast(str, value)
+    return value
 
 
 def _choice(*options: str) -> _Reader:
     def read(value: Any, where: str) -> str:
         if value not in options or type(value) is not str:
             _fail(f"{where} must be one of {', '.join(options)}")
-        return cast(str, value)
+        return value
 
     return read
 

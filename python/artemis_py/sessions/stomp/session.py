@@ -34,7 +34,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from artemis_py import __version__
-from artemis_py.broker.adopted_streams import OFFSET_FROM
 from artemis_py.broker.authentication import Authenticator
 from artemis_py.broker.authorization import UNCHECKED, Authorizer, Permission, send_creates
 from artemis_py.broker.broker import Broker, BrokerError, Transaction, now_ms
@@ -44,6 +43,7 @@ from artemis_py.broker.message import DEFAULT_PRIORITY
 from artemis_py.broker.offset_reading import OffsetReadError
 from artemis_py.broker.pending import Pending
 from artemis_py.broker.queue import MaxConsumersReachedError
+from artemis_py.broker.records import OFFSET_FROM
 from artemis_py.broker.routing import split_fqqn
 from artemis_py.config import AcceptorConfig, RoutingType
 from artemis_py.exceptions import StorageError
