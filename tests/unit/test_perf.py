@@ -267,12 +267,14 @@ def test_json_report(tmp_path: Path) -> None:
     assert generator["per_process_cores"] == [0.25, 0.95]
     assert loaded["options"]["producer_urls"] == ["tcp://localhost:61613"]
     assert "password" not in loaded["options"]
+    assert loaded["options"]["stomp_destination"] == "TEST"
+    assert loaded["options"]["destination_type"] == "ANYCAST"
     assert loaded["machine"]["cpus"] >= 1
     text = format_summary(report)
     assert "2,000.0 msg/s" in text
     assert "generator: 2 process(es), 1.20 cores" in text
     assert "CPU-bound" in text  # the busiest process used 0.95 of a core
-    assert loaded["monitored"] == {"pids": [], "cores": None}
+    assert loaded["monitored"] == {"pids": [], "cores": None, "loop_cores": None}
     assert loaded["warnings"] == []
 
 
