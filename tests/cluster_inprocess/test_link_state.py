@@ -1,9 +1,13 @@
-"""The sans-IO link state (protocol/cluster/link_state.py): frames in, actions out."""
+"""The sans-IO link state (protocol/cluster/link_state.py): frames in, actions out; and
+the receiving side's confirm task that feeds it (transport/confirmations.py)."""
 
 from __future__ import annotations
 
 import pytest
+import trio
 
+from artemis_py.broker.pending import Pending, Ticket
+from artemis_py.exceptions import StorageError
 from artemis_py.protocol import cluster as wire
 from artemis_py.protocol.cluster.link_state import (
     Acknowledge,
@@ -12,6 +16,7 @@ from artemis_py.protocol.cluster.link_state import (
     Send,
     Store,
 )
+from artemis_py.transport.confirmations import Confirmations
 
 
 def message(seq: int) -> wire.Message:
@@ -80,3 +85,63 @@ def test_a_failure_confirms_what_was_durable_before_it() -> None:
     assert state.failed() == []
     state.durable(3, more_waiting=True)
     assert state.failed() == [Send(wire.Confirm(seq=3))]
+
+
+class FakeLink:
+    """What the confirm task uses of a link: it sends frames and closes."""
+
+    def __init__(self) -> None:
+        self.sent: list[object] = []
+        self.closed = False
+
+    def send(self, frame: object) -> None:
+        self.sent.append(frame)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Journal:
+    """Completes its tickets in order, up to ``fails_after``; later ones fail."""
+
+    def __init__(self, fails_after: int) -> None:
+        self.fails_after = fails_after
+
+    async def wait(self, number: int) -> None:
+        await trio.lowlevel.checkpoint()
+        if number > self.fails_after:
+            raise StorageError("the journal failed: no space left on device")
+
+
+def stored_run(journal: Journal, ticket: int) -> Pending:
+    return Pending(tickets=[Ticket(journal, ticket)])
+
+
+def confirmations(link: FakeLink) -> Confirmations:
+    return Confirmations(link, LinkState(), "test")  # type: ignore[arg-type]
+
+
+async def test_the_confirm_task_confirms_the_latest_durable_run_once() -> None:
+    link = FakeLink()
+    confirming = confirmations(link)
+    journal = Journal(fails_after=10)
+    confirming.stored(stored_run(journal, 1), 3)
+    confirming.stored(stored_run(journal, 2), 5)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(confirming.run)
+        await confirming.aclose()  # what is queued is confirmed, then the task ends
+    assert link.sent == [wire.Confirm(seq=5)]
+    assert not link.closed
+
+
+async def test_a_journal_failure_confirms_what_was_durable_before_it_then_closes() -> None:
+    link = FakeLink()
+    confirming = confirmations(link)
+    journal = Journal(fails_after=2)  # the third run's records are not written
+    confirming.stored(stored_run(journal, 1), 3)
+    confirming.stored(stored_run(journal, 2), 7)
+    confirming.stored(stored_run(journal, 3), 9)
+    with pytest.raises(StorageError, match="no space left"):
+        await confirming.run()
+    assert link.sent == [wire.Confirm(seq=7)]
+    assert link.closed

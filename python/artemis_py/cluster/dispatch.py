@@ -20,10 +20,10 @@ What differs between the directions is what a link carries when it comes up:
   bindings (:meth:`.BindingExchange.snapshot`) and the departures it remembers, and stores
   what the other node's bridge forwards.
 
-Forwarded messages are stored in runs (one journal submit each), completed in order by one
-confirm task per link, and confirmed cumulatively once durable, so the sender acknowledges
-them only when they cannot be lost here. The duplicate ids stored with them make a resend
-after a broken link harmless.
+Forwarded messages are stored in runs (one journal submit each), completed in order by the
+link's confirm task (the Trio shell :mod:`artemis_py.transport.confirmations`), and
+confirmed cumulatively once durable, so the sender acknowledges them only when they cannot
+be lost here. The duplicate ids stored with them make a resend after a broken link harmless.
 """
 
 from __future__ import annotations
@@ -36,14 +36,11 @@ from typing import TYPE_CHECKING
 import trio
 
 from artemis_py.broker.message import decode_message
-from artemis_py.broker.pending import Pending, settle_in_order
 from artemis_py.cluster.bridge import Bridge
 from artemis_py.cluster.streams import seal_streams
 from artemis_py.cluster.take_over import create_queues
-from artemis_py.exceptions import StorageError
 from artemis_py.protocol import cluster as wire
 from artemis_py.protocol.cluster.link_state import (
-    CONFIRM_BATCH,
     Acknowledge,
     Action,
     Apply,
@@ -52,6 +49,7 @@ from artemis_py.protocol.cluster.link_state import (
     Send,
     Store,
 )
+from artemis_py.transport.confirmations import Confirmations
 from artemis_py.transport.link import LinkError
 
 if TYPE_CHECKING:
@@ -63,11 +61,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("artemis_py.cluster")
 
-PIPELINE_DEPTH = 1024  # stored runs waiting to be durable, per link
-
-#: A run of forwarded messages stored, and the seq of its last message.
-Stored = tuple[Pending, int]
-
 
 class Served:
     """One link being served: its state object and what its actions act on."""
@@ -77,12 +70,12 @@ class Served:
         link: Link,
         *,
         bridge: Bridge | None = None,
-        pipeline: trio.MemorySendChannel[Stored] | None = None,
+        confirmations: Confirmations | None = None,
     ) -> None:
         self.link = link
         self.state = LinkState()
         self.bridge = bridge  # outgoing: what a Confirm acknowledges
-        self.pipeline = pipeline  # incoming: stored runs, to the confirm task
+        self.confirmations = confirmations  # incoming: stored runs, to the confirm task
 
 
 class Dispatcher:
@@ -145,7 +138,7 @@ class Dispatcher:
         """Store a run of forwarded messages; the awaitable waits for room in the pipeline.
         Duplicate ids are checked and remembered here, so a run the link never stored (it
         broke) leaves no trace and its messages are taken when resent."""
-        assert served.pipeline is not None  # (the codec takes messages on incoming links)
+        assert served.confirmations is not None  # (the codec takes messages on incoming links)
         broker = self.cluster.broker
         forwarded: list[Forwarded] = []
         for m in action.messages:
@@ -157,13 +150,7 @@ class Dispatcher:
         pending = broker.receive_forwarded(forwarded)
         if pending.tickets:  # a run of non-durable messages or duplicates waits for nothing
             self.cluster.last_forwarded = pending.tickets
-        item = (pending, action.last_seq)
-        # send_nowait: no task switch while the confirm task keeps up.
-        try:
-            served.pipeline.send_nowait(item)
-        except trio.WouldBlock:
-            return served.pipeline.send(item)
-        return None
+        return served.confirmations.stored(pending, action.last_seq)
 
     # -- outgoing links ----------------------------------------------------------------
 
@@ -216,13 +203,14 @@ class Dispatcher:
         link.send(wire.Topology(members=tuple(cluster.topology.members.values())))
         link.send(self.exchange.snapshot(link))
         self.membership.replay_departures(link)
-        send_channel, receive_channel = trio.open_memory_channel[Stored](PIPELINE_DEPTH)
-        served = Served(link, pipeline=send_channel)
+        served = Served(link)
+        confirmations = Confirmations(link, served.state, cluster.name)
+        served.confirmations = confirmations
         link.before_read = lambda: self.perform(served, served.state.caught_up())
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._confirm_in_order, served, receive_channel)
-                async with send_channel:
+                nursery.start_soon(confirmations.run)
+                async with confirmations:
                     reason = await link.serve(lambda event: self.handle(served, event))
             log.info(
                 "cluster %s: link from node %s at %s closed: %s",
@@ -233,48 +221,6 @@ class Dispatcher:
             )
         finally:
             cluster.incoming.discard(link)
-
-    async def _confirm_in_order(
-        self, served: Served, pipeline: trio.MemoryReceiveChannel[Stored]
-    ) -> None:
-        """Complete stored runs in order; confirm once they are durable.
-
-        Takes what the reader has queued (up to CONFIRM_BATCH runs) and waits once for
-        their latest tickets: a journal completes its tickets in order, so all are durable
-        when those are. The link state then says whether a Confirm goes out now (nothing
-        more queued, or CONFIRM_BATCH messages since the last during a long burst).
-        """
-        while True:
-            try:
-                run = [await pipeline.receive()]
-            except trio.EndOfChannel:
-                return
-            while len(run) < CONFIRM_BATCH:
-                try:
-                    run.append(pipeline.receive_nowait())
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    break
-            try:
-                await settle_in_order([pending for pending, _ in run])
-            except StorageError:
-                await self._confirm_durable_part(served, run)
-                raise
-            waiting = pipeline.statistics().current_buffer_used > 0
-            self.perform(served, served.state.durable(run[-1][1], more_waiting=waiting))
-
-    async def _confirm_durable_part(self, served: Served, run: list[Stored]) -> None:
-        """The journal failed during ``run``: complete and confirm what became durable
-        before the failure, one by one, then close the link (raises the StorageError)."""
-        try:
-            for pending, seq in run:
-                await pending.settled()
-                self.perform(served, served.state.durable(seq, more_waiting=True))
-        except StorageError as exc:
-            log.error("cluster %s: cannot store forwarded messages: %s", self.cluster.name, exc)
-            raise
-        finally:
-            self.perform(served, served.state.failed())
-            served.link.close()
 
 
 async def _then(first: Awaitable[None], then: Callable[[], Awaitable[None] | None]) -> None:
