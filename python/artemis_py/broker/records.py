@@ -78,9 +78,9 @@ RECORD_TYPES: tuple[RecordType, ...] = (
     RecordType(PAGE_ACK, "PAGE_ACK", _M, "paging.cursor"),
     RecordType(PAGE_COMPLETE, "PAGE_COMPLETE", _M, "paging.cursor"),
     RecordType(PAGE_TX, "PAGE_TX", _M, "paging.manager"),
-    RecordType(OFFSET_MARK, "OFFSET_MARK", _M, "offsets"),
+    RecordType(OFFSET_MARK, "OFFSET_MARK", _M, "offset_reading"),
     RecordType(CLIENT_DUPLICATE_ID_RECORD, "CLIENT_DUPLICATE_ID", _M, "duplicate_cache"),
-    RecordType(SEALED_STREAM, "SEALED_STREAM", _M, "streams"),
+    RecordType(SEALED_STREAM, "SEALED_STREAM", _M, "adopted_streams"),
     RecordType(LARGE_MESSAGE_RECORD, "LARGE_MESSAGE", _M, "large_messages"),
     RecordType(LARGE_PAGE_REF, "LARGE_PAGE_REF", _M, "large_messages"),
 )
