@@ -43,7 +43,7 @@ from artemis_py.config.defaults import CLUSTER_PASSWORD
 from artemis_py.management.bootstrap import WebConfig
 from artemis_py.management.server import serve_management
 from artemis_py.storage import JournalSettings, open_storage
-from artemis_py.storage.large_messages import open_large_message_store
+from artemis_py.storage.large_message_files import open_large_message_store
 from artemis_py.storage.paging import open_page_stores
 from artemis_py.transport.acceptor import Clients, serve_acceptor
 

@@ -69,7 +69,7 @@ from artemis_py.broker.records import (
 from artemis_py.storage import Op
 
 if TYPE_CHECKING:
-    from artemis_py.storage.large_messages import LargeMessageStore
+    from artemis_py.storage.large_message_files import LargeMessageStore
 
 log = logging.getLogger("artemis_py.broker.large_messages")
 

@@ -9,7 +9,7 @@ independent of any wire protocol: protocol headers that are user data travel as 
 
 A stored large message keeps its body in a file, not in memory: :attr:`Message.body_ref`
 (a :class:`LargeBody`) names the file and its length, and whoever sends the message
-streams the body from the file (:mod:`artemis_py.storage.large_messages`).
+streams the body from the file (:mod:`artemis_py.storage.large_message_files`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from artemis_py.config import RoutingType
 
 if TYPE_CHECKING:
     from artemis_py.broker.queue import Queue
-    from artemis_py.storage.large_messages import LargeMessageStore
+    from artemis_py.storage.large_message_files import LargeMessageStore
 
 DEFAULT_PRIORITY = 4
 # A message bound for other nodes carries, per store-and-forward queue, the names of the

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from artemis_py.storage.large_messages import LargeMessageError, send_body
+from artemis_py.storage.large_message_files import LargeMessageError, send_body
 
 if TYPE_CHECKING:
     from artemis_py.broker.message import LargeBody

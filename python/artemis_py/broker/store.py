@@ -29,7 +29,7 @@ from artemis_py.exceptions import DuplicateRecordError, RecordNotFoundError, Tra
 
 if TYPE_CHECKING:
     from artemis_py.storage import Op, Storage
-    from artemis_py.storage.large_messages import LargeMessageStore
+    from artemis_py.storage.large_message_files import LargeMessageStore
 
 
 class LoadedUpdate(Protocol):

@@ -27,7 +27,7 @@ from artemis_py.broker import records as rec
 from artemis_py.cli.output import preview
 from artemis_py.exceptions import ArtemisError
 from artemis_py.storage import LoadReport, Op, Record
-from artemis_py.storage.large_messages import file_name
+from artemis_py.storage.large_message_files import file_name
 
 if TYPE_CHECKING:
     from artemis_py.broker.message import Message

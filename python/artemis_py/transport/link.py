@@ -35,7 +35,7 @@ import trio
 from artemis_py.broker.message import LargeBody
 from artemis_py.protocol import cluster as wire
 from artemis_py.protocol.errors import ProtocolError
-from artemis_py.storage.large_messages import LargeMessageError
+from artemis_py.storage.large_message_files import LargeMessageError
 from artemis_py.transport.bodies import BodyQueue
 from artemis_py.transport.sockets import FastSocketStream
 from artemis_py.transport.tls import dial_failure, tls_refusal

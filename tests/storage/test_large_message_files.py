@@ -11,7 +11,7 @@ import trio
 import trio.testing
 
 from artemis_py.broker.message import LargeBody
-from artemis_py.storage.large_messages import (
+from artemis_py.storage.large_message_files import (
     CHUNK,
     LargeMessageError,
     open_large_message_store,

@@ -51,7 +51,7 @@ import trio
 
 from artemis_py.exceptions import StorageError
 
-log = logging.getLogger("artemis_py.storage.large_messages")
+log = logging.getLogger("artemis_py.storage.large_message_files")
 
 SUFFIX = ".msg"
 CHUNK = 256 * 1024  # bytes read from a file at a time when streaming a body
