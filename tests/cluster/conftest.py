@@ -29,7 +29,7 @@ import pytest
 import trio
 
 from artemis_py.cluster.status import fetch_status
-from artemis_py.config.tls import TlsParams, read_tls_params
+from artemis_py.config.tls_params import TlsParams, read_tls_params
 from artemis_py.transport.link import LinkError
 from integration.conftest import (  # the same module object pytest loaded for tests/integration
     DEFAULT_ADDRESS_SETTINGS,

@@ -1,5 +1,5 @@
-"""TLS URL parameters (artemis_py.config.tls) and the contexts built from them
-(artemis_py.transport.tls): Artemis's names and defaults, stores opened at read time, errors
+"""TLS URL parameters (artemis_py.config.tls_params) and the contexts built from them
+(artemis_py.transport.tls_contexts): Artemis's names and defaults, stores opened at read time, errors
 that name the parameter, and what each setting does to the ``ssl.SSLContext``."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pytest
 
 from artemis_py.client.url import parse_client_url
 from artemis_py.config import parse_config
-from artemis_py.config.tls import read_tls_params
+from artemis_py.config.tls_params import read_tls_params
 from artemis_py.exceptions import ConfigError
 from artemis_py.transport.certificates import TlsFiles, create_tls_files
-from artemis_py.transport.tls import client_context, server_context
+from artemis_py.transport.tls_contexts import client_context, server_context
 
 PASSWORD = "unit-pass"
 

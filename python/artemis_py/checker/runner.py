@@ -43,7 +43,7 @@ from artemis_py.client import (
     open_stomp_connection,
 )
 from artemis_py.client.errors import connect_failure
-from artemis_py.config.tls import TlsParams
+from artemis_py.config.tls_params import TlsParams
 
 __all__ = ["CheckOptions", "Pacer", "run_check"]
 

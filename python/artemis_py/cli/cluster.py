@@ -20,7 +20,7 @@ from artemis_py.cli import management
 from artemis_py.cluster.status import fetch_status
 from artemis_py.config import BrokerConfig, load_config
 from artemis_py.config.defaults import CLUSTER_USER
-from artemis_py.config.tls import TLS_PARAM_NAMES, TlsParams, read_tls_params
+from artemis_py.config.tls_params import TLS_PARAM_NAMES, TlsParams, read_tls_params
 from artemis_py.config.urls import parse_transport_url
 from artemis_py.exceptions import ConfigError
 from artemis_py.protocol.cluster import CREDENTIALS_REJECTED, Purpose

@@ -50,7 +50,7 @@ from artemis_py.client.state import ConnectionState
 from artemis_py.client.subscription import ACK_MODES, Subscription, SubscriptionTable
 from artemis_py.client.url import DEFAULT_STOMP_PORT
 from artemis_py.client.writer import FrameWriter
-from artemis_py.config.tls import TlsParams
+from artemis_py.config.tls_params import TlsParams
 from artemis_py.protocol.stomp import (
     SUPPORTED_VERSIONS,
     Command,
@@ -60,7 +60,12 @@ from artemis_py.protocol.stomp import (
     Role,
 )
 from artemis_py.transport.sockets import FastSocketStream
-from artemis_py.transport.tls import TlsSetupError, client_context, dial_failure, tls_refusal
+from artemis_py.transport.tls_contexts import (
+    TlsSetupError,
+    client_context,
+    dial_failure,
+    tls_refusal,
+)
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",

@@ -8,7 +8,7 @@ is the STOMP default, 61613. A query string is refused there.
 address, a list (``(tcp://a:61613,tcp://b:61613)`` or without the parentheses), or
 ``udp://GROUP:PORT`` (discovery), each with the query parameters of :data:`_PARAMETERS`
 (Artemis's names), and the TLS parameters of an Artemis connector (``sslEnabled``,
-``trustStorePath``, ``keyStorePath``..., :mod:`artemis_py.config.tls`, docs/tls.md), whose
+``trustStorePath``, ``keyStorePath``..., :mod:`artemis_py.config.tls_params`, docs/tls.md), whose
 stores are opened here so that a wrong path or password is a usage error. Any other parameter
 is refused by name rather than silently ignored, because this client does not implement it.
 """
@@ -21,7 +21,7 @@ from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
 from artemis_py.client.load_balancing import policy_name
-from artemis_py.config.tls import TLS_PARAM_NAMES, TlsParams, read_tls_params
+from artemis_py.config.tls_params import TLS_PARAM_NAMES, TlsParams, read_tls_params
 
 __all__ = [
     "DEFAULT_STOMP_PORT",

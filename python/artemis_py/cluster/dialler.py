@@ -40,10 +40,10 @@ import trio
 
 from artemis_py.cluster.retry import LogBackoff, unlogged
 from artemis_py.cluster.topology import connector
-from artemis_py.config.tls import TlsParams
+from artemis_py.config.tls_params import TlsParams
 from artemis_py.protocol import cluster as wire
 from artemis_py.transport.link import Link, LinkError, LinkRefused, LinkTlsError, connect
-from artemis_py.transport.tls import TlsSetupError, client_context
+from artemis_py.transport.tls_contexts import TlsSetupError, client_context
 
 if TYPE_CHECKING:
     from artemis_py.cluster.state import ClusterState

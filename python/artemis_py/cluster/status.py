@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from artemis_py.cluster.topology import connector
-from artemis_py.config.tls import TlsParams
+from artemis_py.config.tls_params import TlsParams
 from artemis_py.protocol import cluster as wire
 from artemis_py.protocol.cluster import Purpose
 from artemis_py.transport.link import LinkError, LinkRefused, LinkTlsError, connect
-from artemis_py.transport.tls import TlsSetupError, client_context
+from artemis_py.transport.tls_contexts import TlsSetupError, client_context
 
 if TYPE_CHECKING:
     from artemis_py.cluster.cluster_connection import ClusterConnection

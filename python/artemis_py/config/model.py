@@ -18,7 +18,7 @@ from .address_settings import AddressSettings, AddressSettingsRepository
 from .enums import HAPolicy, JournalType, MessageLoadBalancing, RoutingType
 from .permissions import SecuritySettingConfig
 from .problems import ConfigProblem
-from .tls import TlsParams
+from .tls_params import TlsParams
 from .wildcards import DEFAULT_WILDCARDS, WildcardSyntax
 
 __all__ = [

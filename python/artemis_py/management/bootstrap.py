@@ -18,7 +18,7 @@ What is honoured: the first ``<binding>``'s ``uri`` (``http`` or ``https``, host
 and, for ``https``, its key and trust stores (``keyStorePath``, ``keyStorePassword``,
 ``keyStoreType``, ``trustStorePath``, ``trustStorePassword``, ``trustStoreType``,
 ``clientAuth``, ``includedTLSProtocols``, ``includedCipherSuites``, read as an acceptor's TLS
-URL parameters are: :mod:`artemis_py.config.tls`); ``<web rootRedirectLocation>``. What
+URL parameters are: :mod:`artemis_py.config.tls_params`); ``<web rootRedirectLocation>``. What
 artemis-py has no use for (WAR files: ``path``, ``<app>``; Jetty's threads and customizer;
 ``<jaas-security>``, ``<server>``) gets a warning naming it, and a TLS attribute whose
 absence would be less safe (``excludedTLSProtocols``, ``sniRequired``, ...) is an error: the
@@ -35,7 +35,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from artemis_py.config.problems import ProblemCollector
-from artemis_py.config.tls import TlsParams, read_tls_params
+from artemis_py.config.tls_params import TlsParams, read_tls_params
 from artemis_py.config.values import substitute
 from artemis_py.config.xmlreader import XmlElement, XmlSyntaxError, read_xml
 from artemis_py.exceptions import ConfigError

@@ -27,7 +27,7 @@ from hypercorn.trio import serve
 from artemis_py.exceptions import ArtemisError, leaves
 from artemis_py.management.api import application
 from artemis_py.management.bootstrap import WebConfig
-from artemis_py.transport.tls import TlsSetupError, server_context
+from artemis_py.transport.tls_contexts import TlsSetupError, server_context
 
 if TYPE_CHECKING:
     from artemis_py.node import Node

@@ -42,7 +42,7 @@ from artemis_py.client import (
 )
 from artemis_py.client.destination import add_destination_arguments
 from artemis_py.client.url import ClientUrl, parse_client_url
-from artemis_py.config.tls import TlsParams
+from artemis_py.config.tls_params import TlsParams
 
 __all__ = ["DEFAULT_DESTINATION", "PerfOptions", "add_arguments", "options_from_args"]
 

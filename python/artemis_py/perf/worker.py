@@ -45,7 +45,7 @@ from artemis_py.client import (
     open_stomp_connection,
 )
 from artemis_py.client.errors import connect_failure
-from artemis_py.config.tls import TlsParams
+from artemis_py.config.tls_params import TlsParams
 from artemis_py.perf import histogram
 from artemis_py.perf.cluster import failover_consumer, failover_producer
 from artemis_py.perf.options import TIMESTAMP_HEADER, PerfOptions

@@ -36,7 +36,7 @@ from artemis_py.protocol.cluster import MAGIC
 from artemis_py.transport.log_backoff import LogBackoff, unlogged
 from artemis_py.transport.sockets import FastSocketStream
 from artemis_py.transport.stomp import StompConnection
-from artemis_py.transport.tls import ServerTls, TlsSetupError, handshake_failure
+from artemis_py.transport.tls_contexts import ServerTls, TlsSetupError, handshake_failure
 
 log = logging.getLogger("artemis_py.transport")
 

@@ -38,7 +38,7 @@ from artemis_py.protocol.errors import ProtocolError
 from artemis_py.storage.large_message_files import LargeMessageError
 from artemis_py.transport.bodies import BodyQueue
 from artemis_py.transport.sockets import FastSocketStream
-from artemis_py.transport.tls import dial_failure, tls_refusal
+from artemis_py.transport.tls_contexts import dial_failure, tls_refusal
 
 log = logging.getLogger("artemis_py.cluster")
 

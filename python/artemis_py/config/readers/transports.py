@@ -20,7 +20,7 @@ from types import MappingProxyType
 
 from ..element_reader import Children, ElementReader, value_line
 from ..model import ARTEMIS_PROTOCOLS, AcceptorConfig, ConnectorConfig
-from ..tls import TLS_PARAM_NAMES, Role, TlsParams, read_tls_params
+from ..tls_params import TLS_PARAM_NAMES, Role, TlsParams, read_tls_params
 from ..urls import TransportURL, parse_transport_url
 from ..values import (
     at_least,

@@ -5,7 +5,7 @@ Artemis configures TLS on the transport URL (docs "Configuring the Transport", T
 those parameters into :class:`TlsParams` and opens the stores they name with ``cryptography``,
 so that a broken setup (a missing file, a wrong password, a JKS store, an unknown protocol or
 cipher suite) is reported when broker.xml is read or a client URL is parsed, not at the first
-connection. Building ``ssl.SSLContext`` objects from them is :mod:`artemis_py.transport.tls`'s
+connection. Building ``ssl.SSLContext`` objects from them is :mod:`artemis_py.transport.tls_contexts`'s
 job; the client parses its URLs with the same function.
 
 Stores: PKCS12 (``.p12``/``.pfx``) and PEM (an optionally encrypted private key and the

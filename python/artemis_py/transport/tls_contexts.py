@@ -1,7 +1,7 @@
 """TLS for acceptors, cluster links and clients: ``ssl.SSLContext`` from :class:`TlsParams`.
 
 :func:`server_context` and :func:`client_context` turn the settings read from a URL
-(:mod:`artemis_py.config.tls`) into contexts; :class:`ServerTls` holds an acceptor's current
+(:mod:`artemis_py.config.tls_params`) into contexts; :class:`ServerTls` holds an acceptor's current
 context and, with ``sslAutoReload=true``, replaces it when the key store or trust store file
 changes, so a renewed certificate is used by new connections without a restart (connections
 already open keep theirs). The files are polled from the Trio loop every
@@ -31,7 +31,7 @@ from contextlib import contextmanager
 import trio
 from cryptography.hazmat.primitives import serialization
 
-from artemis_py.config.tls import (
+from artemis_py.config.tls_params import (
     PROTOCOL_NAMES,
     TLS13_SUITES,
     KeyMaterial,
