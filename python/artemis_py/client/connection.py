@@ -60,7 +60,12 @@ from artemis_py.protocol.stomp import (
     Role,
 )
 from artemis_py.transport.sockets import FastSocketStream
-from artemis_py.transport.tls_contexts import TlsSetupError, client_context, dial_failure, tls_refusal
+from artemis_py.transport.tls_contexts import (
+    TlsSetupError,
+    client_context,
+    dial_failure,
+    tls_refusal,
+)
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
