@@ -56,6 +56,7 @@ def test_numbers_are_unique_per_journal_and_named_once() -> None:
         18: "OFFSET_MARK",
         19: "CLIENT_DUPLICATE_ID",
         20: "SEALED_STREAM",
+        21: "ROUTE_TO",
         30: "LARGE_MESSAGE",
         31: "LARGE_PAGE_REF",
     }
@@ -121,6 +122,30 @@ def test_references() -> None:
     count = r.delivery_count_op(42, 8, 3)
     assert count == Op.update(42, 13, bytes.fromhex("080000000000000003000000"))
     assert r.decode_delivery_count(count[3]) == (8, 3)
+
+
+def test_route_to() -> None:
+    payload = bytes.fromhex("0800000000000000") + b"q1@n2\0orders"
+    assert r.route_to_op(42, 8, ("q1@n2", "orders")) == Op.update(42, 21, payload)
+    assert r.route_to_op(42, 8, ("q1@n2", "orders"), 9) == Op.update_tx(9, 42, 21, payload)
+    assert r.decode_route_to(payload) == (8, ("q1@n2", "orders"))
+    none = r.route_to_op(42, 8, ())  # no binding named: routed by address over there
+    assert r.decode_route_to(none[3]) == (8, ())
+
+
+def test_message_with_the_old_routing_property() -> None:
+    """A MESSAGE record written before ROUTE_TO: its routing property becomes route_to,
+    and the message's properties and encoding are without it."""
+    old = _message()
+    old.properties += (("_AMQ_ROUTE_TO.$.artemis.internal.sf.c.n2", '["q1", "q2@n3"]'),)
+    back = r.decode_message_record(42, r.encode_message_record(old))
+    assert back.route_to == {"$.artemis.internal.sf.c.n2": ("q1", "q2@n3")}
+    assert back.properties == _message().properties
+    assert r.encode_message_record(back).hex() == MESSAGE_HEX + "68656c6c6f20e29c93"
+    # A page record keeps them in that form (a page file has no record beside the message).
+    paged = r.decode_message_record(42, r.encode_message(back, routes=True))
+    assert paged.route_to == back.route_to
+    assert paged.properties == back.properties
 
 
 def test_duplicate_ids() -> None:

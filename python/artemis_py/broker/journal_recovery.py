@@ -3,7 +3,8 @@
 Recovery is Artemis's: the bindings journal gives the addresses, queues and the id block;
 the messages journal gives the live messages minus their acknowledged references (an
 ADD_REF update per queue, an ACK_REF per acknowledgement), with their delivery counts and
-offsets, and beside them the duplicate ids, the paging cursors (PAGE_ACK, PAGE_COMPLETE,
+offsets and, in a store-and-forward queue, the bindings on the neighbour a message is for
+(ROUTE_TO), and beside them the duplicate ids, the paging cursors (PAGE_ACK, PAGE_COMPLETE,
 PAGE_TX), offset marks and sealed streams, and the large messages (whose bodies are files).
 
 A message's references to deleted queues are removed, and a message left without any is
@@ -97,7 +98,7 @@ def read_messages(
 ) -> MessagesRead:
     """Messages with their live references (to the queues in ``state``), and the records
     kept beside them."""
-    queue_ids = {spec.queue_id for spec in state.queues}
+    queue_ids = {spec.queue_id: spec.name for spec in state.queues}
     read = MessagesRead()
     for record in records:
         read.highest = max(read.highest, record.id)
@@ -151,7 +152,7 @@ def _read_other(
 def _read_references(
     record: LoadedRecord,
     message: Message,
-    queue_ids: set[int],
+    queue_ids: dict[int, str],
     state: RecoveredState,
     large: LargeMessages,
     read: MessagesRead,
@@ -161,10 +162,14 @@ def _read_references(
     refs: Counter[int] = Counter()
     counts: dict[int, int] = {}
     offsets: dict[int, int] = {}
+    route_to: dict[int, tuple[str, ...]] = {}
     for update in record.updates:
         if update.record_type == r.ADD_REF:
             queue_id, offsets[queue_id] = r.decode_add_ref(record.id, update.payload)
             refs[queue_id] += 1
+        elif update.record_type == r.ROUTE_TO:
+            queue_id, names = r.decode_route_to(update.payload)
+            route_to[queue_id] = names
         elif update.record_type == r.ACK_REF:
             refs[r.decode_ref(update.payload)] -= 1
         elif update.record_type == r.DELIVERY_COUNT:
@@ -176,6 +181,8 @@ def _read_references(
         read.gone_files += large.forget([record.id])
         return
     message.ref_count = len(live)
+    if route_to:  # (a record from before ROUTE_TO has them as properties: decoded so)
+        message.route_to = {queue_ids[q]: route_to[q] for q in live if q in route_to}
     stamped = r.OFFSET_FROM_BYTES in record.payload  # moved here by a scale-down
     for qid in live:
         state.messages_by_queue.setdefault(qid, []).append(

@@ -14,6 +14,7 @@ streams the body from the file (:mod:`artemis_py.storage.large_message_files`).
 
 from __future__ import annotations
 
+import json
 import struct
 import time
 from collections.abc import Callable
@@ -26,8 +27,9 @@ if TYPE_CHECKING:
     from artemis_py.storage.large_message_files import LargeMessageStore
 
 DEFAULT_PRIORITY = 4
-# A message bound for other nodes carries, per store-and-forward queue, the names of the
-# bindings it goes to over there (Artemis's _AMQ_ROUTE_TO). Internal: never forwarded as is.
+# The old form of :attr:`Message.route_to`: a property per store-and-forward queue (Artemis's
+# _AMQ_ROUTE_TO), its value a JSON list of binding names. Journals written before route_to
+# have it, and page files still do (see :func:`encode_message`); decoding lifts it out.
 ROUTE_TO_PREFIX = "_AMQ_ROUTE_TO."
 _ENCODING_VERSION = 1
 
@@ -84,12 +86,14 @@ class Message:
         "body",
         "body_ref",
         "durable",
+        "encoded",
         "expiration",
         "large",
         "message_id",
         "priority",
         "properties",
         "ref_count",
+        "route_to",
         "routing_type",
         "stored",
         "timestamp",
@@ -124,6 +128,13 @@ class Message:
         # Set once the body is in a file; ``body`` is then emptied once the file is durable.
         self.body_ref: LargeBody | None = None
         self._property_map: dict[str, str] | None = None
+        # Bound for other nodes: per store-and-forward queue (by name), the names of the
+        # bindings over there it is for (:mod:`artemis_py.broker.routing.forwarding`). Beside
+        # the message, never in its encoding: the bytes journaled are the bytes forwarded.
+        self.route_to: dict[str, tuple[str, ...]] | None = None
+        # Its encoding (:func:`encode_message`, body included) when kept for a bridge: the
+        # bytes journaled here or received from a neighbour, sent on as they are.
+        self.encoded: bytes | None = None
 
     @property
     def body_length(self) -> int:
@@ -172,8 +183,8 @@ class Message:
         self._property_map = None
 
     def user_properties(self) -> tuple[tuple[str, str], ...]:
-        """The properties without the internal routing ones."""
-        return tuple((k, v) for k, v in self.properties if not k.startswith(ROUTE_TO_PREFIX))
+        """The properties (the internal routing ones are never among them: route_to)."""
+        return self.properties
 
     def copy(self, message_id: int) -> Message:
         """The same message under a new id (redistribution moves a copy)."""
@@ -181,7 +192,7 @@ class Message:
             message_id,
             self.address,
             body=self.body,
-            properties=self.user_properties(),
+            properties=self.properties,
             routing_type=self.routing_type,
             durable=self.durable,
             priority=self.priority,
@@ -198,7 +209,7 @@ class Message:
             message_id,
             address,
             body=self.body,
-            properties=self.user_properties(),
+            properties=self.properties,
             routing_type=None,
             durable=self.durable,
             priority=self.priority,
@@ -269,14 +280,21 @@ def encode_message(
     *,
     with_body: bool = True,
     body_in_file: bool = False,
+    routes: bool = False,
 ) -> bytes:
-    """The journal record of ``message``; ``properties`` replace its own (a bridge leaves
-    out the routing ones without copying the message). ``with_body=False``: the headers
-    only (a large message's journal record; its body is in a file). ``body_in_file``: the
-    headers and the body's length, marked so (a large message's page record, whose body is
-    the file of the record's message id)."""
+    """The journal record of ``message`` (and what a bridge forwards); ``properties``
+    replace its own. ``with_body=False``: the headers only (a large message's journal
+    record; its body is in a file). ``body_in_file``: the headers and the body's length,
+    marked so (a large message's page record, whose body is the file of the record's
+    message id). ``routes``: with :attr:`Message.route_to` in its old form, as properties
+    (a page record: page files have no record beside the message to hold it)."""
     if properties is None:
         properties = message.properties
+    if routes and message.route_to:
+        properties = properties + tuple(
+            (ROUTE_TO_PREFIX + sf_queue, json.dumps(names))
+            for sf_queue, names in message.route_to.items()
+        )
     address = message.address.encode()
     parts = [
         _HEAD.pack(
@@ -305,7 +323,8 @@ def encode_message(
 
 
 def decode_message(message_id: int, data: bytes) -> Message:
-    """Inverse of :func:`encode_message`; raises ValueError on a record it cannot read."""
+    """Inverse of :func:`encode_message`; raises ValueError on a record it cannot read.
+    Routing properties (the old form of :attr:`Message.route_to`) become its route_to."""
     try:
         version, flags, routing, priority, timestamp, expiration, alen = _HEAD.unpack_from(data)
         if version != _ENCODING_VERSION:
@@ -326,7 +345,8 @@ def decode_message(message_id: int, data: bytes) -> Message:
             properties.append((key, data[pos : pos + vlen].decode()))
             pos += vlen
         length = _U64.unpack_from(data, pos)[0] if flags & _FLAG_BODY_IN_FILE else -1
-    except (struct.error, UnicodeDecodeError, KeyError) as exc:
+        route_to = _lift_routes(properties) if properties else None
+    except (struct.error, UnicodeDecodeError, KeyError, ValueError, TypeError) as exc:
         raise ValueError(f"unreadable message record {message_id}: {exc}") from exc
     message = Message(
         message_id,
@@ -340,6 +360,23 @@ def decode_message(message_id: int, data: bytes) -> Message:
         expiration=expiration,
     )
     message.large = bool(flags & _FLAG_LARGE)
+    message.route_to = route_to
     if length >= 0:
         message.body_ref = LargeBody(None, message_id, length)
     return message
+
+
+def _lift_routes(properties: list[tuple[str, str]]) -> dict[str, tuple[str, ...]] | None:
+    """Take the routing properties (JSON lists) out of ``properties``: the route_to they
+    stand for (None: there were none)."""
+    if not any(key.startswith(ROUTE_TO_PREFIX) for key, _ in properties):
+        return None
+    route_to: dict[str, tuple[str, ...]] = {}
+    for key, value in properties:
+        if key.startswith(ROUTE_TO_PREFIX):
+            names = json.loads(value)
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise ValueError(f"{key} is not a list of binding names")
+            route_to.setdefault(key[len(ROUTE_TO_PREFIX) :], tuple(names))
+    properties[:] = [p for p in properties if not p[0].startswith(ROUTE_TO_PREFIX)]
+    return route_to

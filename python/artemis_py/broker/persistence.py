@@ -66,6 +66,8 @@ class StoredQueue(Protocol):
     @property
     def id(self) -> int: ...
     @property
+    def name(self) -> str: ...
+    @property
     def durable(self) -> bool: ...
 
 
@@ -196,8 +198,7 @@ class Persistence:
             return []
         message.stored = True
         op, files = self._add_message(message)
-        ops = [op]
-        ops += [r.add_ref_op(message.message_id, q.id, offset) for q in queues]
+        ops = [op, *_ref_ops(message, queues, offset)]
         try:
             return self._submit_messages(ops) + files
         except BaseException:
@@ -225,6 +226,8 @@ class Persistence:
             tickets.append(Ticket(self.large.store, number))
         elif encoded is None:
             encoded = encode_message(message)
+            if message.route_to:  # a bridge sends these bytes on (forwarded: they came so)
+                message.encoded = encoded
         if tx_id is None:
             return Op.add(message.message_id, record_type, encoded), tickets
         return Op.add_tx(tx_id, message.message_id, record_type, encoded), tickets
@@ -274,7 +277,7 @@ class Persistence:
             op, tickets = self._add_message(message, tx_id)
             ops.append(op)
             files += tickets
-            ops += [r.add_ref_op(message.message_id, q.id, offset, tx_id) for q in queues]
+            ops += _ref_ops(message, queues, offset, tx_id)
         ops += [self._ack_op(*a, tx_id=tx_id) for a in ack_records]
         ops.append(Op.commit(tx_id))
         try:
@@ -314,11 +317,10 @@ class Persistence:
                     continue
                 message.stored = True
                 stored.append(message)
-                message_id = message.message_id
                 op, tickets = self._add_message(message, encoded=encoded)
                 ops.append(op)
                 files += tickets
-                ops += [r.add_ref_op(message_id, q.id, offset) for q in durable_queues]
+                ops += _ref_ops(message, durable_queues, offset)
                 ops += duplicates.add(dup_id, self.next_id())
                 remembered.append(dup_id)
             return self._submit_messages(ops, self.store.sync_transactional) + files
@@ -387,3 +389,20 @@ class Persistence:
         for address in lost_addresses(state, self.next_id):
             self.store_address(address)
         return state
+
+
+def _ref_ops(
+    message: Message, queues: Iterable[StoredQueue], offset: int, tx_id: int | None = None
+) -> list[Op]:
+    """The ADD_REF of ``message`` in each of ``queues`` and, for a store-and-forward queue,
+    the ROUTE_TO beside it (the bindings on the neighbour it is for)."""
+    message_id = message.message_id
+    ops = [r.add_ref_op(message_id, q.id, offset, tx_id) for q in queues]
+    route_to = message.route_to
+    if route_to:
+        ops += [
+            r.route_to_op(message_id, q.id, route_to[q.name], tx_id)
+            for q in queues
+            if q.name in route_to
+        ]
+    return ops

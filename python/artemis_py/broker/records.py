@@ -59,6 +59,7 @@ PAGE_TX = 17
 OFFSET_MARK = 18
 CLIENT_DUPLICATE_ID_RECORD = 19
 SEALED_STREAM = 20
+ROUTE_TO = 21
 LARGE_MESSAGE_RECORD = 30
 LARGE_PAGE_REF = 31
 
@@ -74,6 +75,7 @@ RECORD_TYPES: tuple[RecordType, ...] = (
     RecordType(ADD_REF, "ADD_REF", _M, "persistence", update_of=MESSAGE_RECORD),
     RecordType(ACK_REF, "ACK_REF", _M, "acknowledging", update_of=MESSAGE_RECORD),
     RecordType(DELIVERY_COUNT, "DELIVERY_COUNT", _M, "acknowledging", update_of=MESSAGE_RECORD),
+    RecordType(ROUTE_TO, "ROUTE_TO", _M, "routing.forwarding", update_of=MESSAGE_RECORD),
     RecordType(DUPLICATE_ID_RECORD, "DUPLICATE_ID", _M, "duplicate_cache"),
     RecordType(PAGE_ACK, "PAGE_ACK", _M, "paging.cursor"),
     RecordType(PAGE_COMPLETE, "PAGE_COMPLETE", _M, "paging.cursor"),
@@ -259,6 +261,26 @@ def decode_add_ref(message_id: int, payload: bytes) -> tuple[int, int]:
         return _U64.unpack(payload)[0], message_id
     queue_id, offset = _ADD_REF.unpack(payload)
     return queue_id, offset
+
+
+def route_to_op(
+    message_id: int, queue_id: int, names: tuple[str, ...], tx_id: int | None = None
+) -> Op:
+    """The ROUTE_TO update beside a store-and-forward queue's ADD_REF: the names of the
+    bindings on the neighbour that the message is for; ``<Q`` queue id, then the names
+    (UTF-8, split by ``\\0``; none: nothing). (A record from before it has them as
+    properties of the message: :data:`~artemis_py.broker.message.ROUTE_TO_PREFIX`.)"""
+    payload = _U64.pack(queue_id) + "\0".join(names).encode()
+    if tx_id is None:
+        return Op.update(message_id, ROUTE_TO, payload)
+    return Op.update_tx(tx_id, message_id, ROUTE_TO, payload)
+
+
+def decode_route_to(payload: bytes) -> tuple[int, tuple[str, ...]]:
+    """ROUTE_TO: (queue id, binding names)."""
+    (queue_id,) = _U64.unpack_from(payload)
+    names = bytes(payload[_U64.size :]).decode()
+    return queue_id, tuple(names.split("\0")) if names else ()
 
 
 def ack_ref_op(message_id: int, queue_id: int, tx_id: int | None = None) -> Op:

@@ -150,7 +150,9 @@ class Sending:
         """Messages another node's bridge forwarded (a run of them, in order).
 
         Each comes with the names of the bindings here it is for, its duplicate id and the
-        bytes it was forwarded as (its :func:`encode_message`). A duplicate id seen before
+        bytes it was forwarded as (its :func:`encode_message`), which are journaled as they
+        are, and forwarded as they are by a chain's next bridge (the bindings further on are
+        named beside the message: :mod:`.routing.forwarding`). A duplicate id seen before
         means the sender is resending after a broken link: the message is already here, so
         it is confirmed and dropped. The others are stored together with their duplicate
         ids, in one journal batch, and reach their queues, in order, when durable. Targets
@@ -164,11 +166,10 @@ class Sending:
                 log.debug("duplicate %r from a cluster bridge ignored", dup_id)
                 continue
             seen.add(dup_id)
-            properties = message.properties
             destinations = self.resolve(targets)
             queues = tag(message, destinations) if destinations else self.route(message)
-            if message.properties is not properties:
-                encoded = None  # tagged for a node further on: encoded again
+            if message.route_to:  # for a node further on: sent on as received
+                message.encoded = encoded
             accepted.append((message, queues, dup_id, encoded))
         if not accepted:
             return pending

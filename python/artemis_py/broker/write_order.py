@@ -65,7 +65,8 @@ def page(
         if encoded is None:
             if by_reference:
                 file_first(persistence, message, pending)
-            encoded = encode_message(message, body_in_file=by_reference)
+            # (with the bindings it is for as properties: a page file has no record beside)
+            encoded = encode_message(message, body_in_file=by_reference, routes=True)
         ticket, settle, position = paging.page(
             message, group, encoded, tx_id, offset=placement.offset
         )

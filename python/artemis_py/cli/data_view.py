@@ -248,6 +248,9 @@ class Inventory:
             elif utype == rec.DELIVERY_COUNT:
                 queue_id, count = rec.decode_delivery_count(update.payload)
                 udetail = f"queue={self.queue_name(queue_id)} count={count}"
+            elif utype == rec.ROUTE_TO:
+                queue_id, names = rec.decode_route_to(update.payload)
+                udetail = f"queue={self.queue_name(queue_id)} bindings={','.join(names)}"
             else:
                 udetail = f"size={len(update.payload)}"
             yield f"{record.id}   {uname} {udetail}"

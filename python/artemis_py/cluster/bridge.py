@@ -6,16 +6,20 @@ side. Each message goes out with a sequence number and a duplicate id (this node
 the message's id); the neighbour confirms cumulatively once what it received is durable,
 and only then is the message acknowledged here. A message whose confirmation was lost is
 sent again after a reconnect, and the neighbour's duplicate-id cache drops the second copy.
+
+A message goes out as the bytes this node journaled or received (``message.encoded``),
+with the names of the bindings it is for beside it, in the frame's ``targets``
+(:mod:`artemis_py.broker.routing.forwarding` follows it from routing to the next node).
 """
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from artemis_py.broker.message import ROUTE_TO_PREFIX, Message, MessageReference, encode_message
+from artemis_py.broker.message import Message, MessageReference, encode_message
+from artemis_py.broker.routing import targets_of
 from artemis_py.protocol import cluster as wire
 
 if TYPE_CHECKING:
@@ -29,11 +33,14 @@ def duplicate_id(node_id: str, message_id: int) -> bytes:
 
 
 def wire_payload(message: Message) -> bytes:
-    """The message as the neighbour stores it: without this node's routing properties.
-    For a body in a file: everything before the body (the link streams the body after)."""
-    if message.body_ref is not None and not message.body:
-        return encode_message(message, message.user_properties(), with_body=False)
-    return encode_message(message, message.user_properties())
+    """The message as the neighbour stores it: the bytes journaled here or received from
+    the node before, when kept (``message.encoded``), else its encoding. For a body in a
+    file: everything before the body (the link streams the body after). The bindings it is
+    for travel beside it (:mod:`artemis_py.broker.routing.forwarding`)."""
+    if message.body_ref is not None:  # a large message here: its flag says so
+        return encode_message(message, with_body=bool(message.body))
+    encoded = message.encoded
+    return encode_message(message) if encoded is None else encoded
 
 
 class Bridge:
@@ -60,7 +67,6 @@ class Bridge:
         self._next_seq = 1
         self._attached = False
         self._paused = False
-        self._parsed_targets: dict[str, tuple[str, ...]] = {}
 
     # -- Consumer protocol -------------------------------------------------------------
 
@@ -73,12 +79,11 @@ class Bridge:
         message = ref.message
         seq = self._next_seq
         self._next_seq += 1
-        targets = message.property(ROUTE_TO_PREFIX + self.queue.name)
         self._send(
             wire.Message(
                 seq=seq,
                 dup_id=duplicate_id(self.broker.node_id, message.message_id),
-                targets=self._targets(targets) if targets else (),
+                targets=targets_of(message, self.queue.name),
                 message_id=message.message_id,
                 payload=wire_payload(message),
                 body_file=message.body_ref if not message.body else None,
@@ -86,15 +91,6 @@ class Bridge:
         )
         self.in_flight[seq] = ref
         self.in_flight_bytes += message.size
-
-    def _targets(self, text: str) -> tuple[str, ...]:
-        # Messages for one address name the same bindings: parse each list once.
-        targets = self._parsed_targets.get(text)
-        if targets is None:
-            if len(self._parsed_targets) >= 256:
-                self._parsed_targets.clear()
-            targets = self._parsed_targets[text] = tuple(json.loads(text))
-        return targets
 
     # -- the link ----------------------------------------------------------------------
 
@@ -116,6 +112,8 @@ class Bridge:
             refs.append(self.in_flight.pop(first))
         if refs:
             self.in_flight_bytes -= sum(r.message.size for r in refs)
+            for ref in refs:  # the neighbour has its bytes: no need to keep them here
+                ref.message.encoded = None
             self.forwarded += len(refs)
             # Not awaited: after a machine crash a message whose delete was not yet synced
             # is forwarded again, and the neighbour's duplicate-id cache drops it.

@@ -7,7 +7,6 @@ crash every message is in exactly one of the two places.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable
 from functools import partial
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from artemis_py.broker.message import ROUTE_TO_PREFIX
+from artemis_py.broker.routing import targets_of
 from artemis_py.exceptions import StorageError
 
 if TYPE_CHECKING:
@@ -67,8 +66,7 @@ def _depaged(queues: list[Queue]) -> bool:
 
 def route_names(ref: MessageReference, route: NeighbourRoute) -> list[str]:
     """The bindings on the neighbour that a message in its store-and-forward queue is for."""
-    names = ref.message.property(ROUTE_TO_PREFIX + route.sf_queue.name)
-    return json.loads(names) if names else []
+    return list(targets_of(ref.message, route.sf_queue.name))
 
 
 class Mover:

@@ -7,12 +7,13 @@
 * :mod:`.remote_binding` is what the node knows about a queue on another node, and the
   route (a neighbour's store-and-forward queue) that messages for it take;
 * :mod:`.forwarding` turns remote bindings into destinations: a store-and-forward queue
-  per neighbour, with the message tagged with the bindings it is for over there.
+  per neighbour, with the bindings it is for over there named beside the message
+  (its theory of operation follows a forwarded message from routing to the next node).
 
 The cluster package fills the post office's remote bindings; nothing here imports it.
 """
 
-from artemis_py.broker.routing.forwarding import Destination, forwarding, tag
+from artemis_py.broker.routing.forwarding import Destination, forwarding, tag, targets_of
 from artemis_py.broker.routing.post_office import (
     INTERNAL_PREFIX,
     Address,
@@ -35,4 +36,5 @@ __all__ = [
     "is_internal",
     "split_fqqn",
     "tag",
+    "targets_of",
 ]
