@@ -142,6 +142,11 @@ def test_message_with_the_old_routing_property() -> None:
     assert back.route_to == {"$.artemis.internal.sf.c.n2": ("q1", "q2@n3")}
     assert back.properties == _message().properties
     assert r.encode_message_record(back).hex() == MESSAGE_HEX + "68656c6c6f20e29c93"
+    # A client's header of that name that is no list of names stays a header.
+    odd = _message()
+    odd.properties += (("_AMQ_ROUTE_TO.x", "not json"), ("_AMQ_ROUTE_TO.y", "[1]"))
+    kept = r.decode_message_record(42, r.encode_message_record(odd))
+    assert (kept.route_to, kept.properties) == (None, odd.properties)
     # A page record keeps them in that form (a page file has no record beside the message).
     paged = r.decode_message_record(42, r.encode_message(back, routes=True))
     assert paged.route_to == back.route_to

@@ -345,9 +345,9 @@ def decode_message(message_id: int, data: bytes) -> Message:
             properties.append((key, data[pos : pos + vlen].decode()))
             pos += vlen
         length = _U64.unpack_from(data, pos)[0] if flags & _FLAG_BODY_IN_FILE else -1
-        route_to = _lift_routes(properties) if properties else None
-    except (struct.error, UnicodeDecodeError, KeyError, ValueError, TypeError) as exc:
+    except (struct.error, UnicodeDecodeError, KeyError) as exc:
         raise ValueError(f"unreadable message record {message_id}: {exc}") from exc
+    route_to = _lift_routes(properties) if properties else None
     message = Message(
         message_id,
         address,
@@ -367,16 +367,28 @@ def decode_message(message_id: int, data: bytes) -> Message:
 
 
 def _lift_routes(properties: list[tuple[str, str]]) -> dict[str, tuple[str, ...]] | None:
-    """Take the routing properties (JSON lists) out of ``properties``: the route_to they
-    stand for (None: there were none)."""
+    """Take the routing properties (JSON lists of names) out of ``properties``: the
+    route_to they stand for (None: there were none). A value that is no such list (a
+    client's header of that name) stays a property."""
     if not any(key.startswith(ROUTE_TO_PREFIX) for key, _ in properties):
         return None
     route_to: dict[str, tuple[str, ...]] = {}
+    kept = []
     for key, value in properties:
-        if key.startswith(ROUTE_TO_PREFIX):
-            names = json.loads(value)
-            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-                raise ValueError(f"{key} is not a list of binding names")
-            route_to.setdefault(key[len(ROUTE_TO_PREFIX) :], tuple(names))
-    properties[:] = [p for p in properties if not p[0].startswith(ROUTE_TO_PREFIX)]
-    return route_to
+        names = _names(value) if key.startswith(ROUTE_TO_PREFIX) else None
+        if names is None:
+            kept.append((key, value))
+        else:
+            route_to.setdefault(key[len(ROUTE_TO_PREFIX) :], names)
+    properties[:] = kept
+    return route_to or None
+
+
+def _names(value: str) -> tuple[str, ...] | None:
+    try:
+        names = json.loads(value)
+    except ValueError:
+        return None
+    if isinstance(names, list) and all(isinstance(name, str) for name in names):
+        return tuple(names)
+    return None
