@@ -37,7 +37,7 @@ import trio
 
 from artemis_py.broker.message import decode_message
 from artemis_py.cluster.bridge import Bridge
-from artemis_py.cluster.streams import seal_streams
+from artemis_py.cluster.scale_down_streams import seal_streams
 from artemis_py.cluster.take_over import create_queues
 from artemis_py.protocol import cluster as wire
 from artemis_py.protocol.cluster.link_state import (

@@ -73,7 +73,7 @@ from artemis_py.cluster.moves import (
     route_names,
     until,
 )
-from artemis_py.cluster.streams import seal
+from artemis_py.cluster.scale_down_streams import seal
 from artemis_py.cluster.targets import (
     Retarget,
     check,
