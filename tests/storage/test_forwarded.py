@@ -149,9 +149,13 @@ async def test_the_bytes_journaled_are_the_bytes_forwarded(
             routing_type=RoutingType.ANYCAST,
             durable=True,
         )
+        plain = (message.size, message.memory_size)
         queues = broker.route(message)
         assert queues == [sf_queue]
         assert message.properties == (("k", "v"),)  # the bindings are beside it
+        # ... and count in its size, as the property did (windows, paging's limits).
+        assert message.size > plain[0]
+        assert message.memory_size - plain[1] == message.size - plain[0]
         pending = broker.send(message, queues)
         await broker.persistence.wait(pending.tickets)
         pending.complete()

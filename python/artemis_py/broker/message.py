@@ -31,6 +31,7 @@ DEFAULT_PRIORITY = 4
 # _AMQ_ROUTE_TO), its value a JSON list of binding names. Journals written before route_to
 # have it, and page files still do (see :func:`encode_message`); decoding lifts it out.
 ROUTE_TO_PREFIX = "_AMQ_ROUTE_TO."
+_ROUTE_TO_BYTES = ROUTE_TO_PREFIX.encode()
 _ENCODING_VERSION = 1
 
 # version, flags, routing type, priority, timestamp, expiration, address length
@@ -145,7 +146,8 @@ class Message:
     def size(self) -> int:
         """Approximate wire size in bytes (body included, in memory or not), what
         flow-control windows and ``AMQSize`` count."""
-        return self.body_length + sum(len(k) + len(v) + 2 for k, v in self.properties) + 64
+        size = self.body_length + sum(len(k) + len(v) + 2 for k, v in self.properties) + 64
+        return size if self.route_to is None else size + self._route_size()
 
     @property
     def memory_size(self) -> int:
@@ -158,6 +160,16 @@ class Message:
             + sum(len(k) + len(v) + 2 for k, v in self.properties)
             + 64
             + (REFERENCE_OVERHEAD)
+            + (0 if self.route_to is None else self._route_size())
+        )
+
+    def _route_size(self) -> int:
+        """What :attr:`route_to` counts for, as much as when it was a property (Artemis's
+        _AMQ_ROUTE_TO is one, counted in the message's size)."""
+        assert self.route_to is not None
+        return sum(
+            len(ROUTE_TO_PREFIX) + len(queue) + sum(len(n) + 4 for n in names) + 4
+            for queue, names in self.route_to.items()
         )
 
     def property(self, name: str) -> str | None:
@@ -347,7 +359,9 @@ def decode_message(message_id: int, data: bytes) -> Message:
         length = _U64.unpack_from(data, pos)[0] if flags & _FLAG_BODY_IN_FILE else -1
     except (struct.error, UnicodeDecodeError, KeyError) as exc:
         raise ValueError(f"unreadable message record {message_id}: {exc}") from exc
-    route_to = _lift_routes(properties) if properties else None
+    # (A cheap look for the routing properties' names first: they are rare.)
+    routed = count and (not isinstance(data, bytes) or data.find(_ROUTE_TO_BYTES, 0, pos) >= 0)
+    route_to = _lift_routes(properties) if routed else None
     message = Message(
         message_id,
         address,
