@@ -46,6 +46,7 @@ from artemis_py.client.heartbeats import HEARTBEAT_TOLERANCE, send_heartbeats, w
 from artemis_py.client.message import Message
 from artemis_py.client.reader import FrameReceiver
 from artemis_py.client.receipts import Receipt, ReceiptTable
+from artemis_py.client.secure_dial import TlsError, secure, tls_context
 from artemis_py.client.state import ConnectionState
 from artemis_py.client.subscription import ACK_MODES, Subscription, SubscriptionTable
 from artemis_py.client.url import DEFAULT_STOMP_PORT
@@ -60,12 +61,7 @@ from artemis_py.protocol.stomp import (
     Role,
 )
 from artemis_py.transport.sockets import FastSocketStream
-from artemis_py.transport.tls_contexts import (
-    TlsSetupError,
-    client_context,
-    dial_failure,
-    tls_refusal,
-)
+from artemis_py.transport.tls_contexts import dial_failure, tls_refusal
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -82,11 +78,6 @@ __all__ = [
 DEFAULT_MAX_PENDING: Final = 1000
 DEFAULT_CONNECT_TIMEOUT: Final = 30.0
 DEFAULT_DISCONNECT_TIMEOUT: Final = 30.0
-
-
-class TlsError(ClientError):
-    """A TLS connection could not be set up (the message says why: the stores, a plain
-    port, an untrusted certificate)."""
 
 
 class ClientConnection:
@@ -535,7 +526,7 @@ async def open_stomp_connection(
     :class:`ClientError` on a timeout.
     """
     _check_options(version, heartbeat, max_pending)
-    context = await _context(tls)
+    context = await tls_context(tls)
     try:
         with trio.fail_after(connect_timeout):
             fast = FastSocketStream(await trio.open_tcp_stream(host, port))
@@ -545,7 +536,7 @@ async def open_stomp_connection(
         ) from None
     stream: trio.abc.Stream = fast
     if context is not None:
-        stream = await _secure(fast, context, host, port, connect_timeout)
+        stream = await secure(fast, context, host, port, connect_timeout)
     connected = False
     try:
         async with open_stomp_connection_over(
@@ -571,34 +562,3 @@ async def open_stomp_connection(
         # TLS 1.3: the server checks the client's certificate after the client's side of
         # the handshake ended; its refusal is what CONNECT reads.
         raise TlsError(f"TLS connection to {host}:{port} failed: {dial_failure(refusal)}") from None
-
-
-async def _context(tls: TlsParams | ssl.SSLContext | None) -> ssl.SSLContext | None:
-    if tls is None or isinstance(tls, ssl.SSLContext):
-        return tls
-    if not tls.enabled:
-        return None
-    try:
-        return await trio.to_thread.run_sync(client_context, tls)
-    except TlsSetupError as exc:
-        raise TlsError(str(exc)) from None
-
-
-async def _secure(
-    stream: FastSocketStream, context: ssl.SSLContext, host: str, port: int, within: float
-) -> trio.SSLStream[FastSocketStream]:
-    """The TLS handshake, within ``within`` seconds; raises :class:`TlsError`."""
-    secured = trio.SSLStream(stream, context, server_hostname=host)
-    try:
-        with trio.fail_after(within):
-            await secured.do_handshake()
-    except trio.BrokenResourceError as exc:
-        await trio.aclose_forcefully(stream)
-        raise TlsError(f"TLS connection to {host}:{port} failed: {dial_failure(exc)}") from None
-    except trio.TooSlowError:
-        await trio.aclose_forcefully(stream)
-        raise TlsError(
-            f"the server at {host}:{port} did not answer the TLS handshake within {within:g} s "
-            "(is it a plain-TCP acceptor?)"
-        ) from None
-    return secured
