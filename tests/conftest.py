@@ -8,10 +8,13 @@ passes, and fails with what it last saw. Tests never sleep a guessed amount.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+import signal
+from collections.abc import Awaitable, Callable, Generator
+from types import FrameType
+from typing import Any, TypeVar
 
 import pytest
+import pytest_timeout
 import trio
 from hypothesis import HealthCheck, settings
 
@@ -54,3 +57,52 @@ async def wait_for(
 def wait_for_fixture() -> Callable[..., Awaitable[object]]:
     """The :func:`wait_for` helper, as a fixture so any test module can ask for it."""
     return wait_for
+
+
+# --- per-test timeouts (pytest-timeout, [tool.pytest.ini_options] timeout) -------------------
+# pytest-timeout's signal method raises its failure from the SIGALRM handler, wherever the main
+# thread is. Inside trio.run that can be trio's own bookkeeping: the run is left half torn
+# down and every later Trio test of the session fails too. So while a Trio run is active the
+# alarm is delivered the way Trio delivers Ctrl-C (its SIGINT handler raises KeyboardInterrupt
+# where that is safe, or at the next checkpoint), the run unwinds cleanly, and the test fails
+# as a timeout. Outside a Trio run (a sync test, a sync fixture) pytest-timeout's own handler
+# fails the test as usual.
+
+_TIMED_OUT = pytest.StashKey[float]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
+    if settings.method != "signal":
+        return None  # pytest-timeout's thread method: dump the stacks and end the session
+
+    def on_alarm(signum: int, frame: FrameType | None) -> None:
+        if not trio.lowlevel.in_trio_run():
+            pytest_timeout.timeout_sigalrm(item, settings)
+            return
+        item.stash[_TIMED_OUT] = settings.timeout
+        pytest_timeout.dump_stacks(item.config.get_terminal_writer())
+        interrupt = signal.getsignal(signal.SIGINT)
+        if not callable(interrupt):
+            raise KeyboardInterrupt
+        interrupt(signal.SIGINT, frame)
+
+    def cancel() -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+    item.cancel_timeout = cancel  # type: ignore[attr-defined]
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, settings.timeout)
+    return True
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    try:
+        return (yield)
+    except BaseException:
+        timeout = item.stash.get(_TIMED_OUT, None)
+        if timeout is None:
+            raise
+        pytest.fail(f"Timeout (>{timeout}s) from pytest-timeout, in a Trio run", pytrace=False)

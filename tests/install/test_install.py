@@ -32,6 +32,10 @@ import pytest
 
 from integration.conftest import ROOT, BrokerProcess
 
+# A first `pip install` here compiles the Rust extension and builds the console: the
+# subprocesses have their own timeouts, of up to 1800 s each, so the tier's default is too short.
+pytestmark = pytest.mark.timeout(3600)
+
 # The console's page names its script and stylesheet (console/src/index.html).
 SCRIPT = re.compile(r'<script[^>]*\bsrc="([^"]+)"')
 STYLESHEET = re.compile(r'<link[^>]*\brel="stylesheet"[^>]*\bhref="([^"]+)"')

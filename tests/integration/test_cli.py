@@ -315,6 +315,9 @@ class Running:
                 self.process.kill()
         for reader in self._readers:
             reader.join(10)
+        for pipe in (self.process.stdout, self.process.stderr):
+            if pipe is not None:
+                pipe.close()
         return code, self.lines, "".join(f"{line}\n" for line in self.errors)
 
 

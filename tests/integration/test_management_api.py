@@ -398,6 +398,8 @@ def test_web_flag_overrides_bootstrap_xml(make_broker: Callable[..., BrokerProce
     finally:
         process.terminate()
         process.wait(15)
+        if process.stderr is not None:
+            process.stderr.close()
 
 
 def _get(url: str) -> httpx.Response | None:

@@ -177,6 +177,9 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
+# Two Spark driver processes, one after the other, each starting its JVM: 105 s of call and
+# 19 s of setup (the shared Spark session) measured on a busy 2-core machine.
+@pytest.mark.timeout(300)
 def test_the_driver_killed_and_restarted_from_its_checkpoint(
     spark: Any, cluster: Any, paths: tuple[Path, Path]
 ) -> None:

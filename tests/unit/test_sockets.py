@@ -3,20 +3,30 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import AsyncIterator
 
 import pytest
 import trio
 
 from artemis_py.transport.sockets import FastSocketStream
 
+Pair = tuple[FastSocketStream, FastSocketStream]
 
-def stream_pair() -> tuple[FastSocketStream, FastSocketStream]:
+
+@pytest.fixture
+async def stream_pair() -> AsyncIterator[Pair]:
+    """Two connected streams, both closed after the test (closing twice is allowed)."""
     a, b = trio.socket.socketpair()
-    return FastSocketStream(trio.SocketStream(a)), FastSocketStream(trio.SocketStream(b))
+    left, right = FastSocketStream(trio.SocketStream(a)), FastSocketStream(trio.SocketStream(b))
+    try:
+        yield left, right
+    finally:
+        await left.aclose()
+        await right.aclose()
 
 
-async def test_send_all_waits_for_room_and_everything_arrives_in_order() -> None:
-    left, right = stream_pair()
+async def test_send_all_waits_for_room_and_everything_arrives_in_order(stream_pair: Pair) -> None:
+    left, right = stream_pair
     # Much more than the socket buffers hold: send_all must wait for the reader.
     data = bytes(range(256)) * 40_000
     received = bytearray()
@@ -31,8 +41,8 @@ async def test_send_all_waits_for_room_and_everything_arrives_in_order() -> None
     assert received == data
 
 
-async def test_a_reader_that_never_waits_still_lets_other_tasks_run() -> None:
-    left, right = stream_pair()
+async def test_a_reader_that_never_waits_still_lets_other_tasks_run(stream_pair: Pair) -> None:
+    left, right = stream_pair
     await left.send_all(b"x" * 1000)
     ticks = 0
 
@@ -54,8 +64,8 @@ async def test_a_reader_that_never_waits_still_lets_other_tasks_run() -> None:
     assert ticks - start >= 4
 
 
-async def test_end_of_stream_reset_and_close_are_trio_errors() -> None:
-    left, right = stream_pair()
+async def test_end_of_stream_reset_and_close_are_trio_errors(stream_pair: Pair) -> None:
+    left, right = stream_pair
     await left.aclose()
     assert await right.receive_some() == b""
     with pytest.raises(trio.BrokenResourceError):
@@ -67,8 +77,8 @@ async def test_end_of_stream_reset_and_close_are_trio_errors() -> None:
         await left.receive_some()
 
 
-async def test_the_socket_is_the_wrapped_streams() -> None:
-    left, right = stream_pair()
+async def test_the_socket_is_the_wrapped_streams(stream_pair: Pair) -> None:
+    left, right = stream_pair
     assert left.socket.family == socket.AF_UNIX
     await left.send_eof()
     assert await right.receive_some() == b""
