@@ -94,7 +94,7 @@ def test_nothing_moves_before_the_delay_and_a_returning_consumer_cancels_it(
     for i in range(5):
         producer.send(f"{q}::{q}", f"m{i}", persistent="true", **{"destination-type": "ANYCAST"})
     # Nothing moves for 1 s, well inside the 3 s delay even on a loaded machine (the
-    # delay itself is timed in tests/unit/test_redistributor.py, on a virtual clock).
+    # delay itself is timed in tests/unit/cluster/test_redistributor.py, on a virtual clock).
     stays(lambda: bodies(remote) == [], 1.0, message="node 1 receiving nothing")
     back = clients(nodes[0])
     back.subscribe(f"/queue/{q}")  # a local consumer returns: the move is cancelled

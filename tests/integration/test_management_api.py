@@ -259,7 +259,7 @@ def test_a_created_queue_and_address_survive_a_kill_right_after_the_answer(
     api: httpx.Client, web_node: BrokerProcess
 ):
     # The API answers 201 once the bindings records are durable (operations.py; the
-    # waiting itself is checked in tests/unit/test_management_operations.py).
+    # waiting itself is checked in tests/unit/management/test_management_operations.py).
     name, address = unique("q"), unique("addr")
     ok(api.post("/api/queues", json={"name": name, "filter": "color = 'red'"}), 201)
     ok(api.post("/api/addresses", json={"name": address, "routing_types": ["MULTICAST"]}), 201)

@@ -55,7 +55,7 @@ TCP_RECEIVE_BUFFER_SIZE = 1 * MiB  # tcpReceiveBufferSize
 # STOMP frame limits are artemis-py's own URL parameters (Artemis has none). Their defaults
 # are the STOMP codec's FrameLimits defaults (artemis_py/protocol/stomp/limits.py explains
 # them; the configuration sits above no protocol, so they are written twice and
-# tests/unit/test_config_values.py checks that the two agree).
+# tests/unit/config/test_config_values.py checks that the two agree).
 STOMP_MAX_BODY_SIZE = 100 * MiB  # stompMaxBodySize: FrameLimits.max_body_size
 STOMP_MAX_HEADERS = 1000  # stompMaxHeaders: FrameLimits.max_header_count
 STOMP_MAX_HEADER_LENGTH = 64 * KiB  # stompMaxHeaderLength: FrameLimits.max_header_line_length

@@ -28,7 +28,7 @@ from artemis_py.config import (
 from artemis_py.exceptions import ConfigError
 
 CONFIGS = Path(__file__).parent / "configs"
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def core(body: str) -> str:

@@ -24,7 +24,7 @@ from artemis_py.config.address_settings import (
 )
 
 CONFIGS = Path(__file__).parent / "configs"
-PACKAGE = Path(__file__).resolve().parents[2] / "python" / "artemis_py"
+PACKAGE = Path(__file__).resolve().parents[3] / "python" / "artemis_py"
 SUMMARY = "valid Artemis settings that artemis-py does not implement and ignores: "
 
 

@@ -27,7 +27,7 @@ from artemis_py.perf.report import (
 from artemis_py.perf.runner import RunData
 from artemis_py.perf.worker import assign
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -362,7 +362,7 @@ def test_the_test_extra_has_what_the_perf_tests_need() -> None:
     import re
     import tomllib
 
-    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    pyproject = Path(__file__).resolve().parents[3] / "pyproject.toml"
     extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
 
     def names(requirements: list[str]) -> set[str]:

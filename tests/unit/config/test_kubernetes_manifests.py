@@ -20,7 +20,7 @@ from artemis_py.config import load_config
 
 yaml = pytest.importorskip("yaml")
 
-DEPLOY = Path(__file__).resolve().parents[2] / "etc" / "kubernetes"
+DEPLOY = Path(__file__).resolve().parents[3] / "etc" / "kubernetes"
 POD_ENV = {
     "POD_IP": "10.1.2.3",
     "HOSTNAME": "artemis-py-0",
