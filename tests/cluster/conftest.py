@@ -36,6 +36,7 @@ from integration.conftest import (  # the same module object pytest loaded for t
     DEFAULT_ADDRESSES,
     BrokerProcess,
     Client,
+    Running,  # noqa: F401 - re-exported: an artemis-py command in the background
     _used_by_this_test,
     artemis_py,
     clients,  # noqa: F401 - re-exported fixture: clients(node) -> Client, closed after the test

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from .conftest import CLUSTER_ADDRESS_SETTINGS, node_command, stays, unique, wait_for
+from .conftest import CLUSTER_ADDRESS_SETTINGS, Running, node_command, stays, unique, wait_for
 
 SCALE_DOWN = "<ha-policy><primary-only><scale-down/></primary-only></ha-policy>"
 # The messages follow the consumer to whichever node it moves to (the scale-down target is
@@ -33,35 +32,6 @@ def failover_url(nodes: Any, *, topology: bool = True) -> str:
         f"({addresses})?{FAILOVER}&connectionLoadBalancingPolicyClassName=first-element"
         f"&useTopologyForLoadBalancing={'true' if topology else 'false'}"
     )
-
-
-class Command:
-    """``artemis-py ARGS`` running; its stdout lines are collected by a thread."""
-
-    def __init__(self, *args: str) -> None:
-        command, env = node_command()
-        self.process = subprocess.Popen(
-            [*command, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-        )
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def count(self, prefix: str) -> int:
-        return sum(line.startswith(prefix) for line in list(self.lines))
-
-    def finish(self, timeout: float = 60) -> tuple[int, str]:
-        """Exit code and stderr (stdout stays in ``lines``)."""
-        assert self.process.stderr is not None
-        err = self.process.stderr.read()
-        code = self.process.wait(timeout)
-        self._reader.join(10)
-        return code, err
 
 
 def consume_all(clients: Any, nodes: Any, queue: str, expected: int | None) -> Counter[str]:
@@ -87,13 +57,13 @@ def test_producer_fails_over_across_a_scale_down(cluster: Any, clients: Any) -> 
     nodes = cluster(3, node_options={i: {"extra_core": SCALE_DOWN} for i in range(3)})
     queue = unique("cli-produced")
     count = 3000
-    producer = Command(
+    producer = Running(
         "producer", "--url", failover_url(nodes), "--destination", f"queue://{queue}",
         "--message-count", str(count), "--verbose",
     )  # fmt: skip
     wait_for(lambda: producer.count("sent ") >= 200, 30, message="the producer's first sends")
     nodes[0].stop()  # scale-down: its messages move to node 1
-    code, err = producer.finish()
+    code, _, err = producer.finish(60)
     assert code == 0, err
     assert producer.lines[-1].startswith(f"Produced {count} messages to queue://{queue}")
     moves = err.splitlines()
@@ -117,14 +87,14 @@ def test_consumer_fails_over_across_a_scale_down(cluster: Any, clients: Any) -> 
         filler.send(f"/queue/{queue}", f"m{number}", persistent="true")
     filler.close()
     # Without the topology, first-element moves it to node 1.
-    consumer = Command(
+    consumer = Running(
         "consumer", "--url", failover_url(nodes, topology=False), "--destination",
         f"queue://{queue}", "--message-count", str(count), "--timeout", "20",
         "--ack-mode", "client-individual", "--verbose",
     )  # fmt: skip
     wait_for(lambda: consumer.count("received ") >= 40, 30, message="the consumer's first")
     nodes[0].stop()
-    code, err = consumer.finish()
+    code, _, err = consumer.finish(60)
     assert code == 0, err
     moved = f"from tcp://127.0.0.1:{nodes[0].port} to tcp://127.0.0.1:{nodes[1].port}"
     assert err.startswith(f"artemis-py consumer: failed over {moved} after: "), err

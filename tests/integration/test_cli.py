@@ -17,7 +17,6 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import pytest
 import trio
@@ -30,6 +29,7 @@ from .conftest import (
     ROOT,
     BrokerProcess,
     Client,
+    Running,
     create_instance,
     free_port,
     node_command,
@@ -271,54 +271,6 @@ def test_tcp_buffer_sizes_apply_to_accepted_connections(make_broker, clients) ->
 
 
 # -- producer and consumer -------------------------------------------------------------------
-
-
-class Running:
-    """An ``artemis-py`` command in the background; a thread collects its stdout lines."""
-
-    def __init__(self, *args: str) -> None:
-        command, env = node_command()  # PYTHONUNBUFFERED: each line arrives as printed
-        self.process = subprocess.Popen(
-            [*command, *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        self.lines: list[str] = []
-        self.errors: list[str] = []  # stderr lines
-        self._readers = [
-            threading.Thread(target=self._read, args=(pipe, lines), daemon=True)
-            for pipe, lines in (
-                (self.process.stdout, self.lines),
-                (self.process.stderr, self.errors),
-            )
-        ]
-        for reader in self._readers:
-            reader.start()
-
-    @staticmethod
-    def _read(pipe: Any, lines: list[str]) -> None:
-        for line in pipe:
-            lines.append(line.rstrip("\n"))
-
-    def count(self, prefix: str) -> int:
-        return sum(line.startswith(prefix) for line in self.lines)
-
-    def finish(self, timeout: float = 30) -> tuple[int, list[str], str]:
-        """Exit code, stdout lines and stderr once the command ended."""
-        try:
-            code = self.process.wait(timeout)
-        finally:
-            if self.process.poll() is None:
-                self.process.kill()
-        for reader in self._readers:
-            reader.join(10)
-        for pipe in (self.process.stdout, self.process.stderr):
-            if pipe is not None:
-                pipe.close()
-        return code, self.lines, "".join(f"{line}\n" for line in self.errors)
 
 
 def queue_depth(node: BrokerProcess, queue: str) -> int:

@@ -24,8 +24,7 @@ import trio
 from artemis_py.client import open_stomp_connection
 from cluster.conftest import Cluster, cluster  # noqa: F401 - the cluster fixture, for this module
 
-from .conftest import BrokerProcess, artemis_py, unique, wait_for
-from .test_cli import Running
+from .conftest import BrokerProcess, Running, artemis_py, unique, wait_for
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["artemis-acceptor", "prefixed-acceptor"])
