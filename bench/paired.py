@@ -36,6 +36,10 @@ def run_tree(tree: Path, python: str, results: Path, args: argparse.Namespace) -
         "--scenarios", args.scenarios, "--duration", str(args.duration),
         "--warmup", str(args.warmup), "--results", str(results),
     ]  # fmt: skip
+    if "--scenario3" in (tree / "bench" / "run.py").read_text():
+        # Scenario 3 flat out, as before the stepped rate: a ratio new / old needs the
+        # saturated rate and its CPU per message, not a rate rounded to the steps.
+        command += ["--scenario3", "flat"]
     print(f"[paired] {tree}: {' '.join(command[2:])}", file=sys.stderr, flush=True)
     subprocess.run(command, check=True, cwd=tree, stdout=subprocess.DEVNULL)
 

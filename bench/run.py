@@ -60,6 +60,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import model  # bench/model.py: the Amdahl model of issue 29
+import stepped  # bench/stepped.py: scenario 3 at a stepped rate
+
 ROOT = Path(__file__).resolve().parents[1]
 PEERS = ROOT / "bench" / "peers"
 CACHE = Path(
@@ -382,16 +385,24 @@ def available(target: str, scenario: Scenario) -> str | None:
 
 
 def run_perf(
-    target: str, scenario: Scenario, urls: list[str], args: argparse.Namespace
+    target: str,
+    scenario: Scenario,
+    urls: list[str],
+    args: argparse.Namespace,
+    *,
+    stem: str | None = None,
+    extra: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    stem = f"s{scenario.number}-{target}"
+    """One ``artemis-py perf`` run; ``extra`` options come last and win (argparse keeps the
+    last of a repeated option)."""
+    stem = stem or f"s{scenario.number}-{target}"
     json_path = args.results / f"{stem}.json"
     command = [
         *artemis_py_command(), "perf", *scenario.args(urls, target.endswith(TLS)),
         "--destination", f"queue://bench{scenario.number}",
         "--duration", str(args.duration), "--warmup", str(args.warmup),
         "--processes", str(args.processes), "--drain-timeout", "5",
-        "--quiet", "--json", str(json_path),
+        "--quiet", "--json", str(json_path), *extra,
     ]  # fmt: skip
     if args.plots:
         command += [
@@ -412,10 +423,73 @@ def run_perf(
     return report
 
 
+def run_stepped(
+    target: str,
+    scenario: Scenario,
+    urls: list[str],
+    args: argparse.Namespace,
+    stepped_runs: dict[str, dict[str, Any]],
+) -> dict[str, Any] | None:
+    """Scenario 3 at a stepped rate (bench/stepped.py): the report of the highest step that
+    passed (saved as the scenario's report, with the steps under "stepped"), or None."""
+
+    def run_step(number: int, rate: float) -> dict[str, Any]:
+        log(f"scenario {scenario.number} on {target}, step {number}: {rate:,.0f} msg/s")
+        extra = (
+            "--rate", f"{rate:.0f}", "--destination", f"queue://bench{scenario.number}-step{number}",
+            "--duration", str(args.step_duration), "--warmup", str(args.step_warmup),
+            "--drain-timeout", "20",
+        )  # fmt: skip
+        return run_perf(
+            target,
+            scenario,
+            urls,
+            args,
+            stem=f"s{scenario.number}-{target}-step{number}",
+            extra=extra,
+        )
+
+    steps, best = stepped.search(
+        run_step,
+        start=args.step_start,
+        factor=args.step_factor,
+        refine=args.step_refine,
+        max_steps=args.step_max,
+        bound_ms=args.p99_bound,
+        tolerance=args.step_tolerance,
+        log=log,
+    )
+    sustained = max((s.offered for s in steps if s.failure is None), default=None)
+    info = {"bound_ms": args.p99_bound, "sustained": sustained,
+            "steps": [s.as_json() for s in steps]}  # fmt: skip
+    stepped_runs[target] = info
+    if best is None:
+        return None
+    best = dict(best, stepped=info)
+    (args.results / f"s{scenario.number}-{target}.json").write_text(json.dumps(best, indent=2))
+    return best
+
+
+def rate_of(report: dict[str, Any], scenario: Scenario) -> float:
+    """The rate a scenario compares: the sustained (offered) rate of a stepped run, else
+    the measured rate of ``scenario.metric``."""
+    if report.get("stepped"):
+        return float(report["stepped"]["sustained"])
+    return float(report["rates"][scenario.metric])
+
+
+def metric_label(scenario: Scenario, results: dict[tuple[int, str], dict[str, Any] | None]) -> str:
+    for (number, _), report in results.items():
+        if number == scenario.number and report and report.get("stepped"):
+            bound = report["stepped"]["bound_ms"]
+            return f"highest rate sustained, end-to-end p99 <= {bound:g} ms"
+    return scenario.metric
+
+
 def fmt_rate(report: dict[str, Any] | None, scenario: Scenario) -> str:
     if report is None:
         return "–"
-    rate = report["rates"][scenario.metric]
+    rate = rate_of(report, scenario)
     flag = "" if report["totals"]["complete"] and not report["errors"]["count"] else " (!)"
     return f"{rate:,.0f}{flag}"
 
@@ -443,17 +517,13 @@ def table(results: dict[tuple[int, str], dict[str, Any] | None], scenarios: list
         head.append("artemis-py node / loop µs/msg")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in scenarios:
-        row = [f"{s.number}. {s.title}", s.metric]
+        row = [f"{s.number}. {s.title}", metric_label(s, results)]
         row += [fmt_rate(results.get((s.number, t)), s) for t in targets]
-        ours = results.get((s.number, "artemis-py"))
         for p in peers if "artemis-py" in targets else []:
-            theirs = results.get((s.number, p))
-            if ours and theirs and theirs["rates"][s.metric]:
-                row.append(f"**{ours['rates'][s.metric] / theirs['rates'][s.metric]:.2f}**")
-            else:
-                row.append("–")
+            row.append(_ratio(results, s, "artemis-py", p))
         row += [fmt_latency(results.get((s.number, t))) for t in targets]
         if ours_too:
+            ours = results.get((s.number, "artemis-py"))
             row.append(f"{fmt_node_cpu(ours, s)} / {fmt_node_cpu(ours, s, 'loop_cores')}")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
@@ -463,8 +533,8 @@ def _ratio(
     results: dict[tuple[int, str], dict[str, Any] | None], s: Scenario, top: str, bottom: str
 ) -> str:
     ours, theirs = results.get((s.number, top)), results.get((s.number, bottom))
-    if ours and theirs and theirs["rates"][s.metric]:
-        return f"**{ours['rates'][s.metric] / theirs['rates'][s.metric]:.2f}**"
+    if ours and theirs and rate_of(theirs, s):
+        return f"**{rate_of(ours, s) / rate_of(theirs, s):.2f}**"
     return "–"
 
 
@@ -508,6 +578,55 @@ def fmt_node_cpu(report: dict[str, Any] | None, scenario: Scenario, key: str = "
     cores = report.get("monitored", {}).get(key)
     rate = report["rates"][scenario.metric]
     return "?" if cores is None or not rate else f"{cores / rate * 1e6:.0f}"
+
+
+def per_message(report: dict[str, Any] | None, scenario: Scenario, cores: float | None) -> str:
+    """``cores`` used in the window as CPU µs per message of the scenario's measured rate."""
+    if report is None:
+        return "–"
+    rate = report["rates"][scenario.metric]
+    return "?" if cores is None or not rate else f"{cores / rate * 1e6:.1f}"
+
+
+def cost_table(
+    results: dict[tuple[int, str], dict[str, Any] | None],
+    scenarios: list[Scenario],
+    targets: list[str],
+) -> str:
+    """CPU µs per message: artemis-py's event-loop thread (the serial cost), its other
+    threads, and the load generator; the peers' node and generator."""
+    head = ["scenario"]
+    for t in targets:
+        if t.removesuffix(TLS) == "artemis-py":
+            head += [f"{t}: loop thread µs/msg (serial)", f"{t}: other threads µs/msg"]
+        head += [f"{t}: node µs/msg", f"{t}: generator µs/msg"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in scenarios:
+        row = [str(s.number)]
+        for t in targets:
+            report = results.get((s.number, t))
+            monitored = (report or {}).get("monitored") or {}
+            cores, loop = monitored.get("cores"), monitored.get("loop_cores")
+            if t.removesuffix(TLS) == "artemis-py":
+                other = None if cores is None or loop is None else cores - loop
+                row += [per_message(report, s, loop), per_message(report, s, other)]
+            gen = report["generator"]["cores_used"] if report else None
+            row += [per_message(report, s, cores), per_message(report, s, gen)]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def serial_cost_line(results: dict[tuple[int, str], dict[str, Any] | None]) -> str | None:
+    """Issue 29's headline: artemis-py's loop-thread CPU per message in scenario 2."""
+    report = results.get((2, "artemis-py"))
+    s2 = next(s for s in SCENARIOS if s.number == 2)
+    loop = ((report or {}).get("monitored") or {}).get("loop_cores")
+    if report is None or loop is None:
+        return None
+    return (
+        f"**Serial cost** (scenario 2, artemis-py event-loop thread CPU per message): "
+        f"**{per_message(report, s2, loop)} µs** (issue 29 asks at most 20)"
+    )
 
 
 def cpu_table(
@@ -773,6 +892,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=4.0, help="seconds (JVMs: JIT)")
     parser.add_argument("--processes", type=int, default=2, help="load-generator processes")
     parser.add_argument("--results", type=Path, default=None, help="directory for JSON reports")
+    stepped.add_arguments(parser)
     parser.add_argument("--plots", type=Path, default=None, help="directory for PNG plots")
     parser.add_argument(
         "--port-shift",
@@ -802,6 +922,7 @@ def main() -> int:
     began = time.monotonic()
     load_before = os.getloadavg()
     results: dict[tuple[int, str], dict[str, Any] | None] = {}
+    stepped_runs: dict[str, dict[str, Any]] = {}
     notes: list[str] = []
     if args.metrics:
         with tempfile.TemporaryDirectory(prefix="artemis-py-bench-") as tmp:
@@ -839,7 +960,13 @@ def main() -> int:
                 with target_nodes(target, cluster, Path(tmp) / target) as urls:
                     for s in runnable:
                         log(f"scenario {s.number} on {target}: {s.title}")
-                        results[(s.number, target)] = run_perf(target, s, urls, args)
+                        if s.number == 3 and args.scenario3 == "stepped":
+                            report = run_stepped(target, s, urls, args, stepped_runs)
+                            if report is None:
+                                notes.append(f"scenario 3, {target}: no step passed")
+                        else:
+                            report = run_perf(target, s, urls, args)
+                        results[(s.number, target)] = report
                 log(f"stopped {target} ({layout})")
     load_after = os.getloadavg()
     print()
@@ -850,6 +977,25 @@ def main() -> int:
     print()
     print(cpu_table(results, scenarios, targets))
     print()
+    print(cost_table(results, scenarios, targets))
+    print()
+    serial = serial_cost_line(results)
+    if serial:
+        print(f"- {serial}")
+        print()
+    if stepped_runs:
+        print(stepped.steps_table(stepped_runs))
+        print()
+        for line in stepped.summary(stepped_runs):
+            print(f"- {line}")
+        print()
+    if not args.tls:
+        print("Model (bench/model.py; per-node msg/s from the CPU per message above):")
+        print()
+        print(model.model_table(results, {s.number: s.metric for s in SCENARIOS}))
+        print()
+        print(f"- {model.ASSUMPTIONS}")
+        print()
     if args.plots:
         summary_plot(results, scenarios, targets, args.plots / "summary.png")
     for note in notes:

@@ -44,6 +44,9 @@ def test_perf_two_processes_counts_add_up(node, tmp_path):
     assert report["errors"] == {"count": 0, "messages": []}
     assert report["generator"]["processes"] == 2
     assert len(report["generator"]["per_process_cores"]) == 2
+    generator = report["generator"]  # its CPU per message sent in the window
+    per_message = generator["cpu_seconds_window"] / report["window"]["sent"] * 1e6
+    assert generator["cpu_us_per_message"] == pytest.approx(per_message, rel=0.01)
     node_counts = report["nodes"][f"tcp://127.0.0.1:{node.port}"]
     assert node_counts == {"sent": totals["sent"], "received": totals["sent"]}
     window = report["window"]

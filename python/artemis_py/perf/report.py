@@ -41,6 +41,26 @@ def _nodes(results: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     }
 
 
+def _generator(data: RunData) -> dict[str, Any]:
+    """The load generator's own CPU in the window: in all, per process and per message
+    (per message sent in the window, or received when nothing is produced: its producers'
+    and consumers' work together)."""
+    results, duration = data.results, data.options.duration
+    cpu = [r["cpu_seconds_window"] or 0.0 for r in results]
+    key = "window_sent" if data.options.producers else "window_received"
+    messages = sum(r[key] for r in results)
+    return {
+        "processes": len(results),
+        "cpu_seconds_window": round(sum(cpu), 3),
+        "cores_used": round(sum(cpu) / duration, 3),
+        "busiest_process_cores": round(max(cpu, default=0.0) / duration, 3),
+        "per_process_cores": [round(c / duration, 3) for c in cpu],
+        "cpu_us_per_message": round(sum(cpu) / messages * 1e6, 2) if messages else None,
+        "runner_cpu_seconds": round(data.runner_cpu_seconds, 3),
+        "wall_seconds": round(data.wall_seconds, 3),
+    }
+
+
 def build_report(data: RunData) -> dict[str, Any]:
     options = data.options
     results = data.results
@@ -55,7 +75,6 @@ def build_report(data: RunData) -> dict[str, Any]:
     )
     sent = total("sent")
     expected = sent * options.expected_copies
-    cpu = [r["cpu_seconds_window"] or 0.0 for r in results]
     loadavg = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     return {
         "tool": "artemis-py perf",
@@ -99,15 +118,7 @@ def build_report(data: RunData) -> dict[str, Any]:
             "messages": [text for r in results for text in r["error_texts"]],
         },
         "warnings": [text for r in results for text in r.get("warning_texts", ())],
-        "generator": {
-            "processes": len(results),
-            "cpu_seconds_window": round(sum(cpu), 3),
-            "cores_used": round(sum(cpu) / duration, 3),
-            "busiest_process_cores": round(max(cpu, default=0.0) / duration, 3),
-            "per_process_cores": [round(c / duration, 3) for c in cpu],
-            "runner_cpu_seconds": round(data.runner_cpu_seconds, 3),
-            "wall_seconds": round(data.wall_seconds, 3),
-        },
+        "generator": _generator(data),
         "monitored": {
             "pids": list(options.monitor_pids),
             "cores": None if data.monitored_cores is None else round(data.monitored_cores, 3),
@@ -183,6 +194,11 @@ def format_summary(report: dict[str, Any]) -> str:
         f"  generator: {gen['processes']} process(es), {gen['cores_used']:.2f} cores in the "
         f"window (busiest process {gen['busiest_process_cores']:.2f}) of "
         f"{report['machine']['cpus']} CPUs"
+        + (
+            f", {gen['cpu_us_per_message']:,.1f} µs of CPU per message"
+            if gen.get("cpu_us_per_message") is not None
+            else ""
+        )
     )
     monitored = report.get("monitored") or {}
     if monitored.get("cores") is not None:

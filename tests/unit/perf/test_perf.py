@@ -265,6 +265,7 @@ def test_json_report(tmp_path: Path) -> None:
     assert generator["cores_used"] == pytest.approx(1.2)
     assert generator["busiest_process_cores"] == pytest.approx(0.95)
     assert generator["per_process_cores"] == [0.25, 0.95]
+    assert generator["cpu_us_per_message"] == pytest.approx(600)  # 2.4 CPU-s, 4000 sent
     assert loaded["options"]["producer_urls"] == ["tcp://localhost:61613"]
     assert "password" not in loaded["options"]
     assert loaded["options"]["stomp_destination"] == "TEST"
@@ -273,6 +274,7 @@ def test_json_report(tmp_path: Path) -> None:
     text = format_summary(report)
     assert "2,000.0 msg/s" in text
     assert "generator: 2 process(es), 1.20 cores" in text
+    assert "600.0 µs of CPU per message" in text
     assert "CPU-bound" in text  # the busiest process used 0.95 of a core
     assert loaded["monitored"] == {"pids": [], "cores": None, "loop_cores": None}
     assert loaded["warnings"] == []
