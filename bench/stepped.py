@@ -66,6 +66,7 @@ class Step:
     p50_ms: float | None
     p99_ms: float | None
     generator_cores: float
+    generator_busiest: float  # cores of its busiest process
     node_cores: float | None
     failure: str | None  # None: passed
 
@@ -73,7 +74,9 @@ class Step:
         return {
             "step": self.number, "offered": self.offered, "sent": self.sent,
             "received": self.received, "p50_ms": self.p50_ms, "p99_ms": self.p99_ms,
-            "generator_cores": self.generator_cores, "node_cores": self.node_cores,
+            "generator_cores": self.generator_cores,
+            "generator_busiest_process_cores": self.generator_busiest,
+            "node_cores": self.node_cores,
             "passed": self.failure is None, "failure": self.failure,
         }  # fmt: skip
 
@@ -102,7 +105,8 @@ def judge(number: int, offered: float, report: Report, bound_ms: float, toleranc
     node = (report.get("monitored") or {}).get("cores")
     return Step(
         number, offered, rates["sent"], rates["received"], p50, p99,
-        report["generator"]["cores_used"], node, failure,
+        report["generator"]["cores_used"], report["generator"].get("busiest_process_cores", 0.0),
+        node, failure,
     )  # fmt: skip
 
 
@@ -158,10 +162,20 @@ def steps_table(stepped: dict[str, dict[str, Any]]) -> str:
             row = [
                 target, str(s["step"]), f"{s['offered']:,.0f}", f"{s['sent']:,.0f}",
                 f"{s['received']:,.0f}", latency, f"{s['generator_cores']:.2f} / {node}",
-                "pass" if s["passed"] else s["failure"],
+                ("pass" if s["passed"] else s["failure"]) + busy(s),
             ]  # fmt: skip
             lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
+
+
+BUSY_CORE = 0.9
+"""A generator process above this share of a core may be what limits the step (perf's own
+warning threshold)."""
+
+
+def busy(step: dict[str, Any]) -> str:
+    cores = step.get("generator_busiest_process_cores") or 0.0
+    return f" (generator busy: {cores:.2f} of a core in one process)" if cores > BUSY_CORE else ""
 
 
 def summary(stepped: dict[str, dict[str, Any]]) -> list[str]:

@@ -34,7 +34,7 @@ def report(sent, received, p99_ms, *, errors=0, complete=True, cores=0.5, loop=0
         },
         "latency_us": {"end_to_end": {"p50": p99_ms * 100, "p99": p99_ms * 1000}},
         "errors": {"count": errors},
-        "generator": {"cores_used": 0.3},
+        "generator": {"cores_used": 0.3, "busiest_process_cores": 0.95 if p99_ms > 100 else 0.2},
         "monitored": {"cores": cores, "loop_cores": loop},
     }
 
@@ -53,6 +53,8 @@ def test_a_step_passes_only_at_the_offered_rate_within_the_bound(figures, failur
     step = stepped.judge(1, 1000, report(*figures), 100, 0.05)
     assert step.failure == failure
     assert step.as_json()["passed"] is (failure is None)
+    row = stepped.steps_table({"t": {"steps": [step.as_json()]}}).splitlines()[-1]
+    assert row.endswith(" (generator busy: 0.95 of a core in one process) |") is (figures[2] > 100)
 
 
 def test_errors_and_losses_fail_a_step():
