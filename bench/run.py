@@ -1,6 +1,6 @@
 """Messaging benchmark: artemis-py against Apache Artemis and ActiveMQ Classic, same run.
 
-    bench/run                      # everything, about 5-8 minutes
+    bench/run                      # everything, about 10 minutes
     bench/run --targets artemis-py,artemis --scenarios 1,3 --duration 5
 
 Each scenario is one ``artemis-py perf`` run per target; the targets run one at a time
@@ -21,6 +21,13 @@ Targets:
 
 Peers are installed on first use (network, minutes), cached under ~/.cache/artemis-py-bench.
 Every run's JSON report (and PNG plot with ``--plots DIR``) is kept under ``--results``.
+
+Scenario 3 runs at a stepped rate (bench/stepped.py, issue 29): ``perf --rate R`` steps
+until end-to-end p99 passes ``--p99-bound`` or the consumers fall behind; the table gives
+the highest rate each target sustained (``--scenario3 flat``: flat out, as before). After
+the main tables: CPU per message (artemis-py's event-loop thread, the serial cost, and its
+other threads; each node; the load generator), scenario 3's steps, and the Amdahl model
+(bench/model.py), labelled as a model.
 
 ``--tls`` (issue 18, the cost of TLS): each target runs each scenario twice, plain and with
 TLS on every acceptor and connector (clients and cluster links; server certificates only,
