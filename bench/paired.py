@@ -36,7 +36,7 @@ def run_tree(tree: Path, python: str, results: Path, args: argparse.Namespace) -
         "--scenarios", args.scenarios, "--duration", str(args.duration),
         "--warmup", str(args.warmup), "--results", str(results),
     ]  # fmt: skip
-    if "--scenario3" in (tree / "bench" / "run.py").read_text():
+    if (tree / "bench" / "stepped.py").exists():  # a bench/run with --scenario3
         # Scenario 3 flat out, as before the stepped rate: a ratio new / old needs the
         # saturated rate and its CPU per message, not a rate rounded to the steps.
         command += ["--scenario3", "flat"]
