@@ -130,6 +130,14 @@ class AcceptorConfig:
         ``connectionsAllowed`` (-1 = unlimited, as in Artemis): connections open at once on
         this acceptor; one more is closed as soon as it is accepted.
 
+    ``web_socket_max_frame_payload_length``
+        ``webSocketMaxFramePayloadLength`` (65536, Artemis's; the deprecated
+        ``stompMaxFramePayloadLength`` is read too): the largest WebSocket frame payload a
+        STOMP-over-WebSocket client may send, and the size of the fragments the node sends.
+    ``web_socket_encoder_type``
+        ``webSocketEncoderType`` (``binary``, Artemis's default, or ``text``): the kind of
+        WebSocket message STOMP frames are sent in (docs/stomp.md "WebSocket").
+
     ``tls``
         ``sslEnabled`` and the other TLS parameters (:class:`~.tls.TlsParams`, docs/tls.md).
     """
@@ -157,6 +165,8 @@ class AcceptorConfig:
     stomp_max_headers_size: int = defaults.STOMP_MAX_HEADERS_SIZE
     handshake_timeout: int = 10  # seconds
     connections_allowed: int = -1
+    web_socket_max_frame_payload_length: int = 65536
+    web_socket_encoder_type: str = "binary"
     tls: TlsParams = TlsParams()
 
     @property

@@ -33,10 +33,12 @@ from artemis_py.broker.authorization import Authorizer
 from artemis_py.broker.broker import Broker
 from artemis_py.config import AcceptorConfig
 from artemis_py.protocol.cluster import MAGIC
+from artemis_py.protocol.websocket import http_request_start
 from artemis_py.transport.log_backoff import LogBackoff, unlogged
 from artemis_py.transport.sockets import FastSocketStream
 from artemis_py.transport.stomp import StompConnection
 from artemis_py.transport.tls_contexts import ServerTls, TlsSetupError, handshake_failure
+from artemis_py.transport.websocket import open_websocket
 
 log = logging.getLogger("artemis_py.transport")
 
@@ -49,17 +51,34 @@ def handshake_seconds(acceptor: AcceptorConfig) -> float:
     return float(acceptor.handshake_timeout) if acceptor.handshake_timeout > 0 else math.inf
 
 
-async def _sniff(stream: trio.abc.ReceiveStream, within: float) -> tuple[bool, bytes]:
-    """Read until the first bytes tell a cluster link (MAGIC) from a STOMP client (what
-    came by then, if ``within`` seconds pass first)."""
+async def _sniff(
+    stream: trio.abc.ReceiveStream, deadline: float, *, cluster: bool, http: bool
+) -> tuple[str, bytes]:
+    """Read until the first bytes tell a cluster link (MAGIC, when ``cluster``), an HTTP
+    request (a WebSocket upgrade, when ``http``) and a STOMP client apart: ``"cluster"``,
+    ``"http"`` or ``"stomp"`` (what came by ``deadline``, if it passes first; ``"gone"`` when
+    the connection broke), with the bytes read."""
     data = b""
-    with trio.move_on_after(within):
-        while len(data) < len(MAGIC) and MAGIC.startswith(data):
-            chunk = await stream.receive_some(4096)
-            if not chunk:
-                break
-            data += chunk
-    return data.startswith(MAGIC), data
+
+    def undecided() -> bool:
+        if cluster and len(data) < len(MAGIC) and MAGIC.startswith(data):
+            return True
+        return http and http_request_start(data) is None
+
+    try:
+        with trio.move_on_at(deadline):
+            while undecided():
+                chunk = await stream.receive_some(4096)
+                if not chunk:
+                    break
+                data += chunk
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        return "gone", data
+    if cluster and data.startswith(MAGIC):
+        return "cluster", data
+    if http and http_request_start(data):
+        return "http", data
+    return ("stomp" if http else "cluster"), data
 
 
 def _set_buffer_sizes(sock: trio.socket.SocketType, acceptor: AcceptorConfig) -> None:
@@ -186,7 +205,9 @@ class _Handler:
         tls: ServerTls | None = None,
     ) -> None:
         self.tls = tls
-        self.refusals = LogBackoff()  # failed TLS handshakes, by peer host and reason
+        self.refusals = (
+            LogBackoff()
+        )  # failed TLS handshakes, refused HTTP requests: by host, reason
         self.broker = broker
         self.acceptor = acceptor
         self.authenticator = authenticator
@@ -225,14 +246,26 @@ class _Handler:
             if secured is None:
                 return
             stream = secured
-        initial = b""
-        if self.core:
-            is_cluster = True
-            if self.stomp:
-                is_cluster, initial = await _sniff(stream, handshake_seconds(self.acceptor))
-            if is_cluster:
-                await self._serve_link(stream, peer, initial)
+        # handshake-timeout from here on (after TLS): telling the protocols apart, a
+        # WebSocket upgrade and the STOMP CONNECT together.
+        started = trio.current_time()
+        deadline = started + handshake_seconds(self.acceptor)
+        kind, initial = "cluster", b""
+        if self.stomp:
+            kind, initial = await _sniff(stream, deadline, cluster=self.core, http=True)
+        if kind == "cluster":
+            await self._serve_link(stream, peer, initial)
+            return
+        if kind == "gone":
+            await trio.aclose_forcefully(stream)
+            return
+        if kind == "http":
+            upgraded = await open_websocket(
+                stream, initial, self.acceptor, peer, deadline, self.refusals
+            )
+            if upgraded is None:
                 return
+            stream, initial = upgraded, b""
         if not self.clients.accepting:
             await trio.aclose_forcefully(stream)  # the node is stopping
             return
@@ -244,6 +277,7 @@ class _Handler:
             peer,
             initial,
             authorizer=self.authorizer,
+            started=started,
         )
         self.clients.connections.add(connection)
         self.clients.opened += 1

@@ -92,7 +92,10 @@ class StompConnection:
         initial: bytes = b"",
         *,
         authorizer: Authorizer | None = None,
+        started: float | None = None,
     ) -> None:
+        """``started``: when the connection's ``handshake-timeout`` began (Trio's clock;
+        by default now): the acceptor may have spent part of it already."""
         self.stream = stream
         self.peer = peer
         self.created = time.time()  # epoch seconds (the management API shows it)
@@ -123,7 +126,7 @@ class StompConnection:
         # handshake-timeout: the CONNECT must be in by then (see _receive).
         self._handshake_timeout = acceptor.handshake_timeout
         self._connect_deadline = (
-            self._last_received + self._handshake_timeout
+            (self._last_received if started is None else started) + self._handshake_timeout
             if self._handshake_timeout > 0
             else math.inf
         )

@@ -5,8 +5,9 @@ AcceptorConfig` (see :data:`ACCEPTOR_PARAMS`); every parameter is also kept as w
 ``params``. A parameter we do not read but that looks like a misspelling of one we do (wrong
 case, a letter off) gets a warning, since URL keys are case-sensitive.
 
-``stompEnableMessageId=true`` is named in the start-up warning about unimplemented settings
-(read, but nothing adds the header yet). The TLS parameters (``sslEnabled``, ``keyStorePath``
+``stompEnableMessageId=true`` and ``webSocketCompressionSupported=true`` are named in the
+start-up warning about unimplemented settings (read, but nothing adds the header yet; STOMP
+over WebSocket is served without permessage-deflate, which clients fall back from). The TLS parameters (``sslEnabled``, ``keyStorePath``
 ...) are read into ``tls`` by :func:`~..tls.read_tls_params`, which also opens the stores, so a
 missing file or a wrong password is reported here with the element's line (docs/tls.md).
 """
@@ -47,6 +48,15 @@ def _url_bool(text: str) -> bool:
     return parse_bool(text.lower())
 
 
+def _encoder_type(text: str) -> str:
+    # Artemis's AMQ229248 (its values are case-sensitive).
+    if text not in ("binary", "text"):
+        raise ValueError(
+            f"Invalid value for webSocketEncoderType: '{text}'. Supported values: 'binary', 'text'."
+        )
+    return text
+
+
 #: Acceptor URL parameters artemis-py reads: name -> (converter, AcceptorConfig field).
 ACCEPTOR_PARAMS: dict[str, tuple[Callable[[str], object], str]] = {
     "connectionTtl": (checked(int64, minus_one_or_at_least(1)), "connection_ttl"),
@@ -67,9 +77,20 @@ ACCEPTOR_PARAMS: dict[str, tuple[Callable[[str], object], str]] = {
     "stompMaxHeadersSize": (checked(bytes64, at_least(1)), "stomp_max_headers_size"),
     "handshake-timeout": (checked(int32, at_least(0)), "handshake_timeout"),
     "connectionsAllowed": (checked(int64, minus_one_or_at_least(0)), "connections_allowed"),
+    "webSocketMaxFramePayloadLength": (
+        checked(int32, at_least(1)),
+        "web_socket_max_frame_payload_length",
+    ),
+    "webSocketEncoderType": (_encoder_type, "web_socket_encoder_type"),
 }
-_OTHER_KNOWN_PARAMS = frozenset({"protocols", "anycastPrefix", "multicastPrefix"}) | TLS_PARAM_NAMES
-_DEPRECATED_PARAMS = {"stompConsumerCredits": "stompConsumerWindowSize"}
+_OTHER_KNOWN_PARAMS = (
+    frozenset({"protocols", "anycastPrefix", "multicastPrefix", "webSocketCompressionSupported"})
+    | TLS_PARAM_NAMES
+)
+_DEPRECATED_PARAMS = {
+    "stompConsumerCredits": "stompConsumerWindowSize",
+    "stompMaxFramePayloadLength": "webSocketMaxFramePayloadLength",
+}
 
 
 def _transport(
@@ -134,6 +155,8 @@ def _acceptor(
         typed["connection_ttl"] = connection_ttl_override
     if typed.get("stomp_enable_message_id"):
         reader.not_implemented("URL parameter stompEnableMessageId", element.line)
+    if _url_bool(params.get("webSocketCompressionSupported", "false")):
+        reader.not_implemented("URL parameter webSocketCompressionSupported", element.line)
     tls = _tls(reader, element, params, "acceptor", unmask)
     return AcceptorConfig(
         name=name,
