@@ -13,7 +13,9 @@ the loop thread saturates one core, or all the work saturates all of them. Apach
 threads), so all its CPU per message is taken as parallel: throughput(c) = c / cpu_per_msg.
 
 Assumptions (why it is a model): the CPU per message measured here holds at every load and
-core count (no lock contention, no cache or memory-bandwidth limits, no extra GC); the
+core count (no lock contention, no cache or memory-bandwidth limits, no extra GC; in fact
+a node below saturation handles fewer messages per wake-up, so scenario 3's cost, measured
+at the highest sustained step rather than flat out, is above its saturated cost); the
 parallel part scales perfectly; nothing else is a bound (disk fsyncs, the network, the load
 generator, which here shares the same cores); Artemis has no serial part (its busiest
 thread is not measured: its journal writer, one thread, is a serial part on the persistent
@@ -107,7 +109,9 @@ ASSUMPTIONS = (
     "Model, not measurement: throughput(c) = nodes / max(serial, (serial + parallel) / c), "
     "from the CPU per message measured in this run. artemis-py: serial = its event-loop "
     "(main) thread, parallel = its other threads; Artemis: all parallel (serial 0). Assumes "
-    "CPU per message constant with load and cores, perfect scaling of the parallel part, no "
+    "CPU per message constant with load and cores (it is not quite: a node under a lighter "
+    "load, as in scenario 3's sustained step, handles fewer messages per wake-up and costs more), "
+    "perfect scaling of the parallel part, no "
     "disk, network or load-generator bound; clusters: load spread evenly over the nodes "
     "(optimistic for scenario 4). Scenario 1 is latency-bound: left out."
 )
