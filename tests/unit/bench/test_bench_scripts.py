@@ -32,7 +32,10 @@ def report(sent, received, p99_ms, *, errors=0, complete=True, cores=0.5, loop=0
             "received": 10,
             "expected_received": 10 if complete else 12,
         },
-        "latency_us": {"end_to_end": {"p50": p99_ms * 100, "p99": p99_ms * 1000}},
+        "latency_us": {
+            "end_to_end": {"count": 1, "p50": p99_ms * 100, "p99": p99_ms * 1000},
+            "send_to_receipt": {"count": 0},
+        },
         "errors": {"count": errors},
         "generator": {"cores_used": 0.3, "busiest_process_cores": 0.95 if p99_ms > 100 else 0.2},
         "monitored": {"cores": cores, "loop_cores": loop},
@@ -122,3 +125,27 @@ def test_amdahl_model():
     assert len(lines) == 5  # header, rule, artemis-py, artemis, the ratio; scenario 1 left out
     assert lines[2].startswith("| 2 | artemis-py | 40.0 | 10.0 | 20,000 | 25,000 |")
     assert "| 2 | **artemis-py / Artemis** |  |  | **1.60** | **1.00** | **0.50** |" in table
+
+
+def test_run_tables_compare_sustained_rates_and_split_the_cpu(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))  # bench/run.py imports model and stepped
+    run = load("run")
+    s2, s3 = (s for s in run.SCENARIOS if s.number in (2, 3))
+    flat = report(10_000, 10_000, 5, cores=0.9, loop=0.8)
+    ours3 = dict(report(16_100, 16_050, 20, cores=0.8, loop=0.75),
+                 stepped={"bound_ms": 100, "sustained": 16_000.0, "steps": []})  # fmt: skip
+    theirs3 = dict(report(8_000, 7_990, 30, cores=0.5, loop=0.01),
+                   stepped={"bound_ms": 100, "sustained": 8_000.0, "steps": []})  # fmt: skip
+    results = {(2, "artemis-py"): flat, (2, "artemis"): None,
+               (3, "artemis-py"): ours3, (3, "artemis"): theirs3}  # fmt: skip
+    targets = ["artemis-py", "artemis"]
+    row3 = run.table(results, [s2, s3], targets).splitlines()[3]
+    assert (
+        "| highest rate sustained, end-to-end p99 <= 100 ms | 16,000 | 8,000 | **2.00** |" in row3
+    )
+    costs = run.cost_table(results, [s2, s3], targets).splitlines()
+    # scenario 2: 0.8 of 0.9 cores on the loop thread at 10,000 msg/s; the generator's 0.3
+    assert costs[2] == "| 2 | 80.0 | 10.0 | 90.0 | 30.0 | – | – |"
+    # scenario 3: per message received at the step (16,050/s), not per offered
+    assert costs[3].startswith("| 3 | 46.7 | 3.1 | 49.8 | 18.7 | 62.6 | 37.5 |")
+    assert "**80.0 µs** (issue 29 asks at most 20)" in run.serial_cost_line(results)
