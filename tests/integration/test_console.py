@@ -378,3 +378,54 @@ def test_with_security_the_page_reads_the_api_with_the_browsers_credentials(
     wait_rows_value(browser, 'tr[data-queue="DLQ"] th .name', "DLQ")
     assert not css(browser, ".notice.error"), [e.text for e in css(browser, ".notice")]
     no_console_errors(browser)
+
+
+# The page itself speaks STOMP over WebSocket to the node's STOMP acceptor (no library):
+# CONNECT, SUBSCRIBE with a receipt, SEND, and its MESSAGE back. Frames are split at NUL,
+# enough for these text bodies.
+STOMP_IN_THE_PAGE = """
+const [url, queue, done] = arguments;
+const ws = new WebSocket(url, ['v12.stomp']);
+ws.binaryType = 'arraybuffer';
+const frames = [];
+let buffer = '';
+const finish = (error) => done({protocol: ws.protocol, frames, error});
+ws.onopen = () => ws.send('CONNECT\\naccept-version:1.2\\nhost:/\\n\\n\\0');
+ws.onerror = () => finish('the WebSocket failed');
+ws.onmessage = (event) => {
+  buffer += typeof event.data === 'string' ? event.data : new TextDecoder().decode(event.data);
+  for (let end = buffer.indexOf('\\0'); end >= 0; end = buffer.indexOf('\\0')) {
+    const frame = buffer.slice(0, end).replace(/^[\\r\\n]+/, '');
+    buffer = buffer.slice(end + 1);
+    frames.push(frame);
+    const command = frame.split('\\n', 1)[0];
+    if (command === 'CONNECTED') {
+      ws.send(`SUBSCRIBE\\nid:1\\ndestination:${queue}\\nsubscription-type:ANYCAST\\nreceipt:sub\\n\\n\\0`);
+    } else if (command === 'RECEIPT') {
+      ws.send(`SEND\\ndestination:${queue}\\ndestination-type:ANYCAST\\n\\nhello from the page\\0`);
+    } else if (command === 'MESSAGE' || command === 'ERROR') {
+      ws.close(1000);
+      finish(null);
+    }
+  }
+};
+"""
+
+
+def test_the_page_speaks_stomp_over_websocket_to_the_stomp_acceptor(
+    nodes: Cluster, browser: Any
+) -> None:
+    node0 = nodes[0]
+    open_console(browser, node0)
+    browser.set_script_timeout(15)
+    queue = unique("from-the-page")
+    result = browser.execute_async_script(
+        STOMP_IN_THE_PAGE, f"ws://{node0.host}:{node0.port}", queue
+    )
+    assert result["error"] is None, result
+    assert result["protocol"] == "v12.stomp"
+    commands = [frame.split("\n", 1)[0] for frame in result["frames"]]
+    assert commands == ["CONNECTED", "RECEIPT", "MESSAGE"], result["frames"]
+    assert result["frames"][-1].endswith("\n\nhello from the page")
+    assert f"\ndestination:{queue}\n" in result["frames"][-1]
+    no_console_errors(browser)
