@@ -399,6 +399,9 @@ class Result:
     connections: int
     pid: int
     node_open_files_limit: int | None
+    rss_started_kib: int = 0
+    """RSS --settle s after the start; ``rss_before_kib`` is read after the idle window, right
+    before connecting: their difference is the drift of a node left alone."""
     rss_before_kib: int = 0
     rss_after_kib: int = 0
     rss_end_kib: int = 0
@@ -425,8 +428,9 @@ def measure_target(target: str, args: argparse.Namespace, workdir: Path) -> Resu
         result = Result(target, args.connections, pid, limit)
         bench_run.log(f"{target}: pid {pid}, open files limit {limit}; settling {args.settle:g} s")
         time.sleep(args.settle)
-        result.rss_before_kib = vm_rss_kib(proc_text(pid, "status"))
+        result.rss_started_kib = vm_rss_kib(proc_text(pid, "status"))
         result.idle = measure_cpu(pid, None, args.idle_window)
+        result.rss_before_kib = vm_rss_kib(proc_text(pid, "status"))
         client = Client(port, args)
         try:
             bench_run.log(f"{target}: opening {args.connections} connections")
@@ -475,7 +479,7 @@ def fmt(value: float | None, spec: str = ".1f") -> str:
 def table(results: list[Result]) -> str:
     head = [
         "target", "connections (established / asked)", "failed or dropped",
-        "RSS before → after MiB", "**KiB per connection**", "idle CPU, % of a core",
+        "RSS before → after MiB (idle drift)", "**KiB per connection**", "idle CPU, % of a core",
         "**CPU with the connections, % of a core**", "main thread %", "client CPU %",
         "heart-beats out / in per s", "late / silent",
     ]  # fmt: skip
@@ -487,7 +491,8 @@ def table(results: list[Result]) -> str:
             r.target,
             f"{c.get('established', 0):,} / {r.connections:,}",
             f"{failed:,}",
-            f"{r.rss_before_kib / 1024:.1f} → {r.rss_after_kib / 1024:.1f}",
+            f"{r.rss_before_kib / 1024:.1f} → {r.rss_after_kib / 1024:.1f} "
+            f"({(r.rss_before_kib - r.rss_started_kib) / 1024:+.1f})",
             f"**{fmt(r.rss_per_connection_kib)}**",
             fmt(r.idle.get("node_core_pct")),
             f"**{fmt(r.window.get('node_core_pct'))}**",
