@@ -235,6 +235,22 @@ def test_a_protocol_violation_closes_with_its_code():
     assert server.data_to_send().startswith(b"\x88")  # our close frame
 
 
+@pytest.mark.parametrize(
+    ("frame", "code"),
+    [
+        (b"\x81\x82abcd" + bytes(b ^ k for b, k in zip(b"\xc3\x28", b"ab", strict=True)), 1007),
+        (b"\x89\xfe\x00\x7eabcd" + b"\x00" * 126, 1002),  # a ping over 125 bytes
+        (b"\xc2\x80abcd", 1002),  # a reserved bit no extension was agreed for
+    ],
+)
+def test_other_violations_close_with_their_codes(frame, code):
+    server, _, _ = connect()
+    server.receive_data(frame)
+    found = events(server)
+    assert isinstance(found[0], Closed)
+    assert found[0].code == code
+
+
 def test_the_end_of_the_stream_is_a_close():
     server, _, _ = connect()
     server.receive_data(b"")
