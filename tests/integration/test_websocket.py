@@ -101,7 +101,7 @@ def assert_queue_empty(port: int, queue: str) -> None:
     """Nothing is left in ``queue``: the ACKs sent over WebSocket were taken."""
     client = Client(port)
     try:
-        client.subscribe(queue, headers={"subscription-type": "ANYCAST"})
+        client.subscribe(queue, **{"subscription-type": "ANYCAST"})
         client.sync()
         stays(lambda: not client.messages, 1.0, message=lambda: f"left: {client.bodies()}")
     finally:
@@ -244,12 +244,16 @@ class WsClient:
         self.ws.receive_data(data or None)
         self.events += list(self.ws.events())
 
-    def stomp_text(self) -> str:
+    def stomp_bytes(self) -> bytes:
+        """The STOMP bytes the node sent so far."""
         return b"".join(
             e.data.encode() if isinstance(e, TextMessage) else e.data
             for e in self.events
             if isinstance(e, Message)
-        ).decode()
+        )
+
+    def stomp_text(self) -> str:
+        return self.stomp_bytes().decode()
 
     def close(self) -> None:
         self.sock.close()
@@ -435,3 +439,51 @@ def test_tls_clients_get_wss(make_broker, tls_files):
         message = until(Message)
     assert isinstance(message, BytesMessage)
     assert message.data.startswith(b"CONNECTED\n")
+
+
+def test_a_large_message_streamed_from_its_file_is_one_message_in_fragments(make_broker):
+    """A persistent message of 300 KiB is a large message: after a restart its body is only
+    in its file, and it is streamed from there to a WebSocket consumer in the MESSAGE's turn
+    (the body's parts written apart): it still arrives as one message."""
+    node = make_broker(persistence=True, prefixes=False)
+    queue = unique("large")
+    body = bytes(range(256)) * 1200  # 300 KiB, NULs and all
+    producer = Client(node.port)
+    producer.send(queue, body, persistent="true", **{"destination-type": "ANYCAST"})
+    producer.close()
+    node.restart()
+    client = WsClient(node.port)
+    try:
+        assert isinstance(client.upgrade(), AcceptConnection)
+        client.stomp("CONNECT\naccept-version:1.2\n\n\x00")
+        client.stomp(
+            f"SUBSCRIBE\nid:1\ndestination:{queue}\nsubscription-type:ANYCAST\nreceipt:s\n\n\x00"
+        )
+        wait_for(
+            lambda: (client.read(), body + b"\x00" in client.stomp_bytes())[1],
+            20,
+            message=lambda: (
+                f"the body; got {len(client.stomp_bytes())} bytes: "
+                f"{client.stomp_bytes()[:300]!r}...{client.stomp_bytes()[-40:]!r}"
+            ),
+        )
+        client.wait(lambda e: isinstance(e, Message) and b"receipt-id:s" in e.data)
+        fragments = [e for e in client.events if isinstance(e, BytesMessage)]
+        stream = b"".join(e.data for e in fragments)
+        start = stream.index(b"MESSAGE\n")
+        message = stream[start : stream.index(body + b"\x00") + len(body) + 1]
+        assert message.endswith(b"\n\n" + body + b"\x00")
+        assert f"content-length:{len(body)}".encode() in message
+        # CONNECTED, the MESSAGE and the RECEIPT: one message each, the MESSAGE in frames of
+        # at most 65536 bytes (webSocketMaxFramePayloadLength), sent as the file is read
+        assert sum(e.message_finished for e in fragments) == 3
+        frames, size = [], 0
+        for event in fragments:
+            size += len(event.data)
+            if event.frame_finished:
+                frames.append(size)
+                size = 0
+        assert len(frames) >= 2 + 5
+        assert max(frames) <= 65536
+    finally:
+        client.close()
