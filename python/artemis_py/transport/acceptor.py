@@ -4,7 +4,10 @@ An acceptor whose ``protocols`` parameter includes STOMP serves STOMP clients; o
 includes CORE serves cluster links from other nodes (in Artemis the core protocol carries
 cluster connections; artemis-py's cluster links use a protocol of their own on the same
 acceptors). An acceptor without a ``protocols`` parameter serves both and tells them apart
-by the first bytes. Other protocols (AMQP, MQTT, OPENWIRE) are not spoken yet; an acceptor
+by the first bytes. On an acceptor that serves STOMP, a connection whose first bytes are an
+HTTP method is a WebSocket client (STOMP over WebSocket, as Artemis serves it on the same
+acceptors): :mod:`.websocket` answers its upgrade, and the STOMP connection then reads and
+writes through it. Other protocols (AMQP, MQTT, OPENWIRE) are not spoken yet; an acceptor
 that lists only those is not started and the log says so.
 
 A TLS acceptor (``sslEnabled=true``, docs/tls.md) wraps each connection in a
@@ -16,8 +19,9 @@ closed; the acceptor serves everyone else.
 Limits on what connections may hold (docs/stomp.md "Limits and hostile input"):
 ``connectionsAllowed`` caps the connections open at once (one more is closed as soon as it
 is accepted, logged at DEBUG as Artemis does), and ``handshake-timeout`` bounds the time a
-new connection may take to become useful: telling the protocols apart and (in
-:mod:`.stomp`) a STOMP client's CONNECT each have that long.
+new connection may take to become useful (after its TLS handshake, which has that long
+too): telling the protocols apart, a WebSocket upgrade and (in :mod:`.stomp`) a STOMP
+client's CONNECT together.
 """
 
 from __future__ import annotations
