@@ -420,19 +420,33 @@ class StompSplitter:
         return pieces
 
     def _read_head(self, data: bytes, i: int) -> int:
-        """Take header bytes from ``data[i:]``; where they end, the body's state begins."""
-        base = len(self._head)
-        scan = max(0, base - 2)
-        self._head += data[i:]
-        ends = [
-            p for p in (self._head.find(b"\n\n", scan), self._head.find(b"\n\r\n", scan)) if p >= 0
-        ]
-        if not ends:
+        """Take header bytes from ``data[i:]``; where they end, the body's state begins.
+        A head within one chunk (the usual case) is read in place; only one that spans
+        chunks is gathered in ``_head``."""
+        if not self._head:
+            end = _head_end(data, i)
+            if end >= 0:
+                self._body_after(data[i:end])
+                return end
+            self._head += data[i:]
             return len(data)
-        cut = min(ends)
-        cut += 2 if self._head[cut + 1] == 0x0A else 3
-        head = bytes(self._head[:cut])
-        del self._head[:]
+        base = len(self._head)
+        self._head += data[i : i + 3]  # enough to finish a terminator begun before
+        end = _head_end(self._head, max(0, base - 2))
+        if end < 0:
+            end = _head_end(data, i)
+            if end < 0:
+                self._head += data[i + 3 :]
+                return len(data)
+            head = bytes(self._head[:base]) + data[i:end]
+        else:
+            head, end = bytes(self._head[:end]), i + end - base
+        self._head.clear()
+        self._body_after(head)
+        return end
+
+    def _body_after(self, head: bytes) -> None:
+        """The frame's head is ``head``: its body is counted or ends at a NUL."""
         at = head.find(_CONTENT_LENGTH)
         if at >= 0:
             value = head[at + len(_CONTENT_LENGTH) : head.index(b"\n", at + 1)].strip()
@@ -440,7 +454,16 @@ class StompSplitter:
             self._state = _BODY_LENGTH if self._left else _NUL
         else:
             self._state = _BODY_NUL
-        return i + (cut - base)
+
+
+def _head_end(buf: bytes | bytearray, start: int) -> int:
+    """Where a frame's head that starts at or before ``start`` ends (after its blank
+    line), or -1: the first EOL EOL, ``\n\n`` or ``\n\r\n``."""
+    lf = buf.find(b"\n\n", start)
+    crlf = buf.find(b"\n\r\n", start, lf + 2 if lf >= 0 else len(buf))
+    if crlf >= 0:
+        return crlf + 3
+    return lf + 2 if lf >= 0 else -1
 
 
 def _headers(pairs: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:

@@ -353,3 +353,36 @@ def test_the_splitter_finds_frame_ends_in_any_cut(cuts):
         start += size
     assert frames == expected
     assert current == b""
+
+
+frames_strategy = st.lists(
+    st.one_of(
+        st.sampled_from([b"\n", b"\r\n"]),  # heart-beats
+        st.builds(
+            lambda body, counted, eol: (
+                b"MESSAGE" + eol + b"a:b" + eol
+                + (b"content-length:%d" % len(body) + eol if counted else b"")
+                + eol + body + b"\x00"
+            ),
+            st.binary(max_size=40),
+            st.booleans(),
+            st.sampled_from([b"\n", b"\r\n"]),
+        ).filter(lambda frame: b"content-length" in frame or frame.count(b"\x00") == 1),
+    ),
+    max_size=6,
+)  # fmt: skip
+
+
+@given(frames_strategy, st.lists(st.integers(1, 50), max_size=10))
+def test_the_splitter_cuts_random_streams_at_their_frames(frames, cuts):
+    stream = b"".join(frames)
+    splitter = StompSplitter()
+    found, current, start = [], b"", 0
+    for size in [*cuts, len(stream)]:
+        for piece, ends in splitter.split(stream[start : start + size]):
+            current += piece
+            if ends:
+                found.append(current)
+                current = b""
+        start += size
+    assert found == frames
