@@ -41,7 +41,7 @@ from wsproto.events import (
 
 from artemis_py.transport.certificates import TlsFiles, create_tls_files
 
-from .conftest import ROOT, BrokerProcess, Client, stays, unique, wait_for
+from .conftest import ROOT, BrokerProcess, Client, RawStomp, stays, unique, wait_for
 
 CLIENT_DIR = ROOT / "tests" / "websocket"
 SCRIPT = CLIENT_DIR / "roundtrip.mjs"
@@ -113,17 +113,32 @@ def test_stompjs_round_trips_text_and_binary_bodies_with_receipts_acks_and_heart
 ):
     # An acceptor as `artemis create` writes it: no prefixes, anycast by header.
     node = make_broker(prefixes=False)
-    queue, text = unique("orders"), "héllo wörld ✓"
+    queue, text, forward = unique("orders"), "héllo wörld ✓", unique("to-tcp")
+    # A binary body from a client over TCP waits in the queue; one sent over WebSocket
+    # goes to a TCP client: the same bytes both ways.
+    tcp = RawStomp(node.port)
+    tcp.connect()
+    waiting = bytes(range(256))
+    anycast = [("destination-type", "ANYCAST")]
+    length = [("content-length", str(len(waiting)))]
+    tcp.send("SEND", [("destination", queue), *anycast, *length], waiting)
+    tcp.send("SUBSCRIBE", [("id", "1"), ("destination", forward), ("subscription-type", "ANYCAST")])
+    tcp.sync()
     result = run_stompjs(
         stompjs, url=f"ws://127.0.0.1:{node.port}", queue=queue, text=text,
-        binary=BINARY.hex(), heartbeat=500, idle=2000,
+        binary=BINARY.hex(), heartbeat=500, idle=2000, waiting=1, forward=forward,
     )  # fmt: skip
+    forwarded = tcp.read_until("MESSAGE")
+    tcp.close()
+    assert forwarded.body == BINARY
+    assert forwarded.get("content-length") == str(len(BINARY))
     assert result["subprotocol"] == "v12.stomp"
     assert result["connected"]["version"] == "1.2"
     assert result["connected"]["heart-beat"] == "500,500"
-    assert result["receipts"] == ["subscribed", "text", "binary", "acked"]
+    assert result["receipts"] == ["subscribed", "text", "binary", "forwarded", "acked"]
     assert result["errors"] == []
-    first, second = result["messages"]
+    earlier, first, second = result["messages"]
+    assert bytes.fromhex(earlier["hex"]) == waiting
     assert bytes.fromhex(first["hex"]).decode() == text
     assert first["headers"]["content-length"] == str(len(text.encode()))
     assert first["headers"]["destination"] == queue

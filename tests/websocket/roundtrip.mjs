@@ -5,7 +5,8 @@
 //
 // Options: url, queue (anycast, via destination-type / subscription-type headers), ca (a PEM
 // file to trust, for wss), heartbeat (ms, both ways), idle (ms to stay connected and count
-// heart-beats), binary (hex of a body to send as binary), text (a body to send as text).
+// heart-beats), binary (hex of a body to send as binary), text (a body to send as text),
+// waiting (messages already in the queue), forward (a queue to send the binary body to too).
 // Prints one JSON object: what was negotiated, received and acknowledged.
 import { readFileSync } from 'node:fs';
 import { Client, Versions } from '@stomp/stompjs';
@@ -57,7 +58,8 @@ const frame = await connected;
 result.subprotocol = client.webSocket.protocol;
 result.connected = frame.headers;
 
-const expected = (options.text !== undefined ? 1 : 0) + (options.binary !== undefined ? 1 : 0);
+const expected =
+  (options.waiting ?? 0) + (options.text !== undefined ? 1 : 0) + (options.binary !== undefined ? 1 : 0);
 const all = new Promise((resolve) => {
   client.subscribe(
     options.queue,
@@ -96,6 +98,16 @@ if (options.binary !== undefined) {
     headers: { ...headers, receipt: 'binary', 'content-type': 'application/octet-stream' },
   });
   await sent;
+  if (options.forward !== undefined) {
+    // The same bytes to a queue a client over TCP reads.
+    const forwarded = receipt('forwarded');
+    client.publish({
+      destination: options.forward,
+      binaryBody: new Uint8Array(Buffer.from(options.binary, 'hex')),
+      headers: { ...headers, receipt: 'forwarded' },
+    });
+    await forwarded;
+  }
 }
 await all;
 // The ACKs are settled once a receipt after them comes back (frames are handled in order).
