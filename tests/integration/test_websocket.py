@@ -405,10 +405,17 @@ def test_ping_is_answered_and_a_client_close_is_answered(node, ws):
 
 
 def test_connection_ttl_sends_the_artemis_error_then_a_close_frame(node, ws):
+    """WebSocket pings are no STOMP data: they do not keep the TTL (3 s here) alive."""
     client = ws()
     assert isinstance(client.upgrade(), AcceptConnection)
     client.stomp("CONNECT\naccept-version:1.2\n\n\x00")
-    close = client.wait(closed, timeout=15)
+
+    def pinging() -> Event | None:
+        client.send(Ping(b"still here"))
+        client.read()  # (up to 0.2 s)
+        return next((e for e in client.events if closed(e)), None)
+
+    close = wait_for(pinging, 15, interval=0.3)
     assert isinstance(close, CloseConnection)
     assert "AMQ229014: Did not receive data from" in client.stomp_text()
 
@@ -500,5 +507,20 @@ def test_a_large_message_streamed_from_its_file_is_one_message_in_fragments(make
                 size = 0
         assert len(frames) >= 2 + 5
         assert max(frames) <= 65536
+    finally:
+        client.close()
+
+
+def test_a_stopping_node_sends_a_close_frame(make_broker):
+    node = make_broker()
+    client = WsClient(node.port)
+    try:
+        assert isinstance(client.upgrade(), AcceptConnection)
+        client.stomp("CONNECT\naccept-version:1.2\n\n\x00")
+        client.wait(lambda e: isinstance(e, Message))
+        node.stop()
+        close = client.wait(closed)
+        assert isinstance(close, CloseConnection)
+        assert close.code == 1000
     finally:
         client.close()
