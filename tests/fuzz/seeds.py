@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # tests/: the oracle package
 
 import targets
 
@@ -76,6 +77,13 @@ def _stomp_client_seeds() -> list[bytes]:
     ]
 
 
+def _stomp_differential_seeds() -> list[bytes]:
+    # The other targets' seeds, their first byte's bit 0 naming the role (1: client).
+    return [bytes([s[0] * 2]) + s[1:] for s in _stomp_server_seeds()] + [
+        bytes([s[0] * 2 + 1]) + s[1:] for s in _stomp_client_seeds()
+    ]
+
+
 _BINDING = BindingInfo("b-1", "orders", "orders", "ANYCAST", "color = 'red'", 0, "node-b", (None,))
 _FRAMES = [
     Ping(),
@@ -119,6 +127,7 @@ def _established_seeds() -> list[bytes]:
 SEEDS = {
     "stomp_server": _stomp_server_seeds,
     "stomp_client": _stomp_client_seeds,
+    "stomp_differential": _stomp_differential_seeds,
     "cluster_handshake": _handshake_seeds,
     "cluster_established": _established_seeds,
     "cluster_frame": lambda: [encode_frame(f)[4:] for f in _FRAMES],

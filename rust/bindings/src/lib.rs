@@ -1,4 +1,4 @@
-//! `artemis_py._native`: the Python face of the Rust storage crates.
+//! `artemis_py._native`: the Python face of the Rust storage crates and the STOMP codec.
 //!
 //! The only crate that depends on pyo3 (the tokenizers layout): `journal`, `paging` and `nodeid` stay
 //! pure Rust. Python reaches this module through the async facade `artemis_py.storage`.
@@ -13,6 +13,9 @@ mod node_manager;
 mod ops;
 mod paging;
 mod report;
+mod stomp_connection;
+mod stomp_functions;
+mod stomp_objects;
 mod store;
 
 use pyo3::prelude::*;
@@ -31,5 +34,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<report::PyPreparedTransaction>()?;
     m.add_class::<report::PyJournalStats>()?;
     m.add_class::<report::PyCompactionReport>()?;
+    m.add_class::<stomp_connection::PyStompConnection>()?;
+    m.add_function(wrap_pyfunction!(stomp_functions::stomp_decode_headers, m)?)?;
+    m.add_function(wrap_pyfunction!(stomp_functions::stomp_frame_mode, m)?)?;
+    m.add_function(wrap_pyfunction!(stomp_functions::stomp_encode_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(stomp_functions::stomp_decode_frame, m)?)?;
     Ok(())
 }

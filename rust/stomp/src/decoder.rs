@@ -96,8 +96,8 @@ pub struct Decoder {
     buf: Vec<u8>,
     pos: usize,
     limits: FrameLimits,
-    /// Who sends what we decode: only its commands are accepted.
-    peer: Role,
+    /// Who sends what we decode: only its commands are accepted (None: every command).
+    peer: Option<Role>,
     phase: Phase,
     // Offsets from `pos`:
     scan: usize,
@@ -114,6 +114,15 @@ pub struct Decoder {
 impl Decoder {
     /// A decoder of what `peer` sends.
     pub fn new(limits: FrameLimits, peer: Role) -> Self {
+        Self::accepting(limits, Some(peer))
+    }
+
+    /// A decoder of every command, whoever may send it (round-trip tests, tools).
+    pub fn any(limits: FrameLimits) -> Self {
+        Self::accepting(limits, None)
+    }
+
+    fn accepting(limits: FrameLimits, peer: Option<Role>) -> Self {
         Self {
             buf: Vec::new(),
             pos: 0,
@@ -233,7 +242,7 @@ impl Decoder {
         }
         let raw = &window[..end];
         let command = match Command::parse(raw) {
-            Some(command) if self.peer.sends(command) => command,
+            Some(command) if self.peer.map_or(true, |peer| peer.sends(command)) => command,
             Some(command) => {
                 return Err(Error::remote(format!(
                     "{} frames may not be sent to this side",

@@ -28,8 +28,8 @@ Choices where the specs leave room (lenient in what we accept, strict in what we
 * Before version negotiation an ERROR frame is written and read with the 1.0 rules.
 """
 
+from artemis_py._native import StompConnection as Connection
 from artemis_py.protocol.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
-from artemis_py.protocol.stomp.connection import Connection
 from artemis_py.protocol.stomp.frames import (
     BODY_COMMANDS,
     CLIENT_COMMANDS,

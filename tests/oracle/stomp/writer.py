@@ -14,7 +14,7 @@ from typing import Final
 
 from artemis_py.protocol.errors import LocalProtocolError
 from artemis_py.protocol.stomp.frames import BODY_COMMANDS, Command, Frame
-from artemis_py.protocol.stomp.headers import HeaderRules, encode_headers, show
+from oracle.stomp.headers import HeaderRules, encode_headers, show
 
 __all__ = ["encode_frame"]
 

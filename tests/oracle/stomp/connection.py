@@ -45,12 +45,12 @@ from artemis_py.protocol.stomp.frames import (
     Heartbeat,
     Sentinel,
 )
-from artemis_py.protocol.stomp.headers import rules_for, show
 from artemis_py.protocol.stomp.limits import FrameLimits
-from artemis_py.protocol.stomp.reader import FrameReader
 from artemis_py.protocol.stomp.roles import ConnectionState, Role
 from artemis_py.protocol.stomp.versions import SUPPORTED_VERSIONS, parse_versions
-from artemis_py.protocol.stomp.writer import encode_frame
+from oracle.stomp.headers import rules_for, show
+from oracle.stomp.reader import FrameReader
+from oracle.stomp.writer import encode_frame
 
 __all__ = ["Connection"]
 

@@ -38,14 +38,14 @@ from typing import Final, NoReturn
 
 from artemis_py.protocol.errors import RemoteProtocolError
 from artemis_py.protocol.stomp.frames import Command, Frame, Heartbeat
-from artemis_py.protocol.stomp.headers import (
+from artemis_py.protocol.stomp.limits import FrameLimits
+from oracle.stomp.headers import (
     UNESCAPED_COMMANDS,
     VERSION_RULES,
     HeaderRules,
     decode_headers,
     show,
 )
-from artemis_py.protocol.stomp.limits import FrameLimits
 
 __all__ = ["FrameReader"]
 

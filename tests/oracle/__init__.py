@@ -1,0 +1,1 @@
+"""Test oracles: retired implementations kept to check their replacements against."""
