@@ -126,7 +126,7 @@ def test_stompjs_round_trips_text_and_binary_bodies_with_receipts_acks_and_heart
     tcp.sync()
     result = run_stompjs(
         stompjs, url=f"ws://127.0.0.1:{node.port}", queue=queue, text=text,
-        binary=BINARY.hex(), heartbeat=500, idle=2000, waiting=1, forward=forward,
+        binary=BINARY.hex(), heartbeat=1000, idle=3000, waiting=1, forward=forward,
     )  # fmt: skip
     forwarded = tcp.read_until("MESSAGE")
     tcp.close()
@@ -134,7 +134,7 @@ def test_stompjs_round_trips_text_and_binary_bodies_with_receipts_acks_and_heart
     assert forwarded.get("content-length") == str(len(BINARY))
     assert result["subprotocol"] == "v12.stomp"
     assert result["connected"]["version"] == "1.2"
-    assert result["connected"]["heart-beat"] == "500,500"
+    assert result["connected"]["heart-beat"] == "1000,1000"
     assert result["receipts"] == ["subscribed", "text", "binary", "forwarded", "acked"]
     assert result["errors"] == []
     earlier, first, second = result["messages"]
@@ -145,7 +145,8 @@ def test_stompjs_round_trips_text_and_binary_bodies_with_receipts_acks_and_heart
     assert bytes.fromhex(second["hex"]) == BINARY
     assert second["headers"]["content-length"] == str(len(BINARY))
     assert second["headers"]["content-type"] == "application/octet-stream"
-    # 2 s idle with 500 ms heart-beats both ways: the node's arrive, and its TTL is kept.
+    # 3 s idle with 1 s heart-beats both ways (the node's TTL for the client: 2 s): the
+    # node's arrive, and the client's keep the connection open.
     assert result["pongs"] >= 2
     assert result["pings"] >= 2
     assert result["stillConnected"] is True
