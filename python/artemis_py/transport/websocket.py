@@ -117,14 +117,15 @@ class WebSocketStream(trio.abc.Stream):
         await self._stream.wait_send_all_might_not_block()
 
     async def aclose(self) -> None:
-        """Send a close frame (unless the WebSocket is closed already), then close."""
-        if self._server.open:
-            self._server.close()
-            with trio.CancelScope(shield=True), trio.move_on_after(ANSWER_TIMEOUT):
-                try:
-                    await self.flush()
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    pass  # the client is gone: nobody to tell
+        """Send a close frame (unless the WebSocket is closed already; then what is still
+        to send, such as the close frame of a violation found by ``receive_ready``), then
+        close. Shielded and bounded: ``trio.aclose_forcefully`` still says goodbye."""
+        self._server.close()
+        with trio.CancelScope(shield=True), trio.move_on_after(ANSWER_TIMEOUT):
+            try:
+                await self.flush()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass  # the client is gone: nobody to tell
         await self._stream.aclose()
 
 
