@@ -10,7 +10,8 @@ I/O: it is fed the socket's bytes (:meth:`~WebSocketServer.receive_data`), yield
 (:meth:`~WebSocketServer.next_event`) and keeps what must go back to the client until the
 shell takes it (:meth:`~WebSocketServer.data_to_send`).
 
-* **Upgrade.** The request is parsed by h11 (headers bounded by its 16 KiB limit). The
+* **Upgrade.** The request is parsed by h11 (an incomplete head is held up to its 16 KiB
+  limit, then refused with 431). The
   subprotocol is the first the client offers among Artemis's STOMP ones
   (:data:`SUBPROTOCOLS`); a client that offers none is served STOMP too, as Artemis
   serves it. Everything else is refused with an HTTP answer and :class:`Refused`: a request
