@@ -1,5 +1,5 @@
-//! Fuzz targets of the storage readers that recovery uses: each takes the fuzzer's bytes and
-//! panics only when the reader breaks its contract (docs/fuzzing.md).
+//! Fuzz targets of the storage readers that recovery uses, and of the STOMP codec: each takes
+//! the fuzzer's bytes and panics only when the reader breaks its contract (docs/fuzzing.md).
 //!
 //! - [`journal_recovery`]: a journal written through the public API (operations chosen by
 //!   the input) on an in-memory file system ([`memfs`]), closed, damaged (bytes flipped,
@@ -10,6 +10,9 @@
 //! - [`page_store_recovery`]: the same for a paging store (page files of an address).
 //! - [`page_file`]: the input as a page file read by `read_page_file` (what `artemis-py
 //!   data` prints): records with offsets inside the file, or a header error at offset 0.
+//! - [`stomp_server`], [`stomp_client`]: the STOMP codec decoding what a client (a server)
+//!   sends: no panic, the same conversation however the input is cut and whether events are
+//!   taken one by one or in batches, and decode -> encode -> decode gives the same frame.
 //!
 //! The fuzz crate (`fuzz/`, built by cargo-fuzz, outside the workspace) calls these; the
 //! tests of this crate replay the committed corpus and regressions through them, so
@@ -20,6 +23,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod memfs;
+mod stomp;
+
+pub use crate::stomp::{stomp_client, stomp_server};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

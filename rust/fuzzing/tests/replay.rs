@@ -37,6 +37,39 @@ fn page_file() {
     replay("page_file", fuzzing::page_file);
 }
 
+#[test]
+fn stomp_server() {
+    replay("stomp_server", fuzzing::stomp_server);
+}
+
+#[test]
+fn stomp_client() {
+    replay("stomp_client", fuzzing::stomp_client);
+}
+
+/// Every single-byte mutation of the STOMP inputs (a byte replaced by one that steers a
+/// decoder elsewhere, or dropped), through both STOMP targets: what a short fuzzing run would
+/// try first, under plain `cargo test`.
+#[test]
+fn stomp_mutations() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
+    let mut count = 0;
+    for target in ["stomp_server", "stomp_client"] {
+        for entry in std::fs::read_dir(root.join(target)).expect("corpus directory") {
+            let data = std::fs::read(entry.expect("directory entry").path()).expect("read input");
+            for at in 1..data.len() {
+                for special in [&b"\0"[..], b"\n", b"\r", b":", b"\\", b"\xff", b"\xc3", b""] {
+                    let mutated = [&data[..at], special, &data[at + 1..]].concat();
+                    fuzzing::stomp_server(&mutated);
+                    fuzzing::stomp_client(&mutated);
+                    count += 1;
+                }
+            }
+        }
+    }
+    assert!(count > 1000, "only {count} mutations");
+}
+
 /// Writes the seed page files (`cargo test -p fuzzing -- --ignored page_file_seeds`): page
 /// images in both formats, made by the page writer's own encoder.
 #[test]

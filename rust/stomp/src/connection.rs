@@ -64,6 +64,16 @@ pub fn parse_versions(accept_version: Option<&str>) -> Vec<String> {
     }
 }
 
+/// The highest version both an `accept-version` value (a CONNECT header; None: 1.0) and
+/// this codec speak; None when there is none (answer with an ERROR frame then).
+pub fn negotiate_version(accept_version: Option<&str>) -> Option<Version> {
+    let offered = parse_versions(accept_version);
+    Version::ALL
+        .into_iter()
+        .rev()
+        .find(|v| offered.iter().any(|o| o == v.as_str()))
+}
+
 /// One end of a STOMP connection, without I/O (see the module doc).
 #[derive(Debug)]
 pub struct Connection {

@@ -43,7 +43,7 @@ mod scan;
 pub mod show;
 
 pub use command::{Command, Role, State, Version};
-pub use connection::{parse_versions, Connection, Event, Stop};
+pub use connection::{negotiate_version, parse_versions, Connection, Event, Stop};
 pub use decoder::{header, Decoder, Frame, Item};
 pub use encoder::{encode_frame, Outgoing};
 pub use error::{Error, ErrorKind, Result};
