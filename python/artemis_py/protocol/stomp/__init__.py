@@ -1,7 +1,11 @@
 """Sans-IO STOMP 1.0/1.1/1.2 codec and connection state (h11-style), server and client side.
 
-* :class:`Connection` -- ``receive_data(bytes)``, ``next_event()``, ``send(frame) -> bytes``,
-  ``send_heartbeat()``, ``accept_connect(version)``; see :mod:`.connection` for the states.
+* :class:`Connection` -- ``receive_data(bytes)``, ``next_event()`` (or ``next_events()``:
+  every complete event at once, as a list), ``send(frame, body_length=None) -> bytes``,
+  ``send_heartbeat()``, ``accept_connect(version)``. It is the Rust codec (``rust/stomp``,
+  through ``artemis_py._native.StompConnection``): it yields the :class:`Frame` objects and
+  raises the exceptions of this package, and no call into it can end the process (a panic
+  inside it is that connection's protocol error).
 * :class:`Frame`, :class:`Heartbeat`, :class:`ConnectionClosed`; :data:`NEED_DATA`,
   :data:`PAUSED`; :class:`Command`; :func:`error_frame`.
 * :class:`FrameLimits` -- size limits on incoming frames (:mod:`.limits` has the defaults).
@@ -10,8 +14,10 @@
 * Errors: :class:`LocalProtocolError`, :class:`RemoteProtocolError` (from
   :mod:`artemis_py.protocol.errors`) and :class:`VersionNegotiationError`.
 
-The decoder's theory of operation is in :mod:`.reader`, the per-version header rules in
-:mod:`.headers`, the connection states in :mod:`.connection`.
+The decoder's theory of operation, the per-version header rules and the connection states
+are the crate's module docs (``rust/stomp/src/decoder.rs``, ``headers.rs``,
+``connection.rs``). The Python codec it replaced is the oracle of the differential tests,
+in ``tests/oracle/stomp``.
 
 Choices where the specs leave room (lenient in what we accept, strict in what we send):
 
