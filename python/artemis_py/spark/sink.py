@@ -85,7 +85,7 @@ BATCH_ID_PROPERTY = "streaming.sql.batchId"
 # What breaks a connection, as opposed to the node refusing something (StompServerError).
 _LOST = (ClientError, trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
-# The node's codec names its limit when a body is too large (protocol/stomp/reader.py).
+# The node's codec names its limit when a body is too large (rust/stomp/src/decoder.rs).
 _BODY_LIMIT = re.compile(
     r"(?:exceeds the maximum frame body size of|frame body larger than) (\d+) bytes"
 )
