@@ -341,3 +341,60 @@ fn end_of_stream() {
         "receive_data() after the end of the stream (b'')"
     );
 }
+
+#[test]
+fn negotiates_the_highest_common_version() {
+    assert_eq!(stomp::negotiate_version(None), Some(Version::V10));
+    assert_eq!(
+        stomp::negotiate_version(Some("1.1, 1.0")),
+        Some(Version::V11)
+    );
+    assert_eq!(
+        stomp::negotiate_version(Some(" 1.2,2.0")),
+        Some(Version::V12)
+    );
+    assert_eq!(stomp::negotiate_version(Some("2.0,")), None);
+}
+
+#[test]
+fn a_decoder_of_every_command() {
+    let mut decoder = stomp::Decoder::any(FrameLimits::default());
+    decoder.feed(b"MESSAGE\n\n\0SEND\n\n\0\n");
+    for command in [Command::Message, Command::Send] {
+        let item = decoder.next_item(Some(Version::V12)).unwrap();
+        assert_eq!(
+            item,
+            Some(stomp::Item::Frame(Frame::new(
+                command,
+                Vec::new(),
+                Vec::new()
+            )))
+        );
+    }
+    assert_eq!(
+        decoder.next_item(None).unwrap(),
+        Some(stomp::Item::Heartbeat)
+    );
+    assert_eq!(decoder.next_item(None).unwrap(), None);
+    assert_eq!(decoder.buffered(), 0);
+}
+
+/// A frame trickling in one byte at a time is searched once, not from its start at every
+/// byte: 2 MiB of body and headers byte by byte stay linear (quadratic would take minutes).
+#[test]
+fn trickled_input_is_linear() {
+    let mut conn = connected_server();
+    let header = format!("SEND\nlong:{}\n\n", "h".repeat(60_000));
+    let body = vec![b'b'; 2 << 20];
+    let start = std::time::Instant::now();
+    for byte in header.as_bytes().iter().chain(&body) {
+        conn.receive_data(std::slice::from_ref(byte)).unwrap();
+        assert_eq!(conn.next_event().unwrap(), Event::NeedData);
+    }
+    conn.receive_data(b"\0").unwrap();
+    let Event::Frame(frame) = conn.next_event().unwrap() else {
+        panic!("no frame")
+    };
+    assert_eq!(frame.body.len(), body.len());
+    assert!(start.elapsed().as_secs() < 20, "took {:?}", start.elapsed());
+}
