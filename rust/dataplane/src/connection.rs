@@ -1,0 +1,462 @@
+//! One client connection on its I/O thread: its socket, its codec (server role), its
+//! outgoing bytes and its clock.
+//!
+//! Every handler returns a [`Step`]: `Ok(())` keeps the connection, `Err(cause)` makes the
+//! thread drop it and report [`Event::Closed`] with that cause (a requested close too).
+//!
+//! Reading is on while none of these holds: Python paused it, the codec paused after a
+//! CONNECT until [`Command::AcceptConnect`], the input ended (end of stream, a protocol
+//! error, DISCONNECT, a close under way). A socket is registered for readable and writable
+//! edges once (mio is edge-triggered): a wake-up reads until the socket would block or the
+//! read budget is spent (the thread then reads it again on its next pass), and whatever
+//! turns reading back on schedules such a read too, because no new edge will come for
+//! bytes that arrived meanwhile.
+//!
+//! Memory of an idle connection: the codec (its parse buffer keeps the capacity of the
+//! largest read it held, a CONNECT's: about a hundred bytes), the outgoing buffer (freed
+//! when it empties, if it had grown past [`KEEP_OUT`]), the shared handle and two heap
+//! entries for the heart-beat timers. Reads go through the thread's one read buffer.
+
+use std::io::ErrorKind as IoKind;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use stomp::{Command as Verb, Outgoing, Role, Stop};
+
+use crate::api::{CloseCause, Command, Conn, ConnId, Event, ListenerId};
+use crate::config::Config;
+use crate::timers::{Armed, Timer, Timers};
+use crate::transport::Transport;
+
+/// An outgoing buffer with more capacity than this is freed when it empties.
+const KEEP_OUT: usize = 16 * 1024;
+
+/// What a handler returns: keep the connection, or close it for this cause.
+pub(crate) type Step = Result<(), CloseCause>;
+
+/// What an I/O thread's handlers share: the pass's clock and events, the read buffer, the
+/// deadlines, and the connections to read again or write at the end of the pass.
+pub(crate) struct Ctx {
+    pub(crate) config: Arc<Config>,
+    pub(crate) now: Instant,
+    pub(crate) events: Vec<Event>,
+    pub(crate) scratch: Vec<u8>,
+    pub(crate) decoded: Vec<stomp::Event>,
+    pub(crate) timers: Timers,
+    pub(crate) again: Vec<ConnId>,
+    pub(crate) dirty: Vec<ConnId>,
+}
+
+/// A listener's settings and count of open connections, shared by its connections.
+#[derive(Debug)]
+pub(crate) struct ListenerInfo {
+    pub(crate) id: ListenerId,
+    pub(crate) limits: stomp::FrameLimits,
+    pub(crate) allowed: i64,
+    pub(crate) open: AtomicUsize,
+    pub(crate) handshake_timeout: Option<Duration>,
+    pub(crate) handshake_error: Option<String>,
+}
+
+/// Counts one open connection of a listener until dropped (however the connection ends).
+#[derive(Debug)]
+pub(crate) struct OpenSlot(pub(crate) Arc<ListenerInfo>);
+
+impl Drop for OpenSlot {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// One connection's state on its thread (see the module doc).
+// The flags are independent conditions (paused by Python, by the codec, input ended, ...),
+// each read on its own; folding them into an enum would only hide that.
+#[allow(clippy::struct_excessive_bools)]
+pub(crate) struct Connection {
+    pub(crate) conn: Conn,
+    pub(crate) transport: Transport,
+    codec: stomp::Connection,
+    slot: OpenSlot,
+    out: Vec<u8>,
+    written: usize,
+    paused: bool,
+    awaiting_accept: bool,
+    input_done: bool,
+    connect_seen: bool,
+    /// Close with this cause once the outgoing bytes are written.
+    closing: Option<CloseCause>,
+    ttl_reported: bool,
+    send_every: Option<Duration>,
+    expect_within: Option<Duration>,
+    last_read: Instant,
+    last_write: Instant,
+    pub(crate) armed: Armed,
+    queued_write: bool,
+}
+
+impl Connection {
+    pub(crate) fn new(conn: Conn, transport: Transport, slot: OpenSlot, now: Instant) -> Self {
+        let limits = slot.0.limits;
+        Self {
+            conn,
+            transport,
+            codec: stomp::Connection::new(Role::Server, limits),
+            slot,
+            out: Vec::new(),
+            written: 0,
+            paused: false,
+            awaiting_accept: false,
+            input_done: false,
+            connect_seen: false,
+            closing: None,
+            ttl_reported: false,
+            send_every: None,
+            expect_within: None,
+            last_read: now,
+            last_write: now,
+            armed: Armed::default(),
+            queued_write: false,
+        }
+    }
+
+    pub(crate) fn id(&self) -> ConnId {
+        self.conn.id()
+    }
+
+    /// Arms `handshake-timeout` (at accept time).
+    pub(crate) fn start(&mut self, ctx: &mut Ctx) {
+        if let Some(timeout) = self.slot.0.handshake_timeout {
+            let (at, id) = (ctx.now + timeout, self.id());
+            ctx.timers.arm(&mut self.armed, id, Timer::Handshake, at);
+        }
+    }
+
+    fn reading(&self) -> bool {
+        !(self.paused || self.awaiting_accept || self.input_done)
+    }
+
+    // --- reading -------------------------------------------------------------------------
+
+    /// Reads until the socket would block or `budget` bytes are read (then the thread
+    /// comes back on its next pass, unless `rest`: a last read), decoding as it goes.
+    pub(crate) fn read(&mut self, ctx: &mut Ctx, mut budget: usize, rest: bool) -> Step {
+        loop {
+            if self.input_done || self.awaiting_accept || (self.paused && !rest) {
+                return Ok(());
+            }
+            if budget == 0 {
+                if !rest {
+                    ctx.again.push(self.id());
+                }
+                return Ok(());
+            }
+            let want = budget.min(ctx.scratch.len());
+            match self.transport.read(&mut ctx.scratch[..want]) {
+                Ok(0) => return self.ended(ctx),
+                Ok(n) => {
+                    budget -= n;
+                    self.last_read = ctx.now;
+                    // Cannot fail: the stream has not ended and the codec may be failed
+                    // (then it ignores the bytes).
+                    let _ = self.codec.receive_data(&ctx.scratch[..n]);
+                    self.decode(ctx);
+                }
+                Err(e) if e.kind() == IoKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == IoKind::Interrupted => {}
+                Err(e) => return Err(CloseCause::Reset(e.to_string())),
+            }
+        }
+    }
+
+    /// Reports every complete frame buffered, up to a pause, an error or a DISCONNECT.
+    fn decode(&mut self, ctx: &mut Ctx) {
+        let id = self.id();
+        let mut decoded = std::mem::take(&mut ctx.decoded);
+        let result = self.codec.next_events(&mut decoded);
+        for event in decoded.drain(..) {
+            let stomp::Event::Frame(frame) = event else {
+                continue; // heart-beats (they moved `last_read`), and the end (see `ended`)
+            };
+            if self.input_done {
+                continue; // after a DISCONNECT: ignored, as transport/stomp.py does
+            }
+            if frame.command.is_connect() {
+                self.connect_seen = true;
+                self.armed.clear(Timer::Handshake);
+            } else if frame.command == Verb::Disconnect {
+                self.input_done = true;
+            }
+            ctx.events.push(Event::Frame { conn: id, frame });
+        }
+        ctx.decoded = decoded;
+        match result {
+            Ok(Stop::Paused) => self.awaiting_accept = true,
+            Ok(Stop::NeedData | Stop::Closed) => {}
+            Err(error) => {
+                if !self.input_done {
+                    ctx.events.push(Event::ProtocolError { conn: id, error });
+                }
+                self.input_done = true;
+            }
+        }
+    }
+
+    /// The peer closed its side: Artemis closes the connection then (Netty does not allow
+    /// half-closed channels by default); what is queued gets one last try.
+    fn ended(&mut self, ctx: &mut Ctx) -> Step {
+        self.input_done = true;
+        let unread = self.codec.buffered();
+        let _ = self.flush(ctx);
+        Err(if unread > 0 {
+            CloseCause::MidFrame { unread }
+        } else {
+            CloseCause::PeerClosed
+        })
+    }
+
+    // --- writing -------------------------------------------------------------------------
+
+    fn queue(&mut self, ctx: &mut Ctx) {
+        if !self.queued_write {
+            self.queued_write = true;
+            ctx.dirty.push(self.id());
+        }
+    }
+
+    /// Writes what is buffered until done or the socket would block.
+    pub(crate) fn flush(&mut self, ctx: &mut Ctx) -> Step {
+        self.queued_write = false;
+        let shared = &self.conn.0;
+        while self.written < self.out.len() || self.transport.has_pending() {
+            match self.transport.write(&self.out[self.written..]) {
+                Ok(0) => return Err(CloseCause::Reset("the socket accepts no bytes".into())),
+                Ok(n) => {
+                    self.written += n;
+                    self.last_write = ctx.now;
+                    shared.outgoing.fetch_sub(n, Ordering::SeqCst);
+                }
+                Err(e) if e.kind() == IoKind::WouldBlock => break,
+                Err(e) if e.kind() == IoKind::Interrupted => {}
+                Err(e) => return Err(CloseCause::Reset(e.to_string())),
+            }
+        }
+        if self.written == self.out.len() {
+            self.written = 0;
+            if self.out.capacity() > KEEP_OUT {
+                self.out = Vec::new();
+            } else {
+                self.out.clear();
+            }
+        }
+        self.check_writable(ctx);
+        if self.out.is_empty() {
+            if let Some(cause) = self.closing.take() {
+                return Err(cause);
+            }
+        }
+        Ok(())
+    }
+
+    /// Reports [`Event::Writable`] when someone waits for it and the bytes drained.
+    fn check_writable(&self, ctx: &mut Ctx) {
+        let shared = &self.conn.0;
+        let outgoing = shared.outgoing.load(Ordering::SeqCst);
+        if outgoing >= shared.high_water {
+            shared.wants_writable.store(true, Ordering::SeqCst);
+        } else if outgoing <= shared.low_water && shared.wants_writable.load(Ordering::SeqCst) {
+            shared.wants_writable.store(false, Ordering::SeqCst);
+            ctx.events.push(Event::Writable { conn: self.id() });
+        }
+    }
+
+    /// Makes room at the front of the outgoing buffer once half of it is written.
+    fn compact(&mut self) {
+        if self.written > 0 && self.written * 2 >= self.out.len() {
+            self.out.drain(..self.written);
+            self.written = 0;
+        }
+    }
+
+    /// Encodes `frame` (or takes `bytes`) into the outgoing buffer, replacing the
+    /// estimate `submit` counted with the real length.
+    fn send(&mut self, ctx: &mut Ctx, command: &Command) {
+        let estimate = command.estimate();
+        let shared = Arc::clone(&self.conn.0);
+        if self.closing.is_none() {
+            self.compact();
+            let before = self.out.len();
+            match command {
+                Command::Send { frame, .. } => {
+                    let outgoing = Outgoing::new(frame.command, &frame.headers, &frame.body);
+                    if let Err(error) = self.codec.send(&mut self.out, &outgoing) {
+                        let conn = self.id();
+                        ctx.events.push(Event::CommandFailed { conn, error });
+                    }
+                }
+                Command::SendBytes { bytes, .. } => self.out.extend_from_slice(bytes),
+                _ => {}
+            }
+            shared
+                .outgoing
+                .fetch_add(self.out.len() - before, Ordering::SeqCst);
+            self.queue(ctx);
+        }
+        shared.outgoing.fetch_sub(estimate, Ordering::SeqCst);
+    }
+
+    // --- commands ------------------------------------------------------------------------
+
+    /// Carries out one of Python's commands.
+    pub(crate) fn command(&mut self, ctx: &mut Ctx, command: &Command) -> Step {
+        match command {
+            Command::AcceptConnect { version, .. } => {
+                if let Err(error) = self.codec.accept_connect(version.as_str()) {
+                    let conn = self.id();
+                    ctx.events.push(Event::CommandFailed { conn, error });
+                } else if self.awaiting_accept {
+                    self.awaiting_accept = false;
+                    self.decode(ctx); // the frames pipelined behind the CONNECT
+                    ctx.again.push(self.id());
+                }
+            }
+            Command::Send { .. } | Command::SendBytes { .. } => self.send(ctx, command),
+            Command::SetHeartbeat {
+                send_every,
+                expect_within,
+                ..
+            } => self.set_heartbeat(ctx, *send_every, *expect_within),
+            Command::PauseReading { .. } => self.paused = true,
+            Command::ResumeReading { .. } => {
+                if self.paused {
+                    self.paused = false;
+                    self.last_read = ctx.now; // the TTL starts again
+                    ctx.again.push(self.id());
+                }
+            }
+            Command::ReadRest { .. } => {
+                let result = self.read(ctx, ctx.config.last_read_limit, true);
+                ctx.events.push(Event::RestRead { conn: self.id() });
+                return result;
+            }
+            Command::Close { flush, .. } => return self.close(ctx, *flush, CloseCause::Requested),
+            Command::InjectPanic { .. } => panic!("injected panic (the test hook)"),
+        }
+        Ok(())
+    }
+
+    fn close(&mut self, ctx: &mut Ctx, flush: bool, cause: CloseCause) -> Step {
+        self.input_done = true;
+        if !flush || self.out.is_empty() {
+            return Err(cause);
+        }
+        self.closing = Some(cause);
+        let (at, id) = (ctx.now + ctx.config.close_linger, self.id());
+        ctx.timers.arm(&mut self.armed, id, Timer::Linger, at);
+        self.queue(ctx);
+        Ok(())
+    }
+
+    fn set_heartbeat(
+        &mut self,
+        ctx: &mut Ctx,
+        send_every: Option<Duration>,
+        expect_within: Option<Duration>,
+    ) {
+        let id = self.id();
+        self.send_every = send_every.filter(|d| !d.is_zero());
+        self.expect_within = expect_within.filter(|d| !d.is_zero());
+        self.ttl_reported = false;
+        if let Some(every) = self.send_every {
+            let at = self.last_write + every;
+            ctx.timers.arm(&mut self.armed, id, Timer::Heartbeat, at);
+        }
+        if let Some(within) = self.expect_within {
+            let at = self.last_read + within;
+            ctx.timers.arm(&mut self.armed, id, Timer::Ttl, at);
+        }
+    }
+
+    // --- time ----------------------------------------------------------------------------
+
+    /// A deadline of this connection came (`armed` cleared for it already).
+    pub(crate) fn timer(&mut self, ctx: &mut Ctx, timer: Timer) -> Step {
+        let id = self.id();
+        let now = ctx.now;
+        match timer {
+            Timer::Handshake => {
+                if !self.connect_seen {
+                    self.handshake_expired(ctx);
+                    return self.close(ctx, true, CloseCause::HandshakeTimeout);
+                }
+            }
+            Timer::Heartbeat => {
+                let Some(every) = self.send_every else {
+                    return Ok(());
+                };
+                let due = self.last_write + every;
+                let mut next = due;
+                if now >= due {
+                    if self.out.is_empty() && self.closing.is_none() {
+                        if let Ok(eol) = self.codec.send_heartbeat() {
+                            self.out.extend_from_slice(eol);
+                            self.conn.0.outgoing.fetch_add(eol.len(), Ordering::SeqCst);
+                            self.queue(ctx);
+                        }
+                    }
+                    next = now + every;
+                }
+                ctx.timers.arm(&mut self.armed, id, Timer::Heartbeat, next);
+            }
+            Timer::Ttl => {
+                let Some(within) = self.expect_within else {
+                    return Ok(());
+                };
+                if !self.reading() && !self.input_done {
+                    // Paused: the TTL does not run (it starts again at the resume).
+                    ctx.timers
+                        .arm(&mut self.armed, id, Timer::Ttl, now + within);
+                } else if now.duration_since(self.last_read) >= within {
+                    if !self.ttl_reported && self.closing.is_none() {
+                        self.ttl_reported = true;
+                        let silent_for = now.duration_since(self.last_read);
+                        ctx.events.push(Event::TtlExpired {
+                            conn: id,
+                            silent_for,
+                        });
+                    }
+                } else {
+                    ctx.timers
+                        .arm(&mut self.armed, id, Timer::Ttl, self.last_read + within);
+                }
+            }
+            Timer::Linger => {
+                if self.closing.is_some() {
+                    return Err(CloseCause::FlushTimeout);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the listener's handshake ERROR frame (if it has one), as
+    /// `transport/stomp.py` answers a CONNECT that does not come in time.
+    fn handshake_expired(&mut self, ctx: &mut Ctx) {
+        let Some(message) = self.slot.0.handshake_error.as_deref() else {
+            return;
+        };
+        let length = message.len().to_string();
+        let headers = [
+            ("message", message),
+            ("content-type", "text/plain"),
+            ("content-length", length.as_str()),
+        ];
+        let frame = Outgoing::new(Verb::Error, &headers, message.as_bytes());
+        let before = self.out.len();
+        if self.codec.send(&mut self.out, &frame).is_ok() {
+            let added = self.out.len() - before;
+            self.conn.0.outgoing.fetch_add(added, Ordering::SeqCst);
+            self.queue(ctx);
+        }
+    }
+}

@@ -1,0 +1,420 @@
+//! One I/O thread: a mio poll loop over its listeners and connections.
+//!
+//! A pass of the loop: wait for readiness (or the earliest deadline; no wait at all when a
+//! connection is owed a read), handle what is ready (accept, read and decode, write), take
+//! the inbox (connections accepted by another thread, listeners, Python's commands) and
+//! carry it out, read the connections owed a read, fire the deadlines that came, write
+//! every connection with new outgoing bytes once, and publish the pass's events in one
+//! batch. Everything about one connection happens inside [`Worker::with`], which catches a
+//! panic and drops only that connection.
+
+use std::any::Any;
+use std::net::SocketAddr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use crate::api::{CloseCause, Command, Conn, ConnId, Event};
+use crate::config::Config;
+use crate::connection::{Connection, Ctx, ListenerInfo, OpenSlot, Step};
+use crate::notify::EventQueue;
+use crate::timers::Timers;
+use crate::transport::Transport;
+
+pub(crate) const WAKER: Token = Token(usize::MAX);
+const LISTENER_BASE: usize = usize::MAX / 2;
+/// How soon an accept that failed for want of descriptors (EMFILE) is tried again.
+const ACCEPT_RETRY: Duration = Duration::from_millis(50);
+
+/// A connection accepted by one thread for another.
+pub(crate) struct Adopted {
+    pub(crate) stream: TcpStream,
+    pub(crate) peer: SocketAddr,
+    pub(crate) slot: OpenSlot,
+}
+
+/// A listener handed to its thread.
+pub(crate) struct Listener {
+    pub(crate) socket: TcpListener,
+    pub(crate) info: Arc<ListenerInfo>,
+}
+
+/// What other threads leave for an I/O thread.
+#[derive(Default)]
+pub(crate) struct Inbox {
+    pub(crate) commands: Vec<Command>,
+    pub(crate) adopted: Vec<Adopted>,
+    pub(crate) listen: Vec<Listener>,
+    pub(crate) unlisten: Vec<u32>,
+    pub(crate) stop: bool,
+}
+
+impl Inbox {
+    fn is_empty(&self) -> bool {
+        self.commands.is_empty()
+            && self.adopted.is_empty()
+            && self.listen.is_empty()
+            && self.unlisten.is_empty()
+            && !self.stop
+    }
+}
+
+/// An I/O thread as the other threads see it.
+pub(crate) struct Mailbox {
+    inbox: Mutex<Inbox>,
+    waker: Waker,
+}
+
+impl Mailbox {
+    pub(crate) fn new(waker: Waker) -> Self {
+        Self {
+            inbox: Mutex::new(Inbox::default()),
+            waker,
+        }
+    }
+
+    /// Adds to the inbox; wakes the thread if the inbox was empty (else a wake-up is
+    /// pending already: the thread takes the whole inbox each time).
+    pub(crate) fn post(&self, fill: impl FnOnce(&mut Inbox)) {
+        let was_empty = {
+            let mut inbox = self.inbox.lock().unwrap_or_else(PoisonError::into_inner);
+            let was_empty = inbox.is_empty();
+            fill(&mut inbox);
+            was_empty
+        };
+        if was_empty {
+            // Fails only if the eventfd cannot be written: the thread is gone then.
+            let _ = self.waker.wake();
+        }
+    }
+
+    fn take(&self) -> Inbox {
+        std::mem::take(&mut *self.inbox.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// What every thread of a plane shares.
+pub(crate) struct PlaneShared {
+    pub(crate) config: Arc<Config>,
+    pub(crate) events: EventQueue,
+    pub(crate) mailboxes: Vec<Mailbox>,
+    /// Round robin over the threads for accepted connections.
+    pub(crate) next_thread: std::sync::atomic::AtomicUsize,
+}
+
+/// One I/O thread's state (see the module doc).
+pub(crate) struct Worker {
+    index: usize,
+    poll: Poll,
+    plane: Arc<PlaneShared>,
+    conns: Vec<Option<Connection>>,
+    free: Vec<usize>,
+    seq: u32,
+    listeners: Vec<Option<Listener>>,
+    accept_retry: Option<Instant>,
+    ctx: Ctx,
+}
+
+impl Worker {
+    pub(crate) fn new(index: usize, poll: Poll, plane: Arc<PlaneShared>) -> Self {
+        let config = Arc::clone(&plane.config);
+        let scratch = vec![0; config.read_chunk.max(1)];
+        Self {
+            index,
+            poll,
+            plane,
+            conns: Vec::new(),
+            free: Vec::new(),
+            seq: 0,
+            listeners: Vec::new(),
+            accept_retry: None,
+            ctx: Ctx {
+                config,
+                now: Instant::now(),
+                events: Vec::new(),
+                scratch,
+                decoded: Vec::new(),
+                timers: Timers::default(),
+                again: Vec::new(),
+                dirty: Vec::new(),
+            },
+        }
+    }
+
+    /// The loop (see the module doc); returns when the plane stops.
+    pub(crate) fn run(mut self) {
+        let mut events = Events::with_capacity(1024);
+        loop {
+            let timeout = self.timeout();
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    // epoll_wait fails only on a programming error (EBADF, EINVAL): stop
+                    // serving rather than spin.
+                    self.stop();
+                    return;
+                }
+            }
+            self.ctx.now = Instant::now();
+            let again = std::mem::take(&mut self.ctx.again);
+            let mut woken = false;
+            for event in &events {
+                match event.token() {
+                    WAKER => woken = true,
+                    Token(t) if t >= LISTENER_BASE => self.accept(t - LISTENER_BASE),
+                    Token(slot) => self.ready(slot, event),
+                }
+            }
+            if self.accept_retry.is_some_and(|at| at <= self.ctx.now) {
+                self.accept_retry = None;
+                for index in 0..self.listeners.len() {
+                    self.accept(index);
+                }
+            }
+            if woken && self.inbox() {
+                self.stop();
+                return;
+            }
+            let budget = self.ctx.config.read_budget;
+            for id in again {
+                self.with(id, |conn, ctx| conn.read(ctx, budget, false));
+            }
+            self.fire_timers();
+            for id in std::mem::take(&mut self.ctx.dirty) {
+                self.with(id, Connection::flush);
+            }
+            self.plane.events.publish(&mut self.ctx.events);
+        }
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        if !self.ctx.again.is_empty() {
+            return Some(Duration::ZERO);
+        }
+        let next = match (self.ctx.timers.next(), self.accept_retry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }?;
+        // Rounded up: epoll counts milliseconds, and waking early costs a pass for nothing.
+        let wait = next.saturating_duration_since(Instant::now());
+        Some(wait + Duration::from_micros(999))
+    }
+
+    fn ready(&mut self, slot: usize, event: &mio::event::Event) {
+        let Some(id) = self
+            .conns
+            .get(slot)
+            .and_then(|c| c.as_ref())
+            .map(Connection::id)
+        else {
+            return;
+        };
+        let budget = self.ctx.config.read_budget;
+        self.with(id, |conn, ctx| {
+            if event.is_error() {
+                if let Some(error) = conn.transport.take_error() {
+                    return Err(CloseCause::Reset(error.to_string()));
+                }
+            }
+            if event.is_readable() || event.is_read_closed() {
+                conn.read(ctx, budget, false)?;
+            }
+            if event.is_writable() {
+                conn.flush(ctx)?;
+            }
+            Ok(())
+        });
+    }
+
+    /// Runs `work` on connection `id` (if it is still open), panics contained: a panic, or
+    /// a close the work asks for, drops the connection and reports why.
+    fn with(&mut self, id: ConnId, work: impl FnOnce(&mut Connection, &mut Ctx) -> Step) {
+        let slot = id.slot();
+        let Some(Some(conn)) = self.conns.get_mut(slot) else {
+            return;
+        };
+        if conn.id() != id {
+            return; // an older connection's leftover
+        }
+        let ctx = &mut self.ctx;
+        // AssertUnwindSafe: after a panic the connection is dropped, so no broken invariant
+        // of it is seen again; the context's state stays valid at every step (events and
+        // lists only grow, the read buffer is scratch).
+        let outcome = catch_unwind(AssertUnwindSafe(|| work(conn, ctx)));
+        let cause = match outcome {
+            Ok(Ok(())) => return,
+            Ok(Err(cause)) => cause,
+            Err(payload) => CloseCause::Panic(panic_message(payload.as_ref())),
+        };
+        self.remove(slot, cause);
+    }
+
+    fn remove(&mut self, slot: usize, cause: CloseCause) {
+        let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else {
+            return;
+        };
+        let _ = self.poll.registry().deregister(conn.transport.source());
+        conn.transport.shutdown();
+        self.free.push(slot);
+        let id = conn.id();
+        drop(conn); // closes the socket; its OpenSlot counts it out of connectionsAllowed
+        self.ctx.events.push(Event::Closed { conn: id, cause });
+    }
+
+    fn fire_timers(&mut self) {
+        let now = self.ctx.now;
+        while let Some((at, id, timer)) = self.ctx.timers.pop_due(now) {
+            let current = match self.conns.get_mut(id.slot()) {
+                Some(Some(conn)) if conn.id() == id && conn.armed.get(timer) == Some(at) => {
+                    conn.armed.clear(timer);
+                    true
+                }
+                _ => false,
+            };
+            if current {
+                self.with(id, |conn, ctx| conn.timer(ctx, timer));
+            }
+        }
+    }
+
+    /// Takes the inbox and carries it out; whether the plane stops.
+    fn inbox(&mut self) -> bool {
+        let inbox = self.plane.mailboxes[self.index].take();
+        for listener in inbox.listen {
+            self.add_listener(listener);
+        }
+        for id in inbox.unlisten {
+            self.remove_listener(id);
+        }
+        for adopted in inbox.adopted {
+            self.adopt(adopted);
+        }
+        for command in inbox.commands {
+            let id = command.conn().id();
+            self.with(id, |conn, ctx| conn.command(ctx, &command));
+        }
+        inbox.stop
+    }
+
+    fn add_listener(&mut self, mut listener: Listener) {
+        let index = self.listeners.len();
+        let token = Token(LISTENER_BASE + index);
+        if self
+            .poll
+            .registry()
+            .register(&mut listener.socket, token, Interest::READABLE)
+            .is_ok()
+        {
+            self.listeners.push(Some(listener));
+            self.accept(index); // connections that came before it was registered
+        }
+    }
+
+    fn remove_listener(&mut self, id: u32) {
+        for entry in &mut self.listeners {
+            if entry.as_ref().is_some_and(|l| l.info.id.0 == id) {
+                if let Some(mut listener) = entry.take() {
+                    let _ = self.poll.registry().deregister(&mut listener.socket);
+                }
+            }
+        }
+    }
+
+    /// Accepts every connection waiting on listener `index` and hands each to a thread.
+    fn accept(&mut self, index: usize) {
+        loop {
+            let Some(Some(listener)) = self.listeners.get(index) else {
+                return;
+            };
+            let info = Arc::clone(&listener.info);
+            let (stream, peer) = match listener.socket.accept() {
+                Ok(accepted) => accepted,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    // Out of descriptors or memory, or an aborted handshake: the backlog
+                    // keeps the rest; try again soon (edge-triggered: no new edge comes).
+                    self.accept_retry = Some(self.ctx.now + ACCEPT_RETRY);
+                    return;
+                }
+            };
+            let open = info.open.load(Ordering::Acquire);
+            if info.allowed >= 0 && open as i64 >= info.allowed {
+                drop(stream); // accepted and closed at once, as Artemis does
+                let listener = info.id;
+                self.ctx.events.push(Event::Refused { listener, peer });
+                continue;
+            }
+            info.open.fetch_add(1, Ordering::AcqRel);
+            let _ = stream.set_nodelay(true);
+            let adopted = Adopted {
+                stream,
+                peer,
+                slot: OpenSlot(info),
+            };
+            let threads = self.plane.mailboxes.len();
+            let target = self.plane.next_thread.fetch_add(1, Ordering::Relaxed) % threads;
+            if target == self.index {
+                self.adopt(adopted);
+            } else {
+                self.plane.mailboxes[target].post(|inbox| inbox.adopted.push(adopted));
+            }
+        }
+    }
+
+    /// Takes a new connection into this thread and reports it opened.
+    fn adopt(&mut self, adopted: Adopted) {
+        let Adopted { stream, peer, slot } = adopted;
+        let index = self.free.pop().unwrap_or_else(|| {
+            self.conns.push(None);
+            self.conns.len() - 1
+        });
+        self.seq = self.seq.wrapping_add(1);
+        let id = ConnId::new(self.index, index, self.seq);
+        let config = &self.ctx.config;
+        let conn = Conn::new(id, config.high_water, config.low_water);
+        let listener = slot.0.id;
+        let mut transport = Transport::Plain(stream);
+        let interest = Interest::READABLE | Interest::WRITABLE;
+        if self
+            .poll
+            .registry()
+            .register(transport.source(), Token(index), interest)
+            .is_err()
+        {
+            self.free.push(index);
+            self.ctx.events.push(Event::Refused { listener, peer });
+            return;
+        }
+        let mut connection = Connection::new(conn.clone(), transport, slot, self.ctx.now);
+        connection.start(&mut self.ctx);
+        self.conns[index] = Some(connection);
+        self.ctx.events.push(Event::Opened {
+            conn,
+            listener,
+            peer,
+        });
+    }
+
+    /// The plane stops: every connection closes and says so.
+    fn stop(&mut self) {
+        for slot in 0..self.conns.len() {
+            self.remove(slot, CloseCause::Shutdown);
+        }
+        self.listeners.clear();
+        self.plane.events.publish(&mut self.ctx.events);
+    }
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic without a message".to_owned()
+    }
+}
