@@ -18,7 +18,8 @@ impl ConnId {
         ConnId((u64::from(seq) << 32) | ((slot as u64 & 0xFF_FFFF) << 8) | (thread as u64 & 0xFF))
     }
 
-    pub(crate) fn thread(self) -> usize {
+    /// The index of the I/O thread that serves the connection.
+    pub fn thread(self) -> usize {
         (self.0 & 0xFF) as usize
     }
 

@@ -1,0 +1,128 @@
+//! Faults stay with their connection; stopping closes everything; many idle connections.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+mod common;
+
+use std::time::Duration;
+
+use common::{connected, plane, Client};
+use dataplane::{CloseCause, Command, Config, DataPlane, Event};
+
+#[test]
+fn a_panic_on_one_connection_closes_only_that_connection() {
+    // One thread: both connections on it, so the thread itself must survive.
+    let (plane, addr, mut events) = plane(
+        Config {
+            threads: 1,
+            ..Config::default()
+        },
+        |_| {},
+    );
+    let (mut victim, victim_conn) = connected(&plane, addr, &mut events);
+    let (mut other, other_conn) = connected(&plane, addr, &mut events);
+    plane.submit([Command::InjectPanic {
+        conn: victim_conn.clone(),
+    }]);
+    match events.closed(&plane, &victim_conn) {
+        CloseCause::Panic(message) => assert!(message.contains("injected"), "{message}"),
+        cause => panic!("closed for {cause:?}"),
+    }
+    victim.expect_eof();
+    // The other connection, on the same thread, goes on both ways.
+    other.send(b"SEND\ndestination:/q\n\nstill here\0");
+    assert_eq!(events.frame(&plane, &other_conn).body, b"still here");
+    plane.submit([Command::SendBytes {
+        conn: other_conn.clone(),
+        bytes: b"\n".to_vec(),
+    }]);
+    other.heartbeats(1);
+    // And the thread still accepts.
+    let (_third, _) = connected(&plane, addr, &mut events);
+    // Commands for the dropped connection are ignored.
+    plane.submit([Command::SendBytes {
+        conn: victim_conn.clone(),
+        bytes: b"x".to_vec(),
+    }]);
+}
+
+#[test]
+fn stopping_the_plane_closes_every_connection_and_says_so() {
+    let (plane, addr, mut events) = plane(common::two_threads(), |_| {});
+    let (mut one, one_conn) = connected(&plane, addr, &mut events);
+    let (mut two, two_conn) = connected(&plane, addr, &mut events);
+    plane.shutdown();
+    assert_eq!(events.closed(&plane, &one_conn), CloseCause::Shutdown);
+    assert_eq!(events.closed(&plane, &two_conn), CloseCause::Shutdown);
+    one.expect_eof();
+    two.expect_eof();
+    plane.shutdown(); // idempotent
+    assert!(
+        std::net::TcpStream::connect(addr).is_err(),
+        "still listening"
+    );
+}
+
+#[test]
+fn a_thousand_idle_connections_with_heart_beats_on_one_plane() {
+    let (plane, addr, mut events) = plane(common::two_threads(), |_| {});
+    let mut clients = Vec::new();
+    let mut conns = Vec::new();
+    for _ in 0..1000 {
+        let mut client = Client::connect(addr);
+        client.send(&common::connect_bytes("1.2"));
+        clients.push(client);
+    }
+    let mut opened = std::collections::HashMap::new();
+    while conns.len() < 1000 {
+        let event = events.next(&plane, "Opened or CONNECT", |e| {
+            matches!(e, Event::Opened { .. } | Event::Frame { .. })
+        });
+        match event {
+            Event::Opened { conn, .. } => {
+                opened.insert(conn.id(), conn);
+            }
+            Event::Frame { conn, .. } => conns.push(opened[&conn].clone()),
+            _ => unreachable!(),
+        }
+    }
+    let wakeups = plane.wakeups();
+    plane.submit(conns.iter().flat_map(|conn| {
+        let connected = common::frame(stomp::Command::Connected, &[("version", "1.2")], b"");
+        [
+            Command::AcceptConnect {
+                conn: conn.clone(),
+                version: stomp::Version::V12,
+            },
+            Command::Send {
+                conn: conn.clone(),
+                frame: connected,
+            },
+            Command::SetHeartbeat {
+                conn: conn.clone(),
+                send_every: Some(Duration::from_secs(10)),
+                expect_within: Some(Duration::from_secs(20)),
+            },
+        ]
+    }));
+    for client in &mut clients {
+        assert_eq!(client.frame().unwrap().command, stomp::Command::Connected);
+    }
+    // Idle: no events (no wake-ups of Python) while nothing happens.
+    events.none_within(&plane, Duration::from_millis(300), |_| true);
+    assert_eq!(
+        plane.wakeups(),
+        wakeups,
+        "Python woken while the connections idled"
+    );
+    drop(clients);
+    for conn in &conns {
+        assert_eq!(events.closed(&plane, conn), CloseCause::PeerClosed);
+    }
+}
+
+#[test]
+fn a_plane_starts_one_thread_per_core_by_default() {
+    let plane = DataPlane::start(Config::default()).unwrap();
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    assert_eq!(plane.threads(), cores.min(dataplane::MAX_THREADS));
+}

@@ -1,0 +1,171 @@
+//! Back-pressure both ways: outgoing bytes against the water marks, and paused reading.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+mod common;
+
+use std::io::Read;
+use std::time::Duration;
+
+use common::{connected, plane};
+use dataplane::{CloseCause, Command, Config, Event};
+
+#[test]
+fn a_client_that_does_not_read_makes_the_connection_unwritable_until_it_reads() {
+    let config = Config {
+        threads: 2,
+        high_water: 256 * 1024,
+        low_water: 64 * 1024,
+        ..Config::default()
+    };
+    let (plane, addr, mut events) = plane(config, |_| {});
+    let (client, conn) = connected(&plane, addr, &mut events);
+    assert!(conn.writable());
+    // 8 MiB in 64 KiB pieces: far more than the socket buffers hold.
+    let chunk = vec![b'x'; 64 * 1024];
+    let total = 8 * 1024 * 1024;
+    plane.submit((0..total / chunk.len()).map(|_| Command::SendBytes {
+        conn: conn.clone(),
+        bytes: chunk.clone(),
+    }));
+    assert!(
+        !conn.writable(),
+        "outgoing {} after submitting {total}",
+        conn.outgoing()
+    );
+    // The socket fills and the rest stays buffered: still above the mark, and no
+    // Writable while the client reads nothing.
+    let id = conn.id();
+    let writable = move |e: &Event| matches!(e, Event::Writable { conn } if *conn == id);
+    events.none_within(&plane, Duration::from_millis(200), writable);
+    assert!(conn.outgoing() >= 256 * 1024, "{}", conn.outgoing());
+    // The client reads everything; Writable comes once the bytes drained to the low mark.
+    let mut stream = client.stream.try_clone().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut read = 0;
+        while read < total {
+            let n = stream.read(&mut buf).unwrap();
+            assert!(n > 0 && buf[..n].iter().all(|&b| b == b'x'));
+            read += n;
+        }
+        read
+    });
+    events.next(&plane, "Writable", writable);
+    assert!(conn.writable());
+    assert_eq!(reader.join().unwrap(), total);
+    let deadline = std::time::Instant::now() + common::PATIENCE;
+    while conn.outgoing() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} bytes never written",
+            conn.outgoing()
+        );
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn paused_reading_leaves_frames_in_the_socket_until_resumed() {
+    let (plane, addr, mut events) = plane(common::two_threads(), |_| {});
+    let (mut client, conn) = connected(&plane, addr, &mut events);
+    plane.submit([
+        Command::PauseReading { conn: conn.clone() },
+        Command::SendBytes {
+            conn: conn.clone(),
+            bytes: b"\n".to_vec(),
+        },
+    ]);
+    client.heartbeats(1); // the pause was carried out before this EOL was written
+    for i in 0..10 {
+        client.send(format!("SEND\ndestination:/q\nn:{i}\n\n\0").as_bytes());
+    }
+    let id = conn.id();
+    let frame = move |e: &Event| matches!(e, Event::Frame { conn, .. } if *conn == id);
+    events.none_within(&plane, Duration::from_millis(200), frame);
+    plane.submit([Command::ResumeReading { conn: conn.clone() }]);
+    for i in 0..10 {
+        assert_eq!(
+            events.frame(&plane, &conn).get("n"),
+            Some(i.to_string().as_str())
+        );
+    }
+}
+
+#[test]
+fn read_rest_takes_what_the_socket_holds_even_while_paused() {
+    let (plane, addr, mut events) = plane(common::two_threads(), |_| {});
+    let (mut client, conn) = connected(&plane, addr, &mut events);
+    plane.submit([
+        Command::PauseReading { conn: conn.clone() },
+        Command::SendBytes {
+            conn: conn.clone(),
+            bytes: b"\n".to_vec(),
+        },
+    ]);
+    client.heartbeats(1);
+    client.send(b"ACK\nid:1\n\n\0ACK\nid:2\n\n\0ACK\nid:");
+    // Over loopback, a write is in the peer's receive queue when send() returns: the
+    // node's socket holds these bytes now.
+    plane.submit([Command::ReadRest { conn: conn.clone() }]);
+    let id = conn.id();
+    events.next(
+        &plane,
+        "RestRead",
+        |e| matches!(e, Event::RestRead { conn } if *conn == id),
+    );
+    let acks: Vec<_> = events
+        .queue
+        .drain(..)
+        .filter_map(|e| match e {
+            Event::Frame { frame, .. } => frame.get("id").map(str::to_owned),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(acks, ["1", "2"]);
+    plane.submit([Command::Close {
+        conn: conn.clone(),
+        flush: true,
+    }]);
+    assert_eq!(events.closed(&plane, &conn), CloseCause::Requested);
+    drop(client);
+}
+
+#[test]
+fn a_flushing_close_gives_up_on_a_client_that_never_reads() {
+    let config = Config {
+        threads: 1,
+        close_linger: Duration::from_millis(200),
+        ..Config::default()
+    };
+    let (plane, addr, mut events) = plane(config, |_| {});
+    let (_client, conn) = connected(&plane, addr, &mut events);
+    let chunk = vec![b'y'; 1 << 20];
+    plane.submit((0..16).map(|_| Command::SendBytes {
+        conn: conn.clone(),
+        bytes: chunk.clone(),
+    }));
+    plane.submit([Command::Close {
+        conn: conn.clone(),
+        flush: true,
+    }]);
+    assert_eq!(events.closed(&plane, &conn), CloseCause::FlushTimeout);
+}
+
+#[test]
+fn connections_are_spread_over_the_threads() {
+    let (plane, addr, mut events) = plane(
+        Config {
+            threads: 3,
+            ..Config::default()
+        },
+        |_| {},
+    );
+    let mut clients = Vec::new();
+    let mut threads = std::collections::BTreeSet::new();
+    for _ in 0..6 {
+        let (client, conn) = connected(&plane, addr, &mut events);
+        threads.insert(conn.id().thread());
+        clients.push(client);
+    }
+    assert_eq!(threads.len(), 3, "{threads:?}");
+}
