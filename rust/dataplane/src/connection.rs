@@ -301,8 +301,20 @@ impl Connection {
                 .outgoing
                 .fetch_add(self.out.len() - before, Ordering::SeqCst);
             self.queue(ctx);
+            // A CONNECTED sent without AcceptConnect decides the version itself.
+            self.version_decided(ctx);
         }
         shared.outgoing.fetch_sub(estimate, Ordering::SeqCst);
+    }
+
+    /// Once the version is decided, decodes the frames pipelined behind the CONNECT and
+    /// reads on.
+    fn version_decided(&mut self, ctx: &mut Ctx) {
+        if self.awaiting_accept && self.codec.version().is_some() {
+            self.awaiting_accept = false;
+            self.decode(ctx);
+            ctx.again.push(self.id());
+        }
     }
 
     // --- commands ------------------------------------------------------------------------
@@ -314,10 +326,8 @@ impl Connection {
                 if let Err(error) = self.codec.accept_connect(version.as_str()) {
                     let conn = self.id();
                     ctx.events.push(Event::CommandFailed { conn, error });
-                } else if self.awaiting_accept {
-                    self.awaiting_accept = false;
-                    self.decode(ctx); // the frames pipelined behind the CONNECT
-                    ctx.again.push(self.id());
+                } else {
+                    self.version_decided(ctx);
                 }
             }
             Command::Send { .. } | Command::SendBytes { .. } => self.send(ctx, command),
@@ -412,7 +422,9 @@ impl Connection {
                 let Some(within) = self.expect_within else {
                     return Ok(());
                 };
-                if !self.reading() && !self.input_done {
+                if self.input_done {
+                    // Nothing more will be read: the connection is ending anyway.
+                } else if !self.reading() {
                     // Paused: the TTL does not run (it starts again at the resume).
                     ctx.timers
                         .arm(&mut self.armed, id, Timer::Ttl, now + within);

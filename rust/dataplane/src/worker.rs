@@ -146,48 +146,61 @@ impl Worker {
     }
 
     /// The loop (see the module doc); returns when the plane stops.
+    ///
+    /// Work on one connection has its own `catch_unwind` ([`Worker::with`]); this one is
+    /// for a bug in the thread's own work (accepting, the inbox): the pass is abandoned and
+    /// the loop goes on, so the thread and its other connections live.
     pub(crate) fn run(mut self) {
         let mut events = Events::with_capacity(1024);
         loop {
-            let timeout = self.timeout();
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
-                if e.kind() != std::io::ErrorKind::Interrupted {
-                    // epoll_wait fails only on a programming error (EBADF, EINVAL): stop
-                    // serving rather than spin.
-                    self.stop();
-                    return;
-                }
+            match catch_unwind(AssertUnwindSafe(|| self.pass(&mut events))) {
+                Ok(true) | Err(_) => {}
+                Ok(false) => return,
             }
-            self.ctx.now = Instant::now();
-            let again = std::mem::take(&mut self.ctx.again);
-            let mut woken = false;
-            for event in &events {
-                match event.token() {
-                    WAKER => woken = true,
-                    Token(t) if t >= LISTENER_BASE => self.accept(t - LISTENER_BASE),
-                    Token(slot) => self.ready(slot, event),
-                }
-            }
-            if self.accept_retry.is_some_and(|at| at <= self.ctx.now) {
-                self.accept_retry = None;
-                for index in 0..self.listeners.len() {
-                    self.accept(index);
-                }
-            }
-            if woken && self.inbox() {
-                self.stop();
-                return;
-            }
-            let budget = self.ctx.config.read_budget;
-            for id in again {
-                self.with(id, |conn, ctx| conn.read(ctx, budget, false));
-            }
-            self.fire_timers();
-            for id in std::mem::take(&mut self.ctx.dirty) {
-                self.with(id, Connection::flush);
-            }
-            self.plane.events.publish(&mut self.ctx.events);
         }
+    }
+
+    /// One pass of the loop; false when the plane stops.
+    fn pass(&mut self, events: &mut Events) -> bool {
+        let timeout = self.timeout();
+        if let Err(e) = self.poll.poll(events, timeout) {
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                // epoll_wait fails only on a programming error (EBADF, EINVAL): stop
+                // serving rather than spin.
+                self.stop();
+                return false;
+            }
+        }
+        self.ctx.now = Instant::now();
+        let again = std::mem::take(&mut self.ctx.again);
+        let mut woken = false;
+        for event in &*events {
+            match event.token() {
+                WAKER => woken = true,
+                Token(t) if t >= LISTENER_BASE => self.accept(t - LISTENER_BASE),
+                Token(slot) => self.ready(slot, event),
+            }
+        }
+        if self.accept_retry.is_some_and(|at| at <= self.ctx.now) {
+            self.accept_retry = None;
+            for index in 0..self.listeners.len() {
+                self.accept(index);
+            }
+        }
+        if woken && self.inbox() {
+            self.stop();
+            return false;
+        }
+        let budget = self.ctx.config.read_budget;
+        for id in again {
+            self.with(id, |conn, ctx| conn.read(ctx, budget, false));
+        }
+        self.fire_timers();
+        for id in std::mem::take(&mut self.ctx.dirty) {
+            self.with(id, Connection::flush);
+        }
+        self.plane.events.publish(&mut self.ctx.events);
+        true
     }
 
     fn timeout(&self) -> Option<Duration> {

@@ -226,3 +226,21 @@ fn a_frame_the_codec_refuses_to_send_is_reported() {
         "a refused frame's estimate is taken back"
     );
 }
+
+#[test]
+fn a_connected_frame_alone_decides_the_version_and_1_0_frames_are_not_unescaped() {
+    let (plane, addr, mut events) = plane(two_threads(), |_| {});
+    let mut client = Client::connect(addr);
+    let mut bytes = connect_bytes("1.0");
+    bytes.extend_from_slice(b"SEND\ndestination:/q\nkey:a\\cb\n\n\0");
+    client.send(&bytes);
+    let conn = events.opened(&plane);
+    assert_eq!(events.frame(&plane, &conn).command, Verb::Connect);
+    // No AcceptConnect: the CONNECTED names the version, as the codec allows.
+    plane.submit([Command::Send {
+        conn: conn.clone(),
+        frame: frame(Verb::Connected, &[("version", "1.0")], b""),
+    }]);
+    assert_eq!(client.frame().unwrap().get("version"), Some("1.0"));
+    assert_eq!(events.frame(&plane, &conn).get("key"), Some("a\\cb"));
+}
