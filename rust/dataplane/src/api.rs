@@ -92,10 +92,6 @@ impl Conn {
 /// Why a connection closed; [`Event::Closed`] is its last event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CloseCause {
-    /// The peer closed the connection between frames.
-    PeerClosed,
-    /// The peer closed it with this many bytes of an unfinished frame read.
-    MidFrame { unread: usize },
     /// A read or write failed (a reset, a broken pipe): the error's text.
     Reset(String),
     /// `handshake-timeout` passed without a CONNECT frame.
@@ -137,6 +133,13 @@ pub enum Event {
     TtlExpired { conn: ConnId, silent_for: Duration },
     /// [`Command::ReadRest`] is done: the frames the socket held came before this.
     RestRead { conn: ConnId },
+    /// The peer closed its side: every frame it completed was reported before this, and
+    /// `unread` bytes of a frame it did not finish were dropped (0: it ended between
+    /// frames). The connection stays open for writing until [`Command::Close`]: Python
+    /// closes it once what was read took effect (the last ACKs durable, so a client that
+    /// sees the close may count on them: `tests/integration/test_acks_on_close.py`), and a
+    /// half-closed client still gets its last RECEIPTs.
+    InputEnded { conn: ConnId, unread: usize },
     /// The connection is gone; commands for it are ignored from now on.
     Closed { conn: ConnId, cause: CloseCause },
     /// A connection over `connectionsAllowed` was accepted and closed at once.
@@ -157,6 +160,7 @@ impl Event {
             | Event::Writable { conn }
             | Event::TtlExpired { conn, .. }
             | Event::RestRead { conn }
+            | Event::InputEnded { conn, .. }
             | Event::Closed { conn, .. } => Some(*conn),
             Event::Refused { .. } => None,
         }

@@ -153,7 +153,10 @@ impl Connection {
             }
             let want = budget.min(ctx.scratch.len());
             match self.transport.read(&mut ctx.scratch[..want]) {
-                Ok(0) => return self.ended(ctx),
+                Ok(0) => {
+                    self.ended(ctx);
+                    return Ok(());
+                }
                 Ok(n) => {
                     budget -= n;
                     self.last_read = ctx.now;
@@ -202,17 +205,15 @@ impl Connection {
         }
     }
 
-    /// The peer closed its side: Artemis closes the connection then (Netty does not allow
-    /// half-closed channels by default); what is queued gets one last try.
-    fn ended(&mut self, ctx: &mut Ctx) -> Step {
+    /// The peer closed its side: reported; the connection waits for Python's close
+    /// ([`Event::InputEnded`]).
+    fn ended(&mut self, ctx: &mut Ctx) {
         self.input_done = true;
         let unread = self.codec.buffered();
-        let _ = self.flush(ctx);
-        Err(if unread > 0 {
-            CloseCause::MidFrame { unread }
-        } else {
-            CloseCause::PeerClosed
-        })
+        ctx.events.push(Event::InputEnded {
+            conn: self.id(),
+            unread,
+        });
     }
 
     // --- writing -------------------------------------------------------------------------

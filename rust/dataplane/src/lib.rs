@@ -48,10 +48,11 @@
 //!
 //! **Faults stay with their connection:** every piece of work on a connection runs under
 //! `catch_unwind`; a panic drops that connection only ([`CloseCause::Panic`]) and the
-//! thread goes on. A read or write error closes the connection ([`CloseCause::Reset`]);
-//! the peer closing closes it too, after the frames it completed are reported
-//! ([`CloseCause::PeerClosed`], or [`CloseCause::MidFrame`] with the unfinished frame's
-//! bytes), as Artemis (Netty) does not keep half-closed connections.
+//! thread goes on. A read or write error closes the connection ([`CloseCause::Reset`]).
+//! The peer closing its side does not: the frames it completed are reported, then
+//! [`Event::InputEnded`] (with the bytes of a frame it left unfinished), and the socket
+//! stays open until Python closes it, once what was read took effect (the node's contract:
+//! a client that sees the close may count on its last ACKs).
 //!
 //! **Time:** each thread keeps a binary heap of deadlines (handshake, heart-beat, TTL,
 //! close linger), cleaned lazily (`timers`): reads and writes only move a connection's

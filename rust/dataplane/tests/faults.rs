@@ -116,7 +116,14 @@ fn a_thousand_idle_connections_with_heart_beats_on_one_plane() {
     );
     drop(clients);
     for conn in &conns {
-        assert_eq!(events.closed(&plane, conn), CloseCause::PeerClosed);
+        assert_eq!(events.input_ended(&plane, conn), 0);
+    }
+    plane.submit(conns.iter().map(|conn| Command::Close {
+        conn: conn.clone(),
+        flush: true,
+    }));
+    for conn in &conns {
+        assert_eq!(events.closed(&plane, conn), CloseCause::Requested);
     }
 }
 

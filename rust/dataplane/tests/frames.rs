@@ -138,27 +138,43 @@ fn an_oversized_frame_is_a_protocol_error_under_the_listeners_limits() {
 }
 
 #[test]
-fn a_peer_vanishing_mid_frame_closes_with_the_unfinished_bytes_counted() {
+fn a_peer_vanishing_mid_frame_ends_the_input_with_the_unfinished_bytes_counted() {
     let (plane, addr, mut events) = plane(two_threads(), |_| {});
     let (mut client, conn) = connected(&plane, addr, &mut events);
     client.send(b"SEND\ndestination:/q\n\ncomplete\0SEND\ndestination:/q\n\nhalf");
     drop(client);
     assert_eq!(events.frame(&plane, &conn).body, b"complete");
     let unread = b"SEND\ndestination:/q\n\nhalf".len();
-    assert_eq!(
-        events.closed(&plane, &conn),
-        CloseCause::MidFrame { unread }
-    );
+    assert_eq!(events.input_ended(&plane, &conn), unread);
+    plane.submit([Command::Close {
+        conn: conn.clone(),
+        flush: false,
+    }]);
+    assert_eq!(events.closed(&plane, &conn), CloseCause::Requested);
 }
 
 #[test]
-fn a_peer_closing_between_frames_closes_after_its_last_frame() {
+fn a_half_closed_peer_gets_its_last_receipt_and_the_close_comes_from_python() {
     let (plane, addr, mut events) = plane(two_threads(), |_| {});
     let (mut client, conn) = connected(&plane, addr, &mut events);
-    client.send(b"SEND\ndestination:/q\n\nlast\0\n");
-    drop(client);
+    client.send(b"SEND\ndestination:/q\nreceipt:r1\n\nlast\0\n");
+    client.stream.shutdown(std::net::Shutdown::Write).unwrap();
     assert_eq!(events.frame(&plane, &conn).body, b"last");
-    assert_eq!(events.closed(&plane, &conn), CloseCause::PeerClosed);
+    assert_eq!(events.input_ended(&plane, &conn), 0);
+    // Still open: Python answers what was read, then closes.
+    plane.submit([
+        Command::Send {
+            conn: conn.clone(),
+            frame: frame(Verb::Receipt, &[("receipt-id", "r1")], b""),
+        },
+        Command::Close {
+            conn: conn.clone(),
+            flush: true,
+        },
+    ]);
+    assert_eq!(client.frame().unwrap().get("receipt-id"), Some("r1"));
+    client.expect_eof();
+    assert_eq!(events.closed(&plane, &conn), CloseCause::Requested);
 }
 
 #[test]

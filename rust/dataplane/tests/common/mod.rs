@@ -122,6 +122,16 @@ impl Events {
         }
     }
 
+    /// The bytes of an unfinished frame [`Event::InputEnded`] reports.
+    pub fn input_ended(&mut self, plane: &DataPlane, conn: &Conn) -> usize {
+        let id = conn.id();
+        let wanted = |e: &Event| matches!(e, Event::InputEnded { conn, .. } if *conn == id);
+        match self.next(plane, "InputEnded", wanted) {
+            Event::InputEnded { unread, .. } => unread,
+            _ => unreachable!(),
+        }
+    }
+
     pub fn closed(&mut self, plane: &DataPlane, conn: &Conn) -> dataplane::CloseCause {
         let id = conn.id();
         match self.next(
