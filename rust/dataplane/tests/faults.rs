@@ -133,3 +133,52 @@ fn a_plane_starts_one_thread_per_core_by_default() {
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     assert_eq!(plane.threads(), cores.min(dataplane::MAX_THREADS));
 }
+
+#[test]
+fn a_reset_connection_closes_with_the_error() {
+    let (plane, addr, mut events) = plane(common::two_threads(), |_| {});
+    let (client, conn) = connected(&plane, addr, &mut events);
+    // Unread bytes in the client's socket when it closes make its kernel send a RST.
+    plane.submit([Command::SendBytes {
+        conn: conn.clone(),
+        bytes: b"\n\n\n".to_vec(),
+    }]);
+    let mut probe = [0u8; 1];
+    client.stream.peek(&mut probe).unwrap();
+    drop(client);
+    match events.closed(&plane, &conn) {
+        CloseCause::Reset(error) => assert!(error.contains("reset"), "{error}"),
+        cause => panic!("closed for {cause:?}"),
+    }
+}
+
+#[test]
+fn commands_for_a_closed_connection_never_reach_the_one_reusing_its_slot() {
+    let (plane, addr, mut events) = plane(
+        Config {
+            threads: 1,
+            ..Config::default()
+        },
+        |_| {},
+    );
+    let (_old_client, old) = connected(&plane, addr, &mut events);
+    plane.submit([Command::Close {
+        conn: old.clone(),
+        flush: false,
+    }]);
+    events.closed(&plane, &old);
+    let (mut new_client, new) = connected(&plane, addr, &mut events);
+    assert_eq!(new.id().thread(), old.id().thread());
+    assert_ne!(new.id(), old.id());
+    plane.submit([
+        Command::SendBytes {
+            conn: old.clone(),
+            bytes: b"MESSAGE for the old one\n\n\0".to_vec(),
+        },
+        Command::SendBytes {
+            conn: new.clone(),
+            bytes: b"\n".to_vec(),
+        },
+    ]);
+    new_client.heartbeats(1); // fails on anything but an EOL first
+}
