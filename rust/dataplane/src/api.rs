@@ -254,3 +254,28 @@ impl Command {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_carries_its_thread_and_slot() {
+        let id = ConnId::new(5, 0xAB_CDEF, 0xFFFF_FFFF);
+        assert_eq!((id.thread(), id.slot()), (5, 0xAB_CDEF));
+        assert_ne!(
+            id,
+            ConnId::new(5, 0xAB_CDEF, 1),
+            "a reused slot gets another id"
+        );
+    }
+
+    #[test]
+    fn writable_below_the_high_water_mark_and_the_flag_set_at_it() {
+        let conn = Conn::new(ConnId(1), 100, 10);
+        assert!(conn.writable());
+        conn.0.outgoing.store(100, Ordering::SeqCst);
+        assert!(!conn.writable());
+        assert!(conn.0.wants_writable.load(Ordering::SeqCst));
+    }
+}

@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicU32, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -34,8 +34,12 @@ pub struct DataPlane {
 
 impl DataPlane {
     /// Starts the I/O threads (no listener yet).
-    pub fn start(config: Config) -> Result<Self> {
+    pub fn start(mut config: Config) -> Result<Self> {
         let count = config.thread_count();
+        // A read needs room for a byte, and a budget of nothing would read nothing forever.
+        config.read_chunk = config.read_chunk.max(1);
+        config.read_budget = config.read_budget.max(config.read_chunk);
+        config.low_water = config.low_water.min(config.high_water);
         let mut polls = Vec::with_capacity(count);
         let mut mailboxes = Vec::with_capacity(count);
         for _ in 0..count {
@@ -49,6 +53,7 @@ impl DataPlane {
             events: EventQueue::new()?,
             mailboxes,
             next_thread: AtomicUsize::new(0),
+            stopped: AtomicBool::new(false),
         });
         let plane = DataPlane {
             shared: Arc::clone(&shared),
@@ -78,6 +83,9 @@ impl DataPlane {
     /// Binds `spec.addr` and starts accepting on it (on one of the threads; accepted
     /// connections are spread over all of them).
     pub fn listen(&self, spec: ListenerSpec) -> Result<Listening> {
+        if self.shared.stopped.load(Ordering::Acquire) {
+            return Err(Error::Stopped);
+        }
         let addr = spec.addr;
         let listen_error = |source| Error::Listen { addr, source };
         let socket = std::net::TcpListener::bind(addr).map_err(listen_error)?;
@@ -86,10 +94,7 @@ impl DataPlane {
         raise_backlog(&socket).map_err(listen_error)?;
         socket.set_nonblocking(true).map_err(listen_error)?;
         let local_addr = socket.local_addr().map_err(listen_error)?;
-        let id = ListenerId(
-            self.next_listener
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        );
+        let id = ListenerId(self.next_listener.fetch_add(1, Ordering::Relaxed));
         let info = Arc::new(ListenerInfo {
             id,
             limits: spec.limits,
@@ -115,15 +120,18 @@ impl DataPlane {
 
     /// Hands commands to their connections' threads: one lock and at most one wake-up per
     /// thread. Each command's outgoing bytes count at once ([`crate::Conn::outgoing`]).
-    /// Commands for a closed connection are dropped.
+    /// Commands for a closed connection, or after [`DataPlane::shutdown`], are dropped.
     pub fn submit(&self, commands: impl IntoIterator<Item = Command>) {
+        if self.shared.stopped.load(Ordering::Acquire) {
+            return;
+        }
         let threads = self.threads();
         let mut batches: Vec<Vec<Command>> = (0..threads).map(|_| Vec::new()).collect();
         for command in commands {
             let conn = command.conn();
             conn.0
                 .outgoing
-                .fetch_add(command.estimate(), std::sync::atomic::Ordering::SeqCst);
+                .fetch_add(command.estimate(), Ordering::SeqCst);
             let thread = conn.id().thread();
             if let Some(batch) = batches.get_mut(thread) {
                 batch.push(command);
@@ -161,6 +169,7 @@ impl DataPlane {
     /// Closes every connection (each reports [`crate::CloseCause::Shutdown`]) and the
     /// listeners, and joins the threads. Idempotent; also done on drop.
     pub fn shutdown(&self) {
+        self.shared.stopped.store(true, Ordering::Release);
         for mailbox in &self.shared.mailboxes {
             mailbox.post(|inbox| inbox.stop = true);
         }

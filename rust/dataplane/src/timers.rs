@@ -67,3 +67,35 @@ impl Timers {
         self.heap.pop().map(|Reverse(entry)| entry)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn only_the_armed_deadline_is_live_and_a_later_one_does_not_replace_an_earlier() {
+        let mut timers = Timers::default();
+        let mut armed = Armed::default();
+        let conn = ConnId(7);
+        let t0 = Instant::now();
+        let (early, late) = (
+            t0 + Duration::from_millis(10),
+            t0 + Duration::from_millis(20),
+        );
+        timers.arm(&mut armed, conn, Timer::Ttl, late);
+        timers.arm(&mut armed, conn, Timer::Ttl, early); // earlier: armed, the late one stale
+        timers.arm(&mut armed, conn, Timer::Ttl, late); // later than armed: nothing
+        assert_eq!(armed.get(Timer::Ttl), Some(early));
+        assert_eq!(timers.next(), Some(early));
+        assert_eq!(timers.pop_due(t0), None, "nothing is due yet");
+        assert_eq!(timers.pop_due(late), Some((early, conn, Timer::Ttl)));
+        armed.clear(Timer::Ttl);
+        // The stale entry comes out too; the caller skips it (armed is not `late`).
+        assert_eq!(timers.pop_due(late), Some((late, conn, Timer::Ttl)));
+        assert_ne!(armed.get(Timer::Ttl), Some(late));
+        assert_eq!(timers.pop_due(late), None);
+        assert_eq!(timers.next(), None);
+    }
+}

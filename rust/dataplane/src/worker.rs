@@ -104,6 +104,8 @@ pub(crate) struct PlaneShared {
     pub(crate) mailboxes: Vec<Mailbox>,
     /// Round robin over the threads for accepted connections.
     pub(crate) next_thread: std::sync::atomic::AtomicUsize,
+    /// Set by `shutdown`: nothing more is taken.
+    pub(crate) stopped: std::sync::atomic::AtomicBool,
 }
 
 /// One I/O thread's state (see the module doc).

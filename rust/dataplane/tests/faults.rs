@@ -182,3 +182,28 @@ fn commands_for_a_closed_connection_never_reach_the_one_reusing_its_slot() {
     ]);
     new_client.heartbeats(1); // fails on anything but an EOL first
 }
+
+#[test]
+fn the_plane_and_what_crosses_it_can_move_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<DataPlane>();
+    send_sync::<dataplane::Conn>();
+    send::<Event>();
+    send::<Command>();
+}
+
+#[test]
+fn after_shutdown_nothing_is_taken() {
+    let (plane, addr, mut events) = plane(common::two_threads(), |_| {});
+    let (_client, conn) = connected(&plane, addr, &mut events);
+    plane.shutdown();
+    assert_eq!(events.closed(&plane, &conn), CloseCause::Shutdown);
+    plane.submit([Command::SendBytes {
+        conn: conn.clone(),
+        bytes: vec![b'x'; 10],
+    }]);
+    assert_eq!(conn.outgoing(), 0);
+    let spec = dataplane::ListenerSpec::new("127.0.0.1:0".parse().unwrap());
+    assert!(matches!(plane.listen(spec), Err(dataplane::Error::Stopped)));
+}
