@@ -89,6 +89,14 @@ impl Conn {
     }
 }
 
+/// A handed-off connection's place in its listener's `connectionsAllowed`: held by Python
+/// while it serves the connection, dropped when that ends.
+#[derive(Debug)]
+pub struct Lease {
+    /// Counted out of the listener when dropped.
+    pub(crate) _slot: crate::connection::OpenSlot,
+}
+
 /// Why a connection closed; [`Event::Closed`] is its last event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CloseCause {
@@ -142,6 +150,16 @@ pub enum Event {
     InputEnded { conn: ConnId, unread: usize },
     /// The connection is gone; commands for it are ignored from now on.
     Closed { conn: ConnId, cause: CloseCause },
+    /// The connection's first bytes started with one of the listener's hand-off prefixes
+    /// (a cluster link, an HTTP request): it is Python's from now on, as a non-blocking
+    /// socket with the bytes read from it so far. It counts towards `connectionsAllowed`
+    /// until `lease` is dropped. The connection's last event, like [`Event::Closed`].
+    HandedOff {
+        conn: ConnId,
+        stream: std::net::TcpStream,
+        initial: Vec<u8>,
+        lease: Lease,
+    },
     /// A connection over `connectionsAllowed` was accepted and closed at once.
     Refused {
         listener: ListenerId,
@@ -161,6 +179,7 @@ impl Event {
             | Event::TtlExpired { conn, .. }
             | Event::RestRead { conn }
             | Event::InputEnded { conn, .. }
+            | Event::HandedOff { conn, .. }
             | Event::Closed { conn, .. } => Some(*conn),
             Event::Refused { .. } => None,
         }

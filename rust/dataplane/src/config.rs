@@ -74,6 +74,11 @@ pub struct ListenerSpec {
     /// listening socket so accepted connections inherit them; None: the system's.
     pub tcp_send_buffer: Option<usize>,
     pub tcp_receive_buffer: Option<usize>,
+    /// First bytes that make a connection Python's ([`crate::Event::HandedOff`]): the
+    /// cluster links' magic, the HTTP methods of a WebSocket upgrade. A connection is
+    /// served as STOMP as soon as its first bytes cannot start any of them; until then (a
+    /// few bytes) nothing is decoded. Empty: every connection is STOMP.
+    pub handoff_prefixes: Vec<Vec<u8>>,
 }
 
 impl ListenerSpec {
@@ -87,6 +92,7 @@ impl ListenerSpec {
             handshake_error: None,
             tcp_send_buffer: None,
             tcp_receive_buffer: None,
+            handoff_prefixes: Vec::new(),
         }
     }
 }

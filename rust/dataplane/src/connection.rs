@@ -12,6 +12,10 @@
 //! turns reading back on schedules such a read too, because no new edge will come for
 //! bytes that arrived meanwhile.
 //!
+//! On a listener with hand-off prefixes, the first bytes are kept apart until they tell
+//! what the connection is: a STOMP client (they go to the codec) or Python's
+//! ([`End::Handoff`]: the worker gives Python the socket and those bytes).
+//!
 //! Memory of an idle connection: the codec (its parse buffer keeps the capacity of the
 //! largest read it held, a CONNECT's: about a hundred bytes), the outgoing buffer (freed
 //! when it empties, if it had grown past [`KEEP_OUT`]), the shared handle and two heap
@@ -32,8 +36,42 @@ use crate::transport::Transport;
 /// An outgoing buffer with more capacity than this is freed when it empties.
 const KEEP_OUT: usize = 16 * 1024;
 
-/// What a handler returns: keep the connection, or close it for this cause.
-pub(crate) type Step = Result<(), CloseCause>;
+/// How work on a connection ends it: closed for a cause, or handed to Python.
+#[derive(Debug)]
+pub(crate) enum End {
+    Close(CloseCause),
+    /// Its first bytes start with one of the listener's hand-off prefixes.
+    Handoff,
+}
+
+impl From<CloseCause> for End {
+    fn from(cause: CloseCause) -> Self {
+        End::Close(cause)
+    }
+}
+
+/// What a handler returns: keep the connection, or end it.
+pub(crate) type Step = Result<(), End>;
+
+/// What a connection's first bytes say it is.
+enum Sniff {
+    Stomp,
+    Handoff,
+    /// Still a proper prefix of a hand-off prefix: read more.
+    Undecided,
+}
+
+/// A STOMP client unless `data` starts with one of `prefixes` (or may still: then
+/// undecided), as `transport/acceptor.py` tells cluster links and HTTP requests apart.
+fn sniff(data: &[u8], prefixes: &[Vec<u8>]) -> Sniff {
+    if prefixes.iter().any(|p| data.starts_with(p)) {
+        Sniff::Handoff
+    } else if prefixes.iter().any(|p| p.starts_with(data)) {
+        Sniff::Undecided
+    } else {
+        Sniff::Stomp
+    }
+}
 
 /// What an I/O thread's handlers share: the pass's clock and events, the read buffer, the
 /// deadlines, and the connections to read again or write at the end of the pass.
@@ -57,6 +95,7 @@ pub(crate) struct ListenerInfo {
     pub(crate) open: AtomicUsize,
     pub(crate) handshake_timeout: Option<Duration>,
     pub(crate) handshake_error: Option<String>,
+    pub(crate) handoff: Vec<Vec<u8>>,
 }
 
 /// Counts one open connection of a listener until dropped (however the connection ends).
@@ -93,11 +132,14 @@ pub(crate) struct Connection {
     last_write: Instant,
     pub(crate) armed: Armed,
     queued_write: bool,
+    /// The first bytes, while they may still start a hand-off prefix (None: decided).
+    sniffed: Option<Vec<u8>>,
 }
 
 impl Connection {
     pub(crate) fn new(conn: Conn, transport: Transport, slot: OpenSlot, now: Instant) -> Self {
         let limits = slot.0.limits;
+        let slot_handoff_empty = slot.0.handoff.is_empty();
         Self {
             conn,
             transport,
@@ -117,6 +159,7 @@ impl Connection {
             last_write: now,
             armed: Armed::default(),
             queued_write: false,
+            sniffed: (!slot_handoff_empty).then(Vec::new),
         }
     }
 
@@ -160,16 +203,40 @@ impl Connection {
                 Ok(n) => {
                     budget -= n;
                     self.last_read = ctx.now;
-                    // Cannot fail: the stream has not ended and the codec may be failed
-                    // (then it ignores the bytes).
-                    let _ = self.codec.receive_data(&ctx.scratch[..n]);
-                    self.decode(ctx);
+                    self.take_in(ctx, n)?;
                 }
                 Err(e) if e.kind() == IoKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == IoKind::Interrupted => {}
-                Err(e) => return Err(CloseCause::Reset(e.to_string())),
+                Err(e) => return Err(CloseCause::Reset(e.to_string()).into()),
             }
         }
+    }
+
+    /// Decodes the `n` bytes just read (after telling what the connection is, first).
+    fn take_in(&mut self, ctx: &mut Ctx, n: usize) -> Step {
+        let data = &ctx.scratch[..n];
+        // Neither can fail: the stream has not ended, and a failed codec ignores bytes.
+        if let Some(first) = &mut self.sniffed {
+            first.extend_from_slice(data);
+            match sniff(first, &self.slot.0.handoff) {
+                Sniff::Undecided => return Ok(()),
+                Sniff::Handoff => return Err(End::Handoff),
+                Sniff::Stomp => {
+                    let first = self.sniffed.take().unwrap_or_default();
+                    let _ = self.codec.receive_data(&first);
+                }
+            }
+        } else {
+            let _ = self.codec.receive_data(data);
+        }
+        self.decode(ctx);
+        Ok(())
+    }
+
+    /// The socket, the bytes read from it and the listener's count, for Python.
+    pub(crate) fn into_handoff(self) -> (std::net::TcpStream, Vec<u8>, OpenSlot) {
+        let Transport::Plain(stream) = self.transport;
+        (stream.into(), self.sniffed.unwrap_or_default(), self.slot)
     }
 
     /// Reports every complete frame buffered, up to a pause, an error or a DISCONNECT.
@@ -209,7 +276,7 @@ impl Connection {
     /// ([`Event::InputEnded`]).
     fn ended(&mut self, ctx: &mut Ctx) {
         self.input_done = true;
-        let unread = self.codec.buffered();
+        let unread = self.codec.buffered() + self.sniffed.as_ref().map_or(0, Vec::len);
         ctx.events.push(Event::InputEnded {
             conn: self.id(),
             unread,
@@ -231,7 +298,10 @@ impl Connection {
         let shared = &self.conn.0;
         while self.written < self.out.len() || self.transport.has_pending() {
             match self.transport.write(&self.out[self.written..]) {
-                Ok(0) => return Err(CloseCause::Reset("the socket accepts no bytes".into())),
+                Ok(0) => {
+                    let cause = CloseCause::Reset("the socket accepts no bytes".into());
+                    return Err(cause.into());
+                }
                 Ok(n) => {
                     self.written += n;
                     self.last_write = ctx.now;
@@ -239,7 +309,7 @@ impl Connection {
                 }
                 Err(e) if e.kind() == IoKind::WouldBlock => break,
                 Err(e) if e.kind() == IoKind::Interrupted => {}
-                Err(e) => return Err(CloseCause::Reset(e.to_string())),
+                Err(e) => return Err(CloseCause::Reset(e.to_string()).into()),
             }
         }
         if self.written == self.out.len() {
@@ -253,7 +323,7 @@ impl Connection {
         self.check_writable(ctx);
         if self.out.is_empty() {
             if let Some(cause) = self.closing.take() {
-                return Err(cause);
+                return Err(cause.into());
             }
         }
         Ok(())
@@ -359,7 +429,7 @@ impl Connection {
     fn close(&mut self, ctx: &mut Ctx, flush: bool, cause: CloseCause) -> Step {
         self.input_done = true;
         if !flush || self.out.is_empty() {
-            return Err(cause);
+            return Err(cause.into());
         }
         self.closing = Some(cause);
         let (at, id) = (ctx.now + ctx.config.close_linger, self.id());
@@ -445,7 +515,7 @@ impl Connection {
             }
             Timer::Linger => {
                 if self.closing.is_some() {
-                    return Err(CloseCause::FlushTimeout);
+                    return Err(CloseCause::FlushTimeout.into());
                 }
             }
         }

@@ -39,6 +39,12 @@
 //! more is accepted and closed at once: [`Event::Refused`]) and `handshake-timeout` (no
 //! CONNECT in time: the listener's ERROR frame, then the close).
 //!
+//! **Not every connection is STOMP:** a listener may name hand-off prefixes (the cluster
+//! links' magic, the HTTP methods of a WebSocket upgrade, as `transport/acceptor.py`
+//! sniffs them). A connection whose first bytes start with one is handed to Python with
+//! those bytes ([`Event::HandedOff`]: a socket, and a [`Lease`] that keeps it counted in
+//! `connectionsAllowed`); one whose first bytes cannot start any is served as STOMP.
+//!
 //! **Back-pressure:** [`Conn::outgoing`] counts a connection's unwritten bytes (submitted
 //! frames at an estimate until encoded), readable from Python's thread without a lock;
 //! [`Conn::writable`] compares it with the high-water mark, and once it said no an
@@ -80,7 +86,7 @@ mod timers;
 mod transport;
 mod worker;
 
-pub use api::{CloseCause, Command, Conn, ConnId, Event, ListenerId};
+pub use api::{CloseCause, Command, Conn, ConnId, Event, Lease, ListenerId};
 pub use config::{Config, ListenerSpec};
 pub use error::{Error, Result};
 pub use plane::{DataPlane, Listening};

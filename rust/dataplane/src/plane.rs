@@ -102,6 +102,11 @@ impl DataPlane {
             open: AtomicUsize::new(0),
             handshake_timeout: spec.handshake_timeout.filter(|d| !d.is_zero()),
             handshake_error: spec.handshake_error,
+            handoff: spec
+                .handoff_prefixes
+                .into_iter()
+                .filter(|p| !p.is_empty())
+                .collect(),
         });
         let listener = Listener {
             socket: mio::net::TcpListener::from_std(socket),

@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 
-use crate::api::{CloseCause, Command, Conn, ConnId, Event};
+use crate::api::{CloseCause, Command, Conn, ConnId, Event, Lease};
 use crate::config::Config;
-use crate::connection::{Connection, Ctx, ListenerInfo, OpenSlot, Step};
+use crate::connection::{Connection, Ctx, End, ListenerInfo, OpenSlot, Step};
 use crate::notify::EventQueue;
 use crate::timers::Timers;
 use crate::transport::Transport;
@@ -231,7 +231,7 @@ impl Worker {
         self.with(id, |conn, ctx| {
             if event.is_error() {
                 if let Some(error) = conn.transport.take_error() {
-                    return Err(CloseCause::Reset(error.to_string()));
+                    return Err(CloseCause::Reset(error.to_string()).into());
                 }
             }
             if event.is_readable() || event.is_read_closed() {
@@ -259,24 +259,38 @@ impl Worker {
         // of it is seen again; the context's state stays valid at every step (events and
         // lists only grow, the read buffer is scratch).
         let outcome = catch_unwind(AssertUnwindSafe(|| work(conn, ctx)));
-        let cause = match outcome {
+        let end = match outcome {
             Ok(Ok(())) => return,
-            Ok(Err(cause)) => cause,
-            Err(payload) => CloseCause::Panic(panic_message(payload.as_ref())),
+            Ok(Err(end)) => end,
+            Err(payload) => End::Close(CloseCause::Panic(panic_message(payload.as_ref()))),
         };
-        self.remove(slot, cause);
+        self.remove(slot, end);
     }
 
-    fn remove(&mut self, slot: usize, cause: CloseCause) {
+    fn remove(&mut self, slot: usize, end: End) {
         let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else {
             return;
         };
         let _ = self.poll.registry().deregister(conn.transport.source());
-        conn.transport.shutdown();
         self.free.push(slot);
         let id = conn.id();
-        drop(conn); // closes the socket; its OpenSlot counts it out of connectionsAllowed
-        self.ctx.events.push(Event::Closed { conn: id, cause });
+        let event = match end {
+            End::Close(cause) => {
+                conn.transport.shutdown();
+                drop(conn); // closes the socket; its OpenSlot counts it out of connectionsAllowed
+                Event::Closed { conn: id, cause }
+            }
+            End::Handoff => {
+                let (stream, initial, slot) = conn.into_handoff();
+                Event::HandedOff {
+                    conn: id,
+                    stream,
+                    initial,
+                    lease: Lease { _slot: slot },
+                }
+            }
+        };
+        self.ctx.events.push(event);
     }
 
     fn fire_timers(&mut self) {
@@ -417,7 +431,7 @@ impl Worker {
     /// The plane stops: every connection closes and says so.
     fn stop(&mut self) {
         for slot in 0..self.conns.len() {
-            self.remove(slot, CloseCause::Shutdown);
+            self.remove(slot, End::Close(CloseCause::Shutdown));
         }
         self.listeners.clear();
         self.plane.events.publish(&mut self.ctx.events);
