@@ -200,6 +200,15 @@ pub enum Command {
         conn: Conn,
         frame: Frame,
     },
+    /// Encode only a frame's head (command, headers, blank line): its body, of
+    /// `body_length` bytes (its `content-length`), and the closing NUL follow as
+    /// [`Command::SendBytes`] (a large message's body streamed from its file, in pieces
+    /// paced by [`Conn::writable`]). `frame.body` must be empty.
+    SendHead {
+        conn: Conn,
+        frame: Frame,
+        body_length: u64,
+    },
     /// Write bytes encoded already.
     SendBytes {
         conn: Conn,
@@ -245,6 +254,7 @@ impl Command {
         match self {
             Command::AcceptConnect { conn, .. }
             | Command::Send { conn, .. }
+            | Command::SendHead { conn, .. }
             | Command::SendBytes { conn, .. }
             | Command::SetHeartbeat { conn, .. }
             | Command::PauseReading { conn }
@@ -260,7 +270,7 @@ impl Command {
     /// replaces it with the encoded length.
     pub(crate) fn estimate(&self) -> usize {
         match self {
-            Command::Send { frame, .. } => {
+            Command::Send { frame, .. } | Command::SendHead { frame, .. } => {
                 let headers: usize = frame
                     .headers
                     .iter()

@@ -358,8 +358,11 @@ impl Connection {
             self.compact();
             let before = self.out.len();
             match command {
-                Command::Send { frame, .. } => {
-                    let outgoing = Outgoing::new(frame.command, &frame.headers, &frame.body);
+                Command::Send { frame, .. } | Command::SendHead { frame, .. } => {
+                    let mut outgoing = Outgoing::new(frame.command, &frame.headers, &frame.body);
+                    if let Command::SendHead { body_length, .. } = command {
+                        outgoing.body_length = Some(i64::try_from(*body_length).unwrap_or(-1));
+                    }
                     if let Err(error) = self.codec.send(&mut self.out, &outgoing) {
                         let conn = self.id();
                         ctx.events.push(Event::CommandFailed { conn, error });
@@ -401,7 +404,9 @@ impl Connection {
                     self.version_decided(ctx);
                 }
             }
-            Command::Send { .. } | Command::SendBytes { .. } => self.send(ctx, command),
+            Command::Send { .. } | Command::SendHead { .. } | Command::SendBytes { .. } => {
+                self.send(ctx, command);
+            }
             Command::SetHeartbeat {
                 send_every,
                 expect_within,

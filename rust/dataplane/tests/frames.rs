@@ -260,3 +260,48 @@ fn a_connected_frame_alone_decides_the_version_and_1_0_frames_are_not_unescaped(
     assert_eq!(client.frame().unwrap().get("version"), Some("1.0"));
     assert_eq!(events.frame(&plane, &conn).get("key"), Some("a\\cb"));
 }
+
+#[test]
+fn a_frame_head_then_its_body_in_pieces_makes_one_message() {
+    let (plane, addr, mut events) = plane(two_threads(), |_| {});
+    let (mut client, conn) = connected(&plane, addr, &mut events);
+    let body = b"0123456789\0abcdef".to_vec();
+    let length = body.len().to_string();
+    let head = frame(
+        Verb::Message,
+        &[("destination", "/q"), ("content-length", &length)],
+        b"",
+    );
+    plane.submit([
+        Command::SendHead {
+            conn: conn.clone(),
+            frame: head,
+            body_length: body.len() as u64,
+        },
+        Command::SendBytes {
+            conn: conn.clone(),
+            bytes: body[..5].to_vec(),
+        },
+        Command::SendBytes {
+            conn: conn.clone(),
+            bytes: body[5..].to_vec(),
+        },
+        Command::SendBytes {
+            conn: conn.clone(),
+            bytes: vec![0],
+        },
+    ]);
+    let message = client.frame().unwrap();
+    assert_eq!(message.command, Verb::Message);
+    assert_eq!(message.body, body);
+    // A head whose length disagrees with its content-length is refused.
+    let wrong = frame(Verb::Message, &[("content-length", "3")], b"");
+    plane.submit([Command::SendHead {
+        conn: conn.clone(),
+        frame: wrong,
+        body_length: 4,
+    }]);
+    let id = conn.id();
+    let failed = |e: &Event| matches!(e, Event::CommandFailed { conn, .. } if *conn == id);
+    events.next(&plane, "CommandFailed", failed);
+}
