@@ -91,3 +91,50 @@ fn a_frame_trickled_byte_by_byte_arrives_whole() {
     let sent = events.frame(&plane, &conn);
     assert_eq!(sent.body, b"ab\0cd");
 }
+
+#[test]
+fn frames_cut_at_random_places_arrive_whole_and_in_order() {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    // Small reads and budgets, so frames straddle reads and passes of the loop too.
+    let config = Config {
+        threads: 2,
+        read_chunk: 97,
+        read_budget: 300,
+        ..Config::default()
+    };
+    let (plane, addr, mut events) = plane(config, |_| {});
+    let (mut client, conn) = connected(&plane, addr, &mut events);
+    let mut rng = StdRng::seed_from_u64(29);
+    let mut stream = Vec::new();
+    let mut bodies = Vec::new();
+    for n in 0..500 {
+        let body: Vec<u8> = (0..rng.gen_range(0..200)).map(|_| rng.gen()).collect();
+        let head = format!(
+            "SEND\ndestination:/q\nn:{n}\ncontent-length:{}\n\n",
+            body.len()
+        );
+        stream.extend_from_slice(head.as_bytes());
+        stream.extend_from_slice(&body);
+        stream.push(0);
+        if rng.gen_bool(0.3) {
+            stream.extend_from_slice(b"\r\n"); // heart-beat EOLs between frames
+        }
+        bodies.push(body);
+    }
+    // Two thirds in pieces of 1 to 64 bytes, the rest in one write: far more than one
+    // pass's budget, with no new edge to come (the thread must come back on its own).
+    let mut at = 0;
+    while at < stream.len() * 2 / 3 {
+        let piece = rng.gen_range(1..=64);
+        client.send(&stream[at..at + piece]);
+        at += piece;
+    }
+    client.send(&stream[at..]);
+    for (n, body) in bodies.iter().enumerate() {
+        let sent = events.frame(&plane, &conn);
+        assert_eq!(sent.get("n"), Some(n.to_string().as_str()));
+        assert_eq!(&sent.body, body);
+    }
+}
