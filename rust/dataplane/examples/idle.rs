@@ -10,7 +10,14 @@
 //! so the figures are the plane's alone and each process stays within its descriptor
 //! limit. This process plays Python's part: it answers each CONNECT (CONNECTED with
 //! `heart-beat:10000,10000`) and sets the connection's heart-beats (a beat every 10 s, a
-//! TTL of 20 s); the clients send an EOL on every connection every 5 s.
+//! TTL of 20 s); the clients send an EOL on every connection every 5 s (twice as often as
+//! they need to).
+//!
+//! Measured on the 2-core development machine (2026-12-06, release build, 2 I/O threads):
+//! 10,000 connections, 1.09 KiB of RSS each, 2.1% of a core over a 30 s idle window.
+//! Apache Artemis 2.56 takes 10.7 KiB and 13% for the same (issue 29); today's Trio shell
+//! 26.7 KiB and 45%. The plane's share only: the Python session behind each connection
+//! adds to it.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a measuring tool: a failure is a panic
 
 use std::collections::HashMap;

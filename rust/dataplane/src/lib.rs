@@ -73,6 +73,22 @@
 //! **TLS** is not in this step: the socket sits behind a small enum (`transport`) whose
 //! rustls variant the next step adds, with the same read/write/shutdown calls.
 //!
+//! # A connection's life, as Python drives it
+//!
+//! 1. [`Event::Opened`] (keep the [`Conn`]), then [`Event::Frame`] with the CONNECT.
+//! 2. Python authenticates and negotiates, then submits [`Command::AcceptConnect`],
+//!    [`Command::Send`] of the CONNECTED and [`Command::SetHeartbeat`] together (or an
+//!    ERROR and [`Command::Close`] with `flush`). The frames pipelined behind the CONNECT
+//!    come next, decoded with the version accepted.
+//! 3. Frames in, commands out. `Conn::writable` before delivering; [`Event::Writable`]
+//!    to go on. [`Command::PauseReading`] when the pipeline is full.
+//! 4. The end, whichever comes first: a [`Event::ProtocolError`] (answer with an ERROR,
+//!    then close with `flush`), [`Event::TtlExpired`] (the AMQ229014 ERROR,
+//!    [`Command::ReadRest`] for the last ACKs, then close), [`Event::InputEnded`] (settle
+//!    what was read, then close), a DISCONNECT frame (its RECEIPT, then close), or the
+//!    node stopping ([`Command::ReadRest`], settle, close). [`Event::Closed`] is the last
+//!    event, and the only one after a reset or a panic.
+//!
 //! Not wired into the node yet: the Python binding and the Trio shell that uses it are
 //! the next step (issue 29).
 
