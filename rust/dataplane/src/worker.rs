@@ -29,6 +29,8 @@ pub(crate) const WAKER: Token = Token(usize::MAX);
 const LISTENER_BASE: usize = usize::MAX / 2;
 /// How soon an accept that failed for want of descriptors (EMFILE) is tried again.
 const ACCEPT_RETRY: Duration = Duration::from_millis(50);
+/// Connections accepted from one listener in one pass at most.
+const ACCEPTS_PER_PASS: usize = 256;
 
 /// A connection accepted by one thread for another.
 pub(crate) struct Adopted {
@@ -354,7 +356,7 @@ impl Worker {
 
     /// Accepts every connection waiting on listener `index` and hands each to a thread.
     fn accept(&mut self, index: usize) {
-        loop {
+        for _ in 0..ACCEPTS_PER_PASS {
             let Some(Some(listener)) = self.listeners.get(index) else {
                 return;
             };
@@ -392,6 +394,9 @@ impl Worker {
                 self.plane.mailboxes[target].post(|inbox| inbox.adopted.push(adopted));
             }
         }
+        // A storm of connections: the thread's connections get their turn first, and the
+        // rest is accepted on the next pass (no new edge would come for it).
+        self.accept_retry = Some(self.ctx.now);
     }
 
     /// Takes a new connection into this thread and reports it opened.
