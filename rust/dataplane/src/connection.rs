@@ -136,6 +136,10 @@ pub(crate) struct Connection {
     queued_write: bool,
     /// The first bytes, while they may still start a hand-off prefix (None: decided).
     sniffed: Option<Vec<u8>>,
+    /// The peer's end of stream was read.
+    eof_seen: bool,
+    /// A flushing close wrote everything and waits for the peer's end ([`Connection::linger`]).
+    lingering: bool,
 }
 
 impl Connection {
@@ -162,6 +166,8 @@ impl Connection {
             armed: Armed::default(),
             queued_write: false,
             sniffed: (!slot_handoff_empty).then(Vec::new),
+            eof_seen: false,
+            lingering: false,
         }
     }
 
@@ -186,6 +192,9 @@ impl Connection {
     /// Reads until the socket would block or `budget` bytes are read (then the thread
     /// comes back on its next pass, unless `rest`: a last read), decoding as it goes.
     pub(crate) fn read(&mut self, ctx: &mut Ctx, mut budget: usize, rest: bool) -> Step {
+        if self.lingering {
+            return self.discard(ctx, budget);
+        }
         loop {
             if self.input_done || self.awaiting_accept || (self.paused && !rest) {
                 return Ok(());
@@ -278,6 +287,7 @@ impl Connection {
     /// ([`Event::InputEnded`]).
     fn ended(&mut self, ctx: &mut Ctx) {
         self.input_done = true;
+        self.eof_seen = true;
         let unread = self.codec.buffered() + self.sniffed.as_ref().map_or(0, Vec::len);
         ctx.events.push(Event::InputEnded {
             conn: self.id(),
@@ -323,11 +333,54 @@ impl Connection {
             }
         }
         self.check_writable(ctx);
-        if self.out.is_empty() {
-            if let Some(cause) = self.closing.take() {
-                return Err(cause.into());
+        if self.out.is_empty() && self.closing.is_some() && !self.lingering {
+            return self.linger(ctx);
+        }
+        Ok(())
+    }
+
+    /// A flushing close has written everything. Closing a socket whose peer sent bytes we
+    /// did not read makes the kernel reset it, and a reset throws away what the kernel
+    /// had not sent yet (the ERROR frame at the end, most likely). So the close is
+    /// lingering, as web servers do it: our side is shut (the peer reads to the end, then
+    /// sees it), what still comes in is read and dropped, and the socket closes when the
+    /// peer closes too, or when the close linger is over.
+    fn linger(&mut self, ctx: &mut Ctx) -> Step {
+        if self.eof_seen {
+            return Err(self.closing.take().unwrap_or(CloseCause::Requested).into());
+        }
+        self.transport.shutdown_write();
+        self.lingering = true;
+        ctx.again.push(self.id()); // its end may be in the socket already (no edge to come)
+        Ok(())
+    }
+
+    /// How a socket error ends the connection: a reset, unless it came while the close
+    /// lingered (everything was written: the close is what it was asked to be).
+    pub(crate) fn broken(&mut self, error: &std::io::Error) -> End {
+        if self.lingering {
+            self.closing.take().unwrap_or(CloseCause::Requested).into()
+        } else {
+            CloseCause::Reset(error.to_string()).into()
+        }
+    }
+
+    /// Reads and drops what the peer sends while the close lingers, until its end.
+    fn discard(&mut self, ctx: &mut Ctx, mut budget: usize) -> Step {
+        let closed = |this: &mut Self| -> Step {
+            Err(this.closing.take().unwrap_or(CloseCause::Requested).into())
+        };
+        while budget > 0 {
+            let want = budget.min(ctx.scratch.len());
+            match self.transport.read(&mut ctx.scratch[..want]) {
+                Ok(0) => return closed(self),
+                Ok(n) => budget -= n,
+                Err(e) if e.kind() == IoKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == IoKind::Interrupted => {}
+                Err(_) => return closed(self), // reset: it is closed either way
             }
         }
+        ctx.again.push(self.id());
         Ok(())
     }
 
@@ -433,9 +486,11 @@ impl Connection {
         Ok(())
     }
 
+    /// Closes at once, or (`flush`) once the outgoing bytes are written and the peer has
+    /// seen the end of them: see [`Connection::flush`].
     fn close(&mut self, ctx: &mut Ctx, flush: bool, cause: CloseCause) -> Step {
         self.input_done = true;
-        if !flush || self.out.is_empty() {
+        if !flush {
             return Err(cause.into());
         }
         self.closing = Some(cause);

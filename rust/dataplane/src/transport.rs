@@ -4,9 +4,11 @@
 //! `rustls::ServerConnection` beside the `TcpStream`, whose `read` decrypts what the
 //! socket holds (and may need to write handshake records first) and whose `write` encrypts
 //! into its buffer before flushing to the socket. The connection above only calls `read`,
-//! `write`, `flush_pending` and `shutdown`, and registers the socket with the poll, so
-//! nothing else changes when TLS arrives (a TLS handshake failure will be one more
-//! [`crate::CloseCause`]).
+//! `write`, `has_pending`, `shutdown_write` (TLS: a `close_notify` first) and `shutdown`,
+//! and registers the socket with the poll, so nothing else changes when TLS arrives (a
+//! TLS handshake failure will be one more [`crate::CloseCause`]). A hand-off gives the
+//! plain socket to Python; a TLS listener's hand-off is a question for that step (the
+//! TLS session cannot move to Python's `ssl`).
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
@@ -36,6 +38,15 @@ impl Transport {
     pub(crate) fn has_pending(&self) -> bool {
         match self {
             Transport::Plain(_) => false,
+        }
+    }
+
+    /// Ends our side (a FIN after the bytes written); reading goes on.
+    pub(crate) fn shutdown_write(&mut self) {
+        match self {
+            Transport::Plain(stream) => {
+                let _ = stream.shutdown(Shutdown::Write);
+            }
         }
     }
 

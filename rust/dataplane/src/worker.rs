@@ -233,7 +233,7 @@ impl Worker {
         self.with(id, |conn, ctx| {
             if event.is_error() {
                 if let Some(error) = conn.transport.take_error() {
-                    return Err(CloseCause::Reset(error.to_string()).into());
+                    return Err(conn.broken(&error));
                 }
             }
             if event.is_readable() || event.is_read_closed() {

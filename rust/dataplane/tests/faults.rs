@@ -18,7 +18,7 @@ fn a_panic_on_one_connection_closes_only_that_connection() {
         },
         |_| {},
     );
-    let (mut victim, victim_conn) = connected(&plane, addr, &mut events);
+    let (victim, victim_conn) = connected(&plane, addr, &mut events);
     let (mut other, other_conn) = connected(&plane, addr, &mut events);
     plane.submit([Command::InjectPanic {
         conn: victim_conn.clone(),
@@ -48,8 +48,8 @@ fn a_panic_on_one_connection_closes_only_that_connection() {
 #[test]
 fn stopping_the_plane_closes_every_connection_and_says_so() {
     let (plane, addr, mut events) = plane(common::two_threads(), |_| {});
-    let (mut one, one_conn) = connected(&plane, addr, &mut events);
-    let (mut two, two_conn) = connected(&plane, addr, &mut events);
+    let (one, one_conn) = connected(&plane, addr, &mut events);
+    let (two, two_conn) = connected(&plane, addr, &mut events);
     plane.shutdown();
     assert_eq!(events.closed(&plane, &one_conn), CloseCause::Shutdown);
     assert_eq!(events.closed(&plane, &two_conn), CloseCause::Shutdown);

@@ -126,8 +126,8 @@ fn read_rest_takes_what_the_socket_holds_even_while_paused() {
         conn: conn.clone(),
         flush: true,
     }]);
+    client.expect_eof();
     assert_eq!(events.closed(&plane, &conn), CloseCause::Requested);
-    drop(client);
 }
 
 #[test]
@@ -168,4 +168,58 @@ fn connections_are_spread_over_the_threads() {
         clients.push(client);
     }
     assert_eq!(threads.len(), 3, "{threads:?}");
+}
+
+#[test]
+fn a_flushing_close_delivers_everything_to_a_client_that_is_still_sending() {
+    let (plane, addr, mut events) = plane(common::two_threads(), |_| {});
+    let (mut client, conn) = connected(&plane, addr, &mut events);
+    // A malformed frame and more bytes behind it that the node will never read.
+    let mut garbage = b"BOGUS\n\n\0".to_vec();
+    garbage.resize(garbage.len() + 64 * 1024, b'z');
+    client.send(&garbage);
+    events.protocol_error(&plane, &conn);
+    // Much more than the socket buffers hold, then the ERROR, then the close.
+    let total = 8 << 20;
+    let error = common::frame(stomp::Command::Error, &[("message", "bye")], b"");
+    plane.submit(
+        (0..total / 65536)
+            .map(|_| Command::SendBytes {
+                conn: conn.clone(),
+                bytes: vec![b'\n'; 65536],
+            })
+            .chain([
+                Command::Send {
+                    conn: conn.clone(),
+                    frame: error,
+                },
+                Command::Close {
+                    conn: conn.clone(),
+                    flush: true,
+                },
+            ]),
+    );
+    // The client reads it all, slowly at first: the node has handed the last bytes to
+    // its kernel before they are all sent, with the client's bytes unread.
+    std::thread::sleep(Duration::from_millis(200));
+    let mut received = 0;
+    let mut buf = vec![0u8; 65536];
+    let mut tail = Vec::new();
+    loop {
+        let n = client
+            .stream
+            .read(&mut buf)
+            .expect("everything, then the end (no reset)");
+        if n == 0 {
+            break;
+        }
+        received += n;
+        tail.extend_from_slice(&buf[..n]);
+        let keep = tail.len().saturating_sub(64);
+        tail.drain(..keep);
+    }
+    assert!(received > total, "{received}");
+    assert!(tail.ends_with(b"ERROR\nmessage:bye\n\n\0"), "{tail:?}");
+    drop(client);
+    assert_eq!(events.closed(&plane, &conn), CloseCause::Requested);
 }

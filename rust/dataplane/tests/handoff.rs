@@ -84,7 +84,7 @@ fn a_handed_off_connection_counts_towards_connections_allowed_until_its_lease_is
     events.opened(&plane);
     let (stream, initial, lease) = handed_off(&mut events, &plane);
     assert!(initial.starts_with(b"GET "));
-    let mut refused = Client::connect(addr);
+    let refused = Client::connect(addr);
     events.next(&plane, "Refused", |e| matches!(e, Event::Refused { .. }));
     refused.expect_eof();
     drop(lease);

@@ -54,7 +54,11 @@ fn heart_beats_go_out_at_the_interval_and_a_silent_client_expires_its_ttl() {
         conn: conn.clone(),
         flush: true,
     }]);
-    events.closed(&plane, &conn);
+    client.beats_until_eof();
+    assert_eq!(
+        events.closed(&plane, &conn),
+        dataplane::CloseCause::Requested
+    );
     assert!(!events
         .queue
         .iter()

@@ -14,7 +14,7 @@ fn one_connection_over_connections_allowed_is_accepted_and_closed() {
     let (plane, addr, mut events) = plane(two_threads(), |spec| spec.connections_allowed = 2);
     let (_first, first) = connected(&plane, addr, &mut events);
     let (_second, _) = connected(&plane, addr, &mut events);
-    let mut third = Client::connect(addr);
+    let third = Client::connect(addr);
     let refused = events.next(&plane, "Refused", |e| matches!(e, Event::Refused { .. }));
     let Event::Refused { peer, .. } = refused else {
         unreachable!()
@@ -78,7 +78,7 @@ fn without_an_error_message_the_handshake_timeout_just_closes() {
     let (plane, addr, mut events) = plane(two_threads(), |spec| {
         spec.handshake_timeout = Some(Duration::from_millis(100));
     });
-    let mut silent = Client::connect(addr);
+    let silent = Client::connect(addr);
     let conn = events.opened(&plane);
     silent.expect_eof();
     assert_eq!(events.closed(&plane, &conn), CloseCause::HandshakeTimeout);

@@ -87,6 +87,11 @@ impl Connection {
                 }
             }
             Timer::Linger => {
+                if self.lingering {
+                    // Everything was written; the peer just did not close its side.
+                    let cause = self.closing.take().unwrap_or(CloseCause::Requested);
+                    return Err(cause.into());
+                }
                 if self.closing.is_some() {
                     return Err(CloseCause::FlushTimeout.into());
                 }

@@ -199,8 +199,9 @@ impl Client {
         }
     }
 
-    /// Expects the server to have closed: the end of the stream (or a reset), no bytes.
-    pub fn expect_eof(&mut self) {
+    /// Expects the server to have closed: the end of the stream (or a reset), no bytes;
+    /// then closes, as a client does when it sees the end.
+    pub fn expect_eof(mut self) {
         let mut buf = [0u8; 4096];
         match self.stream.read(&mut buf) {
             Ok(0) => {}
@@ -210,6 +211,18 @@ impl Client {
             ),
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
             Err(e) => panic!("expected the end, got {e}"),
+        }
+    }
+
+    /// Reads heart-beats until the server closes (nothing else may come), then closes.
+    pub fn beats_until_eof(mut self) {
+        let mut buf = [0u8; 256];
+        loop {
+            let n = self.stream.read(&mut buf).unwrap();
+            if n == 0 {
+                return;
+            }
+            assert!(buf[..n].iter().all(|&b| b == b'\n'), "{:?}", &buf[..n]);
         }
     }
 
