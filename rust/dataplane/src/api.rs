@@ -236,8 +236,10 @@ pub enum Command {
     ReadRest {
         conn: Conn,
     },
-    /// Close: once the outgoing bytes are written (`flush`, within
-    /// [`crate::Config::close_linger`]) or at once. Nothing more is read.
+    /// Close at once, or (`flush`) once the outgoing bytes are written and the peer has
+    /// closed its side after reading them (a lingering close: our side is shut and what
+    /// still comes in is dropped, so no reset throws the last bytes away), all within
+    /// [`crate::Config::close_linger`]. No frame is reported after it.
     Close {
         conn: Conn,
         flush: bool,

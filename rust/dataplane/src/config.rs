@@ -23,7 +23,8 @@ pub struct Config {
     /// starve the others of its thread; the rest is read on the next pass of the loop.
     pub read_budget: usize,
     /// How long a [`crate::Command::Close`] with `flush` waits for the outgoing bytes to be
-    /// written before the connection is closed anyway (`transport/stomp.py` waits 5 s).
+    /// written and the peer to close its side before the connection is closed anyway
+    /// (`transport/stomp.py` waits 5 s for the bytes).
     pub close_linger: Duration,
     /// Bytes [`crate::Command::ReadRest`] reads at most (`LAST_READ_LIMIT`).
     pub last_read_limit: usize,

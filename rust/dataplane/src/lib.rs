@@ -32,7 +32,9 @@
 //! `send_every` and reports [`Event::TtlExpired`] when nothing was read for
 //! `expect_within`; Python answers with Artemis's AMQ229014 ERROR and closes), when to
 //! stop reading ([`Command::PauseReading`]: the pipeline depth, paging's first burst) and
-//! when to close ([`Command::Close`], after the outgoing bytes or at once).
+//! when to close ([`Command::Close`]: at once, or a lingering close after the outgoing
+//! bytes, so that an ERROR frame is not lost to a reset when the peer sent bytes that
+//! were never read).
 //!
 //! **What the threads enforce themselves**, from the listener's settings: the frame
 //! limits (a [`Event::ProtocolError`]; nothing more is read), `connectionsAllowed` (one
