@@ -28,6 +28,11 @@ pub struct Config {
     pub close_linger: Duration,
     /// Bytes [`crate::Command::ReadRest`] reads at most (`LAST_READ_LIMIT`).
     pub last_read_limit: usize,
+    /// Events queued for Python at which the I/O threads stop decoding and reading (the
+    /// rest waits in the codecs and the sockets, TCP's window stops the peers) until
+    /// Python drains: a busy or paused loop cannot make the queue grow without bound. Each
+    /// thread may pass it by one pass's events at most.
+    pub max_queued_events: usize,
 }
 
 impl Default for Config {
@@ -40,6 +45,7 @@ impl Default for Config {
             read_budget: 1 << 18,
             close_linger: Duration::from_secs(5),
             last_read_limit: 1 << 20,
+            max_queued_events: 1 << 16,
         }
     }
 }

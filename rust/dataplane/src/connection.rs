@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use stomp::{Command as Verb, Outgoing, Role, Stop};
+use stomp::{Command as Verb, Outgoing, Role};
 
 use crate::api::{CloseCause, Command, Conn, ConnId, Event, ListenerId};
 use crate::config::Config;
@@ -82,10 +82,13 @@ pub(crate) struct Ctx {
     pub(crate) now: Instant,
     pub(crate) events: Vec<Event>,
     pub(crate) scratch: Vec<u8>,
-    pub(crate) decoded: Vec<stomp::Event>,
     pub(crate) timers: Timers,
     pub(crate) again: Vec<ConnId>,
     pub(crate) dirty: Vec<ConnId>,
+    /// Events this pass may add before the queue holds `Config::max_queued_events`.
+    pub(crate) event_room: usize,
+    /// Connections that stopped reading for want of room, read again once Python drained.
+    pub(crate) held_back: Vec<ConnId>,
 }
 
 /// A listener's settings and count of open connections, shared by its connections.
@@ -140,6 +143,8 @@ pub(crate) struct Connection {
     eof_seen: bool,
     /// A flushing close wrote everything and waits for the peer's end ([`Connection::linger`]).
     lingering: bool,
+    /// Held back for want of room in the event queue (in [`Ctx::held_back`]).
+    backlogged: bool,
 }
 
 impl Connection {
@@ -168,6 +173,7 @@ impl Connection {
             sniffed: (!slot_handoff_empty).then(Vec::new),
             eof_seen: false,
             lingering: false,
+            backlogged: false,
         }
     }
 
@@ -195,8 +201,16 @@ impl Connection {
         if self.lingering {
             return self.discard(ctx, budget);
         }
+        if self.backlogged {
+            self.backlogged = false;
+            self.decode(ctx); // what the codec kept while there was no room
+        }
         loop {
             if self.input_done || self.awaiting_accept || (self.paused && !rest) {
+                return Ok(());
+            }
+            if self.backlogged || ctx.events.len() >= ctx.event_room {
+                self.hold_back(ctx);
                 return Ok(());
             }
             if budget == 0 {
@@ -250,36 +264,47 @@ impl Connection {
         (stream.into(), self.sniffed.unwrap_or_default(), self.slot)
     }
 
-    /// Reports every complete frame buffered, up to a pause, an error or a DISCONNECT.
+    /// Reports every complete frame buffered, up to a pause, an error or a DISCONNECT,
+    /// or until the pass has no room left for events ([`Ctx::event_room`]: the rest waits
+    /// in the codec, and the socket is not read, until Python has drained the queue).
     fn decode(&mut self, ctx: &mut Ctx) {
         let id = self.id();
-        let mut decoded = std::mem::take(&mut ctx.decoded);
-        let result = self.codec.next_events(&mut decoded);
-        for event in decoded.drain(..) {
-            let stomp::Event::Frame(frame) = event else {
-                continue; // heart-beats (they moved `last_read`), and the end (see `ended`)
-            };
-            if self.input_done {
-                continue; // after a DISCONNECT: ignored, as transport/stomp.py does
+        while !self.input_done {
+            if ctx.events.len() >= ctx.event_room {
+                self.hold_back(ctx);
+                return;
             }
-            if frame.command.is_connect() {
-                self.connect_seen = true;
-                self.armed.clear(Timer::Handshake);
-            } else if frame.command == Verb::Disconnect {
-                self.input_done = true;
-            }
-            ctx.events.push(Event::Frame { conn: id, frame });
-        }
-        ctx.decoded = decoded;
-        match result {
-            Ok(Stop::Paused) => self.awaiting_accept = true,
-            Ok(Stop::NeedData | Stop::Closed) => {}
-            Err(error) => {
-                if !self.input_done {
-                    ctx.events.push(Event::ProtocolError { conn: id, error });
+            match self.codec.next_event() {
+                Ok(stomp::Event::Frame(frame)) => {
+                    if frame.command.is_connect() {
+                        self.connect_seen = true;
+                        self.armed.clear(Timer::Handshake);
+                    } else if frame.command == Verb::Disconnect {
+                        // What follows is ignored, as transport/stomp.py does.
+                        self.input_done = true;
+                    }
+                    ctx.events.push(Event::Frame { conn: id, frame });
                 }
-                self.input_done = true;
+                // Heart-beats moved `last_read`; the end of the stream is `ended`'s.
+                Ok(stomp::Event::Heartbeat) => {}
+                Ok(stomp::Event::NeedData | stomp::Event::ConnectionClosed) => return,
+                Ok(stomp::Event::Paused) => {
+                    self.awaiting_accept = true;
+                    return;
+                }
+                Err(error) => {
+                    ctx.events.push(Event::ProtocolError { conn: id, error });
+                    self.input_done = true;
+                }
             }
+        }
+    }
+
+    /// No room for more events: wait until Python drained the queue.
+    fn hold_back(&mut self, ctx: &mut Ctx) {
+        if !self.backlogged {
+            self.backlogged = true;
+            ctx.held_back.push(self.id());
         }
     }
 
@@ -476,7 +501,10 @@ impl Connection {
                 }
             }
             Command::ReadRest { .. } => {
+                // The last frames of a closing connection: not held back for room.
+                let room = std::mem::replace(&mut ctx.event_room, usize::MAX);
                 let result = self.read(ctx, ctx.config.last_read_limit, true);
+                ctx.event_room = room;
                 ctx.events.push(Event::RestRead { conn: self.id() });
                 return result;
             }

@@ -11,7 +11,7 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -25,10 +25,13 @@ pub(crate) struct EventQueue {
     eventfd: File,
     /// Pokes of the eventfd so far (the batching tests count them).
     pokes: AtomicU64,
+    /// Events queued (the I/O threads hold back reading while it is at the limit).
+    len: AtomicUsize,
+    limit: usize,
 }
 
 impl EventQueue {
-    pub(crate) fn new() -> Result<Self> {
+    pub(crate) fn new(limit: usize) -> Result<Self> {
         // SAFETY: a plain syscall with no pointer arguments; a non-negative result is a
         // fresh descriptor that nothing else owns.
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
@@ -42,6 +45,8 @@ impl EventQueue {
             queue: Mutex::new(Vec::new()),
             eventfd: File::from(owned),
             pokes: AtomicU64::new(0),
+            len: AtomicUsize::new(0),
+            limit,
         })
     }
 
@@ -62,6 +67,7 @@ impl EventQueue {
             let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
             let was_empty = queue.is_empty();
             queue.append(events);
+            self.len.store(queue.len(), Ordering::Release);
             was_empty
         };
         if was_empty {
@@ -71,17 +77,26 @@ impl EventQueue {
         }
     }
 
-    /// Resets the eventfd, then moves every queued event to the end of `out`.
-    pub(crate) fn drain(&self, out: &mut Vec<Event>) {
+    /// Events queued now.
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(Ordering::Acquire)
+    }
+
+    /// Resets the eventfd, then moves every queued event to the end of `out`; whether the
+    /// queue was at its limit (the I/O threads then wait to be told to read on).
+    pub(crate) fn drain(&self, out: &mut Vec<Event>) -> bool {
         let mut counter = [0u8; 8];
         // EAGAIN: it was 0 already.
         let _ = (&self.eventfd).read(&mut counter);
         let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        let full = queue.len() >= self.limit;
         if out.is_empty() {
             std::mem::swap(&mut *queue, out);
         } else {
             out.append(&mut queue);
         }
+        self.len.store(0, Ordering::Release);
+        full
     }
 
     /// Blocks until the eventfd is readable or `timeout` passes; whether it is readable.

@@ -40,6 +40,8 @@ impl DataPlane {
         config.read_chunk = config.read_chunk.max(1);
         config.read_budget = config.read_budget.max(config.read_chunk);
         config.low_water = config.low_water.min(config.high_water);
+        config.max_queued_events = config.max_queued_events.max(1);
+        let limit = config.max_queued_events;
         let mut polls = Vec::with_capacity(count);
         let mut mailboxes = Vec::with_capacity(count);
         for _ in 0..count {
@@ -50,7 +52,7 @@ impl DataPlane {
         }
         let shared = Arc::new(PlaneShared {
             config: Arc::new(config),
-            events: EventQueue::new()?,
+            events: EventQueue::new(limit)?,
             mailboxes,
             next_thread: AtomicUsize::new(0),
             stopped: AtomicBool::new(false),
@@ -152,7 +154,12 @@ impl DataPlane {
     /// Moves every event reported so far to the end of `out`, in order per connection,
     /// and resets the eventfd.
     pub fn drain(&self, out: &mut Vec<Event>) {
-        self.shared.events.drain(out);
+        if self.shared.events.drain(out) {
+            // The threads held back reading at the limit: they may read on.
+            for mailbox in &self.shared.mailboxes {
+                mailbox.post(|inbox| inbox.resume = true);
+            }
+        }
     }
 
     /// The eventfd that becomes readable when events wait (Python: `trio.lowlevel.wait_readable`).

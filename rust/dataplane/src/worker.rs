@@ -52,6 +52,8 @@ pub(crate) struct Inbox {
     pub(crate) adopted: Vec<Adopted>,
     pub(crate) listen: Vec<Listener>,
     pub(crate) unlisten: Vec<u32>,
+    /// Python drained a full queue: read the connections held back.
+    pub(crate) resume: bool,
     pub(crate) stop: bool,
 }
 
@@ -61,6 +63,7 @@ impl Inbox {
             && self.adopted.is_empty()
             && self.listen.is_empty()
             && self.unlisten.is_empty()
+            && !self.resume
             && !self.stop
     }
 }
@@ -141,10 +144,11 @@ impl Worker {
                 now: Instant::now(),
                 events: Vec::new(),
                 scratch,
-                decoded: Vec::new(),
                 timers: Timers::default(),
                 again: Vec::new(),
                 dirty: Vec::new(),
+                event_room: usize::MAX,
+                held_back: Vec::new(),
             },
         }
     }
@@ -176,6 +180,8 @@ impl Worker {
             }
         }
         self.ctx.now = Instant::now();
+        let limit = self.ctx.config.max_queued_events;
+        self.ctx.event_room = limit.saturating_sub(self.plane.events.len());
         let again = std::mem::take(&mut self.ctx.again);
         let mut woken = false;
         for event in &*events {
@@ -314,6 +320,10 @@ impl Worker {
     /// Takes the inbox and carries it out; whether the plane stops.
     fn inbox(&mut self) -> bool {
         let inbox = self.plane.mailboxes[self.index].take();
+        if inbox.resume {
+            let held_back = std::mem::take(&mut self.ctx.held_back);
+            self.ctx.again.extend(held_back);
+        }
         for listener in inbox.listen {
             self.add_listener(listener);
         }

@@ -223,3 +223,48 @@ fn a_flushing_close_delivers_everything_to_a_client_that_is_still_sending() {
     drop(client);
     assert_eq!(events.closed(&plane, &conn), CloseCause::Requested);
 }
+
+#[test]
+fn a_python_that_does_not_drain_stops_the_reading_at_the_queue_limit() {
+    let config = Config {
+        threads: 1,
+        max_queued_events: 50,
+        ..Config::default()
+    };
+    let (plane, addr, mut events) = plane(config, |_| {});
+    let (mut client, _conn) = connected(&plane, addr, &mut events);
+    let mut bytes = Vec::new();
+    for n in 0..2000 {
+        bytes.extend_from_slice(format!("SEND\ndestination:/q\nn:{n}\n\n\0").as_bytes());
+    }
+    client.send(&bytes);
+    let mut next = 0;
+    let mut largest = 0;
+    let mut batch = Vec::new();
+    let deadline = std::time::Instant::now() + common::PATIENCE;
+    while next < 2000 {
+        assert!(std::time::Instant::now() < deadline, "stalled at {next}");
+        // Python is slow: the queue fills up to the limit meanwhile, and no further.
+        std::thread::sleep(Duration::from_millis(2));
+        if !plane.wait(common::PATIENCE) {
+            continue;
+        }
+        plane.drain(&mut batch);
+        largest = largest.max(batch.len());
+        for event in batch.drain(..) {
+            let Event::Frame { frame, .. } = event else {
+                panic!("unexpected {event:?}");
+            };
+            assert_eq!(frame.get("n"), Some(next.to_string().as_str()));
+            next += 1;
+        }
+    }
+    assert!(
+        largest <= 50,
+        "a batch of {largest} events with a limit of 50"
+    );
+    assert!(
+        largest >= 25,
+        "batches of {largest} at most: the limit is not what stops it"
+    );
+}
