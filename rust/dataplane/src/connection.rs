@@ -189,8 +189,10 @@ impl Connection {
         }
     }
 
+    /// Whether the connection reads now: not paused (by Python, by the codec after a
+    /// CONNECT, or for want of room in the event queue) and its input not ended.
     fn reading(&self) -> bool {
-        !(self.paused || self.awaiting_accept || self.input_done)
+        !(self.paused || self.awaiting_accept || self.backlogged || self.input_done)
     }
 
     // --- reading -------------------------------------------------------------------------

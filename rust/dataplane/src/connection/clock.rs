@@ -69,7 +69,8 @@ impl Connection {
                 if self.input_done {
                     // Nothing more will be read: the connection is ending anyway.
                 } else if !self.reading() {
-                    // Paused: the TTL does not run (it starts again at the resume).
+                    // Paused (by Python, by the codec, or held back while Python is busy):
+                    // the TTL does not run.
                     ctx.timers
                         .arm(&mut self.armed, id, Timer::Ttl, now + within);
                 } else if now.duration_since(self.last_read) >= within {
