@@ -14,7 +14,8 @@
 //! they need to).
 //!
 //! Measured on the 2-core development machine (2026-12-06, release build, 2 I/O threads):
-//! 10,000 connections, 1.09 KiB of RSS each, 2.1% of a core over a 30 s idle window.
+//! 10,000 connections, 1.09 KiB of RSS each, 1.8 to 2.1% of a core over a 30 s idle window
+//! (two runs).
 //! Apache Artemis 2.56 takes 10.7 KiB and 13% for the same (issue 29); today's Trio shell
 //! 26.7 KiB and 45%. The plane's share only: the Python session behind each connection
 //! adds to it.
