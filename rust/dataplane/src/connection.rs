@@ -417,8 +417,9 @@ impl Connection {
         let outgoing = shared.outgoing.load(Ordering::SeqCst);
         if outgoing >= shared.high_water {
             shared.wants_writable.store(true, Ordering::SeqCst);
-        } else if outgoing <= shared.low_water && shared.wants_writable.load(Ordering::SeqCst) {
-            shared.wants_writable.store(false, Ordering::SeqCst);
+        } else if outgoing <= shared.low_water
+            && shared.wants_writable.swap(false, Ordering::SeqCst)
+        {
             ctx.events.push(Event::Writable { conn: self.id() });
         }
     }
