@@ -13,14 +13,15 @@
 //!
 //! **Events go to Python in batches.** A thread collects what one pass of its loop
 //! produced ([`Event`]: opened, a frame, a protocol error, writable again, the TTL
-//! expired, closed and why) and appends it to the one queue; it pokes the one eventfd
-//! ([`DataPlane::fileno`]) only when the queue was empty. Python waits for the fd to be
-//! readable and calls [`DataPlane::drain`] once: one wake-up and one GIL acquisition per
-//! batch, however many frames it holds. The queue is bounded ([`Config::max_queued_events`]): at
-//! the limit the threads stop decoding and reading (the bytes wait in the codecs and the
-//! sockets, and TCP's window stops the peers) until Python drains it. A connection's events are in order (they all come
-//! from its thread). Frames own their headers and bodies: decoded once, moved, never
-//! copied on the way.
+//! expired, the input ended, closed and why) and appends it to the one queue; it pokes
+//! the one eventfd ([`DataPlane::fileno`]) only when the queue was empty. Python waits
+//! for the fd to be readable and calls [`DataPlane::drain`] once: one wake-up and one GIL
+//! acquisition per batch, however many frames it holds. A connection's events are in
+//! order (they all come from its thread). Frames own their headers and bodies: decoded
+//! once, moved, never copied on the way. The queue is bounded
+//! ([`Config::max_queued_events`]): at the limit the threads stop decoding and reading
+//! (the bytes wait in the codecs and the sockets, and TCP's window stops the peers) until
+//! Python drains it.
 //!
 //! **Commands come back in batches.** [`DataPlane::submit`] takes one loop pass's
 //! [`Command`]s, puts each thread's share in its inbox under one lock and wakes it once
