@@ -9,7 +9,7 @@ codec (``artemis_py.protocol.stomp.Connection``): no I/O at all.
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import final, overload
+from typing import Any, final, overload
 
 from artemis_py.protocol.stomp.frames import ConnectionClosed, Frame, Heartbeat, Sentinel
 from artemis_py.protocol.stomp.limits import FrameLimits
@@ -242,3 +242,89 @@ def stomp_encode_frame(frame: Frame, rules: str, body_length: int | None = None)
 def stomp_decode_frame(
     data: bytes, version: str | None
 ) -> tuple[Frame | Heartbeat | None, int]: ...
+
+@final
+class DataPlaneConn:
+    """One data plane connection's handle (from its ``OPENED`` event); commands name it."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def outgoing(self) -> int: ...
+    def writable(self) -> bool: ...
+
+@final
+class DataPlaneLease:
+    """A handed-off connection's place in its listener's ``connectionsAllowed``."""
+
+    def release(self) -> None: ...
+
+@final
+class DataPlane:
+    """The Rust I/O threads serving STOMP connections (``rust/dataplane``).
+
+    Events are tuples ``(kind, conn_id, ...)``: ``(OPENED, id, DataPlaneConn, listener_id,
+    (host, port))``, ``(FRAME, id, Frame)``, ``(PROTOCOL_ERROR, id, RemoteProtocolError)``,
+    ``(COMMAND_FAILED, id, LocalProtocolError)``, ``(WRITABLE, id)``, ``(TTL_EXPIRED, id,
+    silent_seconds)``, ``(REST_READ, id)``, ``(INPUT_ENDED, id, unread)``, ``(CLOSED, id,
+    cause, detail)`` (cause: "reset", "handshake-timeout", "requested", "flush-timeout",
+    "panic", "shutdown"), ``(HANDED_OFF, id, socket.socket, initial_bytes, DataPlaneLease)``,
+    ``(REFUSED, None, listener_id, (host, port))``. Commands are tuples ``(op, conn, ...)``:
+    ``(ACCEPT_CONNECT, conn, version)``, ``(SEND, conn, Frame)``, ``(SEND_HEAD, conn, Frame,
+    body_length)``, ``(SEND_BYTES, conn, bytes)``, ``(SET_HEARTBEAT, conn, send_every |
+    None, expect_within | None)`` (seconds), ``(PAUSE_READING, conn)``, ``(RESUME_READING,
+    conn)``, ``(READ_REST, conn)``, ``(CLOSE, conn, flush)``. ``drain``/``submit`` never
+    block: they are for the event loop.
+    """
+
+    ACCEPT_CONNECT: int
+    SEND: int
+    SEND_HEAD: int
+    SEND_BYTES: int
+    SET_HEARTBEAT: int
+    PAUSE_READING: int
+    RESUME_READING: int
+    READ_REST: int
+    CLOSE: int
+    OPENED: int
+    FRAME: int
+    PROTOCOL_ERROR: int
+    COMMAND_FAILED: int
+    WRITABLE: int
+    TTL_EXPIRED: int
+    REST_READ: int
+    INPUT_ENDED: int
+    CLOSED: int
+    HANDED_OFF: int
+    REFUSED: int
+    def __init__(
+        self,
+        threads: int = 0,
+        *,
+        high_water: int | None = None,
+        low_water: int | None = None,
+        close_linger: float | None = None,
+        max_queued_events: int | None = None,
+    ) -> None: ...
+    @property
+    def threads(self) -> int: ...
+    @property
+    def wakeups(self) -> int: ...
+    def listen(
+        self,
+        host: str,
+        port: int,
+        limits: FrameLimits | None = None,
+        *,
+        connections_allowed: int = -1,
+        handshake_timeout: float | None = None,
+        handshake_error: str | None = None,
+        tcp_send_buffer: int | None = None,
+        tcp_receive_buffer: int | None = None,
+        handoff_prefixes: Sequence[bytes] = (),
+    ) -> tuple[int, tuple[str, int]]: ...
+    def unlisten(self, listener_id: int) -> None: ...
+    def fileno(self) -> int: ...
+    def drain(self) -> list[tuple[Any, ...]]: ...
+    def submit(self, commands: Iterable[tuple[Any, ...]]) -> None: ...
+    def shutdown(self) -> None: ...

@@ -7,6 +7,7 @@
 // str): passing them by value is how pyo3 works, not a needless copy.
 #![allow(clippy::needless_pass_by_value)]
 
+mod data_plane;
 mod error;
 mod journal;
 mod node_manager;
@@ -35,6 +36,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<report::PyJournalStats>()?;
     m.add_class::<report::PyCompactionReport>()?;
     m.add_class::<stomp_connection::PyStompConnection>()?;
+    m.add_class::<data_plane::PyDataPlane>()?;
+    m.add_class::<data_plane::PyConn>()?;
+    m.add_class::<data_plane::PyLease>()?;
     m.add_function(wrap_pyfunction!(stomp_functions::stomp_decode_headers, m)?)?;
     m.add_function(wrap_pyfunction!(stomp_functions::stomp_frame_mode, m)?)?;
     m.add_function(wrap_pyfunction!(stomp_functions::stomp_encode_frame, m)?)?;

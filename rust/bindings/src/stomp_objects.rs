@@ -227,9 +227,9 @@ fn text(item: &Bound<'_, PyAny>, unencodable: &mut bool) -> PyResult<Text> {
 pub(crate) struct FrameParts<'py> {
     /// The command, or the text that names no STOMP command.
     pub(crate) command: Result<Command, String>,
-    headers: Vec<(Text, Text)>,
-    body: Option<Bound<'py, PyBytes>>,
-    unencodable: bool,
+    pub(crate) headers: Vec<(Text, Text)>,
+    pub(crate) body: Option<Bound<'py, PyBytes>>,
+    pub(crate) unencodable: bool,
 }
 
 impl<'py> FrameParts<'py> {
