@@ -10,8 +10,12 @@ relative to that baseline. The limits are the acceptor parameters in docs/stomp.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import socket
 import statistics
+import struct
+import termios
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from artemis_py.config import load_config
+from artemis_py.transport.sockets import LINGER
 
 from .conftest import BrokerProcess, Client, RawStomp, unique, wait_for
 from .test_stomp_frames import assert_error_then_closed
@@ -243,6 +248,73 @@ def test_slow_loris_mid_frame_does_not_slow_others(
             raw.close()
     assert_not_slowed(baseline, statistics.median(loaded))
     assert_nothing_stored(node, queue)
+
+
+def test_an_error_reaches_a_client_that_is_still_sending(node: BrokerProcess) -> None:
+    """A malformed frame with more bytes behind it that the node never reads, while the
+    node still has deliveries on their way: the client reads everything, ERROR last, then
+    the end of the stream (closing a socket with unread input makes the kernel reset the
+    connection and drop what it had not sent yet, the ERROR first: the node shuts its
+    sending side and reads the rest before it closes)."""
+    queue = unique("/queue/unread")
+    producer = Client(node.port)
+    body = "m" * 60_000
+    for _ in range(40):  # 2.4 MB: more than the socket buffers of both ends hold
+        producer.send(queue, body, receipt=False, persistent="false")
+    producer.sync()
+    producer.close()
+    raw = connected(node)
+    sock = raw.sock
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+    raw.send("SUBSCRIBE", {"destination": queue, "id": "s"})
+    wait_for(lambda: _readable(sock) >= 8 * 1024, message="deliveries on their way")
+    sock.setblocking(False)
+    unread = b"BOGUS\n\n\x00" + b"z" * (1 << 20)
+    tail, received = b"", 0
+    try:
+        with contextlib.suppress(BlockingIOError):
+            while unread:
+                unread = unread[sock.send(unread) :]
+        sock.settimeout(10)
+        while data := sock.recv(4096):
+            received += len(data)
+            tail = (tail + data)[-4096:]
+            time.sleep(0.0005)  # a reader slower than the node: its bytes wait in its kernel
+    except (ConnectionResetError, BrokenPipeError) as exc:
+        pytest.fail(f"{exc} after {received} bytes; the last ones: {tail[-300:]!r}")
+    finally:
+        raw.close()
+    assert received > 1 << 20, received
+    frame = tail.rstrip(b"\n")
+    assert frame.endswith(b"\x00"), tail[-300:]
+    last = frame[:-1].rpartition(b"\x00")[2].lstrip(b"\n")
+    assert last.startswith(b"ERROR\n"), tail[-300:]
+
+
+def test_a_client_that_never_stops_sending_is_closed_after_the_linger(
+    node: BrokerProcess,
+) -> None:
+    """The lingering close is bounded: a client that keeps sending after the ERROR (and
+    never closes) finds the connection closed within LINGER (2 s) of the end of the
+    stream it was sent."""
+    raw = connected(node)
+    raw.send_bytes(b"BOGUS\n\n\x00")
+    assert_error_then_closed(raw)
+    ended = time.monotonic()
+    with pytest.raises((BrokenPipeError, ConnectionResetError)):
+        while time.monotonic() - ended < 10:
+            raw.sock.sendall(b"z" * 1024)
+            time.sleep(0.01)  # slowly: the time bound ends it, not the byte bound
+    elapsed = time.monotonic() - ended
+    raw.close()
+    assert LINGER / 2 <= elapsed <= LINGER + 1.5, (
+        f"closed {elapsed:.2f}s after the end of the stream"
+    )
+
+
+def _readable(sock: socket.socket) -> int:
+    """Bytes waiting in ``sock``'s receive buffer."""
+    return struct.unpack("i", fcntl.ioctl(sock, termios.FIONREAD, b"\0\0\0\0"))[0]
 
 
 def test_connect_flood(node: BrokerProcess, bystander: tuple[Client, str]) -> None:

@@ -14,6 +14,15 @@ work between sends (a checkpoint each time). One task sends and one receives at 
 
 Errors are trio's: a reset or broken connection raises ``BrokenResourceError``, a closed
 stream ``ClosedResourceError``.
+
+:func:`close_lingering` closes a connection so that its last bytes (an ERROR frame) reach a
+peer that is still sending: closing a socket with unread input makes the kernel answer with
+a reset, and a reset throws away what the kernel had not sent yet. So, as web servers do,
+the node shuts its sending side (the peer reads to the end and sees it), reads and drops
+what still comes, and closes when the peer closes too, after ``LINGER`` seconds or
+``LINGER_BYTES`` bytes at most. TLS has no half-close: the TCP connection beneath it is
+shut the same way, so the peer gets every record, then the end of the stream without a
+``close_notify`` (as before: a forced close never sent one).
 """
 
 from __future__ import annotations
@@ -23,6 +32,8 @@ import os
 import trio
 
 DEFAULT_RECEIVE_SIZE = 65536
+LINGER = 2.0  # seconds a closing connection waits for the peer's end, at most
+LINGER_BYTES = 4 << 20  # bytes it reads and drops meanwhile, at most
 
 
 class FastSocketStream(trio.abc.HalfCloseableStream):
@@ -87,3 +98,20 @@ class FastSocketStream(trio.abc.HalfCloseableStream):
 
     async def aclose(self) -> None:
         await self._stream.aclose()
+
+
+async def close_lingering(stream: trio.abc.Stream) -> None:
+    """Close ``stream`` (a :class:`FastSocketStream`, or TLS over one) after a lingering
+    close (see the module doc); other streams are closed at once (a WebSocket lingers in
+    its own ``aclose``). Shielded, bounded by ``LINGER``."""
+    transport = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
+    if isinstance(transport, FastSocketStream):
+        with trio.CancelScope(shield=True), trio.move_on_after(LINGER):
+            try:
+                await transport.send_eof()
+                budget = LINGER_BYTES
+                while budget > 0 and (data := await transport.receive_some(DEFAULT_RECEIVE_SIZE)):
+                    budget -= len(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                pass  # reset or closed: it is over either way
+    await trio.aclose_forcefully(stream)

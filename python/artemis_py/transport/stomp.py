@@ -40,6 +40,8 @@ the end that were not handled yet (bytes the reader had read, and what the socke
 holds without waiting) and settles them, and only then does the session return the other
 deliveries to their queues. A message whose ACK reached the node's socket is therefore
 never delivered again. Not after a DISCONNECT or an ERROR: frames after those are ignored.
+The socket then closes lingering (:func:`~.sockets.close_lingering`): a client that is
+still sending gets the ERROR, not a reset.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from artemis_py.protocol.stomp import NEED_DATA, ConnectionClosed, Frame, Heartb
 from artemis_py.sessions.stomp import StompError, StompSession, browsing
 from artemis_py.sessions.stomp.actions import Browse, StreamBody
 from artemis_py.transport.bodies import BodyQueue
+from artemis_py.transport.sockets import close_lingering
 
 if TYPE_CHECKING:
     from artemis_py.broker.offset_reading import BrowseResult, StreamInfo
@@ -219,7 +222,7 @@ class StompConnection:
                         await self._acks_written()
                 finally:
                     self.session.close()
-                    await trio.aclose_forcefully(self.stream)
+                    await close_lingering(self.stream)
 
     async def _serve(self) -> None:
         try:

@@ -13,7 +13,8 @@ frame, a protocol violation or an oversized frame ends it as an end of stream do
 the close frame is answered, or sent with its code, and logged). Its writing side turns the
 STOMP shell's bytes into one message per frame. Both sides write to the socket under one
 lock, so a pong never lands inside a frame. Closing sends a close frame (1000) first,
-shielded and bounded, so a node that closes a connection says so in WebSocket terms.
+shielded and bounded, so a node that closes a connection says so in WebSocket terms, then
+closes the socket lingering (:func:`~.sockets.close_lingering`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from artemis_py.protocol.websocket import (
     WebSocketServer,
 )
 from artemis_py.transport.log_backoff import LogBackoff, unlogged
+from artemis_py.transport.sockets import close_lingering
 
 __all__ = ["WebSocketStream", "open_websocket"]
 
@@ -126,7 +128,7 @@ class WebSocketStream(trio.abc.Stream):
                 await self.flush()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass  # the client is gone: nobody to tell
-        await self._stream.aclose()
+        await close_lingering(self._stream)
 
 
 def _log_close(event: Closed, peer: str) -> None:
