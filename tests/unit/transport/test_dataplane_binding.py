@@ -57,6 +57,7 @@ class Plane:
         await client.send_all(CONNECT)
         (opened,) = await self.kind(DataPlane.OPENED)
         conn = opened[2]
+        assert isinstance(conn, DataPlaneConn)
         (connect,) = await self.kind(DataPlane.FRAME)
         assert connect[1] == conn.id
         assert connect[2].command == "CONNECT"
