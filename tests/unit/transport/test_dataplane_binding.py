@@ -4,6 +4,7 @@ command tuples), against a real listener on 127.0.0.1 and raw socket clients."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -212,3 +213,37 @@ async def test_a_bad_batch_raises_before_any_command_is_handed_over(plane: Plane
         assert await read_frame(client) == b"RECEIPT\nreceipt-id:1\n\n\x00"
         assert await client.receive_some(1) == b"\n"  # the one receipt, then the bytes
         assert conn.writable()
+
+
+async def test_a_handed_off_connection_becomes_a_python_socket() -> None:
+    native = DataPlane(1)
+    try:
+        _, (_, port) = native.listen("127.0.0.1", 0, handoff_prefixes=[b"GET "])
+        plane = Plane(native, port)
+        async with await trio.open_tcp_stream("127.0.0.1", port) as client:
+            await client.send_all(b"GET / HTTP/1.1\r\n")
+            (event,) = await plane.kind(DataPlane.HANDED_OFF)
+            _, _, sock, initial, lease = event
+            assert initial.startswith(b"GET ")
+            assert isinstance(sock, socket.socket)
+            with sock:
+                sock.setblocking(True)
+                sock.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+            assert (await read_to_end(client)).startswith(b"HTTP/1.1 400")
+            lease.release()
+            lease.release()  # idempotent
+            assert not any(e[0] == DataPlane.CLOSED for e in plane.events)
+    finally:
+        native.shutdown()
+
+
+async def test_heartbeats_are_written_and_a_silent_peer_expires(plane: Plane) -> None:
+    client = await trio.open_tcp_stream("127.0.0.1", plane.port)
+    async with client:
+        conn = await plane.connected(client)
+        plane.plane.submit([(DataPlane.SET_HEARTBEAT, conn, 0.05, 0.3)])
+        with trio.fail_after(WAIT):
+            assert await client.receive_some(1) == b"\n"
+        (expired,) = await plane.kind(DataPlane.TTL_EXPIRED)
+        assert expired[1] == conn.id
+        assert expired[2] >= 0.3
