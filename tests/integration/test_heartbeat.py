@@ -55,6 +55,35 @@ def test_server_heart_beats_arrive_as_negotiated(broker, raw_clients):
     assert raw.pending == [], "heart-beats only, no frames"
 
 
+def test_an_idle_connection_gets_one_server_beat_per_interval(broker, raw_clients):
+    """Artemis 2.56 beats once per negotiated interval on an idle connection (measured:
+    ``heart-beat:0,1000`` got an EOL every 1.00 s, ``0,10000`` every 10.0 s), not at half
+    of it: every gap is about the interval, never much longer (a scheduling margin)."""
+    raw = raw_clients(broker)
+    connected = raw.connect("1.2", heart_beat="1000,500")
+    assert connected.get("heart-beat") == "500,1000", connected
+    start = last_beat = time.monotonic()
+    arrivals: list[float] = []
+
+    def beats_for_three_seconds() -> bool:
+        nonlocal last_beat
+        now = time.monotonic()
+        if now - last_beat >= 0.4:
+            raw.send_bytes(b"\n")  # keep our side of the bargain (2 s TTL)
+            last_beat = now
+        before = raw.heartbeats
+        assert raw.poll(0.01), "connection closed"
+        arrivals.extend([time.monotonic()] * (raw.heartbeats - before))
+        return time.monotonic() - start >= 3
+
+    wait_for(beats_for_three_seconds, 6)
+    gaps = [b - a for a, b in zip([start, *arrivals], arrivals, strict=False)]
+    assert 4 <= len(arrivals) <= 7, f"{len(arrivals)} beats in 3 s at 500 ms: {gaps}"
+    assert max(gaps) <= 0.8, gaps  # the first gap counts from CONNECTED
+    assert min(gaps[1:]) >= 0.4, gaps
+    assert raw.pending == [], "heart-beats only, no frames"
+
+
 def test_ttl_without_client_beats_is_connection_ttl(broker, raw_clients):
     raw = raw_clients(broker)
     connected = raw.connect("1.2", heart_beat="0,500")

@@ -26,8 +26,9 @@ shell moves bytes and time. Each connection runs four tasks:
   in a large-message file (a session's
   :class:`~artemis_py.sessions.stomp.actions.StreamBody`) is streamed from the file in its
   turn (:mod:`.bodies`) and counts toward the high-water mark;
-* the *heart-beat* task sends heart-beats and enforces the connection TTL (an ERROR with
-  Artemis's AMQ229014 text, then the close).
+* the *heart-beat* task sends a heart-beat when nothing was sent for the negotiated
+  interval (Artemis's cadence) and enforces the connection TTL (an ERROR with Artemis's
+  AMQ229014 text, then the close).
 
 A refused frame or a protocol error is answered with an ERROR frame (with the receipt-id of
 the frame that caused it), after which the connection closes, as STOMP requires. Closing
@@ -76,6 +77,7 @@ READ_SIZE = 1 << 16
 PIPELINE_DEPTH = 4096  # frames awaiting durability before the reader stops reading
 LAST_READ_LIMIT = 1 << 20  # bytes read for the last ACKs of a closing connection, at most
 LAST_ACKS_TIMEOUT = 5.0  # seconds the last ACKs of a closing connection may take to settle
+CONNECT_POLL = 0.1  # seconds between heart-beat checks before the CONNECT set an interval
 
 #: What the pipeline holds: a pending to settle or a browse to carry out (or None), and a
 #: receipt to send (or None).
@@ -484,31 +486,43 @@ class StompConnection:
             await self._drained.wait()
 
     async def _heartbeats(self) -> None:
+        """Send a heart-beat when nothing was sent for the negotiated interval (as Artemis
+        does: one beat per interval on an idle connection), and enforce the TTL. Sleeps
+        until the earlier of the two deadlines, so no gap exceeds the interval by more than
+        a scheduling delay; before CONNECT it checks every CONNECT_POLL seconds for the
+        interval being set."""
         session = self.session
         while True:
-            # Check at half the negotiated interval so no gap exceeds it (before CONNECT
-            # there is no interval yet: check often enough to catch it being set).
-            interval = session.heartbeat_interval
-            await trio.sleep(interval / 2 if interval else 0.1)
             now = trio.current_time()
-            if now - self._last_received > session.ttl:
-                # Artemis's words (AMQ229014), in an ERROR before it closes the connection,
-                # whether the TTL is connectionTtl or comes from negotiated heart-beats.
-                message = (
-                    f"AMQ229014: Did not receive data from {self.peer} within the "
-                    f"{round(session.ttl * 1000)}ms connection TTL. "
-                    "The connection will now be closed."
-                )
-                log.info("connection %s: %s", self.id, message)
-                await self._send_error(message, None, kind="timeout")
-                if self._cancel_scope is not None:
-                    self._cancel_scope.cancel()
+            if now - self._last_received >= session.ttl:
+                await self._ttl_expired()
                 return
-            if (
-                interval
-                and session.connected
-                and not self._outgoing
-                and now - self._last_sent >= interval / 2
-            ):
-                self._outgoing += self._codec.send_heartbeat()
-                self._data_ready.set()
+            wake = self._last_received + session.ttl
+            interval = session.heartbeat_interval
+            if not session.connected:
+                wake = min(wake, now + CONNECT_POLL)
+            elif interval:
+                due = self._last_sent + interval
+                if due <= now:
+                    if not self._outgoing and not self._bodies.parts:
+                        self._outgoing += self._codec.send_heartbeat()
+                        self._data_ready.set()
+                    # The beat (or the frames already waiting) moves _last_sent when it is
+                    # written; until then nothing more is due.
+                    due = now + interval
+                wake = min(wake, due)
+            await trio.sleep_until(wake)
+
+    async def _ttl_expired(self) -> None:
+        session = self.session
+        # Artemis's words (AMQ229014), in an ERROR before it closes the connection, whether
+        # the TTL is connectionTtl or comes from negotiated heart-beats.
+        message = (
+            f"AMQ229014: Did not receive data from {self.peer} within the "
+            f"{round(session.ttl * 1000)}ms connection TTL. "
+            "The connection will now be closed."
+        )
+        log.info("connection %s: %s", self.id, message)
+        await self._send_error(message, None, kind="timeout")
+        if self._cancel_scope is not None:
+            self._cancel_scope.cancel()
