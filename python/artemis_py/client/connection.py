@@ -156,8 +156,15 @@ class ClientConnection:
     # -- writing requests ------------------------------------------------------------------
 
     async def _write_frame(
-        self, frame: Frame, receipt: Receipt | None = None, *, disconnecting_ok: bool = False
+        self,
+        frame: Frame,
+        receipt: Receipt | None = None,
+        *,
+        disconnecting_ok: bool = False,
+        wait_sent: bool = True,
     ) -> None:
+        """Encode and write ``frame``; ``wait_sent=False`` when the caller waits for its
+        ``receipt`` next (see :meth:`FrameWriter.write`)."""
         self._state.check_open(disconnecting_ok=disconnecting_ok)
         if receipt is None:
             await self._writer.write(self._writer.encode(frame))
@@ -169,7 +176,7 @@ class ClientConnection:
         except BaseException:
             self._receipts.forget(receipt)
             raise
-        await self._writer.write(data)
+        await self._writer.write(data, wait_sent=wait_sent)
 
     async def _request(
         self,
@@ -189,7 +196,7 @@ class ClientConnection:
         # No checkpoint between the window check and the registration in _write_frame.
         pending = self._receipts.new()
         headers.append(("receipt", pending.id))
-        await self._write_frame(Frame(command, tuple(headers), body), pending)
+        await self._write_frame(Frame(command, tuple(headers), body), pending, wait_sent=not wait)
         if not wait:
             return None
         await self._receipts.wait(pending)

@@ -80,24 +80,40 @@ class FrameReceiver:
             return event
 
     async def run(self) -> None:
-        """The reader task; returns when the connection ends."""
+        """The reader task; returns when the connection ends.
+
+        Each read is decoded in one call (``next_events``) and its events dispatched in
+        order, stopping at the first that ends the connection (an ERROR, a close).
+        """
         state = self._state
+        codec = self._codec
+        stream = self._stream
         try:
             while state.failure is None:
-                event = await self.receive_event()
-                if isinstance(event, ConnectionClosed):
-                    if not state.closed:
-                        what = "before the DISCONNECT receipt" if state.disconnecting else ""
-                        state.fail(
-                            ConnectionLostError(f"the server closed the connection {what}".strip())
-                        )
-                    return
-                if isinstance(event, Frame):
-                    self._dispatch(event)
+                events = codec.next_events()
+                if not events:
+                    data = await stream.receive_some(READ_SIZE)
+                    self.last_received = trio.current_time()
+                    codec.receive_data(data)
+                    continue
+                for event in events:
+                    if type(event) is Frame:
+                        self._dispatch(event)
+                        if state.failure is not None:
+                            return
+                    elif isinstance(event, ConnectionClosed):
+                        self._closed_by_server()
+                        return
         except RemoteProtocolError as exc:
             state.fail(ClientError(f"protocol error from the server: {exc.message}"), exc)
         except TRANSPORT_ERRORS as exc:
             state.fail(ConnectionLostError(f"connection to the server lost: {describe(exc)}"), exc)
+
+    def _closed_by_server(self) -> None:
+        state = self._state
+        if not state.closed:
+            what = "before the DISCONNECT receipt" if state.disconnecting else ""
+            state.fail(ConnectionLostError(f"the server closed the connection {what}".strip()))
 
     def _dispatch(self, frame: Frame) -> None:
         command = frame.command

@@ -53,7 +53,7 @@ class ReceiptTable:
         self._state = state
         self._ids = ids  # shared with subscription and transaction ids: r-1, sub-2, ...
         self._pending: dict[str, Receipt] = {}
-        self._window_changed = trio.Event()
+        self._window_changed: trio.Event | None = None  # made when a task waits for it
         self.max_pending = max_pending
         state.on_shutdown(self._fail_all)
 
@@ -101,12 +101,15 @@ class ReceiptTable:
         """Wait until fewer than ``max_pending`` receipts are outstanding."""
         while len(self._pending) >= self.max_pending:
             self._state.check_open()
+            if self._window_changed is None:
+                self._window_changed = trio.Event()
             await self._window_changed.wait()
         self._state.check_open()
 
     def _wake_window(self) -> None:
-        self._window_changed.set()
-        self._window_changed = trio.Event()
+        if self._window_changed is not None:
+            self._window_changed.set()
+            self._window_changed = None
 
     def _fail_all(self, error: ClientError) -> None:
         receipts = list(self._pending.values())

@@ -9,7 +9,9 @@ in a batch that it sends next, in one system call, and their writers wait for th
 This is what makes the client a load generator: many producer tasks on one connection cost
 one system call per batch, not one per frame. Every wait is shielded from cancellation: a
 frame once encoded always goes out whole (hypercorn shields its sends the same way), and a
-cancelled caller may return a little late, never early.
+cancelled caller may return a little late, never early. A caller that waits for the frame's
+RECEIPT next does not wait for the batch at all (``wait_sent=False``): the receipt comes
+after the bytes went out, or fails with the connection if they could not.
 """
 
 from __future__ import annotations
@@ -76,11 +78,18 @@ class FrameWriter:
         """The bytes of one heart-beat (an EOL)."""
         return self._codec.send_heartbeat()
 
-    async def write(self, data: bytes) -> None:
-        """Write ``data`` whole, after everything written before it (see the module doc)."""
+    async def write(self, data: bytes, *, wait_sent: bool = True) -> None:
+        """Write ``data`` whole, after everything written before it (see the module doc).
+
+        ``wait_sent=False`` is for a frame whose caller waits for its RECEIPT next: when a
+        send is in progress the frame joins the next batch and this returns at once (the
+        sending task writes it; a failed write fails the connection, and so the receipt).
+        """
         batch = self._batch
         batch.chunks.append(data)
         if self._writing:
+            if not wait_sent:
+                return
             with trio.CancelScope(shield=True):
                 await batch.sent.wait()
         else:

@@ -563,6 +563,24 @@ async def test_error_frame_reaches_a_waiting_consumer_after_buffered_messages(
     # The error was seen, so leaving the block does not raise it a second time.
 
 
+async def test_nothing_after_an_error_frame_is_delivered(nursery: trio.Nursery) -> None:
+    server = ScriptedStompServer()
+    async with start(nursery, server) as conn:
+        sub = await conn.subscribe("/queue/q")
+        # One write, so one read: the reader decodes the three frames at once.
+        frames = (
+            f"MESSAGE\nsubscription:{sub.id}\nmessage-id:m-1\nack:a-1\n\nbefore\x00"
+            "ERROR\nmessage:AMQ229014 queue deleted\n\n\x00"
+            f"MESSAGE\nsubscription:{sub.id}\nmessage-id:m-2\nack:a-2\n\nafter\x00"
+        )
+        assert server._stream is not None
+        await server._stream.send_all(frames.encode())
+        assert (await sub.receive()).body == b"before"
+        with pytest.raises(StompServerError):
+            await sub.receive()
+        assert sub.buffered == 0
+
+
 async def test_server_closing_the_connection_is_connection_lost(nursery: trio.Nursery) -> None:
     server = ScriptedStompServer()
     async with start(nursery, server) as conn:
