@@ -30,7 +30,6 @@ from artemis_py.client.failover import ClusterLocator, FailoverConnection, open_
 from artemis_py.client.load_balancing import ConnectionLoadBalancingPolicy, make_policy
 from artemis_py.client.url import BrokerUrl, ClientUrl, parse_url
 from artemis_py.exceptions import leaves
-from artemis_py.perf import histogram
 from artemis_py.perf.options import TIMESTAMP_HEADER, PerfOptions
 
 if TYPE_CHECKING:
@@ -188,7 +187,7 @@ async def _send_loop(
         tally.node_sent[str(conn.url)] += 1
         if worker._in_window(ts):
             tally.window_sent += 1
-            histogram.record(worker.receipt_latency, (done - ts) // 1000)
+            worker.receipt_latency.record((done - ts) // 1000)
         if worker._in_window(done):
             tally.window_receipted += 1
 
@@ -225,4 +224,4 @@ def _received(worker: _Worker, message: Message, node: str) -> None:
         tally.window_received += 1
     stamp = message.get(TIMESTAMP_HEADER)
     if stamp is not None and worker._in_window(int(stamp)):
-        histogram.record(worker.e2e_latency, (now - int(stamp)) // 1000)
+        worker.e2e_latency.record((now - int(stamp)) // 1000)

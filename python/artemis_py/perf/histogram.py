@@ -1,6 +1,9 @@
 """Latency histograms: HDR histograms in microseconds, encoded to cross process boundaries.
 
-Each worker records into its own :class:`~hdrh.histogram.HdrHistogram` and sends
+Each worker records through a :class:`Recorder` (which counts equal values in a dict and
+hands them to HdrHistogram in bulk: its ``record_value`` is pure Python, a few µs a call,
+where a dict increment is a tenth of that) into its own
+:class:`~hdrh.histogram.HdrHistogram`, and sends
 :func:`encode` of it (HdrHistogram's compressed, base64 wire format, the one HdrHistogram's
 other implementations read) to the runner, which :func:`merge` s them. Merging adds counts
 bucket by bucket, so the merged percentiles are exact to the histogram's precision, unlike
@@ -18,6 +21,7 @@ __all__ = [
     "HIGHEST_US",
     "PERCENTILES",
     "Histogram",
+    "Recorder",
     "decode",
     "encode",
     "merge",
@@ -40,6 +44,39 @@ def new_histogram() -> HdrHistogram:
 def record(histogram: HdrHistogram, micros: int) -> None:
     """Record ``micros`` clamped into the histogram's range (a clock step can go negative)."""
     histogram.record_value(min(max(micros, LOWEST_US), HIGHEST_US))
+
+
+class Recorder:
+    """Records µs values into ``histogram`` exactly as :func:`record` would, in bulk.
+
+    Values wait in a dict of value -> count until :meth:`flush` (called when the dict holds
+    ``FLUSH_AT`` distinct values, and by :meth:`encode`), so the histogram is only complete
+    after a flush.
+    """
+
+    FLUSH_AT: Final = 4096
+    __slots__ = ("_pending", "histogram")
+
+    def __init__(self, histogram: HdrHistogram | None = None) -> None:
+        self.histogram = histogram if histogram is not None else new_histogram()
+        self._pending: dict[int, int] = {}
+
+    def record(self, micros: int) -> None:
+        pending = self._pending
+        pending[micros] = pending.get(micros, 0) + 1
+        if len(pending) >= self.FLUSH_AT:
+            self.flush()
+
+    def flush(self) -> None:
+        histogram = self.histogram
+        for micros, count in self._pending.items():
+            histogram.record_value(min(max(micros, LOWEST_US), HIGHEST_US), count)
+        self._pending.clear()
+
+    def encode(self) -> str:
+        """:func:`encode` of the histogram, everything recorded so far included."""
+        self.flush()
+        return encode(self.histogram)
 
 
 def encode(histogram: HdrHistogram) -> str:

@@ -199,6 +199,22 @@ def test_histogram_edges() -> None:
     assert s["max"] == pytest.approx(histogram.HIGHEST_US, rel=1e-3)
 
 
+def test_a_recorder_records_exactly_what_record_does() -> None:
+    # Values wait in the recorder's dict; more distinct ones than FLUSH_AT force flushes on
+    # the way, and encode() flushes the rest: the histogram equals one recorded directly.
+    values = [-5, 0, 1, 10**12] + [v % 9_973 * 37 for v in range(30_000)]
+    recorder = histogram.Recorder()
+    reference = histogram.new_histogram()
+    for value in values:
+        recorder.record(value)
+        histogram.record(reference, value)
+    assert recorder.histogram.get_total_count() >= histogram.Recorder.FLUSH_AT  # flushed early
+    merged = histogram.merge([recorder.encode()])
+    assert histogram.summarize(merged) == histogram.summarize(reference)
+    assert merged.get_total_count() == len(values)
+    assert recorder.encode() == histogram.encode(merged)  # nothing recorded twice
+
+
 # -- report ------------------------------------------------------------------------------------
 
 
