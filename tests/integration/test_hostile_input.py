@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import socket
+import ssl
 import statistics
 import struct
 import termios
@@ -23,10 +24,12 @@ from pathlib import Path
 import pytest
 
 from artemis_py.config import load_config
+from artemis_py.transport.certificates import create_tls_files
 from artemis_py.transport.sockets import LINGER
 
-from .conftest import BrokerProcess, Client, RawStomp, unique, wait_for
+from .conftest import BrokerProcess, Client, RawStomp, encode_frame, unique, wait_for
 from .test_stomp_frames import assert_error_then_closed
+from .test_tls import HOSTS, PASSWORD, acceptor_tls
 
 LIMITS = (
     ";handshake-timeout=2;stompMaxHeaders=50;stompMaxHeaderLength=4KiB"
@@ -250,29 +253,61 @@ def test_slow_loris_mid_frame_does_not_slow_others(
     assert_nothing_stored(node, queue)
 
 
-def test_an_error_reaches_a_client_that_is_still_sending(node: BrokerProcess) -> None:
+@pytest.fixture(scope="module")
+def tls_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, Path]]:
+    """A node like ``node`` on a TLS acceptor, and its CA certificate."""
+    files = create_tls_files(tmp_path_factory.mktemp("hostile-pem"), ["node"], HOSTS, PASSWORD)
+    broker = BrokerProcess(
+        tmp_path_factory.mktemp("hostile-tls"),
+        name="hostile-tls",
+        acceptor_params=LIMITS + acceptor_tls(files),
+    )
+    broker.start()
+    yield broker, files.ca
+    broker.close()
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["tcp", "tls"])
+def test_an_error_reaches_a_client_that_is_still_sending(
+    request: pytest.FixtureRequest, tls: bool
+) -> None:
     """A malformed frame with more bytes behind it that the node never reads, while the
     node still has deliveries on their way: the client reads everything, ERROR last, then
     the end of the stream (closing a socket with unread input makes the kernel reset the
     connection and drop what it had not sent yet, the ERROR first: the node shuts its
-    sending side and reads the rest before it closes)."""
+    sending side and reads the rest before it closes; over TLS the TCP connection beneath)."""
+    context: ssl.SSLContext | None = None
+    ca: Path | None = None
+    if tls:
+        node, ca = request.getfixturevalue("tls_node")
+        context = ssl.create_default_context(cafile=str(ca))
+    else:
+        node = request.getfixturevalue("node")
     queue = unique("/queue/unread")
-    producer = Client(node.port)
+    producer = Client(node.port, ssl=None if ca is None else {"ca_certs": str(ca)})
     body = "m" * 60_000
     for _ in range(40):  # 2.4 MB: more than the socket buffers of both ends hold
         producer.send(queue, body, receipt=False, persistent="false")
     producer.sync()
     producer.close()
-    raw = connected(node)
-    sock = raw.sock
+    sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
-    raw.send("SUBSCRIBE", {"destination": queue, "id": "s"})
+    sock.settimeout(10)
+    sock.connect(("127.0.0.1", node.port))
+    if context is not None:
+        sock = context.wrap_socket(sock, server_hostname="localhost")
+    sock.sendall(encode_frame("CONNECT", {"accept-version": "1.2", "host": "localhost"}))
+    connected = b""
+    while b"\x00" not in connected:
+        connected += sock.recv(1)
+    assert connected.startswith(b"CONNECTED\n"), connected
+    sock.sendall(encode_frame("SUBSCRIBE", {"destination": queue, "id": "s"}))
     wait_for(lambda: _readable(sock) >= 8 * 1024, message="deliveries on their way")
     sock.setblocking(False)
     unread = b"BOGUS\n\n\x00" + b"z" * (1 << 20)
     tail, received = b"", 0
     try:
-        with contextlib.suppress(BlockingIOError):
+        with contextlib.suppress(BlockingIOError, ssl.SSLWantWriteError):
             while unread:
                 unread = unread[sock.send(unread) :]
         sock.settimeout(10)
@@ -283,7 +318,7 @@ def test_an_error_reaches_a_client_that_is_still_sending(node: BrokerProcess) ->
     except (ConnectionResetError, BrokenPipeError) as exc:
         pytest.fail(f"{exc} after {received} bytes; the last ones: {tail[-300:]!r}")
     finally:
-        raw.close()
+        sock.close()
     assert received > 1 << 20, received
     frame = tail.rstrip(b"\n")
     assert frame.endswith(b"\x00"), tail[-300:]
