@@ -85,6 +85,23 @@ impl PyLease {
 #[pyclass(name = "DataPlane", module = "artemis_py._native", frozen)]
 pub struct PyDataPlane {
     plane: dataplane::DataPlane,
+    /// What a `drain` that raised kept for the next: no connection's `CLOSED` is lost.
+    kept: Mutex<Kept>,
+}
+
+/// The tuples a failed `drain` made before the event that failed, and the events after it.
+#[derive(Default)]
+struct Kept {
+    made: Option<Py<PyList>>,
+    events: Vec<Event>,
+}
+
+impl PyDataPlane {
+    fn lock_kept(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 fn seconds(value: Option<f64>, what: &str) -> PyResult<Option<Duration>> {
@@ -379,7 +396,10 @@ impl PyDataPlane {
         let plane = py
             .detach(|| dataplane::DataPlane::start(config))
             .map_err(|e| plane_error(&e))?;
-        Ok(Self { plane })
+        Ok(Self {
+            plane,
+            kept: Mutex::new(Kept::default()),
+        })
     }
 
     /// The number of I/O threads.
@@ -443,13 +463,24 @@ impl PyDataPlane {
     }
 
     /// Every event reported so far, as tuples, in order per connection; resets the eventfd.
+    /// If one cannot be made into Python objects (out of memory, a handed-off socket
+    /// Python refuses), that one is dropped and the error raised; the tuples made before
+    /// it and the events after it are kept for the next call, which the caller makes at
+    /// once (the eventfd does not say they wait).
     fn drain<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let statics = statics(py)?;
-        let mut events = Vec::new();
+        let Kept { made, mut events } = std::mem::take(&mut *self.lock_kept());
         py.detach(|| self.plane.drain(&mut events));
-        let list = PyList::empty(py);
-        for event in events {
-            list.append(event_tuple(py, statics, event)?)?;
+        let list = made.map_or_else(|| PyList::empty(py), |made| made.into_bound(py));
+        let mut events = events.into_iter();
+        while let Some(event) = events.next() {
+            if let Err(error) = event_tuple(py, statics, event).and_then(|t| list.append(t)) {
+                *self.lock_kept() = Kept {
+                    made: Some(list.unbind()),
+                    events: events.collect(),
+                };
+                return Err(error);
+            }
         }
         Ok(list)
     }
