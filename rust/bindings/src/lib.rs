@@ -1,4 +1,5 @@
-//! `artemis_py._native`: the Python face of the Rust storage crates and the STOMP codec.
+//! `artemis_py._native`: the Python face of the Rust storage crates, the STOMP codec and
+//! the data plane (`DataPlane`, `data_plane.rs`: not wired into the node yet, issue 29).
 //!
 //! The only crate that depends on pyo3 (the tokenizers layout): `journal`, `paging` and `nodeid` stay
 //! pure Rust. Python reaches this module through the async facade `artemis_py.storage`.
