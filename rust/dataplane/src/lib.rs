@@ -94,8 +94,9 @@
 //!    node stopping ([`Command::ReadRest`], settle, close). [`Event::Closed`] is the last
 //!    event, and the only one after a reset or a panic.
 //!
-//! Not wired into the node yet: the Python binding and the Trio shell that uses it are
-//! the next step (issue 29).
+//! Not wired into the node yet: the Python binding is `artemis_py._native.DataPlane`
+//! (`rust/bindings/src/data_plane.rs`); the Trio shell that serves the node's STOMP
+//! acceptors through it is the next step (issue 29).
 
 pub mod api;
 pub mod config;
