@@ -1,9 +1,7 @@
 """Latency histograms: HDR histograms in microseconds, encoded to cross process boundaries.
 
-Each worker records through a :class:`Recorder` (which counts equal values in a dict and
-hands them to HdrHistogram in bulk: its ``record_value`` is pure Python, a few µs a call,
-where a dict increment is a tenth of that) into its own
-:class:`~hdrh.histogram.HdrHistogram`, and sends
+Each worker records through a :class:`Recorder` into its own
+:class:`~hdrh.histogram.HdrHistogram` and sends
 :func:`encode` of it (HdrHistogram's compressed, base64 wire format, the one HdrHistogram's
 other implementations read) to the runner, which :func:`merge` s them. Merging adds counts
 bucket by bucket, so the merged percentiles are exact to the histogram's precision, unlike
@@ -47,21 +45,30 @@ def record(histogram: HdrHistogram, micros: int) -> None:
 
 
 class Recorder:
-    """Records µs values into ``histogram`` exactly as :func:`record` would, in bulk.
+    """Records µs values into ``histogram`` with the counts :func:`record` would give, in
+    bulk: HdrHistogram's ``record_value`` is pure Python, a few µs a call.
 
-    Values wait in a dict of value -> count until :meth:`flush` (called when the dict holds
-    ``FLUSH_AT`` distinct values, and by :meth:`encode`), so the histogram is only complete
-    after a flush.
+    Each value is rounded down to the lowest value of its histogram bucket (HdrHistogram's
+    "lowest equivalent value": the bucket's width is 2 to the number of bits the value has
+    beyond the sub-bucket's), which lands in the same bucket, so the counts (and everything
+    encoded and merged from them) are the same. The rounded values wait in a dict of value
+    -> count until :meth:`flush` (when it holds ``FLUSH_AT`` distinct values, and in
+    :meth:`encode`); the histogram is complete only after a flush.
     """
 
     FLUSH_AT: Final = 4096
-    __slots__ = ("_pending", "histogram")
+    __slots__ = ("_bits", "_pending", "histogram")
 
     def __init__(self, histogram: HdrHistogram | None = None) -> None:
         self.histogram = histogram if histogram is not None else new_histogram()
+        assert self.histogram.unit_magnitude == 0, "the rounding assumes a lowest value of 1"
+        self._bits: int = self.histogram.sub_bucket_half_count_magnitude + 1
         self._pending: dict[int, int] = {}
 
     def record(self, micros: int) -> None:
+        shift = micros.bit_length() - self._bits
+        if shift > 0:
+            micros = micros >> shift << shift  # negative values stay negative: clamped to 1
         pending = self._pending
         pending[micros] = pending.get(micros, 0) + 1
         if len(pending) >= self.FLUSH_AT:

@@ -200,9 +200,11 @@ def test_histogram_edges() -> None:
 
 
 def test_a_recorder_records_exactly_what_record_does() -> None:
-    # Values wait in the recorder's dict; more distinct ones than FLUSH_AT force flushes on
-    # the way, and encode() flushes the rest: the histogram equals one recorded directly.
-    values = [-5, 0, 1, 10**12] + [v % 9_973 * 37 for v in range(30_000)]
+    # Values wait in the recorder's dict, rounded to their bucket's lowest value; more
+    # distinct ones than FLUSH_AT force flushes on the way, and encode() flushes the rest:
+    # the histogram is the one recorded value by value, bucket for bucket.
+    values = [-5000, -5, 0, 1, 2047, 2048, 2049, 10**12, histogram.HIGHEST_US + 1]
+    values += [v % 9_973 * 37 for v in range(30_000)] + [v * 7919 for v in range(5_000)]
     recorder = histogram.Recorder()
     reference = histogram.new_histogram()
     for value in values:
@@ -212,7 +214,14 @@ def test_a_recorder_records_exactly_what_record_does() -> None:
     merged = histogram.merge([recorder.encode()])
     assert histogram.summarize(merged) == histogram.summarize(reference)
     assert merged.get_total_count() == len(values)
-    assert recorder.encode() == histogram.encode(merged)  # nothing recorded twice
+    assert recorder.encode() == histogram.encode(reference)  # same counts, none twice
+    # Rounding keeps the dict small: 10 to 50 ms in µs is about 2,600 buckets, so 40,000
+    # distinct latencies never fill it (without rounding they flush ten times).
+    recorder = histogram.Recorder()
+    for value in range(10_000, 50_000):
+        recorder.record(value)
+    assert recorder.histogram.get_total_count() == 0
+    assert histogram.merge([recorder.encode()]).get_total_count() == 40_000
 
 
 # -- report ------------------------------------------------------------------------------------
