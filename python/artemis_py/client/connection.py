@@ -106,7 +106,8 @@ class ClientConnection:
         # Shutdown wakes the receipts before the subscriptions (registration order).
         self._receipts = ReceiptTable(state, max_pending, self._ids)
         self._subscriptions = SubscriptionTable(state, self._send_unsubscribe)
-        self._writer = FrameWriter(stream, self._codec, state)
+        plain = stream.socket if isinstance(stream, FastSocketStream) else None
+        self._writer = FrameWriter(stream, self._codec, state, plain)
         self._receiver = FrameReceiver(
             stream, self._codec, state, self._receipts, self._subscriptions
         )

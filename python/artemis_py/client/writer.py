@@ -9,12 +9,17 @@ in a batch that it sends next, in one system call, and their writers wait for th
 This is what makes the client a load generator: many producer tasks on one connection cost
 one system call per batch, not one per frame. Every wait is shielded from cancellation: a
 frame once encoded always goes out whole (hypercorn shields its sends the same way), and a
-cancelled caller may return a little late, never early. A caller that waits for the frame's
+cancelled caller may return a little late, never early. On a plain TCP stream, a frame
+written when nothing is queued goes straight to the socket (``os.write``, no task step and
+no cancel scope); only what the socket does not take at once takes the way above. A caller that waits for the frame's
 RECEIPT next does not wait for the batch at all (``wait_sent=False``): the receipt comes
 after the bytes went out, or fails with the connection if they could not.
 """
 
 from __future__ import annotations
+
+import os
+from collections.abc import Callable
 
 import trio
 
@@ -50,10 +55,19 @@ class FrameWriter:
     heart-beat sender counts any write as a beat.
     """
 
-    __slots__ = ("_batch", "_codec", "_state", "_stream", "_writing", "last_sent")
+    __slots__ = ("_batch", "_codec", "_state", "_stream", "_write_now", "_writing", "last_sent")
 
-    def __init__(self, stream: trio.abc.Stream, codec: Connection, state: ConnectionState) -> None:
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        codec: Connection,
+        state: ConnectionState,
+        socket: trio.socket.SocketType | None = None,
+    ) -> None:
+        """``socket``: the TCP socket under ``stream`` when ``stream`` writes straight to it
+        (a FastSocketStream), so that frames can be written to it directly."""
         self._stream = stream
+        self._write_now = _direct_write(socket) if socket is not None else None
         self._codec = codec
         self._state = state
         self._batch = _Batch()  # frames waiting for the task in send_all
@@ -85,6 +99,13 @@ class FrameWriter:
         send is in progress the frame joins the next batch and this returns at once (the
         sending task writes it; a failed write fails the connection, and so the receipt).
         """
+        if not self._writing and self._write_now is not None:
+            # Nothing is queued: what the socket takes at once needs no task and no shield.
+            written = self._write_now(data)
+            if written == len(data):
+                self.last_sent = trio.current_time()
+                return
+            data = data[written:]  # the rest (and any error) goes the usual way
         batch = self._batch
         batch.chunks.append(data)
         if self._writing:
@@ -123,3 +144,20 @@ class FrameWriter:
             finally:
                 batch.sent.set()
             self.last_sent = trio.current_time()
+
+
+def _direct_write(sock: trio.socket.SocketType) -> Callable[[bytes], int]:
+    """A function that writes what ``sock`` takes without waiting and returns how much that
+    was (0 when it would block or fails: the stream's own ``send_all`` then meets the
+    condition and waits or raises as usual)."""
+
+    def write_now(data: bytes) -> int:
+        fd = sock.fileno()  # -1 once closed
+        if fd < 0:
+            return 0
+        try:
+            return os.write(fd, data)
+        except OSError:
+            return 0
+
+    return write_now
