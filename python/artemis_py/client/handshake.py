@@ -56,6 +56,8 @@ def header_pairs(headers: Headers) -> list[tuple[str, str]]:
     """``headers`` as a list of ``(name, value)`` strings."""
     if headers is None:
         return []
+    if type(headers) is list or type(headers) is tuple:  # the usual case, before the ABC check
+        return [(str(name), str(value)) for name, value in headers]
     if isinstance(headers, Mapping):
         return [(str(name), str(value)) for name, value in headers.items()]
     return [(str(name), str(value)) for name, value in headers]
