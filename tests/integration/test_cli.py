@@ -274,10 +274,11 @@ def test_tcp_buffer_sizes_apply_to_accepted_connections(make_broker, clients) ->
 
 
 def queue_depth(node: BrokerProcess, queue: str) -> int:
-    """How many messages ``queue`` holds: a consumer takes them all and returns them."""
+    """How many messages ``queue`` holds: a consumer takes them all and returns them (with
+    an unbounded window: the acceptor's 10 KiB default would hold back all but ~128)."""
     c = node.client()
     try:
-        c.subscribe(f"/queue/{queue}", ack="client-individual")
+        c.subscribe(f"/queue/{queue}", ack="client-individual", **{"consumer-window-size": "-1"})
         c.sync()
         return len(c.messages)
     finally:
