@@ -217,6 +217,31 @@ def test_producer_and_consumer_over_tls_with_a_client_certificate(make_broker, p
     assert (report["received"], report["lost"]) == (20, 0), report
 
 
+def test_a_refused_client_certificate_ends_the_stream_without_a_reset(make_broker, p12_files):
+    """TLS 1.3 refuses a missing client certificate after the client's side of the handshake
+    ended, so the client may have sent its first frames already. The node closes lingering:
+    the client reads the end of the stream (its tools then explain the refusal), never a TCP
+    reset. The frames here come with the client's Finished, more than the node reads at once."""
+    node = make_broker(acceptor_params=acceptor_tls(p12_files, *client_auth(p12_files)))
+    context = ssl.create_default_context(cafile=str(p12_files.ca))
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", node.port), timeout=10) as raw:
+            incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+            tls = context.wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
+            while True:
+                try:
+                    tls.do_handshake()
+                    break
+                except ssl.SSLWantReadError:
+                    raw.sendall(outgoing.read())
+                    incoming.write(raw.recv(65536))
+            tls.write(b"SEND\ndestination:q\n\n" + b"x" * 500_000 + b"\x00")
+            raw.sendall(outgoing.read())
+            while raw.recv(65536):
+                pass  # ConnectionResetError without the lingering close
+    assert "Traceback" not in node.log()
+
+
 def test_broken_tls_configuration_is_refused_at_start(make_broker, p12_files, tmp_path):
     log = start_refused(
         make_broker(start=False, acceptor_params=acceptor_tls(p12_files, password="wrong"))

@@ -39,7 +39,7 @@ from artemis_py.config import AcceptorConfig
 from artemis_py.protocol.cluster import MAGIC
 from artemis_py.protocol.websocket import http_request_start
 from artemis_py.transport.log_backoff import LogBackoff, unlogged
-from artemis_py.transport.sockets import FastSocketStream
+from artemis_py.transport.sockets import FastSocketStream, close_lingering
 from artemis_py.transport.stomp import StompConnection
 from artemis_py.transport.tls_contexts import ServerTls, TlsSetupError, handshake_failure
 from artemis_py.transport.websocket import open_websocket
@@ -314,7 +314,9 @@ class _Handler:
                     reason,
                     unlogged(quiet),
                 )
-            await trio.aclose_forcefully(stream)
+            # Lingering: under TLS 1.3 the client may have sent its first frames already, and
+            # closing on them unread would answer with a reset instead of the end of stream.
+            await close_lingering(stream)
             return None
         return secured
 
