@@ -50,6 +50,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import trio
@@ -57,18 +58,26 @@ import trio
 from artemis_py.broker.authentication import Authenticator
 from artemis_py.broker.authorization import Authorizer
 from artemis_py.broker.broker import Broker
-from artemis_py.broker.pending import Pending, durable, settle_in_order
 from artemis_py.broker.storage_views import BodyReadError
 from artemis_py.config import AcceptorConfig
-from artemis_py.exceptions import StorageError
-from artemis_py.protocol.stomp import NEED_DATA, ConnectionClosed, Frame, Heartbeat, ProtocolError
-from artemis_py.sessions.stomp import StompError, StompSession, browsing
+from artemis_py.protocol.stomp import (
+    NEED_DATA,
+    Connection,
+    ConnectionClosed,
+    Frame,
+    Heartbeat,
+    ProtocolError,
+    Role,
+)
+from artemis_py.sessions.stomp import StompError, StompSession
 from artemis_py.sessions.stomp.actions import Browse, StreamBody
+from artemis_py.sessions.stomp.session import frame_limits
 from artemis_py.transport.bodies import BodyQueue
 from artemis_py.transport.sockets import close_lingering
+from artemis_py.transport.stomp_shell import SessionShell, Step, ttl_expired_message
 
 if TYPE_CHECKING:
-    from artemis_py.broker.offset_reading import BrowseResult, StreamInfo
+    pass
 
 log = logging.getLogger("artemis_py.stomp")
 
@@ -79,12 +88,8 @@ LAST_READ_LIMIT = 1 << 20  # bytes read for the last ACKs of a closing connectio
 LAST_ACKS_TIMEOUT = 5.0  # seconds the last ACKs of a closing connection may take to settle
 CONNECT_POLL = 0.1  # seconds between heart-beat checks before the CONNECT set an interval
 
-#: What the pipeline holds: a pending to settle or a browse to carry out (or None), and a
-#: receipt to send (or None).
-Step = tuple[Pending | Browse | None, str | None]
 
-
-class StompConnection:
+class StompConnection(SessionShell):
     """One client connection speaking STOMP 1.0, 1.1 or 1.2."""
 
     def __init__(
@@ -104,6 +109,7 @@ class StompConnection:
         self.stream = stream
         self.peer = peer
         self.created = time.time()  # epoch seconds (the management API shows it)
+        self._codec = Connection(Role.SERVER, limits=frame_limits(acceptor))
         self.session = StompSession(
             broker,
             acceptor,
@@ -112,10 +118,10 @@ class StompConnection:
             writable=self.writable,
             stream_body=self.stream_body,
             authorizer=authorizer,
+            codec=self._codec,
         )
         self.id = self.session.id
         self._paging = broker.paging
-        self._codec = self.session.codec
         self._outgoing = bytearray()
         self._bodies = BodyQueue()  # sent before _outgoing: parts ahead of it, large bodies
         self._data_ready = trio.Event()
@@ -310,16 +316,7 @@ class StompConnection:
             return
         if frame.command in ("CONNECT", "STOMP"):
             receipt = None  # CONNECTED is the answer
-        if pending is None and receipt is None:
-            return
-        if not self._pipelined and (pending is None or pending.immediate):
-            # Nothing ahead of it and nothing to wait for: done now, in frame order (never
-            # a browse: it reads).
-            assert not isinstance(pending, Browse)
-            if pending is not None:
-                pending.complete()
-            if receipt is not None:
-                self.send_frame(self.session.receipt_frame(receipt, pending))
+        if (pending is None and receipt is None) or self._done_now(pending, receipt):
             return
         self._pipelined += 1
         step = (pending, receipt)
@@ -330,51 +327,18 @@ class StompConnection:
             await self._pipeline_send.send(step)
 
     async def _pipeline(self) -> None:
-        receive = self._pipeline_recv
-        while True:
-            # receive_nowait first: a run of queued steps is taken without a task switch
-            # each (waiting for the journal still lets the other tasks run).
-            try:
-                pending, receipt = receive.receive_nowait()
-            except trio.WouldBlock:
-                try:
-                    pending, receipt = await receive.receive()
-                except trio.EndOfChannel:
-                    break
-            except trio.EndOfChannel:
-                break
-            if isinstance(pending, Browse):
-                await self._browse(pending, receipt)
-                pending = None
-            elif pending is not None:
-                await pending.settled()
-            if receipt is not None:
-                self.send_frame(self.session.receipt_frame(receipt, pending))
-            self._pipelined -= 1
+        await self._run_pipeline(self._pipeline_recv)
         self._pipeline_done.set()
 
     async def _browse(self, browse: Browse, receipt: str | None) -> None:
-        """Carry out a browse the session named: read it through the broker's offset
-        reading (page files in worker threads), then the session sends what was found. A
-        page file that cannot be read refuses the frame (an ERROR, then the close)."""
-        offsets, queue = self.session.broker.offsets, browse.queue
-        found: BrowseResult | list[StreamInfo] | None = None
-        try:
-            if queue is not None and browse.listing:
-                found = await offsets.streams(queue)
-            elif queue is not None:
-                found = await offsets.browse(
-                    queue, browse.stream, browse.start, browse.end, browse.limit
-                )
-        except (StorageError, OSError, ValueError) as exc:
-            refusal = browsing.unreadable(browse, exc)  # (logged there)
-            if self._closing:
-                return  # the connection ends anyway: nobody to tell
-            await self._fail(str(refusal), receipt, refusal.error_headers, refusal.kind)
-            if self._cancel_scope is not None:
-                self._cancel_scope.cancel()
-        else:
-            browsing.answer(self.session, browse, found)
+        """A browse in its turn; one that cannot be read refuses the frame (an ERROR, then
+        the close)."""
+        refusal = await self._read_browse(browse)
+        if refusal is None or self._closing:
+            return  # read, or the connection ends anyway: nobody to tell
+        await self._fail(str(refusal), receipt, refusal.error_headers, refusal.kind)
+        if self._cancel_scope is not None:
+            self._cancel_scope.cancel()
 
     async def _finish(self) -> None:
         """Let queued work complete and the last frames go out before closing."""
@@ -389,64 +353,37 @@ class StompConnection:
     async def _last_acks(self) -> None:
         """Handle the ACK and NACK frames that reached the node before the connection
         closed and were not handled yet, and settle them, before the session returns its
-        unacknowledged deliveries (see the module doc).
-
-        The frames are the rest of what the reader had read, then what the socket holds
-        now (at most LAST_READ_LIMIT bytes, without waiting for more). Other frames are
-        skipped: nobody gets their RECEIPT, as before. Handling stops at a DISCONNECT, a
-        refused ACK, or a malformed frame; a partial frame at the end is dropped (the client
-        did not finish sending it)."""
+        unacknowledged deliveries (see the module doc)."""
         self._closing = True  # an ACK makes room in a window: nothing more goes out
-        session, codec = self.session, self._codec
+        session = self.session
         if self._failed or session.disconnecting or not session.connected:
             return
-        pendings: list[Pending] = []
-        budget = LAST_READ_LIMIT
+        await self._settle_last_acks(self._rest_frames())
+
+    def _rest_frames(self) -> Iterator[Frame]:
+        """The frames of the rest of what the reader had read, then of what the socket
+        holds now (at most LAST_READ_LIMIT bytes, without waiting for more); it ends at a
+        malformed frame or a partial one at the end (the client did not finish it)."""
+        codec, budget = self._codec, LAST_READ_LIMIT
         while True:
             try:
                 event = codec.next_event()
             except ProtocolError:
-                break  # a malformed frame, or the end of the stream in the middle of one
+                return  # a malformed frame, or the end of the stream in the middle of one
             if event is NEED_DATA:
                 data = self._read_ready(budget)
                 if data is None:
-                    break  # nothing more without waiting: a partial frame is dropped
+                    return  # nothing more without waiting: a partial frame is dropped
                 budget -= len(data)
                 codec.receive_data(data)  # b"": the end of the stream
                 continue
             if isinstance(event, ConnectionClosed):
-                break
+                return
             if isinstance(event, Heartbeat):
                 continue
-            if not isinstance(event, Frame) or event.command == "DISCONNECT":
-                break  # (not a frame: PAUSED, which only a CONNECT not answered yet causes)
-            if event.command not in ("ACK", "NACK"):
-                log.debug("connection %s: %s after the close ignored", self.id, event.command)
-                continue
-            try:
-                pending = session.handle(event)
-            except StompError as exc:
-                log.debug("connection %s: last %s refused: %s", self.id, event.command, exc)
-                break
-            if isinstance(pending, Pending):
-                pendings.append(pending)
-        if pendings:
-            log.debug("connection %s: %d last acknowledgements", self.id, len(pendings))
-            try:
-                await settle_in_order(pendings)
-            except StorageError as exc:
-                log.error("connection %s: last acknowledgements failed: %s", self.id, exc)
-
-    async def _acks_written(self) -> None:
-        """Wait until the ACKs nobody waited for (no receipt) are written: the node
-        closes the connection only then, and a client that saw it close may count on them
-        (a process crash cannot undo them). Only sessions that sent such ACKs wait."""
-        if not self.session.unawaited_acks:
-            return
-        try:
-            await durable(self.session.broker.persistence.written())
-        except StorageError as exc:
-            log.error("connection %s: acknowledgements not written: %s", self.id, exc)
+            if not isinstance(event, Frame):
+                return  # PAUSED, which only a CONNECT not answered yet causes
+            yield event
 
     def _read_ready(self, budget: int) -> bytes | None:
         """What the socket holds now (``b""`` at its end), or None: nothing without waiting,
@@ -466,8 +403,7 @@ class StompConnection:
         extra_headers: tuple[tuple[str, str], ...] = (),
         kind: str = "refused",
     ) -> None:
-        log.info("connection %s from %s: %s", self.id, self.peer, message)
-        self._failed = True
+        self._refused(message)
         await self._send_error(message, receipt, extra_headers, kind)
 
     async def _send_error(
@@ -478,9 +414,7 @@ class StompConnection:
         kind: str = "refused",
     ) -> None:
         """Send an ERROR as the connection's last frame and let it go out (5 s at most)."""
-        self._closing = True
-        self.error_kind = kind
-        self.send_frame(self.session.error_frame(message, receipt, extra_headers))
+        self._queue_error(message, receipt, extra_headers, kind)
         self._data_ready.set()
         with trio.move_on_after(5):
             await self._drained.wait()
@@ -514,14 +448,7 @@ class StompConnection:
             await trio.sleep_until(wake)
 
     async def _ttl_expired(self) -> None:
-        session = self.session
-        # Artemis's words (AMQ229014), in an ERROR before it closes the connection, whether
-        # the TTL is connectionTtl or comes from negotiated heart-beats.
-        message = (
-            f"AMQ229014: Did not receive data from {self.peer} within the "
-            f"{round(session.ttl * 1000)}ms connection TTL. "
-            "The connection will now be closed."
-        )
+        message = ttl_expired_message(self.peer, self.session.ttl)
         log.info("connection %s: %s", self.id, message)
         await self._send_error(message, None, kind="timeout")
         if self._cancel_scope is not None:

@@ -32,6 +32,7 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from artemis_py import __version__
 from artemis_py.broker.authentication import Authenticator
@@ -122,6 +123,13 @@ _REFUSALS = (
 _BROWSES_REMEMBERED = 1024  # ids of finished browses an UNSUBSCRIBE may still name
 
 
+class VersionedCodec(Protocol):
+    """What the session asks of its codec: decode what follows the CONNECT with the version
+    it chose (the data plane's connections: a command to their codec in Rust)."""
+
+    def accept_connect(self, version: str) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """A ``destination`` header taken apart: address, queue (FQQN) and routing type."""
@@ -138,6 +146,9 @@ class StompSession:
     ``send`` takes every frame the session sends; ``writable`` says whether the connection
     takes more (consumers pause while it does not); ``stream_body`` takes a MESSAGE whose
     body is streamed from its large-message file (:class:`~.actions.StreamBody`).
+    ``codec`` decodes the client's frames and encodes the session's (by default one of its
+    own, for a shell that moves bytes; the data plane's connections pass a stand-in whose
+    ``accept_connect`` reaches their codec in Rust).
     """
 
     def __init__(
@@ -150,6 +161,7 @@ class StompSession:
         writable: Callable[[], bool],
         stream_body: Callable[[StreamBody], None] | None = None,
         authorizer: Authorizer | None = None,
+        codec: VersionedCodec | None = None,
     ) -> None:
         self.broker = broker
         self.acceptor = acceptor
@@ -160,7 +172,7 @@ class StompSession:
         self.writable = writable
         self.stream_body = stream_body
         self.id = f"{broker.node_id[:8]}-{next(_session_ids)}"
-        self.codec = StompCodec(StompRole.SERVER, limits=frame_limits(acceptor))
+        self.codec = codec or StompCodec(StompRole.SERVER, limits=frame_limits(acceptor))
         self.version = "1.0"
         self.connected = False
         self.disconnecting = False  # DISCONNECT received: nothing more is read
