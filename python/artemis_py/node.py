@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -46,6 +47,7 @@ from artemis_py.storage import JournalSettings, open_storage
 from artemis_py.storage.large_message_files import open_large_message_store
 from artemis_py.storage.paging import open_page_stores
 from artemis_py.transport.acceptor import Clients, serve_acceptor
+from artemis_py.transport.plane import DataPlaneShell
 
 log = logging.getLogger("artemis_py.node")
 
@@ -57,7 +59,7 @@ class Node:
         self.broker = broker
         self.config = broker.config
         self.node_id = broker.node_id
-        self.listeners: dict[str, list[trio.SocketListener]] = {}
+        self.listeners: dict[str, list[tuple[str, int]]] = {}  # acceptor -> (host, port)s
         self.cluster_connections: list[ClusterConnection] = []
         self.clients = Clients()
         self.scale_down_reports: list[ScaleDownReport] = []  # one per cluster connection
@@ -72,7 +74,7 @@ class Node:
 
     def addresses(self, acceptor: str) -> list[tuple[str, int]]:
         """(host, port) pairs an acceptor listens on (useful with port 0)."""
-        return [listener.socket.getsockname()[:2] for listener in self.listeners.get(acceptor, [])]
+        return list(self.listeners.get(acceptor, []))
 
     def stop(self) -> None:
         """Ask the node to stop (once); the ``open_broker`` block then unwinds."""
@@ -209,9 +211,15 @@ async def start_acceptors(node: Node, nursery: trio.Nursery) -> None:
     """Start the node's acceptors (listening once this returns)."""
     # Links from other nodes are served by the cluster connection they name.
     serve_links = LinkAcceptor(node.cluster_connections).serve if node.cluster_connections else None
+    plane = None
+    if data_plane_enabled() and any(
+        a.accepts("STOMP") and not a.tls.enabled for a in node.config.acceptors
+    ):
+        plane = DataPlaneShell()
+        await nursery.start(plane.run)
     for acceptor in node.config.acceptors:
         listeners = await nursery.start(
-            partial(serve_acceptor, authorizer=node.authorizer),
+            partial(serve_acceptor, authorizer=node.authorizer, plane=plane),
             node.broker,
             acceptor,
             node.authenticator,
@@ -219,6 +227,12 @@ async def start_acceptors(node: Node, nursery: trio.Nursery) -> None:
             node.clients,
         )
         node.listeners[acceptor.name] = listeners
+
+
+def data_plane_enabled() -> bool:
+    """Whether plain-TCP STOMP clients are served by the Rust data plane (the default) or,
+    with ``ARTEMIS_PY_DATA_PLANE=0``, by the Trio socket shell (docs/architecture.md)."""
+    return os.environ.get("ARTEMIS_PY_DATA_PLANE", "1") != "0"
 
 
 def warn_if_open(node: Node) -> None:

@@ -76,7 +76,7 @@ SUBPROTOCOLS: Final = ("v10.stomp", "v11.stomp", "v12.stomp")
 #: ``webSocketEncoderType`` values (Artemis's, case-sensitive).
 ENCODER_TYPES: Final = ("binary", "text")
 #: The request methods Artemis's protocol detection takes for HTTP.
-_METHODS: Final = (
+HTTP_METHODS: Final = (
     b"GET ", b"POST ", b"PUT ", b"HEAD ", b"OPTIONS ", b"PATCH ", b"DELETE ", b"TRACE ",
 )  # fmt: skip
 _GUID: Final = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 §1.3
@@ -87,7 +87,7 @@ NORMAL_CLOSURE: Final = 1000
 def http_request_start(data: bytes) -> bool | None:
     """Whether ``data`` starts an HTTP request (a method and a space), or None while too
     few bytes have come to tell (no STOMP frame starts like an HTTP method)."""
-    for method in _METHODS:
+    for method in HTTP_METHODS:
         if data.startswith(method):
             return True
         if method.startswith(data):

@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import logging
 import math
+import socket
 from collections.abc import Awaitable, Callable
 
 import trio
 
+from artemis_py._native import DataPlaneLease
 from artemis_py.broker.authentication import Authenticator
 from artemis_py.broker.authorization import Authorizer
 from artemis_py.broker.broker import Broker
@@ -39,6 +41,8 @@ from artemis_py.config import AcceptorConfig
 from artemis_py.protocol.cluster import MAGIC
 from artemis_py.protocol.websocket import http_request_start
 from artemis_py.transport.log_backoff import LogBackoff, unlogged
+from artemis_py.transport.plane import DataPlaneShell
+from artemis_py.transport.plane_connection import PlaneConnection
 from artemis_py.transport.sockets import FastSocketStream, close_lingering
 from artemis_py.transport.stomp import StompConnection
 from artemis_py.transport.tls_contexts import ServerTls, TlsSetupError, handshake_failure
@@ -102,14 +106,14 @@ class Clients:
     metrics add to those of the open connections: of the connections that closed."""
 
     def __init__(self) -> None:
-        self.connections: set[StompConnection] = set()
+        self.connections: set[StompConnection | PlaneConnection] = set()
         self.accepting = True
         self.opened = 0  # client connections ever served
         self.frames_in = 0  # by the connections that closed
         self.frames_out = 0
         self.errors: dict[str, int] = {}  # ERROR frames sent, by kind (StompError.kind)
 
-    def closed(self, connection: StompConnection) -> None:
+    def closed(self, connection: StompConnection | PlaneConnection) -> None:
         """``connection`` is gone: keep its counts."""
         self.connections.discard(connection)
         self.frames_in += connection.frames_in
@@ -135,9 +139,12 @@ async def serve_acceptor(
     clients: Clients | None = None,
     *,
     authorizer: Authorizer | None = None,
-    task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
+    plane: DataPlaneShell | None = None,
+    task_status: trio.TaskStatus[list[tuple[str, int]]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Listen on the acceptor's host and port and serve connections until cancelled."""
+    """Listen on the acceptor's host and port and serve connections until cancelled; its
+    STOMP clients in ``plane`` (the Rust data plane) when given and the acceptor is plain
+    TCP. ``task_status`` gets the addresses listened on."""
     stomp = acceptor.accepts("STOMP")
     core = acceptor.accepts("CORE")
     if not (stomp or core):
@@ -149,19 +156,43 @@ async def serve_acceptor(
         task_status.started([])
         return
     tls = await _server_tls(acceptor)
-    listeners = await _listen(acceptor)
-    task_status.started(listeners)
+    handler = _Handler(broker, acceptor, authenticator, cluster, clients or Clients(), tls)
+    handler.authorizer = authorizer
     what = " and ".join(n for n, on in (("STOMP", stomp), ("cluster links", core)) if on)
+    if plane is not None and tls is None and stomp:
+        addresses = _listen_in_plane(plane, handler)
+        task_status.started(addresses)
+        for address in addresses:
+            log.info("acceptor %s listening for %s on %s:%d", acceptor.name, what, *address)
+        await trio.sleep_forever()  # the plane serves it (transport/plane.py)
+    listeners = await _listen(acceptor)
+    task_status.started([listener.socket.getsockname()[:2] for listener in listeners])
     over = " over TLS" if tls is not None else ""
     for listener in listeners:
         host_port = listener.socket.getsockname()[:2]
         log.info("acceptor %s listening for %s on %s:%d%s", acceptor.name, what, *host_port, over)
-    handler = _Handler(broker, acceptor, authenticator, cluster, clients or Clients(), tls)
-    handler.authorizer = authorizer
     async with trio.open_nursery() as nursery:
         if tls is not None and acceptor.tls.auto_reload:
             nursery.start_soon(tls.watch)
         await trio.serve_listeners(handler.serve, listeners)
+
+
+def _listen_in_plane(plane: DataPlaneShell, handler: _Handler) -> list[tuple[str, int]]:
+    """The acceptor's listening sockets in the data plane, on every host (all of them, as
+    IPv4's 0.0.0.0); the addresses bound."""
+    acceptor = handler.acceptor
+    addresses: list[tuple[str, int]] = []
+    for configured in acceptor.hosts:
+        host = "0.0.0.0" if configured in ("0.0.0.0", "", "*") else configured
+        try:
+            addresses.append(plane.listen(handler, host, acceptor.port))
+        except OSError as exc:
+            raise OSError(
+                exc.errno,
+                f"acceptor {acceptor.name} cannot listen on {configured}:{acceptor.port}: "
+                f"{exc.strerror or exc}",
+            ) from exc
+    return addresses
 
 
 async def _server_tls(acceptor: AcceptorConfig) -> ServerTls | None:
@@ -257,6 +288,25 @@ class _Handler:
         kind, initial = "cluster", b""
         if self.stomp:
             kind, initial = await _sniff(stream, deadline, cluster=self.core, http=True)
+        await self._serve_kind(stream, peer, kind, initial, started)
+
+    async def serve_handed_off(
+        self, sock: socket.socket, peer: str, initial: bytes, lease: DataPlaneLease
+    ) -> None:
+        """A connection the data plane handed over (its first bytes are a cluster link's or
+        an HTTP request's); ``lease`` keeps it counted in ``connectionsAllowed``."""
+        try:
+            stream = FastSocketStream(trio.SocketStream(trio.socket.from_stdlib_socket(sock)))
+            kind = "cluster" if initial.startswith(MAGIC) else "http"
+            await self._serve_kind(stream, peer, kind, initial, trio.current_time())
+        finally:
+            lease.release()
+
+    async def _serve_kind(
+        self, stream: trio.abc.Stream, peer: str, kind: str, initial: bytes, started: float
+    ) -> None:
+        """Serve a connection once its first bytes told what it is."""
+        deadline = started + handshake_seconds(self.acceptor)
         if kind == "cluster":
             await self._serve_link(stream, peer, initial)
             return

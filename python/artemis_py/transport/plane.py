@@ -1,0 +1,235 @@
+"""Client connections served by the Rust data plane: the Trio shell around it.
+
+Theory of operation
+-------------------
+A plain-TCP acceptor that serves STOMP listens in the node's one
+:class:`~artemis_py._native.DataPlane` (``rust/dataplane``): its I/O threads, one per core,
+accept the connections and own their sockets, read, decode and validate frames (the
+acceptor's ``stompMax*`` limits), enforce ``connectionsAllowed``, ``handshake-timeout`` and
+the heart-beats Python set, and encode and write what Python sends. Python's loop sees
+**batches**: :class:`DataPlaneShell` waits for the plane's eventfd, takes every event that
+came meanwhile with one ``drain()`` and hands each to its connection; everything the
+connections send in one pass of Trio's loop goes back with one ``submit()``.
+
+Every decision stays here. A :class:`PlaneConnection` is the same
+:class:`~artemis_py.sessions.stomp.StompSession` the socket shell (:mod:`.stomp`) drives,
+with the same contract: a frame is handled when its event is dispatched, without a task
+switch; what must wait for the disk goes into the connection's pipeline, which settles it
+in frame order and then sends its RECEIPT, so a receipt never precedes durability. The
+connection's one task runs that pipeline, and then the close in the socket shell's order
+(see :mod:`.stomp`): settle what was read, handle the last ACKs the client sent before the
+end (a ``READ_REST`` of what the socket still holds), wait for the ACKs nobody waited for to
+be written, return the other deliveries to their queues, and close lingering (the plane's
+flushing close), so a client that saw the close may count on its ACKs and gets its ERROR.
+
+What the plane does not serve goes to the socket shell: a TLS acceptor is served by
+:mod:`.acceptor` as before (TLS in the plane is the next step), and a connection whose
+first bytes are a cluster link's or an HTTP request's (a WebSocket upgrade) is handed to
+Python as a socket (``HANDED_OFF``), still counted in ``connectionsAllowed`` by its lease.
+
+Back-pressure: a connection is writable while its unwritten bytes (the plane counts them,
+read here without a lock) are below the high-water mark; once it said no, a ``WRITABLE``
+event resumes its consumers. A pipeline deeper than ``PIPELINE_DEPTH`` pauses reading
+(TCP's window then stops the client) until it drains to half. A body in a large-message
+file goes as the frame's head, then the file's bytes in chunks paced by that same mark;
+what the session sends meanwhile waits behind it, in order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from artemis_py._native import DataPlane, DataPlaneConn
+from artemis_py.protocol.cluster import MAGIC
+from artemis_py.protocol.websocket import HTTP_METHODS
+from artemis_py.sessions.stomp.session import frame_limits
+from artemis_py.transport.plane_connection import Command, PlaneConnection
+from artemis_py.transport.sockets import LINGER
+
+if TYPE_CHECKING:
+    from artemis_py.transport.acceptor import _Handler
+
+log = logging.getLogger("artemis_py.stomp")
+
+FRAME = DataPlane.FRAME
+
+
+class DataPlaneShell:
+    """The node's data plane: its listeners' handlers, its connections by id, and the
+    commands of the current pass of the loop."""
+
+    def __init__(self, threads: int = 0) -> None:
+        # A closing connection lingers as the socket shell's do (sockets.LINGER).
+        self.native = DataPlane(threads, close_linger=LINGER)
+        self.handlers: dict[int, _Handler] = {}  # by listener id
+        self.connections: dict[int, PlaneConnection] = {}
+        self._opened: dict[int, tuple[DataPlaneConn, _Handler, str]] = {}  # no frame yet
+        self._commands: list[Command] = []
+        self._commands_ready = trio.Event()
+        self._nursery: trio.Nursery | None = None
+
+    def listen(self, handler: _Handler, host: str, port: int) -> tuple[str, int]:
+        """Listen for ``handler``'s acceptor on ``host``:``port``; the address bound."""
+        acceptor = handler.acceptor
+        timeout = acceptor.handshake_timeout
+        # Hand-offs: a WebSocket upgrade (an HTTP request) and, where served, a cluster link.
+        prefixes = [*HTTP_METHODS, *([MAGIC] if handler.core else [])]
+        listener, address = self.native.listen(
+            host,
+            port,
+            frame_limits(acceptor),
+            connections_allowed=acceptor.connections_allowed,
+            handshake_timeout=float(timeout) if timeout > 0 else None,
+            handshake_error=(
+                f"no CONNECT frame within {timeout} s (handshake-timeout)" if timeout > 0 else None
+            ),
+            tcp_send_buffer=_size(acceptor.tcp_send_buffer_size),
+            tcp_receive_buffer=_size(acceptor.tcp_receive_buffer_size),
+            handoff_prefixes=prefixes,
+        )
+        self.handlers[listener] = handler
+        return address
+
+    def submit(self, command: Command) -> None:
+        """Queue ``command``: it goes to the plane with the rest of this pass's."""
+        self._commands.append(command)
+        if len(self._commands) == 1:
+            self._commands_ready.set()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Dispatch the plane's events and submit the connections' commands until
+        cancelled; then stop the plane (its connections close)."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._submitter)
+                task_status.started()
+                await self._dispatcher()
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self.native.shutdown)
+
+    async def _submitter(self) -> None:
+        while True:
+            await self._commands_ready.wait()
+            # One more scheduler round: what other tasks send in it (the receipts of one
+            # journal batch, a burst of deliveries) goes in the same submit.
+            await trio.lowlevel.checkpoint()
+            self._commands_ready = trio.Event()
+            commands, self._commands = self._commands, []
+            try:
+                self.native.submit(commands)
+            except Exception:  # (a batch is all or nothing: find the bad one)
+                self._submit_one_by_one(commands)
+
+    def _submit_one_by_one(self, commands: list[Command]) -> None:
+        for command in commands:
+            try:
+                self.native.submit([command])
+            except Exception as exc:  # (a frame the codec cannot encode)
+                connection = self.connections.get(command[1].id)
+                log.error("connection %s: cannot send: %s", getattr(connection, "id", "?"), exc)
+                if connection is not None:
+                    connection.abort()
+
+    async def _dispatcher(self) -> None:
+        fd = self.native.fileno()
+        drain, handlers, connections = self.native.drain, self._events(), self.connections
+        while True:
+            await trio.lowlevel.wait_readable(fd)
+            for event in drain():
+                try:
+                    # Frames first, without a lookup of what to do: they are most events.
+                    if event[0] == FRAME and (connection := connections.get(event[1])):
+                        connection.on_frame(event[2])
+                    else:
+                        handlers[event[0]](event)
+                except Exception:  # (one connection's fault stays its own)
+                    log.exception("data plane event %r failed", event[:2])
+                    connection = self.connections.get(event[1])
+                    if connection is not None:
+                        connection.abort()
+
+    def _events(self) -> dict[int, Callable[[tuple[Any, ...]], None]]:
+        """What each kind of event does."""
+
+        def connection(event: tuple[Any, ...]) -> PlaneConnection | _Gone:
+            found = self.connections.get(event[1])
+            if found is not None:
+                return found
+            if event[1] in self._opened:
+                return self._activate(event[1])
+            return GONE  # the CLOSED of a connection that ended here first
+
+        return {
+            DataPlane.OPENED: self._on_opened,
+            DataPlane.FRAME: lambda e: connection(e).on_frame(e[2]),
+            DataPlane.PROTOCOL_ERROR: lambda e: connection(e).on_protocol_error(e[2]),
+            DataPlane.COMMAND_FAILED: lambda e: connection(e).on_command_failed(e[2]),
+            DataPlane.WRITABLE: lambda e: connection(e).on_writable(),
+            DataPlane.TTL_EXPIRED: lambda e: connection(e).on_ttl_expired(),
+            DataPlane.REST_READ: lambda e: connection(e).on_rest_read(),
+            DataPlane.INPUT_ENDED: lambda e: connection(e).on_input_ended(e[2]),
+            DataPlane.CLOSED: lambda e: connection(e).on_closed(e[2], e[3]),
+            DataPlane.HANDED_OFF: self._on_handed_off,
+            DataPlane.REFUSED: self._on_refused,
+        }
+
+    def _on_opened(self, event: tuple[Any, ...]) -> None:
+        _, conn_id, conn, listener, (host, port) = event
+        handler = self.handlers[listener]
+        self._opened[conn_id] = (conn, handler, f"{host}:{port}")
+        ttl = handler.acceptor.connection_ttl
+        if ttl > 0:  # the TTL holds from the start (heart-beats may change it at CONNECT)
+            self.submit((DataPlane.SET_HEARTBEAT, conn, None, ttl / 1000))
+
+    def _activate(self, conn_id: int) -> PlaneConnection | _Gone:
+        """The connection's first STOMP event: it becomes a client connection."""
+        conn, handler, peer = self._opened.pop(conn_id)
+        if not handler.clients.accepting:  # the node is stopping
+            self.submit((DataPlane.CLOSE, conn, False))
+            return GONE
+        connection = PlaneConnection(self, conn, handler, peer)
+        self.connections[conn_id] = connection
+        handler.clients.connections.add(connection)
+        handler.clients.opened += 1
+        assert self._nursery is not None
+        self._nursery.start_soon(connection.run)
+        return connection
+
+    def _on_handed_off(self, event: tuple[Any, ...]) -> None:
+        _, conn_id, sock, initial, lease = event
+        _, handler, peer = self._opened.pop(conn_id)
+        assert self._nursery is not None
+        self._nursery.start_soon(handler.serve_handed_off, sock, peer, initial, lease)
+
+    def _on_refused(self, event: tuple[Any, ...]) -> None:
+        _, _, listener, (host, port) = event
+        handler = self.handlers.get(listener)
+        log.debug(
+            "acceptor %s: connection from %s:%d refused: connectionsAllowed reached",
+            handler.acceptor.name if handler is not None else "?",
+            host,
+            port,
+        )
+
+    def forget(self, connection: PlaneConnection) -> None:
+        self.connections.pop(connection.conn.id, None)
+
+
+class _Gone:
+    """Takes the late events of a connection that is no longer served."""
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        return lambda *args: None
+
+
+GONE = _Gone()
+
+
+def _size(value: int) -> int | None:
+    return None if value == -1 else value
