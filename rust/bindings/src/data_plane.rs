@@ -11,10 +11,11 @@
 //! * a command is `(op, conn, ...)`, `op` one of the class's command constants, `conn`
 //!   the `DataPlaneConn` its `OPENED` event handed out.
 //!
-//! `drain` takes the plane's event queue with the GIL released, then builds the Python
-//! objects; `submit` builds every Rust command first (a malformed one raises before any
-//! is handed over: a batch goes whole or not at all), then hands them over with the GIL
-//! released. Neither blocks: the locks they take are the I/O threads' short ones.
+//! `drain` takes the plane's event queue, then builds the Python objects; `submit` builds
+//! every Rust command first (a malformed one raises before any is handed over: a batch goes
+//! whole or not at all), then hands them over. Neither blocks: the locks they take are the
+//! I/O threads' short ones, and both keep the GIL (the I/O threads never want it, and
+//! releasing it would let another Python thread take it and the loop wait to have it back).
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
@@ -470,7 +471,10 @@ impl PyDataPlane {
     fn drain<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let statics = statics(py)?;
         let Kept { made, mut events } = std::mem::take(&mut *self.lock_kept());
-        py.detach(|| self.plane.drain(&mut events));
+        // With the GIL held: the queue's lock is held only for a swap by threads that never
+        // want the GIL, while releasing it lets another Python thread take it and the loop
+        // wait a switch interval to have it back.
+        self.plane.drain(&mut events);
         let list = made.map_or_else(|| PyList::empty(py), |made| made.into_bound(py));
         let mut events = events.into_iter();
         while let Some(event) = events.next() {
@@ -493,7 +497,8 @@ impl PyDataPlane {
         for item in commands.try_iter()? {
             batch.push(command_of(py, statics, &item?)?);
         }
-        py.detach(|| self.plane.submit(batch));
+        // With the GIL held, as in drain: the inboxes' locks are short and GIL-free.
+        self.plane.submit(batch);
         Ok(())
     }
 
