@@ -56,6 +56,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("artemis_py.stomp")
 
 FRAME = DataPlane.FRAME
+# Events read ahead of the loop at most: the I/O threads stop reading there. It is what
+# holds producers back to the pace the loop keeps (scenario 3: 65,536 let a backlog of
+# seconds build, and the loop's CPU per message double with it; 1,024 keeps up).
+MAX_QUEUED_EVENTS = 1024
 
 
 class DataPlaneShell:
@@ -64,7 +68,7 @@ class DataPlaneShell:
 
     def __init__(self, threads: int = 0) -> None:
         # A closing connection lingers as the socket shell's do (sockets.LINGER).
-        self.native = DataPlane(threads, close_linger=LINGER)
+        self.native = DataPlane(threads, close_linger=LINGER, max_queued_events=MAX_QUEUED_EVENTS)
         self.handlers: dict[int, _Handler] = {}  # by listener id
         self.connections: dict[int, PlaneConnection] = {}
         self._opened: dict[int, tuple[DataPlaneConn, _Handler, str]] = {}  # no frame yet

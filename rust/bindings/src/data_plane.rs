@@ -19,6 +19,7 @@
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -29,6 +30,7 @@ use pyo3::exceptions::{PyOSError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use stomp::Rules;
 
 use crate::stomp_objects::{limits_of, statics, FrameParts, Statics};
 
@@ -36,6 +38,9 @@ use crate::stomp_objects::{limits_of, statics, FrameParts, Statics};
 #[pyclass(name = "DataPlaneConn", module = "artemis_py._native", frozen)]
 pub struct PyConn {
     conn: Conn,
+    /// The version its `ACCEPT_CONNECT` gave (0: none yet), so that `submit` can encode
+    /// its MESSAGE and RECEIPT frames itself (see `encoded`).
+    version: AtomicU8,
 }
 
 #[pymethods]
@@ -185,30 +190,82 @@ fn frame_of(py: Python<'_>, statics: &Statics, frame: &Bound<'_, PyAny>) -> PyRe
 }
 
 /// One `(op, conn, ...)` tuple as a Rust command.
+fn version_code(version: Version) -> u8 {
+    match version {
+        Version::V10 => 1,
+        Version::V11 => 2,
+        Version::V12 => 3,
+    }
+}
+
+/// A MESSAGE or RECEIPT frame of a connection whose version is known, encoded here from
+/// the Python frame in one pass: cheaper for the loop than copying its headers into an
+/// owned Rust frame for the I/O thread to encode. Those frames change nothing in the
+/// connection codec's state (only CONNECTED and ERROR do, and they still go through it),
+/// so its bytes can be written as they are. None: the frame takes the codec's path.
+fn encoded(
+    py: Python<'_>,
+    statics: &Statics,
+    handle: &PyConn,
+    frame: &Bound<'_, PyAny>,
+) -> PyResult<Option<Vec<u8>>> {
+    let version = match handle.version.load(Ordering::Relaxed) {
+        1 => Version::V10,
+        2 => Version::V11,
+        3 => Version::V12,
+        _ => return Ok(None),
+    };
+    let parts = FrameParts::of(py, frame)?;
+    let Ok(command @ (stomp::Command::Message | stomp::Command::Receipt)) = parts.command else {
+        return Ok(None);
+    };
+    let body = parts.body.as_ref().map_or(&[][..], |b| b.as_bytes());
+    let outgoing = stomp::Outgoing {
+        unencodable: parts.unencodable,
+        ..stomp::Outgoing::new(command, &parts.headers, body)
+    };
+    let mut bytes = Vec::with_capacity(body.len() + 256);
+    stomp::encode_frame(
+        &mut bytes,
+        &outgoing,
+        Rules::for_frame(command, Some(version)),
+    )
+    .map_err(|error| statics.error(py, &error))?;
+    Ok(Some(bytes))
+}
+
 fn command_of(py: Python<'_>, statics: &Statics, item: &Bound<'_, PyAny>) -> PyResult<Command> {
     let tuple = item
         .cast::<PyTuple>()
         .map_err(|_| PyTypeError::new_err("a command must be a tuple (op, conn, ...)"))?;
     let op: u8 = tuple.get_item(0)?.extract()?;
-    let conn = tuple
-        .get_item(1)?
+    let handle = tuple.get_item(1)?;
+    let handle = handle
         .cast::<PyConn>()
         .map_err(|_| PyTypeError::new_err("a command's second item must be a DataPlaneConn"))?
-        .get()
-        .conn
-        .clone();
+        .get();
+    let conn = handle.conn.clone();
     let arg = |index: usize| tuple.get_item(index);
     Ok(match op {
         ACCEPT_CONNECT => {
             let text: String = arg(2)?.extract()?;
             let version = Version::parse(&text)
                 .ok_or_else(|| PyValueError::new_err(format!("no STOMP version {text:?}")))?;
+            handle
+                .version
+                .store(version_code(version), Ordering::Relaxed);
             Command::AcceptConnect { conn, version }
         }
-        SEND => Command::Send {
-            conn,
-            frame: frame_of(py, statics, &arg(2)?)?,
-        },
+        SEND => {
+            let frame = arg(2)?;
+            match encoded(py, statics, handle, &frame)? {
+                Some(bytes) => Command::SendBytes { conn, bytes },
+                None => Command::Send {
+                    conn,
+                    frame: frame_of(py, statics, &frame)?,
+                },
+            }
+        }
         SEND_HEAD => Command::SendHead {
             conn,
             frame: frame_of(py, statics, &arg(2)?)?,
@@ -287,7 +344,13 @@ fn event_tuple<'py>(
             peer,
         } => {
             let id = conn.id().0;
-            let handle = Bound::new(py, PyConn { conn })?;
+            let handle = Bound::new(
+                py,
+                PyConn {
+                    conn,
+                    version: AtomicU8::new(0),
+                },
+            )?;
             any((OPENED, id, handle, listener.0, address(py, peer)?).into_pyobject(py)?)
         }
         Event::ProtocolError { conn, error } | Event::CommandFailed { conn, error } => {

@@ -1,0 +1,73 @@
+"""Which path serves a node's clients (docs/architecture.md, "A STOMP SEND"): a plain-TCP
+acceptor's STOMP clients are served by the data plane's Rust I/O threads, a TLS acceptor's
+by the socket shell on the event loop, and ``ARTEMIS_PY_DATA_PLANE=0`` serves every
+acceptor on the event loop. Every other test of a plain-TCP acceptor runs on the data
+plane; these check that it is the one serving, and that the fallback works."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .conftest import BrokerProcess, Client, RawStomp, unique
+
+
+def thread_names(node: BrokerProcess) -> list[str]:
+    assert node.process is not None
+    tasks = Path(f"/proc/{node.process.pid}/task")
+    return [(task / "comm").read_text().strip() for task in tasks.iterdir()]
+
+
+def round_trip(client: Client) -> None:
+    queue, bodies = f"/queue/{unique('plane')}", [unique("body") for _ in range(50)]
+    client.subscribe(queue, ack="client-individual")
+    for body in bodies:
+        client.send(queue, body, receipt=True)
+    messages = client.wait_messages(len(bodies))
+    assert [m.body for m in messages] == bodies
+    for message in messages:
+        client.ack(message)
+
+
+def test_plain_tcp_clients_are_served_by_the_data_plane_threads(make_broker):
+    node = make_broker()
+    names = thread_names(node)
+    assert "dataplane-0" in names, names
+    client = node.client()
+    round_trip(client)
+    client.disconnect()
+    assert "Traceback" not in node.log()
+
+
+def test_with_the_data_plane_off_the_event_loop_serves_every_client(make_broker, monkeypatch):
+    monkeypatch.setenv("ARTEMIS_PY_DATA_PLANE", "0")
+    node = make_broker()
+    names = thread_names(node)
+    assert not [n for n in names if n.startswith("dataplane")], names
+    client = node.client()
+    round_trip(client)
+    client.disconnect()
+    assert "Traceback" not in node.log()
+
+
+@pytest.mark.parametrize("plane", ["1", "0"])
+def test_a_pipeline_deeper_than_the_read_pause_gets_every_receipt_in_order(
+    make_broker, monkeypatch, plane
+):
+    """5,000 receipted SENDs written at once, more than a connection's pipeline holds
+    (4,096): reading pauses and resumes, and every RECEIPT comes, in frame order."""
+    monkeypatch.setenv("ARTEMIS_PY_DATA_PLANE", plane)
+    node = make_broker()
+    raw = RawStomp(node.port, timeout=60)
+    assert raw.connect("1.2").command == "CONNECTED"
+    count = 5000
+    raw.send_bytes(
+        b"".join(
+            b"SEND\ndestination:deep\npersistent:true\nreceipt:r%d\n\nx\x00" % n
+            for n in range(count)
+        )
+    )
+    receipts = [raw.read_frame(timeout=60) for _ in range(count)]
+    assert [f.get("receipt-id") if f else None for f in receipts] == [f"r{n}" for n in range(count)]
+    raw.close()
