@@ -94,9 +94,10 @@
 //!    node stopping ([`Command::ReadRest`], settle, close). [`Event::Closed`] is the last
 //!    event, and the only one after a reset or a panic.
 //!
-//! Not wired into the node yet: the Python binding is `artemis_py._native.DataPlane`
-//! (`rust/bindings/src/data_plane.rs`); the Trio shell that serves the node's STOMP
-//! acceptors through it is the next step (issue 29).
+//! The Python binding is `artemis_py._native.DataPlane` (`rust/bindings/src/data_plane.rs`);
+//! the Trio shell that serves a node's plain-TCP STOMP acceptors through it is
+//! `python/artemis_py/transport/plane.py` (TLS acceptors are served by the socket shell
+//! until the `transport` enum's rustls variant lands).
 
 pub mod api;
 pub mod config;
