@@ -1,8 +1,9 @@
-"""Which path serves a node's clients (docs/architecture.md, "A STOMP SEND"): a plain-TCP
-acceptor's STOMP clients are served by the data plane's Rust I/O threads, a TLS acceptor's
-by the socket shell on the event loop, and ``ARTEMIS_PY_DATA_PLANE=0`` serves every
-acceptor on the event loop. Every other test of a plain-TCP acceptor runs on the data
-plane; these check that it is the one serving, and that the fallback works."""
+"""Which path serves a node's clients (docs/architecture.md, "A STOMP SEND"): with
+``ARTEMIS_PY_DATA_PLANE=1`` a plain-TCP acceptor's STOMP clients are served by the data
+plane's Rust I/O threads, otherwise (the product's default) by the socket shell on the
+event loop, as a TLS acceptor's always are. The suite's nodes run with the plane on
+(conftest.py), and .ci/run runs the STOMP modules again with it off; these check which one
+serves."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def round_trip(client: Client) -> None:
         client.ack(message)
 
 
-def test_plain_tcp_clients_are_served_by_the_data_plane_threads(make_broker):
+def test_plain_tcp_clients_are_served_by_the_data_plane_threads(make_broker, monkeypatch):
+    monkeypatch.setenv("ARTEMIS_PY_DATA_PLANE", "1")
     node = make_broker()
     names = thread_names(node)
     assert "dataplane-0" in names, names

@@ -2,7 +2,8 @@
 
 Theory of operation
 -------------------
-A plain-TCP acceptor that serves STOMP listens in the node's one
+A plain-TCP acceptor that serves STOMP listens, when ``ARTEMIS_PY_DATA_PLANE=1`` (the node
+serves every client on the event loop otherwise), in the node's one
 :class:`~artemis_py._native.DataPlane` (``rust/dataplane``): its I/O threads, one per core,
 accept the connections and own their sockets, read, decode and validate frames (the
 acceptor's ``stompMax*`` limits), enforce ``connectionsAllowed``, ``handshake-timeout`` and

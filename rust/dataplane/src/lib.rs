@@ -95,8 +95,8 @@
 //!    event, and the only one after a reset or a panic.
 //!
 //! The Python binding is `artemis_py._native.DataPlane` (`rust/bindings/src/data_plane.rs`);
-//! the Trio shell that serves a node's plain-TCP STOMP acceptors through it is
-//! `python/artemis_py/transport/plane.py` (TLS acceptors are served by the socket shell
+//! the Trio shell that serves a node's plain-TCP STOMP acceptors through it (with
+//! `ARTEMIS_PY_DATA_PLANE=1`) is `python/artemis_py/transport/plane.py` (TLS acceptors are served by the socket shell
 //! until the `transport` enum's rustls variant lands).
 
 pub mod api;
