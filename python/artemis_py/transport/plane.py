@@ -39,7 +39,7 @@ what the session sends meanwhile waits behind it, in order.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -221,6 +221,24 @@ class DataPlaneShell:
             host,
             port,
         )
+
+    def start_soon(
+        self, connection: PlaneConnection, task: Callable[[], Awaitable[object]]
+    ) -> None:
+        """Run a connection's helper task (a body streamed out, frames held for a page
+        store): in the plane's nursery, so it may start before the connection's own task
+        runs; it ends by itself once the connection is gone, and a fault in it closes
+        only that connection."""
+
+        async def guarded() -> None:
+            try:
+                await task()
+            except Exception:
+                log.exception("connection %s from %s failed", connection.id, connection.peer)
+                connection.abort()
+
+        assert self._nursery is not None
+        self._nursery.start_soon(guarded)
 
     def forget(self, connection: PlaneConnection) -> None:
         self.connections.pop(connection.conn.id, None)

@@ -69,7 +69,6 @@ class PlaneConnection(SessionShell):
         self._rest_read = trio.Event()
         self._closed = trio.Event()  # the plane closed the socket
         self._pipeline_done = trio.Event()
-        self._nursery: trio.Nursery | None = None
         # For the metrics (plain ints: counted on the hot path, read by a scrape).
         self.frames_in = 0
         self.frames_out = 0
@@ -98,8 +97,7 @@ class PlaneConnection(SessionShell):
         pin(action.body)
         if self._outbox is None:
             self._outbox = deque()
-            assert self._nursery is not None
-            self._nursery.start_soon(self._send_outbox)
+            self._shell.start_soon(self, self._send_outbox)
         self._outbox.append(action)
 
     async def _send_outbox(self) -> None:
@@ -155,8 +153,7 @@ class PlaneConnection(SessionShell):
             self._held.append(frame)
             if len(self._held) == 1:
                 self._pause()
-                assert self._nursery is not None
-                self._nursery.start_soon(self._handle_held)
+                self._shell.start_soon(self, self._handle_held)
             return
         self._handle(frame)
 
@@ -298,7 +295,6 @@ class PlaneConnection(SessionShell):
         """Settle the pipeline until the connection ends, then close in order."""
         try:
             async with trio.open_nursery() as nursery:
-                self._nursery = nursery
                 nursery.start_soon(self._pipeline)
                 await self._end.wait()
                 self._pipeline_send.close()
