@@ -50,6 +50,7 @@ from artemis_py.protocol.websocket import HTTP_METHODS
 from artemis_py.sessions.stomp.session import frame_limits
 from artemis_py.transport.plane_connection import Command, PlaneConnection
 from artemis_py.transport.sockets import LINGER
+from artemis_py.transport.stomp_shell import no_connect_message
 
 if TYPE_CHECKING:
     from artemis_py.transport.acceptor import _Handler
@@ -89,9 +90,7 @@ class DataPlaneShell:
             frame_limits(acceptor),
             connections_allowed=acceptor.connections_allowed,
             handshake_timeout=float(timeout) if timeout > 0 else None,
-            handshake_error=(
-                f"no CONNECT frame within {timeout} s (handshake-timeout)" if timeout > 0 else None
-            ),
+            handshake_error=(no_connect_message(timeout) if timeout > 0 else None),
             tcp_send_buffer=_size(acceptor.tcp_send_buffer_size),
             tcp_receive_buffer=_size(acceptor.tcp_receive_buffer_size),
             handoff_prefixes=prefixes,

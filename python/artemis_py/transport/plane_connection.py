@@ -18,7 +18,12 @@ from artemis_py.sessions.stomp import StompError, StompSession
 from artemis_py.sessions.stomp.actions import Browse, StreamBody
 from artemis_py.transport.sockets import LINGER
 from artemis_py.transport.stomp import LAST_ACKS_TIMEOUT, PIPELINE_DEPTH
-from artemis_py.transport.stomp_shell import SessionShell, Step, ttl_expired_message
+from artemis_py.transport.stomp_shell import (
+    SessionShell,
+    Step,
+    no_connect_message,
+    ttl_expired_message,
+)
 
 if TYPE_CHECKING:
     from artemis_py.transport.acceptor import _Handler
@@ -223,13 +228,8 @@ class PlaneConnection(SessionShell):
 
     def on_closed(self, cause: str, detail: str | None) -> None:
         if cause == "handshake-timeout":
-            timeout = self.session.acceptor.handshake_timeout
-            log.info(
-                "connection %s from %s: no CONNECT frame within %s s (handshake-timeout)",
-                self.id,
-                self.peer,
-                timeout,
-            )
+            message = no_connect_message(self.session.acceptor.handshake_timeout)
+            log.info("connection %s from %s: %s", self.id, self.peer, message)
             self.error_kind = "timeout"
         elif cause == "panic":
             log.error(

@@ -74,7 +74,12 @@ from artemis_py.sessions.stomp.actions import Browse, StreamBody
 from artemis_py.sessions.stomp.session import frame_limits
 from artemis_py.transport.bodies import BodyQueue
 from artemis_py.transport.sockets import close_lingering
-from artemis_py.transport.stomp_shell import SessionShell, Step, ttl_expired_message
+from artemis_py.transport.stomp_shell import (
+    SessionShell,
+    Step,
+    no_connect_message,
+    ttl_expired_message,
+)
 
 if TYPE_CHECKING:
     pass
@@ -297,7 +302,7 @@ class StompConnection(SessionShell):
         with trio.move_on_at(self._connect_deadline):
             return await self.stream.receive_some(READ_SIZE)
         await self._fail(
-            f"no CONNECT frame within {self._handshake_timeout} s (handshake-timeout)",
+            no_connect_message(self._handshake_timeout),
             None,
             kind="timeout",
         )

@@ -43,6 +43,12 @@ def ttl_expired_message(peer: str, ttl: float) -> str:
     )
 
 
+def no_connect_message(handshake_timeout: int) -> str:
+    """The ERROR of a connection whose CONNECT did not come within ``handshake-timeout``
+    (the data plane writes it itself: the listener is given it)."""
+    return f"no CONNECT frame within {handshake_timeout} s (handshake-timeout)"
+
+
 class SessionShell:
     """The shared part of both shells (see the module doc); each shell supplies
     ``send_frame`` and ``_browse`` (what a browse that cannot be read does to it)."""
