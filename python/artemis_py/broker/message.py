@@ -82,6 +82,7 @@ class Message:
     """An immutable message body and headers with a mutable live-reference count."""
 
     __slots__ = (
+        "_headers_size",
         "_property_map",
         "address",
         "body",
@@ -129,6 +130,7 @@ class Message:
         # Set once the body is in a file; ``body`` is then emptied once the file is durable.
         self.body_ref: LargeBody | None = None
         self._property_map: dict[str, str] | None = None
+        self._headers_size = -1  # of size: computed once per properties (see _size_of_headers)
         # Bound for other nodes: per store-and-forward queue (by name), the names of the
         # bindings over there it is for (:mod:`artemis_py.broker.routing.forwarding`). Beside
         # the message, never in its encoding: the bytes journaled are the bytes forwarded.
@@ -146,7 +148,7 @@ class Message:
     def size(self) -> int:
         """Approximate wire size in bytes (body included, in memory or not), what
         flow-control windows and ``AMQSize`` count."""
-        size = self.body_length + sum(len(k) + len(v) + 2 for k, v in self.properties) + 64
+        size = self.body_length + self._size_of_headers()
         return size if self.route_to is None else size + self._route_size()
 
     @property
@@ -157,11 +159,17 @@ class Message:
             return self.size
         return (
             len(self.body)
-            + sum(len(k) + len(v) + 2 for k, v in self.properties)
-            + 64
-            + (REFERENCE_OVERHEAD)
+            + self._size_of_headers()
+            + REFERENCE_OVERHEAD
             + (0 if self.route_to is None else self._route_size())
         )
+
+    def _size_of_headers(self) -> int:
+        """The properties' part of :attr:`size`, with 64 bytes for the fixed headers; kept,
+        since flow control, paging and large-message checks ask for it several times."""
+        if self._headers_size < 0:
+            self._headers_size = sum(len(k) + len(v) + 2 for k, v in self.properties) + 64
+        return self._headers_size
 
     def _route_size(self) -> int:
         """What :attr:`route_to` counts for, as much as when it was a property (Artemis's
@@ -193,6 +201,7 @@ class Message:
         kept = tuple((k, v) for k, v in self.properties if k not in updates)
         self.properties = kept + tuple(updates.items())
         self._property_map = None
+        self._headers_size = -1
 
     def user_properties(self) -> tuple[tuple[str, str], ...]:
         """The properties (the internal routing ones are never among them: route_to)."""
