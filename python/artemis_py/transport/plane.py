@@ -9,8 +9,9 @@ accept the connections and own their sockets, read, decode and validate frames (
 acceptor's ``stompMax*`` limits), enforce ``connectionsAllowed``, ``handshake-timeout`` and
 the heart-beats Python set, and encode and write what Python sends. Python's loop sees
 **batches**: :class:`DataPlaneShell` waits for the plane's eventfd, takes every event that
-came meanwhile with one ``drain()`` and hands each to its connection; everything the
-connections send in one pass of Trio's loop goes back with one ``submit()``.
+came meanwhile with one ``drain()`` (each event made into Python objects only when its
+turn comes) and hands each to its connection; everything the connections send in one pass
+of Trio's loop goes back with one ``submit()``.
 
 Every decision stays here. A :class:`PlaneConnection` is the same
 :class:`~artemis_py.sessions.stomp.StompSession` the socket shell (:mod:`.stomp`) drives,
@@ -145,18 +146,25 @@ class DataPlaneShell:
         drain, handlers, connections = self.native.drain, self._events(), self.connections
         while True:
             await trio.lowlevel.wait_readable(fd)
-            for event in drain():
+            events = drain()  # each event made into Python objects as the loop reaches it
+            while True:
                 try:
-                    # Frames first, without a lookup of what to do: they are most events.
-                    if event[0] == FRAME and (connection := connections.get(event[1])):
-                        connection.on_frame(event[2])
-                    else:
-                        handlers[event[0]](event)
-                except Exception:  # (one connection's fault stays its own)
-                    log.exception("data plane event %r failed", event[:2])
-                    connection = self.connections.get(event[1])
-                    if connection is not None:
-                        connection.abort()
+                    for event in events:
+                        try:
+                            # Frames first, without a lookup of what to do: most events are.
+                            if event[0] == FRAME and (connection := connections.get(event[1])):
+                                connection.on_frame(event[2])
+                            else:
+                                handlers[event[0]](event)
+                        except Exception:  # (one connection's fault stays its own)
+                            log.exception("data plane event %r failed", event[:2])
+                            connection = self.connections.get(event[1])
+                            if connection is not None:
+                                connection.abort()
+                except Exception:  # (an event the binding could not make: it is dropped)
+                    log.exception("data plane event lost")
+                    continue
+                break
 
     def _events(self) -> dict[int, Callable[[tuple[Any, ...]], None]]:
         """What each kind of event does."""

@@ -11,12 +11,14 @@
 //! * a command is `(op, conn, ...)`, `op` one of the class's command constants, `conn`
 //!   the `DataPlaneConn` its `OPENED` event handed out.
 //!
-//! `drain` takes the plane's event queue, then builds the Python objects; `submit` builds
+//! `drain` takes the plane's event queue, and its iterator builds each event's Python
+//! objects as the caller reaches it; `submit` builds
 //! every Rust command first (a malformed one raises before any is handed over: a batch goes
 //! whole or not at all), then hands them over. Neither blocks: the locks they take are the
 //! I/O threads' short ones, and both keep the GIL (the I/O threads never want it, and
 //! releasing it would let another Python thread take it and the loop wait to have it back).
 
+use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -24,12 +26,12 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use dataplane::{
-    CloseCause, Command, Config, Conn, Event, Lease, ListenerId, ListenerSpec, Version,
+    CloseCause, Command, Config, Conn, ConnId, Event, Lease, ListenerId, ListenerSpec, Version,
 };
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyTuple};
 use stomp::Rules;
 
 use crate::stomp_objects::{limits_of, statics, FrameParts, Statics};
@@ -91,22 +93,39 @@ impl PyLease {
 #[pyclass(name = "DataPlane", module = "artemis_py._native", frozen)]
 pub struct PyDataPlane {
     plane: dataplane::DataPlane,
-    /// What a `drain` that raised kept for the next: no connection's `CLOSED` is lost.
-    kept: Mutex<Kept>,
 }
 
-/// The tuples a failed `drain` made before the event that failed, and the events after it.
-#[derive(Default)]
-struct Kept {
-    made: Option<Py<PyList>>,
-    events: Vec<Event>,
+/// `artemis_py._native.DataPlaneEvents`: what one `drain()` took, made into Python objects
+/// one event at a time as the caller iterates. Each event's objects are then made just
+/// before they are handled, while the CPU's caches still hold them: a batch of a thousand
+/// frames made at once had left the cache by the time the loop reached its last ones.
+#[pyclass(name = "DataPlaneEvents", module = "artemis_py._native")]
+pub struct PyEvents {
+    events: std::vec::IntoIter<Event>,
 }
 
-impl PyDataPlane {
-    fn lock_kept(&self) -> std::sync::MutexGuard<'_, Kept> {
-        self.kept
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+#[pymethods]
+impl PyEvents {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// The next event's tuple. If it cannot be made into Python objects (out of memory, a
+    /// handed-off socket Python refuses), it is dropped and the error raised; iterating
+    /// again goes on with the events after it.
+    fn __next__<'py>(
+        mut slf: PyRefMut<'py, Self>,
+        py: Python<'py>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let statics = statics(py)?;
+        slf.events
+            .next()
+            .map(|event| event_tuple(py, statics, event))
+            .transpose()
+    }
+
+    fn __len__(&self) -> usize {
+        self.events.len()
     }
 }
 
@@ -189,7 +208,6 @@ fn frame_of(py: Python<'_>, statics: &Statics, frame: &Bound<'_, PyAny>) -> PyRe
     Ok(stomp::Frame::new(command, headers, body))
 }
 
-/// One `(op, conn, ...)` tuple as a Rust command.
 fn version_code(version: Version) -> u8 {
     match version {
         Version::V10 => 1,
@@ -234,7 +252,12 @@ fn encoded(
     Ok(Some(bytes))
 }
 
-fn command_of(py: Python<'_>, statics: &Statics, item: &Bound<'_, PyAny>) -> PyResult<Command> {
+/// One command tuple as a Rust command, with its connection's id.
+fn command_of(
+    py: Python<'_>,
+    statics: &Statics,
+    item: &Bound<'_, PyAny>,
+) -> PyResult<(ConnId, Command)> {
     let tuple = item
         .cast::<PyTuple>()
         .map_err(|_| PyTypeError::new_err("a command must be a tuple (op, conn, ...)"))?;
@@ -245,8 +268,9 @@ fn command_of(py: Python<'_>, statics: &Statics, item: &Bound<'_, PyAny>) -> PyR
         .map_err(|_| PyTypeError::new_err("a command's second item must be a DataPlaneConn"))?
         .get();
     let conn = handle.conn.clone();
+    let id = conn.id();
     let arg = |index: usize| tuple.get_item(index);
-    Ok(match op {
+    let command = match op {
         ACCEPT_CONNECT => {
             let text: String = arg(2)?.extract()?;
             let version = Version::parse(&text)
@@ -296,7 +320,8 @@ fn command_of(py: Python<'_>, statics: &Statics, item: &Bound<'_, PyAny>) -> PyR
                 "no data plane command {other}"
             )))
         }
-    })
+    };
+    Ok((id, command))
 }
 
 /// Why a connection closed, as `(cause, detail)`: the cause a short str, the detail the
@@ -460,10 +485,7 @@ impl PyDataPlane {
         let plane = py
             .detach(|| dataplane::DataPlane::start(config))
             .map_err(|e| plane_error(&e))?;
-        Ok(Self {
-            plane,
-            kept: Mutex::new(Kept::default()),
-        })
+        Ok(Self { plane })
     }
 
     /// The number of I/O threads.
@@ -526,30 +548,18 @@ impl PyDataPlane {
         self.plane.fileno()
     }
 
-    /// Every event reported so far, as tuples, in order per connection; resets the eventfd.
-    /// If one cannot be made into Python objects (out of memory, a handed-off socket
-    /// Python refuses), that one is dropped and the error raised; the tuples made before
-    /// it and the events after it are kept for the next call, which the caller makes at
-    /// once (the eventfd does not say they wait).
-    fn drain<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let statics = statics(py)?;
-        let Kept { made, mut events } = std::mem::take(&mut *self.lock_kept());
+    /// Every event reported so far, in order per connection, as an iterator of tuples
+    /// (`DataPlaneEvents`); resets the eventfd. The caller iterates it to the end at once:
+    /// the eventfd does not say that events wait in it.
+    fn drain(&self) -> PyEvents {
+        let mut events = Vec::new();
         // With the GIL held: the queue's lock is held only for a swap by threads that never
         // want the GIL, while releasing it lets another Python thread take it and the loop
         // wait a switch interval to have it back.
         self.plane.drain(&mut events);
-        let list = made.map_or_else(|| PyList::empty(py), |made| made.into_bound(py));
-        let mut events = events.into_iter();
-        while let Some(event) = events.next() {
-            if let Err(error) = event_tuple(py, statics, event).and_then(|t| list.append(t)) {
-                *self.lock_kept() = Kept {
-                    made: Some(list.unbind()),
-                    events: events.collect(),
-                };
-                return Err(error);
-            }
+        PyEvents {
+            events: events.into_iter(),
         }
-        Ok(list)
     }
 
     /// Hands a batch of `(op, conn, ...)` commands to the I/O threads (all or none: a
@@ -557,8 +567,22 @@ impl PyDataPlane {
     fn submit(&self, py: Python<'_>, commands: &Bound<'_, PyAny>) -> PyResult<()> {
         let statics = statics(py)?;
         let mut batch = Vec::new();
+        // Each connection's latest command in the batch: bytes for a connection whose
+        // latest is bytes join them (a pass's deliveries to a consumer go as one piece,
+        // which its I/O thread takes in one step, as the socket shell's writes did).
+        let mut latest: HashMap<ConnId, usize> = HashMap::new();
         for item in commands.try_iter()? {
-            batch.push(command_of(py, statics, &item?)?);
+            let (id, command) = command_of(py, statics, &item?)?;
+            if let Command::SendBytes { bytes, .. } = &command {
+                if let Some(Command::SendBytes { bytes: joined, .. }) =
+                    latest.get(&id).and_then(|&at| batch.get_mut(at))
+                {
+                    joined.extend_from_slice(bytes);
+                    continue;
+                }
+            }
+            latest.insert(id, batch.len());
+            batch.push(command);
         }
         // With the GIL held, as in drain: the inboxes' locks are short and GIL-free.
         self.plane.submit(batch);

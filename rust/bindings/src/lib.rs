@@ -40,6 +40,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<data_plane::PyDataPlane>()?;
     m.add_class::<data_plane::PyConn>()?;
     m.add_class::<data_plane::PyLease>()?;
+    m.add_class::<data_plane::PyEvents>()?;
     m.add_function(wrap_pyfunction!(stomp_functions::stomp_decode_headers, m)?)?;
     m.add_function(wrap_pyfunction!(stomp_functions::stomp_frame_mode, m)?)?;
     m.add_function(wrap_pyfunction!(stomp_functions::stomp_encode_frame, m)?)?;

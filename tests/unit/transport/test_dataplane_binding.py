@@ -130,6 +130,45 @@ async def test_connect_accept_and_pipelined_sends_as_the_codec_decodes_them(plan
         assert all(e[1] == conn.id for e in plane.events)
 
 
+async def test_a_batch_writes_each_connections_frames_in_order_whatever_comes_between(
+    plane: Plane,
+) -> None:
+    # submit() joins the bytes of a connection's consecutive frames: the joins must keep
+    # the order of its frames, with raw bytes and codec-encoded frames between them.
+    async with await trio.open_tcp_stream("127.0.0.1", plane.port) as first:
+        a = await plane.connected(first)
+        plane.events.clear()
+        second = await trio.open_tcp_stream("127.0.0.1", plane.port)
+        b = await plane.connected(second)
+
+        def receipt(conn: DataPlaneConn, name: str) -> tuple[Any, ...]:
+            return (DataPlane.SEND, conn, Frame("RECEIPT", (("receipt-id", name),)))
+
+        plane.plane.submit(
+            [
+                receipt(a, "a1"),
+                receipt(b, "b1"),
+                (DataPlane.SEND_BYTES, a, b"RECEIPT\nreceipt-id:raw\n\n\x00"),
+                receipt(a, "a2"),
+                (DataPlane.SEND, a, Frame("ERROR", (("message", "m"),))),  # the codec's path
+                receipt(a, "a3"),
+                receipt(b, "b2"),
+            ]
+        )
+        got = [await read_frame(first) for _ in range(5)]
+        assert [f.split(b"\n")[1] for f in got] == [
+            b"receipt-id:a1",
+            b"receipt-id:raw",
+            b"receipt-id:a2",
+            b"message:m",
+            b"receipt-id:a3",
+        ]
+        async with second:
+            assert [await read_frame(second) for _ in range(2)] == [
+                b"RECEIPT\nreceipt-id:b%d\n\n\x00" % n for n in (1, 2)
+            ]
+
+
 async def test_a_protocol_error_then_error_and_a_flushing_close_reach_the_client(
     plane: Plane,
 ) -> None:
