@@ -216,48 +216,89 @@ fn version_code(version: Version) -> u8 {
     }
 }
 
+/// One `submit()`'s commands, in order, with each connection's latest: bytes for a
+/// connection whose latest command is bytes join them, so a pass's deliveries to one
+/// consumer go as one piece that its I/O thread takes in one step.
+#[derive(Default)]
+struct Batch {
+    commands: Vec<Command>,
+    latest: HashMap<ConnId, usize>,
+}
+
+impl Batch {
+    fn push(&mut self, command: Command, id: ConnId) {
+        self.latest.insert(id, self.commands.len());
+        self.commands.push(command);
+    }
+
+    /// The bytes to append to for `conn`: its latest command's, or a new one's.
+    fn bytes_for(&mut self, conn: &Conn) -> &mut Vec<u8> {
+        let id = conn.id();
+        let at = match self.latest.get(&id) {
+            Some(&at) if matches!(self.commands[at], Command::SendBytes { .. }) => at,
+            _ => {
+                let conn = conn.clone();
+                self.push(
+                    Command::SendBytes {
+                        conn,
+                        bytes: Vec::new(),
+                    },
+                    id,
+                );
+                self.commands.len() - 1
+            }
+        };
+        match &mut self.commands[at] {
+            Command::SendBytes { bytes, .. } => bytes,
+            _ => unreachable!("the command at `at` is bytes"),
+        }
+    }
+}
+
 /// A MESSAGE or RECEIPT frame of a connection whose version is known, encoded here from
 /// the Python frame in one pass: cheaper for the loop than copying its headers into an
 /// owned Rust frame for the I/O thread to encode. Those frames change nothing in the
 /// connection codec's state (only CONNECTED and ERROR do, and they still go through it),
-/// so its bytes can be written as they are. None: the frame takes the codec's path.
-fn encoded(
+/// so its bytes can be written as they are. False: the frame takes the codec's path.
+fn encode_into(
     py: Python<'_>,
     statics: &Statics,
     handle: &PyConn,
     frame: &Bound<'_, PyAny>,
-) -> PyResult<Option<Vec<u8>>> {
+    batch: &mut Batch,
+) -> PyResult<bool> {
     let version = match handle.version.load(Ordering::Relaxed) {
         1 => Version::V10,
         2 => Version::V11,
         3 => Version::V12,
-        _ => return Ok(None),
+        _ => return Ok(false),
     };
     let parts = FrameParts::of(py, frame)?;
     let Ok(command @ (stomp::Command::Message | stomp::Command::Receipt)) = parts.command else {
-        return Ok(None);
+        return Ok(false);
     };
     let body = parts.body.as_ref().map_or(&[][..], |b| b.as_bytes());
     let outgoing = stomp::Outgoing {
         unencodable: parts.unencodable,
         ..stomp::Outgoing::new(command, &parts.headers, body)
     };
-    let mut bytes = Vec::with_capacity(body.len() + 256);
-    stomp::encode_frame(
-        &mut bytes,
-        &outgoing,
-        Rules::for_frame(command, Some(version)),
-    )
-    .map_err(|error| statics.error(py, &error))?;
-    Ok(Some(bytes))
+    let bytes = batch.bytes_for(&handle.conn);
+    let start = bytes.len();
+    let rules = Rules::for_frame(command, Some(version));
+    if let Err(error) = stomp::encode_frame(bytes, &outgoing, rules) {
+        bytes.truncate(start);
+        return Err(statics.error(py, &error));
+    }
+    Ok(true)
 }
 
-/// One command tuple as a Rust command, with its connection's id.
-fn command_of(
+/// Adds one command tuple to `batch`.
+fn add_command(
     py: Python<'_>,
     statics: &Statics,
     item: &Bound<'_, PyAny>,
-) -> PyResult<(ConnId, Command)> {
+    batch: &mut Batch,
+) -> PyResult<()> {
     let tuple = item
         .cast::<PyTuple>()
         .map_err(|_| PyTypeError::new_err("a command must be a tuple (op, conn, ...)"))?;
@@ -267,9 +308,8 @@ fn command_of(
         .cast::<PyConn>()
         .map_err(|_| PyTypeError::new_err("a command's second item must be a DataPlaneConn"))?
         .get();
-    let conn = handle.conn.clone();
-    let id = conn.id();
     let arg = |index: usize| tuple.get_item(index);
+    let conn = handle.conn.clone();
     let command = match op {
         ACCEPT_CONNECT => {
             let text: String = arg(2)?.extract()?;
@@ -282,12 +322,12 @@ fn command_of(
         }
         SEND => {
             let frame = arg(2)?;
-            match encoded(py, statics, handle, &frame)? {
-                Some(bytes) => Command::SendBytes { conn, bytes },
-                None => Command::Send {
-                    conn,
-                    frame: frame_of(py, statics, &frame)?,
-                },
+            if encode_into(py, statics, handle, &frame, batch)? {
+                return Ok(());
+            }
+            Command::Send {
+                conn,
+                frame: frame_of(py, statics, &frame)?,
             }
         }
         SEND_HEAD => Command::SendHead {
@@ -297,11 +337,12 @@ fn command_of(
         },
         SEND_BYTES => {
             let data = arg(2)?;
-            let bytes = match data.cast::<PyBytes>() {
-                Ok(bytes) => bytes.as_bytes().to_vec(),
-                Err(_) => data.extract::<Vec<u8>>()?,
-            };
-            Command::SendBytes { conn, bytes }
+            let bytes = batch.bytes_for(&conn);
+            match data.cast::<PyBytes>() {
+                Ok(data) => bytes.extend_from_slice(data.as_bytes()),
+                Err(_) => bytes.extend(data.extract::<Vec<u8>>()?),
+            }
+            return Ok(());
         }
         SET_HEARTBEAT => Command::SetHeartbeat {
             conn,
@@ -321,7 +362,9 @@ fn command_of(
             )))
         }
     };
-    Ok((id, command))
+    let id = handle.conn.id();
+    batch.push(command, id);
+    Ok(())
 }
 
 /// Why a connection closed, as `(cause, detail)`: the cause a short str, the detail the
@@ -566,26 +609,12 @@ impl PyDataPlane {
     /// malformed command raises before any is handed over).
     fn submit(&self, py: Python<'_>, commands: &Bound<'_, PyAny>) -> PyResult<()> {
         let statics = statics(py)?;
-        let mut batch = Vec::new();
-        // Each connection's latest command in the batch: bytes for a connection whose
-        // latest is bytes join them (a pass's deliveries to a consumer go as one piece,
-        // which its I/O thread takes in one step, as the socket shell's writes did).
-        let mut latest: HashMap<ConnId, usize> = HashMap::new();
+        let mut batch = Batch::default();
         for item in commands.try_iter()? {
-            let (id, command) = command_of(py, statics, &item?)?;
-            if let Command::SendBytes { bytes, .. } = &command {
-                if let Some(Command::SendBytes { bytes: joined, .. }) =
-                    latest.get(&id).and_then(|&at| batch.get_mut(at))
-                {
-                    joined.extend_from_slice(bytes);
-                    continue;
-                }
-            }
-            latest.insert(id, batch.len());
-            batch.push(command);
+            add_command(py, statics, &item?, &mut batch)?;
         }
         // With the GIL held, as in drain: the inboxes' locks are short and GIL-free.
-        self.plane.submit(batch);
+        self.plane.submit(batch.commands);
         Ok(())
     }
 
