@@ -7,6 +7,7 @@ serves."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,30 @@ def test_a_pipeline_deeper_than_the_read_pause_gets_every_receipt_in_order(
     receipts = [raw.read_frame(timeout=60) for _ in range(count)]
     assert [f.get("receipt-id") if f else None for f in receipts] == [f"r{n}" for n in range(count)]
     raw.close()
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="this machine has no IPv6 loopback")
+@pytest.mark.parametrize("plane", ["1", "0"])
+def test_a_wildcard_acceptor_serves_ipv4_and_ipv6_clients(make_broker, monkeypatch, plane):
+    """An acceptor on 0.0.0.0 (how Artemis writes them) listens on IPv4's and IPv6's
+    wildcards on either path, so a client whose "localhost" resolves to ::1 gets in."""
+    monkeypatch.setenv("ARTEMIS_PY_DATA_PLANE", plane)
+    node = make_broker(start=False)
+    node.host = "0.0.0.0"
+    node.start()
+    for family, address in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        with socket.socket(family) as sock:
+            sock.settimeout(10)
+            sock.connect((address, node.port))
+            sock.sendall(b"CONNECT\naccept-version:1.2\nhost:localhost\n\n\x00")
+            assert sock.recv(64).startswith(b"CONNECTED\n"), address
+    assert ("dataplane-0" in thread_names(node)) == (plane == "1")

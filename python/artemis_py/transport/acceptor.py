@@ -26,6 +26,7 @@ client's CONNECT together.
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import socket
@@ -160,7 +161,7 @@ async def serve_acceptor(
     handler.authorizer = authorizer
     what = " and ".join(n for n, on in (("STOMP", stomp), ("cluster links", core)) if on)
     if plane is not None and tls is None and stomp:
-        addresses = _listen_in_plane(plane, handler)
+        addresses = await _listen_in_plane(plane, handler)
         task_status.started(addresses)
         for address in addresses:
             log.info("acceptor %s listening for %s on %s:%d", acceptor.name, what, *address)
@@ -177,15 +178,30 @@ async def serve_acceptor(
         await trio.serve_listeners(handler.serve, listeners)
 
 
-def _listen_in_plane(plane: DataPlaneShell, handler: _Handler) -> list[tuple[str, int]]:
-    """The acceptor's listening sockets in the data plane, on every host (all of them, as
-    IPv4's 0.0.0.0); the addresses bound."""
+async def _listen_in_plane(plane: DataPlaneShell, handler: _Handler) -> list[tuple[str, int]]:
+    """The acceptor's listening sockets in the data plane, bound as the socket shell's
+    (Trio's) are: on every address of every host, a wildcard host on IPv4's and IPv6's
+    (an address family the machine lacks is skipped if another one binds); the addresses
+    bound."""
     acceptor = handler.acceptor
     addresses: list[tuple[str, int]] = []
     for configured in acceptor.hosts:
-        host = "0.0.0.0" if configured in ("0.0.0.0", "", "*") else configured
+        host = None if configured in ("0.0.0.0", "", "*") else configured
         try:
-            addresses.append(plane.listen(handler, host, acceptor.port))
+            resolved = await trio.socket.getaddrinfo(
+                host, acceptor.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )
+            unsupported: OSError | None = None
+            bound = len(addresses)
+            for ip in dict.fromkeys(str(info[4][0]) for info in resolved):
+                try:
+                    addresses.append(plane.listen(handler, ip, acceptor.port))
+                except OSError as exc:
+                    if exc.errno != errno.EAFNOSUPPORT:
+                        raise
+                    unsupported = exc
+            if len(addresses) == bound:
+                raise unsupported or OSError(errno.EADDRNOTAVAIL, "no address to listen on")
         except OSError as exc:
             raise OSError(
                 exc.errno,

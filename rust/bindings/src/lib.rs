@@ -9,6 +9,7 @@
 #![allow(clippy::needless_pass_by_value)]
 
 mod data_plane;
+mod data_plane_commands;
 mod error;
 mod journal;
 mod node_manager;

@@ -2,13 +2,14 @@
 //! (`submit`, `drain`).
 
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use mio::{Poll, Waker};
+use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::api::{Command, Event, ListenerId};
 use crate::config::{Config, ListenerSpec};
@@ -90,11 +91,7 @@ impl DataPlane {
         }
         let addr = spec.addr;
         let listen_error = |source| Error::Listen { addr, source };
-        let socket = std::net::TcpListener::bind(addr).map_err(listen_error)?;
-        set_buffer(&socket, libc::SO_SNDBUF, spec.tcp_send_buffer).map_err(listen_error)?;
-        set_buffer(&socket, libc::SO_RCVBUF, spec.tcp_receive_buffer).map_err(listen_error)?;
-        raise_backlog(&socket).map_err(listen_error)?;
-        socket.set_nonblocking(true).map_err(listen_error)?;
+        let socket = bind(addr, &spec).map_err(listen_error)?;
         let local_addr = socket.local_addr().map_err(listen_error)?;
         let id = ListenerId(self.next_listener.fetch_add(1, Ordering::Relaxed));
         let info = Arc::new(ListenerInfo {
@@ -197,41 +194,24 @@ impl Drop for DataPlane {
     }
 }
 
-/// Sets a socket buffer size option (None: leave the system's).
-fn set_buffer(
-    socket: &std::net::TcpListener,
-    option: libc::c_int,
-    size: Option<usize>,
-) -> std::io::Result<()> {
-    let Some(size) = size else {
-        return Ok(());
-    };
-    let value = libc::c_int::try_from(size).unwrap_or(libc::c_int::MAX);
-    // SAFETY: the descriptor is the live socket `socket` borrows; the option value points
-    // to an initialised c_int that outlives the call, and the length passed is its size.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            option,
-            std::ptr::addr_of!(value).cast::<libc::c_void>(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
+/// A listening socket on `addr`, as Trio's listeners are made: `SO_REUSEADDR`, an IPv6
+/// socket for IPv6 only (so `::` and `0.0.0.0` can both be bound on one port), the
+/// listener's buffer sizes (inherited by accepted sockets), and the accept backlog at the
+/// system's cap (`somaxconn`) rather than std's 128, so a burst of clients is not dropped.
+fn bind(addr: SocketAddr, spec: &ListenerSpec) -> std::io::Result<std::net::TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
     }
-    Ok(())
-}
-
-/// Raises the accept backlog from std's 128 to the system's cap (`somaxconn`), as Trio's
-/// listeners have it: a burst of clients connecting at once is not dropped.
-fn raise_backlog(socket: &std::net::TcpListener) -> std::io::Result<()> {
-    // SAFETY: listen() on the live descriptor `socket` borrows, no pointers; Linux allows
-    // calling it again on a listening socket to change the backlog.
-    let rc = unsafe { libc::listen(socket.as_raw_fd(), 4096) };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
+    if let Some(size) = spec.tcp_send_buffer {
+        socket.set_send_buffer_size(size)?;
     }
-    Ok(())
+    if let Some(size) = spec.tcp_receive_buffer {
+        socket.set_recv_buffer_size(size)?;
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(4096)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
 }
