@@ -1,5 +1,6 @@
 //! `artemis_py._native`: the Python face of the Rust storage crates, the STOMP codec and
-//! the data plane (`DataPlane`, `data_plane.rs`: not wired into the node yet, issue 29).
+//! the data plane (`DataPlane`, `data_plane.rs`: serving a node's plain-TCP STOMP clients
+//! when `ARTEMIS_PY_DATA_PLANE=1`, `python/artemis_py/transport/plane.py`).
 //!
 //! The only crate that depends on pyo3 (the tokenizers layout): `journal`, `paging` and `nodeid` stay
 //! pure Rust. Python reaches this module through the async facade `artemis_py.storage`.
