@@ -28,9 +28,10 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _M_ARENA_MAX = -8
 # Allocations (net of frees) of the cyclic garbage collector's young generation before it
 # runs; Python's default is 700. A node's messages, frames and references are acyclic and
-# die by reference counting; at 700 the collector ran thousands of times a second and kept
-# re-scanning a backlog it promoted (17% of the event loop in scenario 3). 50,000 is above
-# what a busy node holds in flight, so a collection runs when garbage accumulates.
+# die by reference counting; at 700 the collector ran hundreds of times a second and kept
+# re-scanning the messages in flight it had promoted (about a fifth of the event loop in
+# benchmark scenario 3 with the data plane). 50,000 is above what a busy node holds in
+# flight, so a collection runs when garbage accumulates.
 GC_YOUNG_THRESHOLD = 50_000
 
 
