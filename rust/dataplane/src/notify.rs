@@ -58,23 +58,25 @@ impl EventQueue {
         self.pokes.load(Ordering::Relaxed)
     }
 
-    /// Appends `events` (leaving it empty) and pokes the eventfd if the queue was empty.
-    pub(crate) fn publish(&self, events: &mut Vec<Event>) {
+    /// Appends `events` (leaving it empty) and pokes the eventfd if the queue was empty;
+    /// whether the queue is below its limit after.
+    pub(crate) fn publish(&self, events: &mut Vec<Event>) -> bool {
         if events.is_empty() {
-            return;
+            return self.len() < self.limit;
         }
-        let was_empty = {
+        let (was_empty, room) = {
             let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
             let was_empty = queue.is_empty();
             queue.append(events);
             self.len.store(queue.len(), Ordering::Release);
-            was_empty
+            (was_empty, queue.len() < self.limit)
         };
         if was_empty {
             self.pokes.fetch_add(1, Ordering::Relaxed);
             // The only failure is EAGAIN with the counter near u64::MAX: readable anyway.
             let _ = (&self.eventfd).write(&1u64.to_ne_bytes());
         }
+        room
     }
 
     /// Events queued now.

@@ -209,7 +209,14 @@ impl Worker {
         for id in std::mem::take(&mut self.ctx.dirty) {
             self.with(id, Connection::flush);
         }
-        self.plane.events.publish(&mut self.ctx.events);
+        let room = self.plane.events.publish(&mut self.ctx.events);
+        if room && !self.ctx.held_back.is_empty() {
+            // The queue was drained since this pass measured its room, by a drain that
+            // found it below the limit and so tells nobody to read on: read on now (a
+            // drain that finds it full tells every thread: `Inbox::resume`).
+            let held_back = std::mem::take(&mut self.ctx.held_back);
+            self.ctx.again.extend(held_back);
+        }
         true
     }
 
@@ -449,7 +456,7 @@ impl Worker {
             self.remove(slot, End::Close(CloseCause::Shutdown));
         }
         self.listeners.clear();
-        self.plane.events.publish(&mut self.ctx.events);
+        let _ = self.plane.events.publish(&mut self.ctx.events);
     }
 }
 

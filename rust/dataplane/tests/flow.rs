@@ -268,3 +268,38 @@ fn a_python_that_does_not_drain_stops_the_reading_at_the_queue_limit() {
         "batches of {largest} at most: the limit is not what stops it"
     );
 }
+
+/// A pass that finds too little room holds a connection back; if Python drains meanwhile,
+/// its drain finds the queue below the limit and tells no thread to read on, so the pass
+/// itself must (before, the connection stalled for good: found by the `data_plane` fuzz
+/// target). Python drains as fast as it can here, so that race comes up again and again.
+#[test]
+fn a_connection_held_back_reads_on_when_python_drained_meanwhile() {
+    let config = Config {
+        threads: 1,
+        max_queued_events: 3,
+        read_chunk: 5,
+        read_budget: 23,
+        ..Config::default()
+    };
+    let (plane, addr, mut events) = plane(config, |_| {});
+    let (mut client, _conn) = connected(&plane, addr, &mut events);
+    let mut bytes = Vec::new();
+    for n in 0..2000 {
+        bytes.extend_from_slice(format!("SEND\ndestination:/q\nn:{n}\n\n\0").as_bytes());
+    }
+    client.send(&bytes);
+    let mut next = 0;
+    let mut batch = Vec::new();
+    while next < 2000 {
+        assert!(plane.wait(common::PATIENCE), "stalled at frame {next}");
+        plane.drain(&mut batch);
+        for event in batch.drain(..) {
+            let Event::Frame { frame, .. } = event else {
+                panic!("unexpected {event:?}");
+            };
+            assert_eq!(frame.get("n"), Some(next.to_string().as_str()));
+            next += 1;
+        }
+    }
+}
