@@ -1,5 +1,6 @@
-//! Fuzz targets of the storage readers that recovery uses, and of the STOMP codec: each takes
-//! the fuzzer's bytes and panics only when the reader breaks its contract (docs/fuzzing.md).
+//! Fuzz targets of the storage readers that recovery uses, of the STOMP codec and of the
+//! data plane that serves it: each takes the fuzzer's bytes and panics only when the reader
+//! breaks its contract (docs/fuzzing.md).
 //!
 //! - [`journal_recovery`]: a journal written through the public API (operations chosen by
 //!   the input) on an in-memory file system ([`memfs`]), closed, damaged (bytes flipped,
@@ -13,6 +14,9 @@
 //! - [`stomp_server`], [`stomp_client`]: the STOMP codec decoding what a client (a server)
 //!   sends: no panic, the same conversation however the input is cut and whether events are
 //!   taken one by one or in batches, and decode -> encode -> decode gives the same frame.
+//! - [`data_plane`]: the same input sent by a client over loopback to a data plane
+//!   (`rust/dataplane`), whose events and commands a harness handles in batches as Python
+//!   does: the frames and the end the codec alone finds, and every reply read back in order.
 //!
 //! The fuzz crate (`fuzz/`, built by cargo-fuzz, outside the workspace) calls these; the
 //! tests of this crate replay the committed corpus and regressions through them, so
@@ -22,9 +26,11 @@
 // is test code), so unwrap/expect stay allowed here.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod data_plane;
 pub mod memfs;
 mod stomp;
 
+pub use crate::data_plane::data_plane;
 pub use crate::stomp::{stomp_client, stomp_server};
 
 use std::path::{Path, PathBuf};

@@ -13,8 +13,8 @@ use stomp::{
     FrameLimits, Item, Outgoing, Role, Rules, State, Stop, Version,
 };
 
-/// The Python targets' limits.
-const LIMITS: FrameLimits = FrameLimits {
+/// The Python targets' limits (the data plane's target reads with them too).
+pub(crate) const LIMITS: FrameLimits = FrameLimits {
     max_command_length: 32,
     max_header_line_length: 200,
     max_header_count: 12,

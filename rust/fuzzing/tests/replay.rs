@@ -47,6 +47,12 @@ fn stomp_client() {
     replay("stomp_client", fuzzing::stomp_client);
 }
 
+/// The data plane's target reads what the STOMP server target reads (a client's bytes).
+#[test]
+fn data_plane() {
+    replay("stomp_server", fuzzing::data_plane);
+}
+
 /// Every single-byte mutation of the STOMP inputs (a byte replaced by one that steers a
 /// decoder elsewhere, or dropped), through both STOMP targets: what a short fuzzing run would
 /// try first, under plain `cargo test`.
@@ -64,6 +70,25 @@ fn stomp_mutations() {
                     fuzzing::stomp_client(&mutated);
                     count += 1;
                 }
+            }
+        }
+    }
+    assert!(count > 1000, "only {count} mutations");
+}
+
+/// Single-byte mutations of the STOMP server inputs through the data plane's target: a
+/// sample of those `stomp_mutations` tries (every seventh position; each input is a real
+/// conversation over loopback, about a millisecond).
+#[test]
+fn data_plane_mutations() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/stomp_server");
+    let mut count = 0;
+    for entry in std::fs::read_dir(root).expect("corpus directory") {
+        let data = std::fs::read(entry.expect("directory entry").path()).expect("read input");
+        for at in (1..data.len()).step_by(7) {
+            for special in [&b"\0"[..], b"\n", b":", b"\xff", b""] {
+                fuzzing::data_plane(&[&data[..at], special, &data[at + 1..]].concat());
+                count += 1;
             }
         }
     }
