@@ -54,9 +54,12 @@ struct Outcome {
 /// What the codec alone makes of `stream`, read at once, answered as the harness answers.
 fn expected(stream: &[u8]) -> Outcome {
     let mut codec = Connection::new(Role::Server, LIMITS);
-    codec
-        .receive_data(stream)
-        .expect("the stream has not ended");
+    if !stream.is_empty() {
+        // (empty data would be the end of the stream)
+        codec
+            .receive_data(stream)
+            .expect("the stream has not ended");
+    }
     let mut frames: Vec<Frame> = Vec::new();
     let end = loop {
         match codec.next_event() {
@@ -277,21 +280,19 @@ pub fn data_plane(data: &[u8]) {
     let plane = &harness.plane;
     let client = TcpStream::connect(harness.addr).expect("connect");
     client.set_nodelay(true).expect("nodelay");
-    let mut writer = client.try_clone().expect("a second handle");
+    // Written whole before the plane is served: inputs are small (libFuzzer's default
+    // 4 KiB at most), so the sockets' buffers take them even if the plane stops reading.
     let size = usize::from(first) % 17 + 1;
-    let (outcome, sent, received) = std::thread::scope(|scope| {
-        scope.spawn(move || {
-            for piece in stream.chunks(size) {
-                if writer.write_all(piece).is_err() {
-                    return; // the plane stopped reading and closed
-                }
-            }
-            let _ = writer.shutdown(Shutdown::Write);
-        });
-        let (conn, outcome, sent) = serve(plane);
-        close(plane, &conn);
-        (outcome, sent, read_back(client))
-    });
+    let mut writer = &client;
+    for piece in stream.chunks(size) {
+        if writer.write_all(piece).is_err() {
+            break; // the plane stopped reading and closed
+        }
+    }
+    let _ = client.shutdown(Shutdown::Write);
+    let (conn, outcome, sent) = serve(plane);
+    close(plane, &conn);
+    let received = read_back(client);
     assert_eq!(outcome, want, "the plane's conversation is not the codec's");
     assert_eq!(
         received, sent,
