@@ -59,21 +59,22 @@ class PlaneConnection(SessionShell):
         self._shell = shell
         self._submit = shell.submit
         self._paging = handler.broker.paging
-        self._pipeline_send, self._pipeline_recv = trio.open_memory_channel[Step](math.inf)
+        # What an idle connection holds is kept small (a node may serve tens of thousands):
+        # no task but its own, and what is seldom needed is made when first needed.
+        self._steps = _Steps()  # the pipeline
         self._pipelined = 0  # steps sent to the pipeline and not yet settled
         self._paused = False  # reading paused by the pipeline's depth
-        self._held: deque[Frame] = deque()  # frames waiting for a page store to be made
+        self._held: deque[Frame] | None = None  # frames waiting for a page store to be made
         self._outbox: deque[Command | StreamBody] | None = None  # behind a streamed body
-        self._body_writable = trio.Event()
+        self._body_writable: trio.Event | None = None  # a streamed body waits for room
         self._reading = True  # frames are handled (not after an ERROR, a DISCONNECT, ...)
         self._closing = False  # nothing but an ERROR goes out any more
         self._failed = False  # an ERROR was sent: nothing after its frame is handled
         self._rest: list[Frame] | None = None  # frames read for the last ACKs, if any
         self._read_rest = False  # the close reads what the socket still holds
-        self._end = trio.Event()  # the close may begin
-        self._rest_read = trio.Event()
+        self._ended = False  # the close has begun
+        self._rest_read: trio.Event | None = None  # made when the close reads the rest
         self._closed = trio.Event()  # the plane closed the socket
-        self._pipeline_done = trio.Event()
         # For the metrics (plain ints: counted on the hot path, read by a scrape).
         self.frames_in = 0
         self.frames_out = 0
@@ -135,8 +136,8 @@ class PlaneConnection(SessionShell):
             async def send(chunk: bytes | bytearray) -> None:
                 self._submit((SEND_BYTES, conn, bytes(chunk)))
                 while not self._closed.is_set() and not conn.writable():
-                    self._body_writable = trio.Event()
-                    await self._body_writable.wait()
+                    self._body_writable = writable = trio.Event()
+                    await writable.wait()
 
             await stream_body(body, send, lambda n: None)
             self._submit((SEND_BYTES, conn, b"\x00"))
@@ -155,6 +156,8 @@ class PlaneConnection(SessionShell):
         if self._held or (frame.command in ("SEND", "COMMIT") and self._paging.creating_stores()):
             # An address's first page store is being made: sends wait for it rather than
             # pile up in memory (the limit holds from the first message).
+            if self._held is None:
+                self._held = deque()
             self._held.append(frame)
             if len(self._held) == 1:
                 self._pause()
@@ -164,6 +167,7 @@ class PlaneConnection(SessionShell):
 
     async def _handle_held(self) -> None:
         held = self._held
+        assert held is not None
         while held and self._reading:
             if held[0].command in ("SEND", "COMMIT") and self._paging.creating_stores():
                 await self._paging.stores_created()
@@ -193,7 +197,7 @@ class PlaneConnection(SessionShell):
             )
         if (pending is not None or receipt is not None) and not self._done_now(pending, receipt):
             self._pipelined += 1
-            self._pipeline_send.send_nowait((pending, receipt))
+            self._steps.send_nowait((pending, receipt))
             if self._pipelined >= PIPELINE_DEPTH:
                 self._pause()
         if session.disconnecting:
@@ -208,7 +212,8 @@ class PlaneConnection(SessionShell):
         self.abort()
 
     def on_writable(self) -> None:
-        self._body_writable.set()
+        if self._body_writable is not None:
+            self._body_writable.set()
         if self._outbox is None:
             self.session.resume()
 
@@ -219,7 +224,8 @@ class PlaneConnection(SessionShell):
         self._finish(read_rest=True)
 
     def on_rest_read(self) -> None:
-        self._rest_read.set()
+        if self._rest_read is not None:
+            self._rest_read.set()
 
     def on_input_ended(self, unread: int) -> None:
         if unread:
@@ -239,8 +245,9 @@ class PlaneConnection(SessionShell):
             log.debug("connection %s from %s lost: %s %s", self.id, self.peer, cause, detail or "")
         self._closing = True
         self._closed.set()
-        self._rest_read.set()
-        self._body_writable.set()
+        for waiting in (self._rest_read, self._body_writable):
+            if waiting is not None:
+                waiting.set()
         self._finish(read_rest=False)
 
     def stop(self) -> None:
@@ -269,7 +276,7 @@ class PlaneConnection(SessionShell):
 
     def _finish(self, *, read_rest: bool) -> None:
         """Read nothing more (but the last ACKs, with ``read_rest``) and begin the close."""
-        if self._end.is_set():
+        if self._ended:
             return
         if read_rest and self._reading:
             self._rest = []  # from now on frames are collected for the last ACKs
@@ -277,7 +284,8 @@ class PlaneConnection(SessionShell):
         self._read_rest = read_rest
         if not self._closed.is_set():
             self._submit((DataPlane.PAUSE_READING, self.conn))
-        self._end.set()
+        self._ended = True
+        self._steps.close()  # the connection's task settles what is in it, then closes
 
     def _pause(self) -> None:
         if not self._paused:
@@ -294,19 +302,14 @@ class PlaneConnection(SessionShell):
     async def run(self) -> None:
         """Settle the pipeline until the connection ends, then close in order."""
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._pipeline)
-                await self._end.wait()
-                self._pipeline_send.close()
-                await self._pipeline_done.wait()
-                self._closing = True  # nothing more goes out, and consumers take nothing
-                # Shielded: a node that stops without scale-down cancels its connections,
-                # and their last ACKs count then too. Bounded: it does not wait long.
-                with trio.CancelScope(shield=True), trio.move_on_after(LAST_ACKS_TIMEOUT):
-                    await self._last_acks()
-                    await self._acks_written()
-                nursery.cancel_scope.cancel()
-        except* Exception:
+            await self._run_pipeline(self._steps)  # until the close began and it is settled
+            self._closing = True  # nothing more goes out, and consumers take nothing
+            # Shielded: a node that stops without scale-down cancels its connections, and
+            # their last ACKs count then too. Bounded: it does not wait long.
+            with trio.CancelScope(shield=True), trio.move_on_after(LAST_ACKS_TIMEOUT):
+                await self._last_acks()
+                await self._acks_written()
+        except Exception:
             # One broken connection must never take the others down with it.
             log.exception("connection %s from %s failed", self.id, self.peer)
         finally:
@@ -324,12 +327,6 @@ class PlaneConnection(SessionShell):
             finally:
                 self._shell.forget(self)
                 self.clients.closed(self)
-
-    async def _pipeline(self) -> None:
-        try:
-            await self._run_pipeline(self._pipeline_recv)
-        finally:
-            self._pipeline_done.set()
 
     def _step_settled(self) -> None:
         if self._paused and self._pipelined <= PIPELINE_DEPTH // 2:
@@ -355,8 +352,9 @@ class PlaneConnection(SessionShell):
             or self._closed.is_set()
         ):
             return
+        self._rest_read = rest_read = trio.Event()
         self._submit((DataPlane.READ_REST, self.conn))
-        await self._rest_read.wait()
+        await rest_read.wait()
         frames, self._rest = self._rest or [], None
         await self._settle_last_acks(frames)
 
@@ -372,3 +370,47 @@ class _PlaneCodec:
 
     def accept_connect(self, version: str) -> None:
         self._shell.submit((DataPlane.ACCEPT_CONNECT, self._conn, version))
+
+
+class _Steps:
+    """A connection's pipeline: the steps its task settles, in frame order. What of a
+    memory channel the pipeline uses, for one reader, at a fraction of its memory (an
+    idle connection's is empty and holds nothing)."""
+
+    __slots__ = ("_closed", "_steps", "_wakeup")
+
+    def __init__(self) -> None:
+        self._steps: deque[Step] | None = None
+        self._wakeup: trio.Event | None = None  # the reader waits for a step
+        self._closed = False
+
+    def send_nowait(self, step: Step) -> None:
+        if self._closed:
+            raise trio.ClosedResourceError("the pipeline is closed")
+        if self._steps is None:
+            self._steps = deque()
+        self._steps.append(step)
+        self._wake()
+
+    def close(self) -> None:
+        """No more steps: the reader gets EndOfChannel once it took the last."""
+        self._closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.set()
+            self._wakeup = None
+
+    def receive_nowait(self) -> Step:
+        if self._steps:
+            return self._steps.popleft()
+        if self._closed:
+            raise trio.EndOfChannel
+        raise trio.WouldBlock
+
+    async def receive(self) -> Step:
+        while not self._steps and not self._closed:
+            self._wakeup = wakeup = trio.Event()
+            await wakeup.wait()
+        return self.receive_nowait()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
@@ -32,6 +32,15 @@ log = logging.getLogger("artemis_py.stomp")
 #: What the pipeline holds: a pending to settle or a browse to carry out (or None), and a
 #: receipt to send (or None).
 Step = tuple[Pending | Browse | None, str | None]
+
+
+class Steps(Protocol):
+    """Where a pipeline takes its steps from: a memory channel's receiving end, or
+    anything that reads as one (the data plane's connections keep a lighter queue)."""
+
+    def receive_nowait(self) -> Step: ...
+
+    async def receive(self) -> Step: ...
 
 
 def ttl_expired_message(peer: str, ttl: float) -> str:
@@ -101,20 +110,24 @@ class SessionShell:
             self.send_frame(self.session.receipt_frame(receipt, pending))
         return True
 
-    async def _run_pipeline(self, receive: trio.MemoryReceiveChannel[Step]) -> None:
+    async def _run_pipeline(self, receive: Steps) -> None:
         """Settle the steps in order until the channel is closed and empty."""
         while True:
             # receive_nowait first: a run of queued steps is taken without a task switch
             # each (waiting for the journal still lets the other tasks run).
+            step: Step | None = None
             try:
-                pending, receipt = receive.receive_nowait()
+                step = receive.receive_nowait()
             except trio.WouldBlock:
-                try:
-                    pending, receipt = await receive.receive()
-                except trio.EndOfChannel:
-                    return
+                pass  # (not awaited in here: the exception would live as long as the wait)
             except trio.EndOfChannel:
                 return
+            if step is None:
+                try:
+                    step = await receive.receive()
+                except trio.EndOfChannel:
+                    return
+            pending, receipt = step
             if isinstance(pending, Browse):
                 await self._browse(pending, receipt)
                 pending = None
