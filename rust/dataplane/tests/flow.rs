@@ -7,7 +7,7 @@ use std::io::Read;
 use std::time::Duration;
 
 use common::{connected, plane};
-use dataplane::{CloseCause, Command, Config, Event};
+use dataplane::{CloseCause, Command, Config, DataPlane, Event};
 
 #[test]
 fn a_client_that_does_not_read_makes_the_connection_unwritable_until_it_reads() {
@@ -224,28 +224,28 @@ fn a_flushing_close_delivers_everything_to_a_client_that_is_still_sending() {
     assert_eq!(events.closed(&plane, &conn), CloseCause::Requested);
 }
 
-#[test]
-fn a_python_that_does_not_drain_stops_the_reading_at_the_queue_limit() {
-    let config = Config {
-        threads: 1,
-        max_queued_events: 50,
-        ..Config::default()
-    };
-    let (plane, addr, mut events) = plane(config, |_| {});
-    let (mut client, _conn) = connected(&plane, addr, &mut events);
+/// `count` SEND frames numbered by their `n` header, as one client's bytes.
+fn numbered_sends(count: usize) -> Vec<u8> {
     let mut bytes = Vec::new();
-    for n in 0..2000 {
+    for n in 0..count {
         bytes.extend_from_slice(format!("SEND\ndestination:/q\nn:{n}\n\n\0").as_bytes());
     }
-    client.send(&bytes);
+    bytes
+}
+
+/// Drains until `count` numbered frames came, in order, sleeping `pace` before each drain
+/// (a slow Python); the largest batch drained.
+fn drain_numbered(plane: &DataPlane, count: usize, pace: Duration) -> usize {
     let mut next = 0;
     let mut largest = 0;
     let mut batch = Vec::new();
     let deadline = std::time::Instant::now() + common::PATIENCE;
-    while next < 2000 {
-        assert!(std::time::Instant::now() < deadline, "stalled at {next}");
-        // Python is slow: the queue fills up to the limit meanwhile, and no further.
-        std::thread::sleep(Duration::from_millis(2));
+    while next < count {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "stalled at frame {next}"
+        );
+        std::thread::sleep(pace);
         if !plane.wait(common::PATIENCE) {
             continue;
         }
@@ -259,6 +259,21 @@ fn a_python_that_does_not_drain_stops_the_reading_at_the_queue_limit() {
             next += 1;
         }
     }
+    largest
+}
+
+#[test]
+fn a_python_that_does_not_drain_stops_the_reading_at_the_queue_limit() {
+    let config = Config {
+        threads: 1,
+        max_queued_events: 50,
+        ..Config::default()
+    };
+    let (plane, addr, mut events) = plane(config, |_| {});
+    let (mut client, _conn) = connected(&plane, addr, &mut events);
+    client.send(&numbered_sends(2000));
+    // Python is slow: the queue fills up to the limit meanwhile, and no further.
+    let largest = drain_numbered(&plane, 2000, Duration::from_millis(2));
     assert!(
         largest <= 50,
         "a batch of {largest} events with a limit of 50"
@@ -284,22 +299,6 @@ fn a_connection_held_back_reads_on_when_python_drained_meanwhile() {
     };
     let (plane, addr, mut events) = plane(config, |_| {});
     let (mut client, _conn) = connected(&plane, addr, &mut events);
-    let mut bytes = Vec::new();
-    for n in 0..2000 {
-        bytes.extend_from_slice(format!("SEND\ndestination:/q\nn:{n}\n\n\0").as_bytes());
-    }
-    client.send(&bytes);
-    let mut next = 0;
-    let mut batch = Vec::new();
-    while next < 2000 {
-        assert!(plane.wait(common::PATIENCE), "stalled at frame {next}");
-        plane.drain(&mut batch);
-        for event in batch.drain(..) {
-            let Event::Frame { frame, .. } = event else {
-                panic!("unexpected {event:?}");
-            };
-            assert_eq!(frame.get("n"), Some(next.to_string().as_str()));
-            next += 1;
-        }
-    }
+    client.send(&numbered_sends(2000));
+    drain_numbered(&plane, 2000, Duration::ZERO);
 }
