@@ -375,18 +375,23 @@ class _PlaneCodec:
 class _Steps:
     """A connection's pipeline: the steps its task settles, in frame order. What of a
     memory channel the pipeline uses, for one reader, at a fraction of its memory (an
-    idle connection's is empty and holds nothing)."""
+    idle connection's is empty and holds nothing).
 
-    __slots__ = ("_closed", "_steps", "_wakeup")
+    Closing ends it once the reader has taken every step; a step sent after the close but
+    before the reader saw the end (a frame whose handling began the close) is still taken.
+    """
+
+    __slots__ = ("_closed", "_ended", "_steps", "_wakeup")
 
     def __init__(self) -> None:
         self._steps: deque[Step] | None = None
         self._wakeup: trio.Event | None = None  # the reader waits for a step
         self._closed = False
+        self._ended = False  # the reader was told: nothing more is taken
 
     def send_nowait(self, step: Step) -> None:
-        if self._closed:
-            raise trio.ClosedResourceError("the pipeline is closed")
+        if self._ended:
+            raise trio.ClosedResourceError("the pipeline has ended")
         if self._steps is None:
             self._steps = deque()
         self._steps.append(step)
@@ -406,6 +411,7 @@ class _Steps:
         if self._steps:
             return self._steps.popleft()
         if self._closed:
+            self._ended = True
             raise trio.EndOfChannel
         raise trio.WouldBlock
 
