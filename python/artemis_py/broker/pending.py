@@ -27,6 +27,10 @@ from typing import Protocol
 class Waitable(Protocol):
     """What tickets number: a journal, or the large-message store (tickets done in order)."""
 
+    def done(self, number: int) -> bool:
+        """Whether ticket ``number`` is durable already (a look, never a wait)."""
+        ...
+
     async def wait(self, number: int) -> None: ...
 
 
@@ -74,9 +78,12 @@ class Pending:
 
 async def durable(tickets: Iterable[Ticket]) -> None:
     """Wait until the journal records behind ``tickets`` are durable (raises the journal's
-    StorageError if it failed)."""
+    StorageError if it failed). Tickets done already are not waited for: no task switch
+    for them (a message's pending names the latest bindings record too, long durable)."""
     for ticket in tickets:
-        await ticket.journal.wait(ticket.number)
+        journal = ticket.journal
+        if not journal.done(ticket.number):
+            await journal.wait(ticket.number)
 
 
 def latest(ticket_lists: Iterable[Sequence[Ticket]]) -> list[Ticket]:

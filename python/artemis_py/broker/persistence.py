@@ -181,7 +181,12 @@ class Persistence:
         if not ops:
             return []
         tickets = self._submit_to_messages(ops, sync, flush)
-        tickets += self._last_bindings
+        last = self._last_bindings
+        if last:
+            if last[0].journal.done(last[0].number):
+                self._last_bindings = []  # durable: nothing more to wait for
+            else:
+                tickets += last
         return tickets
 
     def submit(self, ops: list[Op], *, awaited: bool = True) -> list[Ticket]:

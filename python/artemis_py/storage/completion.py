@@ -123,6 +123,10 @@ class Completion:
         self.latencies = Latencies()
         self.woken_at = 0.0
 
+    def done(self, ticket: int) -> bool:
+        """Whether ``ticket`` is complete (it was, if the writer failed after it)."""
+        return ticket <= self._native.progress()[0]
+
     async def wait(self, ticket: int) -> None:
         """Return when ``ticket`` is complete; raise the failure if the writer failed first."""
         if ticket > self.last_ticket:

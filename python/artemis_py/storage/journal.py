@@ -88,6 +88,10 @@ class Journal:
             return self._native.submit(ops, sync, flush, defer=True)
         return self._native.submit(ops, sync, flush)
 
+    def done(self, ticket: int) -> bool:
+        """Whether ``ticket`` is durable (sync) or written (non-sync) already."""
+        return self._completion.done(ticket)
+
     async def wait(self, ticket: int) -> None:
         """Return when ``ticket`` is durable (sync) or written (non-sync).
 

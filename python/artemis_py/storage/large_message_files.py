@@ -109,6 +109,10 @@ class LargeMessageStore:
         self._writes_send.send_nowait((self._last_ticket, message_id, body, written))
         return self._last_ticket
 
+    def done(self, number: int) -> bool:
+        """Whether ticket ``number`` (and every earlier one) is durable already."""
+        return self._done >= number
+
     async def wait(self, number: int) -> None:
         """Return once ticket ``number`` (and every earlier one) is durable; raises
         :class:`LargeMessageError` if it failed."""

@@ -126,6 +126,10 @@ class PageStore:
         self._completion.last_ticket = ticket
         return ticket, positions
 
+    def done(self, ticket: int) -> bool:
+        """Whether ``ticket``'s records are written (and synced, if asked) already."""
+        return self._completion.done(ticket)
+
     async def wait(self, ticket: int) -> None:
         """Return when ``ticket``'s records are written (and fdatasynced if any append of
         its batch asked for sync); raise PageStoreFailedError if the writer failed first.

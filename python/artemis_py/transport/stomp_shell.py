@@ -32,6 +32,9 @@ log = logging.getLogger("artemis_py.stomp")
 #: What the pipeline holds: a pending to settle or a browse to carry out (or None), and a
 #: receipt to send (or None).
 Step = tuple[Pending | Browse | None, str | None]
+#: Steps a pipeline settles in a row, their records durable already, before it lets the
+#: other tasks run (settling a durable one needs no wait, so no task switch).
+_RUN_BEFORE_YIELD = 64
 
 
 class Steps(Protocol):
@@ -112,9 +115,10 @@ class SessionShell:
 
     async def _run_pipeline(self, receive: Steps) -> None:
         """Settle the steps in order until the channel is closed and empty."""
+        run = 0  # steps taken since this task last let the others run
         while True:
-            # receive_nowait first: a run of queued steps is taken without a task switch
-            # each (waiting for the journal still lets the other tasks run).
+            # receive_nowait first: a run of queued steps whose records are durable already
+            # is settled without a task switch each; a long one yields now and then.
             step: Step | None = None
             try:
                 step = receive.receive_nowait()
@@ -123,10 +127,13 @@ class SessionShell:
             except trio.EndOfChannel:
                 return
             if step is None:
+                run = 0
                 try:
                     step = await receive.receive()
                 except trio.EndOfChannel:
                     return
+            elif (run := run + 1) % _RUN_BEFORE_YIELD == 0:
+                await trio.lowlevel.cancel_shielded_checkpoint()
             pending, receipt = step
             if isinstance(pending, Browse):
                 await self._browse(pending, receipt)
