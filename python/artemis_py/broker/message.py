@@ -148,7 +148,10 @@ class Message:
     def size(self) -> int:
         """Approximate wire size in bytes (body included, in memory or not), what
         flow-control windows and ``AMQSize`` count."""
-        size = self.body_length + self._size_of_headers()
+        ref = self.body_ref  # (body_length and the headers' cached size, inlined: it is hot)
+        size = (len(self.body) if ref is None else ref.length) + (
+            self._headers_size if self._headers_size >= 0 else self._size_of_headers()
+        )
         return size if self.route_to is None else size + self._route_size()
 
     @property

@@ -85,6 +85,7 @@ class Queue:
         self.auto_created = auto_created
         self.messages: deque[MessageReference] = deque()
         self.consumers: list[Consumer] = []
+        self._selective = 0  # consumers with a selector (a consumer's is fixed once added)
         self.delivering = 0  # references delivered and not yet acknowledged or cancelled
         self.messages_added = 0
         self.messages_acknowledged = 0
@@ -218,6 +219,8 @@ class Queue:
                 f"queue {self.name} already has its maximum of {self.max_consumers} consumer(s)"
             )
         self.consumers.append(consumer)
+        if consumer.selector is not None:
+            self._selective += 1
         if self.on_consumers_changed is not None:
             self.on_consumers_changed(self)
         self.deliver()
@@ -228,6 +231,8 @@ class Queue:
         except ValueError:
             return
         del self.consumers[index]
+        if consumer.selector is not None:
+            self._selective -= 1
         if index < self._next_consumer:
             self._next_consumer -= 1
         if self._next_consumer >= len(self.consumers):
@@ -261,7 +266,7 @@ class Queue:
         try:
             while True:
                 self._redeliver = False
-                if any(c.selector is not None for c in self.consumers):
+                if self._selective:
                     self._deliver_with_selectors()
                 else:
                     self._deliver_in_order()
