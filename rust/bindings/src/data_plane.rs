@@ -23,8 +23,10 @@ use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
 use std::sync::atomic::AtomicU8;
 use std::sync::Mutex;
 
-use dataplane::{CloseCause, Config, Conn, Event, Lease, ListenerId, ListenerSpec};
-use pyo3::exceptions::{PyOSError, PyRuntimeError};
+use dataplane::{
+    ClientAuth, CloseCause, Config, Conn, Event, Lease, ListenerId, ListenerSpec, TlsSpec,
+};
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
@@ -133,6 +135,9 @@ fn plane_error(error: &dataplane::Error) -> PyErr {
         dataplane::Error::Listen { source, .. } | dataplane::Error::Setup { source, .. } => {
             PyOSError::new_err((source.raw_os_error(), error.to_string()))
         }
+        dataplane::Error::Tls(_) | dataplane::Error::NoListener(_) => {
+            PyValueError::new_err(error.to_string())
+        }
         dataplane::Error::Stopped => PyRuntimeError::new_err(error.to_string()),
     }
 }
@@ -162,6 +167,7 @@ fn cause_of(cause: CloseCause) -> (&'static str, Option<String>) {
         CloseCause::HandshakeTimeout => ("handshake-timeout", None),
         CloseCause::Requested => ("requested", None),
         CloseCause::FlushTimeout => ("flush-timeout", None),
+        CloseCause::Tls(text) => ("tls", Some(text)),
         CloseCause::Panic(text) => ("panic", Some(text)),
         CloseCause::Shutdown => ("shutdown", None),
     }
@@ -169,7 +175,7 @@ fn cause_of(cause: CloseCause) -> (&'static str, Option<String>) {
 
 /// A handed-off stream as a `socket.socket`, which owns the descriptor from then on (if
 /// making it fails, the descriptor is closed here).
-fn socket_of(py: Python<'_>, stream: std::net::TcpStream) -> PyResult<Bound<'_, PyAny>> {
+fn socket_of(py: Python<'_>, stream: impl Into<OwnedFd>) -> PyResult<Bound<'_, PyAny>> {
     let fd: OwnedFd = stream.into();
     let kwargs = PyDict::new(py);
     kwargs.set_item(intern!(py, "fileno"), fd.as_raw_fd())?;
@@ -180,6 +186,41 @@ fn socket_of(py: Python<'_>, stream: std::net::TcpStream) -> PyResult<Bound<'_, 
     // The Python socket closes the descriptor now: give up ours without closing it.
     let _ = fd.into_raw_fd();
     Ok(socket)
+}
+
+/// A TLS listener's settings from Python: `(cert_chain, key, client_auth, trust_anchors,
+/// protocols, cipher_suites)`: the chain's and the anchors' certificates and the PKCS8 key
+/// as DER bytes, `client_auth` one of `"none"`, `"want"`, `"need"`, the protocols' Java
+/// names, the suites' IANA names.
+type TlsArgs = (
+    Vec<Vec<u8>>,
+    Vec<u8>,
+    String,
+    Vec<Vec<u8>>,
+    Vec<String>,
+    Vec<String>,
+);
+
+fn tls_spec(args: TlsArgs) -> PyResult<TlsSpec> {
+    let (cert_chain, key, client_auth, trust_anchors, protocols, cipher_suites) = args;
+    let client_auth = match client_auth.as_str() {
+        "none" => ClientAuth::None,
+        "want" => ClientAuth::Want,
+        "need" => ClientAuth::Need,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "client_auth must be 'none', 'want' or 'need', not {other:?}"
+            )))
+        }
+    };
+    Ok(TlsSpec {
+        cert_chain,
+        key,
+        client_auth,
+        trust_anchors,
+        protocols,
+        cipher_suites,
+    })
 }
 
 /// One event as its tuple (see the module doc).
@@ -235,6 +276,20 @@ fn event_tuple<'py>(
         } => {
             let lease = PyLease {
                 lease: Mutex::new(Some(lease)),
+            };
+            let socket = socket_of(py, stream)?;
+            let initial = PyBytes::new(py, &initial);
+            any((HANDED_OFF, conn.0, socket, initial, Bound::new(py, lease)?).into_pyobject(py)?)
+        }
+        // Python serves it as a handed-off connection; the plane keeps its place in
+        // connectionsAllowed itself (the lease holds none).
+        Event::Relayed {
+            conn,
+            stream,
+            initial,
+        } => {
+            let lease = PyLease {
+                lease: Mutex::new(None),
             };
             let socket = socket_of(py, stream)?;
             let initial = PyBytes::new(py, &initial);
@@ -328,7 +383,7 @@ impl PyDataPlane {
     #[pyo3(signature = (
         host, port, limits = None, *, connections_allowed = -1, handshake_timeout = None,
         handshake_error = None, tcp_send_buffer = None, tcp_receive_buffer = None,
-        handoff_prefixes = Vec::new(),
+        handoff_prefixes = Vec::new(), tls = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn listen<'py>(
@@ -343,6 +398,7 @@ impl PyDataPlane {
         tcp_send_buffer: Option<usize>,
         tcp_receive_buffer: Option<usize>,
         handoff_prefixes: Vec<Vec<u8>>,
+        tls: Option<TlsArgs>,
     ) -> PyResult<(u32, Bound<'py, PyTuple>)> {
         let addr = (host, port)
             .to_socket_addrs()
@@ -362,10 +418,21 @@ impl PyDataPlane {
             tcp_send_buffer,
             tcp_receive_buffer,
             handoff_prefixes,
+            tls: tls.map(tls_spec).transpose()?,
             ..ListenerSpec::new(addr)
         };
-        let listening = self.plane.listen(spec).map_err(|e| plane_error(&e))?;
+        let listening = py
+            .detach(|| self.plane.listen(spec))
+            .map_err(|e| plane_error(&e))?;
         Ok((listening.id.0, address(py, listening.local_addr)?))
+    }
+
+    /// Replaces a TLS listener's key material and settings (`tls` as `listen` takes it):
+    /// new connections use them, open ones keep theirs. `ValueError` if they cannot be served.
+    fn set_tls(&self, py: Python<'_>, listener_id: u32, tls: TlsArgs) -> PyResult<()> {
+        let spec = tls_spec(tls)?;
+        py.detach(|| self.plane.set_tls(ListenerId(listener_id), &spec))
+            .map_err(|e| plane_error(&e))
     }
 
     /// Stops accepting on a listener; its connections go on.

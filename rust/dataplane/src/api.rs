@@ -109,6 +109,9 @@ pub enum CloseCause {
     /// [`Command::Close`] with `flush`, but the bytes were not written within
     /// [`crate::Config::close_linger`] (a peer that does not read).
     FlushTimeout,
+    /// The TLS handshake failed or did not end within `handshake-timeout`: why, in the
+    /// socket shell's words (`tls_contexts.handshake_failure`). Closed lingering.
+    Tls(String),
     /// Handling the connection panicked (the panic's message); only it was dropped.
     Panic(String),
     /// The plane stopped.
@@ -160,6 +163,16 @@ pub enum Event {
         initial: Vec<u8>,
         lease: Lease,
     },
+    /// A TLS connection's first bytes started with one of the listener's hand-off prefixes:
+    /// Python serves it through `stream`, one end of a Unix socket pair (non-blocking), whose
+    /// other end the I/O thread relays to and from the TLS session (`initial`: the plaintext
+    /// read so far). The connection keeps its place in `connectionsAllowed` and ends with
+    /// [`Event::Closed`] once Python closed its end or the client left.
+    Relayed {
+        conn: ConnId,
+        stream: std::os::unix::net::UnixStream,
+        initial: Vec<u8>,
+    },
     /// A connection over `connectionsAllowed` was accepted and closed at once.
     Refused {
         listener: ListenerId,
@@ -180,6 +193,7 @@ impl Event {
             | Event::RestRead { conn }
             | Event::InputEnded { conn, .. }
             | Event::HandedOff { conn, .. }
+            | Event::Relayed { conn, .. }
             | Event::Closed { conn, .. } => Some(*conn),
             Event::Refused { .. } => None,
         }

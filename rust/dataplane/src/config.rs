@@ -86,6 +86,9 @@ pub struct ListenerSpec {
     /// served as STOMP as soon as its first bytes cannot start any of them; until then (a
     /// few bytes) nothing is decoded. Empty: every connection is STOMP.
     pub handoff_prefixes: Vec<Vec<u8>>,
+    /// TLS (`sslEnabled=true`): the listener's key material and settings; None: plain TCP.
+    /// A connection with a hand-off prefix is relayed to Python ([`crate::Event::Relayed`]).
+    pub tls: Option<crate::TlsSpec>,
 }
 
 impl ListenerSpec {
@@ -100,6 +103,7 @@ impl ListenerSpec {
             tcp_send_buffer: None,
             tcp_receive_buffer: None,
             handoff_prefixes: Vec::new(),
+            tls: None,
         }
     }
 }

@@ -16,6 +16,12 @@
 //! what the connection is: a STOMP client (they go to the codec) or Python's
 //! ([`End::Handoff`]: the worker gives Python the socket and those bytes).
 //!
+//! On a TLS listener the transport is a rustls session (`transport`): the handshake runs
+//! inside the first reads, within `handshake-timeout` (the CONNECT then gets the timeout
+//! again, as the socket shell gives it); a failed handshake closes lingering with
+//! [`CloseCause::Tls`]. A TLS connection whose first bytes make it Python's cannot give
+//! Python its socket: it stays here as a relay (`relay`).
+//!
 //! Memory of an idle connection: the codec (its parse buffer keeps the capacity of the
 //! largest read it held, a CONNECT's: about a hundred bytes), the outgoing buffer (freed
 //! when it empties, if it had grown past [`KEEP_OUT`]), the shared handle and two heap
@@ -23,7 +29,7 @@
 
 use std::io::ErrorKind as IoKind;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use stomp::{Command as Verb, Outgoing, Role};
@@ -34,6 +40,10 @@ use crate::timers::{Armed, Timer, Timers};
 use crate::transport::Transport;
 
 mod clock;
+mod relay;
+mod tls;
+
+pub(crate) use relay::Relay;
 
 /// An outgoing buffer with more capacity than this is freed when it empties.
 const KEEP_OUT: usize = 16 * 1024;
@@ -101,6 +111,18 @@ pub(crate) struct ListenerInfo {
     pub(crate) handshake_timeout: Option<Duration>,
     pub(crate) handshake_error: Option<String>,
     pub(crate) handoff: Vec<Vec<u8>>,
+    /// A TLS listener's current config (`DataPlane::set_tls` replaces it: new connections
+    /// get the new one, open ones keep theirs).
+    pub(crate) tls: Option<Mutex<Arc<rustls::ServerConfig>>>,
+}
+
+impl ListenerInfo {
+    /// A new connection's TLS session (None: a plain listener).
+    pub(crate) fn tls_session(&self) -> Option<Result<rustls::ServerConnection, rustls::Error>> {
+        let tls = self.tls.as_ref()?;
+        let config = Arc::clone(&tls.lock().unwrap_or_else(PoisonError::into_inner));
+        Some(rustls::ServerConnection::new(config))
+    }
 }
 
 /// Counts one open connection of a listener until dropped (however the connection ends).
@@ -145,6 +167,9 @@ pub(crate) struct Connection {
     lingering: bool,
     /// Held back for want of room in the event queue (in [`Ctx::held_back`]).
     backlogged: bool,
+    /// A TLS connection handed to Python: the socket pair's end that carries its
+    /// plaintext (see `relay`).
+    pub(crate) relay: Option<Box<Relay>>,
 }
 
 impl Connection {
@@ -174,6 +199,7 @@ impl Connection {
             eof_seen: false,
             lingering: false,
             backlogged: false,
+            relay: None,
         }
     }
 
@@ -203,6 +229,9 @@ impl Connection {
         if self.lingering {
             return self.discard(ctx, budget);
         }
+        if self.relay.is_some() {
+            return self.pump(ctx, budget);
+        }
         if self.backlogged {
             self.backlogged = false;
             self.decode(ctx); // what the codec kept while there was no room
@@ -222,7 +251,12 @@ impl Connection {
                 return Ok(());
             }
             let want = budget.min(ctx.scratch.len());
-            match self.transport.read(&mut ctx.scratch[..want]) {
+            let handshaking = self.transport.handshaking();
+            let read = self.transport.read(&mut ctx.scratch[..want]);
+            if handshaking && !self.transport.handshaking() {
+                self.tls_established(ctx);
+            }
+            match read {
                 Ok(0) => {
                     self.ended(ctx);
                     return Ok(());
@@ -234,7 +268,7 @@ impl Connection {
                 }
                 Err(e) if e.kind() == IoKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == IoKind::Interrupted => {}
-                Err(e) => return Err(CloseCause::Reset(e.to_string()).into()),
+                Err(e) => return self.read_failed(ctx, &e),
             }
         }
     }
@@ -260,10 +294,20 @@ impl Connection {
         Ok(())
     }
 
-    /// The socket, the bytes read from it and the listener's count, for Python.
-    pub(crate) fn into_handoff(self) -> (std::net::TcpStream, Vec<u8>, OpenSlot) {
-        let Transport::Plain(stream) = self.transport;
-        (stream.into(), self.sniffed.unwrap_or_default(), self.slot)
+    /// The socket, the bytes read from it and the listener's count, for Python (a plain
+    /// connection's: a TLS one is relayed instead, and None closes it).
+    pub(crate) fn into_handoff(self) -> Option<(std::net::TcpStream, Vec<u8>, OpenSlot)> {
+        match self.transport {
+            Transport::Plain(stream) => {
+                Some((stream.into(), self.sniffed.unwrap_or_default(), self.slot))
+            }
+            Transport::Tls(_) => None,
+        }
+    }
+
+    /// The first bytes kept apart while they might start a hand-off prefix.
+    pub(crate) fn take_sniffed(&mut self) -> Vec<u8> {
+        self.sniffed.take().unwrap_or_default()
     }
 
     /// Reports every complete frame buffered, up to a pause, an error or a DISCONNECT,
@@ -335,7 +379,19 @@ impl Connection {
     pub(crate) fn flush(&mut self, ctx: &mut Ctx) -> Step {
         self.queued_write = false;
         let shared = &self.conn.0;
-        while self.written < self.out.len() || self.transport.has_pending() {
+        loop {
+            if self.written == self.out.len() {
+                if !self.transport.has_pending() {
+                    break;
+                }
+                // TLS records rustls could not write yet.
+                match self.transport.flush_pending() {
+                    Ok(()) => continue,
+                    Err(e) if e.kind() == IoKind::WouldBlock => break,
+                    Err(e) if e.kind() == IoKind::Interrupted => continue,
+                    Err(e) => return Err(CloseCause::Reset(e.to_string()).into()),
+                }
+            }
             match self.transport.write(&self.out[self.written..]) {
                 Ok(0) => {
                     let cause = CloseCause::Reset("the socket accepts no bytes".into());
@@ -360,7 +416,11 @@ impl Connection {
             }
         }
         self.check_writable(ctx);
-        if self.out.is_empty() && self.closing.is_some() && !self.lingering {
+        if self.relay.is_some() {
+            self.relay_flushed(ctx);
+        }
+        let drained = self.out.is_empty() && !self.transport.has_pending();
+        if drained && self.closing.is_some() && !self.lingering {
             return self.linger(ctx);
         }
         Ok(())
@@ -478,6 +538,9 @@ impl Connection {
 
     /// Carries out one of Python's commands.
     pub(crate) fn command(&mut self, ctx: &mut Ctx, command: &Command) -> Step {
+        if self.relay.is_some() {
+            return Ok(()); // Python's now: a command sent before the hand-off came late
+        }
         match command {
             Command::AcceptConnect { version, .. } => {
                 if let Err(error) = self.codec.accept_connect(version.as_str()) {

@@ -16,6 +16,11 @@ pub enum Error {
         what: &'static str,
         source: std::io::Error,
     },
+    /// A listener's TLS settings cannot be served (the text names the setting).
+    #[error("{0}")]
+    Tls(String),
+    #[error("no listener {0}")]
+    NoListener(u32),
     #[error("the data plane is stopped")]
     Stopped,
 }

@@ -106,6 +106,7 @@ pub mod error;
 mod notify;
 pub mod plane;
 mod timers;
+pub mod tls;
 mod transport;
 mod worker;
 
@@ -114,6 +115,7 @@ pub use config::{Config, ListenerSpec};
 pub use error::{Error, Result};
 pub use plane::{DataPlane, Listening};
 pub use stomp::{Frame, FrameLimits, Version};
+pub use tls::{ClientAuth, TlsSpec};
 
 /// I/O threads at most (a connection id has 8 bits for its thread).
 pub const MAX_THREADS: usize = 256;

@@ -1,6 +1,7 @@
 //! [`DataPlane`]: the I/O threads, their listeners, and the two batch calls Python makes
 //! (`submit`, `drain`).
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -29,6 +30,8 @@ pub struct Listening {
 /// The data plane: N I/O threads serving STOMP connections (see the crate doc).
 pub struct DataPlane {
     shared: Arc<PlaneShared>,
+    /// The listeners by id, for [`DataPlane::set_tls`].
+    listeners: Mutex<HashMap<u32, Arc<ListenerInfo>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     next_listener: AtomicU32,
 }
@@ -60,6 +63,7 @@ impl DataPlane {
         });
         let plane = DataPlane {
             shared: Arc::clone(&shared),
+            listeners: Mutex::new(HashMap::new()),
             threads: Mutex::new(Vec::with_capacity(count)),
             next_listener: AtomicU32::new(0),
         };
@@ -90,6 +94,11 @@ impl DataPlane {
             return Err(Error::Stopped);
         }
         let addr = spec.addr;
+        let tls = spec
+            .tls
+            .as_ref()
+            .map(crate::tls::server_config)
+            .transpose()?;
         let listen_error = |source| Error::Listen { addr, source };
         let socket = bind(addr, &spec).map_err(listen_error)?;
         let local_addr = socket.local_addr().map_err(listen_error)?;
@@ -106,7 +115,9 @@ impl DataPlane {
                 .into_iter()
                 .filter(|p| !p.is_empty())
                 .collect(),
+            tls: tls.map(Mutex::new),
         });
+        self.lock_listeners().insert(id.0, Arc::clone(&info));
         let listener = Listener {
             socket: mio::net::TcpListener::from_std(socket),
             info,
@@ -116,8 +127,35 @@ impl DataPlane {
         Ok(Listening { id, local_addr })
     }
 
+    fn lock_listeners(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Arc<ListenerInfo>>> {
+        self.listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Replaces a TLS listener's key material and settings (`sslAutoReload`): connections
+    /// accepted from now on use them, open ones keep theirs. A spec that cannot be served is
+    /// an error, and the listener keeps its current one.
+    pub fn set_tls(&self, id: ListenerId, spec: &crate::TlsSpec) -> Result<()> {
+        let info = self
+            .lock_listeners()
+            .get(&id.0)
+            .cloned()
+            .ok_or(Error::NoListener(id.0))?;
+        let Some(current) = &info.tls else {
+            return Err(Error::Tls(format!(
+                "listener {} is not a TLS listener",
+                id.0
+            )));
+        };
+        let config = crate::tls::server_config(spec)?;
+        *current.lock().unwrap_or_else(PoisonError::into_inner) = config;
+        Ok(())
+    }
+
     /// Stops accepting on a listener (its open connections go on).
     pub fn unlisten(&self, id: ListenerId) {
+        self.lock_listeners().remove(&id.0);
         let thread = id.0 as usize % self.threads();
         self.shared.mailboxes[thread].post(|inbox| inbox.unlisten.push(id.0));
     }

@@ -23,10 +23,12 @@ use crate::config::Config;
 use crate::connection::{Connection, Ctx, End, ListenerInfo, OpenSlot, Step};
 use crate::notify::EventQueue;
 use crate::timers::Timers;
-use crate::transport::Transport;
+use crate::transport::{TlsStream, Transport};
 
 pub(crate) const WAKER: Token = Token(usize::MAX);
 const LISTENER_BASE: usize = usize::MAX / 2;
+/// A relayed TLS connection's socket pair end (`connection::relay`): this plus its slot.
+const RELAY_BASE: usize = usize::MAX / 4;
 /// How soon an accept that failed for want of descriptors (EMFILE) is tried again.
 const ACCEPT_RETRY: Duration = Duration::from_millis(50);
 /// Connections accepted from one listener in one pass at most.
@@ -188,6 +190,7 @@ impl Worker {
             match event.token() {
                 WAKER => woken = true,
                 Token(t) if t >= LISTENER_BASE => self.accept(t - LISTENER_BASE),
+                Token(t) if t >= RELAY_BASE => self.relay_ready(t - RELAY_BASE, event),
                 Token(slot) => self.ready(slot, event),
             }
         }
@@ -259,6 +262,27 @@ impl Worker {
         });
     }
 
+    /// Python's end of a relayed TLS connection is ready: pump.
+    fn relay_ready(&mut self, slot: usize, event: &mio::event::Event) {
+        let Some(id) = self
+            .conns
+            .get(slot)
+            .and_then(|c| c.as_ref())
+            .map(Connection::id)
+        else {
+            return;
+        };
+        let budget = self.ctx.config.read_budget;
+        let error = event.is_error();
+        self.with(id, |conn, ctx| {
+            if error {
+                let cause = CloseCause::Reset("the relay's socket pair failed".into());
+                return Err(cause.into());
+            }
+            conn.read(ctx, budget, false)
+        });
+    }
+
     /// Runs `work` on connection `id` (if it is still open), panics contained: a panic, or
     /// a close the work asks for, drops the connection and reports why.
     fn with(&mut self, id: ConnId, work: impl FnOnce(&mut Connection, &mut Ctx) -> Step) {
@@ -279,7 +303,43 @@ impl Worker {
             Ok(Err(end)) => end,
             Err(payload) => End::Close(CloseCause::Panic(panic_message(payload.as_ref()))),
         };
+        if matches!(end, End::Handoff) && conn.transport.is_tls() {
+            self.relay(slot);
+            return;
+        }
         self.remove(slot, end);
+    }
+
+    /// A TLS connection's first bytes make it Python's: it stays here and relays its
+    /// plaintext to Python through a socket pair (`connection::relay`).
+    fn relay(&mut self, slot: usize) {
+        let Some(Some(conn)) = self.conns.get_mut(slot) else {
+            return;
+        };
+        let id = conn.id();
+        let pair = mio::net::UnixStream::pair().and_then(|(mut mine, theirs)| {
+            let interest = Interest::READABLE | Interest::WRITABLE;
+            self.poll
+                .registry()
+                .register(&mut mine, Token(RELAY_BASE + slot), interest)?;
+            Ok((mine, theirs))
+        });
+        let (mine, theirs) = match pair {
+            Ok(pair) => pair,
+            Err(e) => {
+                let cause = CloseCause::Reset(format!("no socket pair to relay with: {e}"));
+                self.remove(slot, End::Close(cause));
+                return;
+            }
+        };
+        let initial = conn.take_sniffed();
+        conn.start_relay(mine);
+        self.ctx.again.push(id); // what rustls and the socket hold already: no edge comes
+        self.ctx.events.push(Event::Relayed {
+            conn: id,
+            stream: theirs.into(),
+            initial,
+        });
     }
 
     fn remove(&mut self, slot: usize, end: End) {
@@ -287,6 +347,9 @@ impl Worker {
             return;
         };
         let _ = self.poll.registry().deregister(conn.transport.source());
+        if let Some(end) = conn.relay_end() {
+            let _ = self.poll.registry().deregister(end);
+        }
         self.free.push(slot);
         let id = conn.id();
         let event = match end {
@@ -296,12 +359,17 @@ impl Worker {
                 Event::Closed { conn: id, cause }
             }
             End::Handoff => {
-                let (stream, initial, slot) = conn.into_handoff();
-                Event::HandedOff {
-                    conn: id,
-                    stream,
-                    initial,
-                    lease: Lease { _slot: slot },
+                if let Some((stream, initial, slot)) = conn.into_handoff() {
+                    Event::HandedOff {
+                        conn: id,
+                        stream,
+                        initial,
+                        lease: Lease { _slot: slot },
+                    }
+                } else {
+                    // A TLS connection is relayed, never handed over (`Worker::with`).
+                    let cause = CloseCause::Reset("a TLS connection cannot be handed over".into());
+                    Event::Closed { conn: id, cause }
                 }
             }
         };
@@ -428,7 +496,15 @@ impl Worker {
         let config = &self.ctx.config;
         let conn = Conn::new(id, config.high_water, config.low_water);
         let listener = slot.0.id;
-        let mut transport = Transport::Plain(stream);
+        let mut transport = match slot.0.tls_session() {
+            None => Transport::Plain(stream),
+            Some(Ok(session)) => Transport::Tls(Box::new(TlsStream::new(stream, session))),
+            Some(Err(_)) => {
+                // rustls refuses only a config it was given wrong: not this connection's fault.
+                self.ctx.events.push(Event::Refused { listener, peer });
+                return;
+            }
+        };
         let interest = Interest::READABLE | Interest::WRITABLE;
         if self
             .poll

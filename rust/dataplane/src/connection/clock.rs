@@ -39,6 +39,10 @@ impl Connection {
         let now = ctx.now;
         match timer {
             Timer::Handshake => {
+                if self.transport.handshaking() {
+                    let reason = "no TLS handshake within the acceptor's handshake-timeout";
+                    return self.tls_failed(ctx, reason.to_owned());
+                }
                 if !self.connect_seen {
                     self.handshake_expired(ctx);
                     return self.close(ctx, true, CloseCause::HandshakeTimeout);

@@ -1,0 +1,43 @@
+//! A TLS connection's handshake seen from the connection: its end (the CONNECT's
+//! `handshake-timeout` starts again) and its failure (a lingering close with the reason).
+
+use std::sync::atomic::Ordering;
+
+use super::{Connection, Ctx, Step};
+use crate::api::CloseCause;
+use crate::timers::Timer;
+use crate::transport::TlsFailure;
+
+impl Connection {
+    /// The TLS handshake is done: `handshake-timeout` starts again for the CONNECT (the
+    /// socket shell gives the handshake and the CONNECT that long each).
+    pub(super) fn tls_established(&mut self, ctx: &mut Ctx) {
+        if let Some(timeout) = self.slot.0.handshake_timeout {
+            if !self.connect_seen {
+                let (at, id) = (ctx.now + timeout, self.id());
+                ctx.timers.arm(&mut self.armed, id, Timer::Handshake, at);
+            }
+        }
+    }
+
+    /// A read failed: a TLS handshake that failed closes lingering with its reason (the
+    /// peer may have sent more: closing on it unread would reset), anything else at once.
+    pub(super) fn read_failed(&mut self, ctx: &mut Ctx, error: &std::io::Error) -> Step {
+        match TlsFailure::of(error) {
+            Some(reason) => self.tls_failed(ctx, reason),
+            None => Err(CloseCause::Reset(error.to_string()).into()),
+        }
+    }
+
+    /// Closes a TLS connection whose handshake failed (or did not end in time): what rustls
+    /// had to say (an alert) was written, nothing else will be; what still comes is
+    /// dropped until the peer closes or the linger is over.
+    pub(crate) fn tls_failed(&mut self, ctx: &mut Ctx, reason: String) -> Step {
+        self.transport.fail();
+        let unwritten = self.out.len() - self.written;
+        self.conn.0.outgoing.fetch_sub(unwritten, Ordering::SeqCst);
+        self.written = 0;
+        self.out = Vec::new();
+        self.close(ctx, true, CloseCause::Tls(reason))
+    }
+}
