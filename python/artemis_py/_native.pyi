@@ -277,7 +277,9 @@ class DataPlane:
     ``(COMMAND_FAILED, id, LocalProtocolError)``, ``(WRITABLE, id)``, ``(TTL_EXPIRED, id,
     silent_seconds)``, ``(REST_READ, id)``, ``(INPUT_ENDED, id, unread)``, ``(CLOSED, id,
     cause, detail)`` (cause: "reset", "handshake-timeout", "requested", "flush-timeout",
-    "panic", "shutdown"), ``(HANDED_OFF, id, socket.socket, initial_bytes, DataPlaneLease)``,
+    "tls" (detail: why the handshake failed), "panic", "shutdown"), ``(HANDED_OFF, id,
+    socket.socket, initial_bytes, DataPlaneLease)`` (a TLS listener's: one end of a Unix
+    socket pair the plane relays the plaintext through, its lease holding nothing),
     ``(REFUSED, None, listener_id, (host, port))``. Commands are tuples ``(op, conn, ...)``:
     ``(ACCEPT_CONNECT, conn, version)``, ``(SEND, conn, Frame)``, ``(SEND_HEAD, conn, Frame,
     body_length)``, ``(SEND_BYTES, conn, bytes)``, ``(SET_HEARTBEAT, conn, send_every |
@@ -331,7 +333,17 @@ class DataPlane:
         tcp_send_buffer: int | None = None,
         tcp_receive_buffer: int | None = None,
         handoff_prefixes: Sequence[bytes] = (),
-    ) -> tuple[int, tuple[str, int]]: ...
+        tls: tuple[list[bytes], bytes, str, list[bytes], list[str], list[str]] | None = None,
+    ) -> tuple[int, tuple[str, int]]:
+        """``tls``: ``(cert_chain_der, pkcs8_key_der, "none" | "want" | "need",
+        trust_anchors_der, protocols, iana_cipher_suites)``; ValueError if rustls cannot
+        serve it."""
+    def set_tls(
+        self,
+        listener_id: int,
+        tls: tuple[list[bytes], bytes, str, list[bytes], list[str], list[str]],
+    ) -> None:
+        """New connections of a TLS listener use ``tls`` (open ones keep theirs)."""
     def unlisten(self, listener_id: int) -> None: ...
     def fileno(self) -> int: ...
     def drain(self) -> DataPlaneEvents: ...

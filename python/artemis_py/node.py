@@ -212,9 +212,7 @@ async def start_acceptors(node: Node, nursery: trio.Nursery) -> None:
     # Links from other nodes are served by the cluster connection they name.
     serve_links = LinkAcceptor(node.cluster_connections).serve if node.cluster_connections else None
     plane = None
-    if data_plane_enabled() and any(
-        a.accepts("STOMP") and not a.tls.enabled for a in node.config.acceptors
-    ):
+    if data_plane_enabled() and any(a.accepts("STOMP") for a in node.config.acceptors):
         plane = DataPlaneShell()
         await nursery.start(plane.run)
     for acceptor in node.config.acceptors:
@@ -230,7 +228,7 @@ async def start_acceptors(node: Node, nursery: trio.Nursery) -> None:
 
 
 def data_plane_enabled() -> bool:
-    """Whether plain-TCP STOMP clients are served by the Rust data plane
+    """Whether STOMP clients (plain TCP and TLS) are served by the Rust data plane
     (``ARTEMIS_PY_DATA_PLANE=1``) or by the Trio socket shell (the default until the plane
     wins every benchmark scenario: docs/configuration.md)."""
     return os.environ.get("ARTEMIS_PY_DATA_PLANE", "0") == "1"

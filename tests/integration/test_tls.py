@@ -32,6 +32,18 @@ from .conftest import BrokerProcess, Client, artemis_py, start_refused, unique, 
 
 PASSWORD = "s3cret-pass"
 HOSTS = ["localhost", "127.0.0.1"]
+# The suite's nodes run with the data plane on (conftest.py) unless the environment says 0.
+PLANE = os.environ.get("ARTEMIS_PY_DATA_PLANE", "1") == "1"
+
+
+def assert_served_by_the_expected_path(node: BrokerProcess) -> None:
+    """The TLS acceptor is served by the data plane (rustls) when it is on, by the socket
+    shell otherwise: its "listening" log line says which."""
+    lines = [line for line in node.log().splitlines() if "listening for STOMP" in line]
+    assert lines, node.log()
+    for line in lines:
+        assert "over TLS" in line, line
+        assert ("(data plane)" in line) == PLANE, line
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +134,7 @@ def stomp_refused(port: int, files: TlsFiles, keystore: Path | None) -> None:
 def test_stomp_py_over_tls_with_a_pkcs12_key_store(make_broker, p12_files):
     node = make_broker(acceptor_params=acceptor_tls(p12_files))
     assert f"on 127.0.0.1:{node.port} over TLS" in node.log()
+    assert_served_by_the_expected_path(node)
     client = node.client(ssl=stomp_ssl(p12_files))
     round_trip(client)
     client.disconnect()
@@ -152,6 +165,7 @@ def test_client_certificates_with_pem_stores(make_broker, pem_files, tmp_path):
     # The node still serves the client with a good certificate.
     round_trip(client)
     round_trip(node.client(ssl=stomp_ssl(pem_files, pem_files.client_keystore)))
+    assert_served_by_the_expected_path(node)
 
 
 def test_plain_text_on_a_tls_port_is_closed_and_the_node_keeps_serving(make_broker, p12_files):
@@ -165,6 +179,7 @@ def test_plain_text_on_a_tls_port_is_closed_and_the_node_keeps_serving(make_brok
     log = wait_for(lambda: logged(node, "not a TLS handshake"))
     assert "Traceback" not in log
     round_trip(node.client(ssl=stomp_ssl(p12_files)))
+    assert_served_by_the_expected_path(node)
 
 
 async def test_our_client_over_tls_and_on_a_plain_port(make_broker, p12_files):
@@ -276,3 +291,34 @@ def test_ssl_auto_reload_serves_a_renewed_certificate(make_broker, tmp_path):
     assert cert.serial_number != first
     round_trip(client)  # the connection made before the reload goes on
     assert "reloaded" in node.log()
+    assert_served_by_the_expected_path(node)
+
+
+@pytest.mark.skipif(not PLANE, reason="the data plane's limits (ARTEMIS_PY_DATA_PLANE=0 here)")
+def test_settings_the_data_plane_cannot_serve_are_refused_at_start(make_broker, p12_files):
+    """rustls speaks TLS 1.2 and 1.3 only, and not every suite OpenSSL has: with the plane
+    on, such an acceptor is a start-up error naming the acceptor and the setting, never a
+    setting dropped in silence."""
+    old = acceptor_tls(p12_files, "enabledProtocols=TLSv1.1,TLSv1.2")
+    log = start_refused(make_broker(start=False, acceptor_params=old))
+    assert "acceptor stomp: enabledProtocols: TLSv1.1 cannot be served by the data plane" in log
+    cbc = acceptor_tls(p12_files, "enabledCipherSuites=TLS_RSA_WITH_AES_128_CBC_SHA")
+    log = start_refused(make_broker(start=False, acceptor_params=cbc))
+    assert "acceptor stomp: enabledCipherSuites: TLS_RSA_WITH_AES_128_CBC_SHA not available" in log
+
+
+def test_a_tls_1_2_suite_list_serves_tls_1_2_only(make_broker, p12_files):
+    """enabledCipherSuites without a TLS 1.3 suite limits the acceptor to TLS 1.2 (as in
+    Java), on either path."""
+    suites = "enabledCipherSuites=TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"
+    node = make_broker(acceptor_params=acceptor_tls(p12_files, suites))
+    context = ssl.create_default_context(cafile=str(p12_files.ca))
+    with (
+        socket.create_connection(("127.0.0.1", node.port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        assert tls.version() == "TLSv1.2"
+        assert tls.cipher()[0] == "ECDHE-ECDSA-AES128-GCM-SHA256"
+        tls.sendall(b"CONNECT\naccept-version:1.2\nhost:/\n\n\x00")
+        assert tls.recv(64).startswith(b"CONNECTED\n")
+    assert_served_by_the_expected_path(node)

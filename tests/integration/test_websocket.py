@@ -480,6 +480,9 @@ def test_tls_clients_get_wss(make_broker, tls_files):
         message = until(Message)
     assert isinstance(message, BytesMessage)
     assert message.data.startswith(b"CONNECTED\n")
+    # With the data plane on, its rustls listener relays the upgraded connection to Python.
+    plane = os.environ.get("ARTEMIS_PY_DATA_PLANE", "1") == "1"
+    assert ("over TLS (data plane)" in node.log()) == plane, node.log()
 
 
 def test_a_large_message_streamed_from_its_file_is_one_message_in_fragments(make_broker):

@@ -46,7 +46,12 @@ from artemis_py.transport.plane import DataPlaneShell
 from artemis_py.transport.plane_connection import PlaneConnection
 from artemis_py.transport.sockets import FastSocketStream, close_lingering
 from artemis_py.transport.stomp import StompConnection
-from artemis_py.transport.tls_contexts import ServerTls, TlsSetupError, handshake_failure
+from artemis_py.transport.tls_contexts import (
+    ServerTls,
+    TlsSetupError,
+    handshake_failure,
+    plane_material,
+)
 from artemis_py.transport.websocket import open_websocket
 
 log = logging.getLogger("artemis_py.transport")
@@ -160,11 +165,20 @@ async def serve_acceptor(
     handler = _Handler(broker, acceptor, authenticator, cluster, clients or Clients(), tls)
     handler.authorizer = authorizer
     what = " and ".join(n for n, on in (("STOMP", stomp), ("cluster links", core)) if on)
-    if plane is not None and tls is None and stomp:
+    if plane is not None and stomp:
         addresses = await _listen_in_plane(plane, handler)
         task_status.started(addresses)
+        over = " over TLS" if tls is not None else ""
         for address in addresses:
-            log.info("acceptor %s listening for %s on %s:%d", acceptor.name, what, *address)
+            log.info(
+                "acceptor %s listening for %s on %s:%d%s (data plane)",
+                acceptor.name,
+                what,
+                *address,
+                over,
+            )
+        if tls is not None and acceptor.tls.auto_reload:
+            await tls.watch()  # hands reloaded stores to the plane's listeners
         await trio.sleep_forever()  # the plane serves it (transport/plane.py)
     listeners = await _listen(acceptor)
     task_status.started([listener.socket.getsockname()[:2] for listener in listeners])
@@ -184,6 +198,9 @@ async def _listen_in_plane(plane: DataPlaneShell, handler: _Handler) -> list[tup
     (an address family the machine lacks is skipped if another one binds); the addresses
     bound."""
     acceptor = handler.acceptor
+    material = None
+    if handler.tls is not None:
+        material = await trio.to_thread.run_sync(plane_material, handler.tls.tls)
     addresses: list[tuple[str, int]] = []
     for configured in acceptor.hosts:
         host = None if configured in ("0.0.0.0", "", "*") else configured
@@ -195,7 +212,9 @@ async def _listen_in_plane(plane: DataPlaneShell, handler: _Handler) -> list[tup
             bound = len(addresses)
             for ip in dict.fromkeys(str(info[4][0]) for info in resolved):
                 try:
-                    addresses.append(plane.listen(handler, ip, acceptor.port))
+                    addresses.append(plane.listen(handler, ip, acceptor.port, material))
+                except ValueError as exc:  # TLS settings rustls cannot serve
+                    raise TlsSetupError(f"acceptor {acceptor.name}: {exc}") from None
                 except OSError as exc:
                     if exc.errno != errno.EAFNOSUPPORT:
                         raise
@@ -368,23 +387,26 @@ class _Handler:
             with trio.fail_after(handshake_seconds(self.acceptor)):
                 await secured.do_handshake()
         except (trio.BrokenResourceError, trio.TooSlowError) as exc:
-            reason = handshake_failure(exc)
-            # A node with a refused certificate retries every retry-interval: log it once,
-            # then ever less often.
-            quiet = self.refusals.occurred((peer.rpartition(":")[0], reason), trio.current_time())
-            if quiet is not None:
-                log.warning(
-                    "acceptor %s: TLS connection from %s closed: %s%s",
-                    self.acceptor.name,
-                    peer,
-                    reason,
-                    unlogged(quiet),
-                )
+            self.tls_refused(peer, handshake_failure(exc))
             # Lingering: under TLS 1.3 the client may have sent its first frames already, and
             # closing on them unread would answer with a reset instead of the end of stream.
             await close_lingering(stream)
             return None
         return secured
+
+    def tls_refused(self, peer: str, reason: str) -> None:
+        """A TLS handshake from ``peer`` failed (here or in the data plane): one line."""
+        # A node with a refused certificate retries every retry-interval: log it once,
+        # then ever less often.
+        quiet = self.refusals.occurred((peer.rpartition(":")[0], reason), trio.current_time())
+        if quiet is not None:
+            log.warning(
+                "acceptor %s: TLS connection from %s closed: %s%s",
+                self.acceptor.name,
+                peer,
+                reason,
+                unlogged(quiet),
+            )
 
     async def _serve_link(self, stream: trio.abc.Stream, peer: str, initial: bytes) -> None:
         if self.cluster is None:

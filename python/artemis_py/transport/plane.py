@@ -55,6 +55,7 @@ from artemis_py.transport.stomp_shell import no_connect_message
 
 if TYPE_CHECKING:
     from artemis_py.transport.acceptor import _Handler
+    from artemis_py.transport.tls_contexts import PlaneTls
 
 log = logging.getLogger("artemis_py.stomp")
 
@@ -79,8 +80,11 @@ class DataPlaneShell:
         self._commands_ready = trio.Event()
         self._nursery: trio.Nursery | None = None
 
-    def listen(self, handler: _Handler, host: str, port: int) -> tuple[str, int]:
-        """Listen for ``handler``'s acceptor on ``host``:``port``; the address bound."""
+    def listen(
+        self, handler: _Handler, host: str, port: int, tls: PlaneTls | None = None
+    ) -> tuple[str, int]:
+        """Listen for ``handler``'s acceptor on ``host``:``port`` (over TLS with ``tls``);
+        the address bound. A ``ValueError`` says why ``tls`` cannot be served."""
         acceptor = handler.acceptor
         timeout = acceptor.handshake_timeout
         # Hand-offs: a WebSocket upgrade (an HTTP request) and, where served, a cluster link.
@@ -95,8 +99,12 @@ class DataPlaneShell:
             tcp_send_buffer=_size(acceptor.tcp_send_buffer_size),
             tcp_receive_buffer=_size(acceptor.tcp_receive_buffer_size),
             handoff_prefixes=prefixes,
+            tls=tls,
         )
         self.handlers[listener] = handler
+        if tls is not None and handler.tls is not None:
+            # sslAutoReload: new connections get a reloaded store's material.
+            handler.tls.installers.append(lambda m: self.native.set_tls(listener, m))
         return address
 
     def submit(self, command: Command) -> None:
@@ -186,7 +194,9 @@ class DataPlaneShell:
             DataPlane.TTL_EXPIRED: lambda e: connection(e).on_ttl_expired(),
             DataPlane.REST_READ: lambda e: connection(e).on_rest_read(),
             DataPlane.INPUT_ENDED: lambda e: connection(e).on_input_ended(e[2]),
-            DataPlane.CLOSED: lambda e: connection(e).on_closed(e[2], e[3]),
+            DataPlane.CLOSED: lambda e: (
+                self._on_tls_failed(e) if e[2] == "tls" else connection(e).on_closed(e[2], e[3])
+            ),
             DataPlane.HANDED_OFF: self._on_handed_off,
             DataPlane.REFUSED: self._on_refused,
         }
@@ -212,6 +222,15 @@ class DataPlaneShell:
         assert self._nursery is not None
         self._nursery.start_soon(connection.run)
         return connection
+
+    def _on_tls_failed(self, event: tuple[Any, ...]) -> None:
+        """A TLS handshake failed (or did not end in time): one line, as the socket shell
+        logs it; the connection was never a client."""
+        _, conn_id, _, reason = event
+        opened = self._opened.pop(conn_id, None)
+        if opened is not None:
+            _, handler, peer = opened
+            handler.tls_refused(peer, reason)
 
     def _on_handed_off(self, event: tuple[Any, ...]) -> None:
         _, conn_id, sock, initial, lease = event

@@ -14,6 +14,10 @@ so the key is handed over through an anonymous in-memory file (``memfd_create``,
 ``/proc/self/fd/N``), encrypted with a random one-time password; where there is no memfd, a
 temporary file holds the same encrypted key, removed at once.
 
+:func:`plane_material` turns the same settings into what the Rust data plane's rustls listener
+takes (DER bytes and names, read here so that the stores' formats are read in one place); with
+the plane, :class:`ServerTls` hands a reloaded store's material to the plane's listeners.
+
 :func:`handshake_failure` turns a failed handshake into one log line ("the client sent plain
 text", "certificate verify failed: ...") without a traceback.
 """
@@ -25,13 +29,15 @@ import os
 import secrets
 import ssl
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import trio
+from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from artemis_py.config.tls_params import (
+    CIPHER_NAMES,
     PROTOCOL_NAMES,
     TLS13_SUITES,
     KeyMaterial,
@@ -49,6 +55,7 @@ __all__ = [
     "client_context",
     "dial_failure",
     "handshake_failure",
+    "plane_material",
     "server_context",
     "tls_refusal",
 ]
@@ -186,6 +193,69 @@ def client_context(tls: TlsParams) -> ssl.SSLContext:
     return context
 
 
+#: A TLS listener's settings as the data plane takes them (``DataPlane.listen(tls=...)``):
+#: the certificate chain (DER, the server's first), the private key (PKCS8 DER), client auth
+#: ("none", "want", "need"), the trust anchors (DER), protocols (Java names), cipher suites
+#: (IANA names).
+PlaneTls = tuple[list[bytes], bytes, str, list[bytes], list[str], list[str]]
+
+# OpenSSL names -> IANA names (TlsParams keeps OpenSSL's; rustls knows suites by IANA's).
+_IANA = {openssl: iana for iana, openssl in CIPHER_NAMES.items()}
+
+
+def _system_anchors() -> list[x509.Certificate]:
+    """The system's certificate authorities (what ``load_default_certs`` reads), for client
+    auth without a trust store."""
+    paths = ssl.get_default_verify_paths()
+    for path in (paths.cafile, paths.openssl_cafile):
+        if path and os.path.isfile(path):
+            with open(path, "rb") as f:
+                return x509.load_pem_x509_certificates(f.read())
+    raise TlsSetupError(
+        "needClientAuth/wantClientAuth without trustStorePath: no system CA bundle found "
+        "for the data plane; give a trustStorePath"
+    )
+
+
+def plane_material(tls: TlsParams) -> PlaneTls:
+    """An acceptor's TLS settings for the data plane; raises :class:`TlsSetupError`
+    (a store that cannot be read, a cipher suite the plane cannot name)."""
+    assert tls.key_store_path is not None
+    der = serialization.Encoding.DER
+    try:
+        material = load_key_store(
+            tls.key_store_path, tls.key_store_password, tls.key_store_type, tls.key_store_alias
+        )
+        key = material.key.private_bytes(
+            der, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        chain = [c.public_bytes(der) for c in (material.certificate, *material.chain)]
+        anchors: list[bytes] = []
+        auth = "need" if tls.need_client_auth else "want" if tls.want_client_auth else "none"
+        if auth != "none":
+            certs = (
+                load_trust_store(
+                    tls.trust_store_path, tls.trust_store_password, tls.trust_store_type
+                )
+                if tls.trust_store_path
+                else _system_anchors()
+            )
+            anchors = [c.public_bytes(der) for c in certs]
+    except StoreError as exc:
+        raise TlsSetupError(str(exc)) from None
+    suites = []
+    for name in tls.cipher_suites:
+        iana = _IANA.get(name, name if name in TLS13_SUITES else None)
+        if iana is None:
+            raise TlsSetupError(
+                f"enabledCipherSuites: {name} has no IANA name known to the data plane; "
+                "give its IANA name (TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, ...), or serve "
+                "this acceptor from the socket shell (ARTEMIS_PY_DATA_PLANE=0)"
+            )
+        suites.append(iana)
+    return chain, key, auth, anchors, list(tls.protocols), suites
+
+
 def _signature(paths: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
     found = []
     for path in paths:
@@ -206,6 +276,8 @@ class ServerTls:
         self._signature = _signature(tls.watched_files)
         self.context = server_context(tls)
         self.reloads = 0
+        # The data plane's listeners of the acceptor: each takes a reloaded store's material.
+        self.installers: list[Callable[[PlaneTls], None]] = []
 
     async def watch(self) -> None:
         """Poll the store files and reload the context when they change (until cancelled)."""
@@ -216,8 +288,13 @@ class ServerTls:
                 continue
             self._signature = signature
             try:
-                self.context = await trio.to_thread.run_sync(server_context, self.tls)
-            except TlsSetupError as exc:
+                context = await trio.to_thread.run_sync(server_context, self.tls)
+                if self.installers:
+                    material = await trio.to_thread.run_sync(plane_material, self.tls)
+                    for install in self.installers:
+                        await trio.to_thread.run_sync(install, material)
+                self.context = context
+            except (TlsSetupError, ValueError) as exc:
                 log.warning(
                     "acceptor %s: the changed key store or trust store was not loaded (%s); "
                     "new connections keep the previous certificate",
