@@ -474,3 +474,35 @@ fn a_relayed_clients_end_of_stream_reaches_python() {
         Err(e) => panic!("{e}"),
     }
 }
+
+#[test]
+fn a_panic_on_a_tls_connection_closes_it_alone_and_tls_connections_count_as_allowed() {
+    let pki = Pki::new("ca");
+    let (plane, addr, mut events) = tls_plane(server_spec(&pki), |spec| {
+        spec.connections_allowed = 2;
+    });
+    let config = client_config(&pki, None);
+    let mut first = tls_connect(addr, Arc::clone(&config));
+    first.write_all(&connect_bytes("1.2")).unwrap();
+    let doomed = events.opened(&plane);
+    events.frame(&plane, &doomed);
+    let mut second = tls_connect(addr, Arc::clone(&config));
+    second.write_all(&connect_bytes("1.2")).unwrap();
+    let alive = events.opened(&plane);
+    events.frame(&plane, &alive);
+    // A third is over connectionsAllowed: accepted and closed at once.
+    let _third = TcpStream::connect(addr).unwrap();
+    events.next(&plane, "Refused", |e| matches!(e, Event::Refused { .. }));
+    plane.submit([Command::InjectPanic {
+        conn: doomed.clone(),
+    }]);
+    assert!(matches!(
+        events.closed(&plane, &doomed),
+        CloseCause::Panic(_)
+    ));
+    accept(&plane, &alive);
+    let mut decoder = Decoder::new(FrameLimits::default(), Role::Server);
+    let connected = read_frame(&mut second, &mut decoder).unwrap();
+    assert_eq!(connected.command, stomp::Command::Connected);
+    drop(first);
+}

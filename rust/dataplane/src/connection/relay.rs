@@ -119,9 +119,16 @@ impl Connection {
                 Err(e) => return Err(reset(e).into()),
             }
         }
-        // Client -> Python.
-        relay.write_out().map_err(reset)?;
-        while !relay.client_done && relay.to_python.len() < RELAY_LIMIT && budget > 0 {
+        // Client -> Python (not once Python closed: what the client still sends is dropped
+        // by the lingering close below).
+        if !relay.python_done {
+            relay.write_out().map_err(reset)?;
+        }
+        while !relay.python_done
+            && !relay.client_done
+            && relay.to_python.len() < RELAY_LIMIT
+            && budget > 0
+        {
             let want = budget.min(ctx.scratch.len());
             match self.transport.read(&mut ctx.scratch[..want]) {
                 Ok(0) => {
