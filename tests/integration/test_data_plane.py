@@ -1,7 +1,7 @@
 """Which path serves a node's clients (docs/architecture.md, "A STOMP SEND"): with
-``ARTEMIS_PY_DATA_PLANE=1`` a plain-TCP acceptor's STOMP clients are served by the data
-plane's Rust I/O threads, otherwise (the product's default) by the socket shell on the
-event loop, as a TLS acceptor's always are. The suite's nodes run with the plane on
+``ARTEMIS_PY_DATA_PLANE=1`` an acceptor's STOMP clients (plain TCP, and TLS: test_tls.py
+checks those) are served by the data plane's Rust I/O threads, otherwise (the product's
+default) by the socket shell on the event loop. The suite's nodes run with the plane on
 (conftest.py), and .ci/run runs the STOMP modules again with it off; these check which one
 serves."""
 

@@ -12,7 +12,8 @@ that lists only those is not started and the log says so.
 
 A TLS acceptor (``sslEnabled=true``, docs/tls.md) wraps each connection in a
 ``trio.SSLStream`` and completes the TLS handshake, within ``handshake-timeout``,
-before telling the protocols apart. A failed handshake (a plain-TCP client, a client
+before telling the protocols apart (with the data plane on, an acceptor that serves STOMP
+does all of this in the plane, rustls included: :mod:`.plane`). A failed handshake (a plain-TCP client, a client
 certificate that is expired or not trusted) is one line in the log and the connection is
 closed; the acceptor serves everyone else.
 

@@ -2,8 +2,8 @@
 
 Theory of operation
 -------------------
-A plain-TCP acceptor that serves STOMP listens, when ``ARTEMIS_PY_DATA_PLANE=1`` (the node
-serves every client on the event loop otherwise), in the node's one
+An acceptor that serves STOMP, plain TCP or TLS, listens, when ``ARTEMIS_PY_DATA_PLANE=1``
+(the node serves every client on the event loop otherwise), in the node's one
 :class:`~artemis_py._native.DataPlane` (``rust/dataplane``): its I/O threads, one per core,
 accept the connections and own their sockets, read, decode and validate frames (the
 acceptor's ``stompMax*`` limits), enforce ``connectionsAllowed``, ``handshake-timeout`` and
@@ -24,10 +24,21 @@ end (a ``READ_REST`` of what the socket still holds), wait for the ACKs nobody w
 be written, return the other deliveries to their queues, and close lingering (the plane's
 flushing close), so a client that saw the close may count on its ACKs and gets its ERROR.
 
-What the plane does not serve goes to the socket shell: a TLS acceptor is served by
-:mod:`.acceptor` as before (TLS in the plane is the next step), and a connection whose
-first bytes are a cluster link's or an HTTP request's (a WebSocket upgrade) is handed to
-Python as a socket (``HANDED_OFF``), still counted in ``connectionsAllowed`` by its lease.
+TLS is the plane's too (rustls on the I/O threads): the key and trust stores are read here
+as for the socket shell (:func:`~artemis_py.transport.tls_contexts.plane_material`, DER
+bytes), ``sslAutoReload`` hands reloaded ones to the listener (new connections use them),
+and a failed handshake comes back as a ``CLOSED`` with cause ``"tls"`` and the socket
+shell's reason, logged once by the acceptor's handler; the connection never became a
+client. Settings rustls cannot serve (TLS 1.0/1.1, a cipher suite it lacks) are a start-up
+error naming the acceptor.
+
+What the plane does not serve goes to the socket shell: an acceptor that serves only
+cluster links is served by :mod:`.acceptor` as before, and a connection whose first bytes
+are a cluster link's or an HTTP request's (a WebSocket upgrade) is handed to Python as a
+socket (``HANDED_OFF``), still counted in ``connectionsAllowed`` by its lease. On a TLS
+acceptor that socket is one end of a Unix socket pair: the I/O thread keeps the TLS session
+(it cannot move to Python's ``ssl``) and relays the plaintext; the plane counts the
+connection itself, and its lease holds nothing.
 
 Back-pressure: a connection is writable while its unwritten bytes (the plane counts them,
 read here without a lock) are below the high-water mark; once it said no, a ``WRITABLE``

@@ -75,8 +75,15 @@
 //! buffer, the outgoing buffer is freed when it empties after growing, and the codec
 //! keeps only the capacity of what it last held (the `idle` example measures it).
 //!
-//! **TLS** is not in this step: the socket sits behind a small enum (`transport`) whose
-//! rustls variant the next step adds, with the same read/write/shutdown calls.
+//! **TLS:** a listener with a [`TlsSpec`] (key material as DER, client auth, protocols,
+//! cipher suites; [`tls`]) serves its connections over rustls: the socket sits behind a
+//! small enum (`transport`) whose TLS variant has the same read/write/shutdown calls, the
+//! handshake runs inside the first reads, within `handshake-timeout` (which then holds
+//! again for the CONNECT), and a failed one closes the connection lingering with
+//! [`CloseCause::Tls`] (the reason in the socket shell's words). [`DataPlane::set_tls`]
+//! replaces a listener's material for new connections (`sslAutoReload`). A TLS
+//! connection's hand-off cannot give Python the socket: it is relayed through a socket
+//! pair ([`Event::Relayed`]).
 //!
 //! # A connection's life, as Python drives it
 //!
@@ -95,9 +102,8 @@
 //!    event, and the only one after a reset or a panic.
 //!
 //! The Python binding is `artemis_py._native.DataPlane` (`rust/bindings/src/data_plane.rs`);
-//! the Trio shell that serves a node's plain-TCP STOMP acceptors through it (with
-//! `ARTEMIS_PY_DATA_PLANE=1`) is `python/artemis_py/transport/plane.py` (TLS acceptors are served by the socket shell
-//! until the `transport` enum's rustls variant lands).
+//! the Trio shell that serves a node's STOMP acceptors, plain TCP and TLS, through it (with
+//! `ARTEMIS_PY_DATA_PLANE=1`) is `python/artemis_py/transport/plane.py`.
 
 pub mod api;
 pub mod config;
