@@ -6,6 +6,7 @@ certificate comes from another CA never joins, and the logs say why."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -87,4 +88,29 @@ def test_a_node_with_an_untrusted_certificate_never_joins(cluster: Any, tmp_path
     wait_for(lambda: "refused the link: TLS handshake failed" in nodes[2].log(), 20)
     stays(lambda: len(status(nodes[1])["members"]) == 2, 1.0, message="node2 stays out")
     assert nodes[0].log().count("client certificate refused") < 5, nodes[0].log()
+    assert all("Traceback" not in node.log() for node in nodes)
+
+
+def test_links_over_a_tls_acceptor_that_serves_stomp_too(cluster: Any, clients: Any, tmp_path):
+    """A TLS acceptor that serves STOMP and cluster links is the data plane's when it is on:
+    a link's TLS session stays on the plane's I/O thread, which relays its plaintext to the
+    link code through a socket pair (docs/tls.md "With the data plane"); the cluster forms
+    and balances as over the socket shell."""
+    names = ["node0", "node1"]
+    files = create_tls_files(tmp_path / "tls", names, HOSTS, PASSWORD)
+    nodes: Cluster = cluster(
+        2,
+        policy="ON_DEMAND",
+        cluster_protocols="STOMP,CORE",
+        node_options={i: tls_options(files, name) for i, name in enumerate(names)},
+    )
+    plane = os.environ.get("ARTEMIS_PY_DATA_PLANE", "1") == "1"
+    for node in nodes:
+        line = "listening for STOMP and cluster links on"
+        lines = [text for text in node.log().splitlines() if line in text]
+        assert lines, node.log()
+        assert all(("over TLS (data plane)" in text) == plane for text in lines), lines
+    q = unique("tls-relay")
+    consumers = consume_everywhere(nodes, clients, q)
+    send_shared(clients(nodes[0]), f"/queue/{q}", consumers, count=10)
     assert all("Traceback" not in node.log() for node in nodes)
