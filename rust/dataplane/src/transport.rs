@@ -145,6 +145,11 @@ impl TlsStream {
         self.flush_tls()?;
         let n = self.tls.writer().write(buf)?;
         self.flush_some()?;
+        if n == 0 && !buf.is_empty() {
+            // rustls holds as much plaintext as it takes before the handshake ends: the
+            // rest waits (the connection writes again once the handshake is done).
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
         Ok(n)
     }
 }
@@ -229,7 +234,14 @@ impl Transport {
         }
     }
 
+    /// Closes both ways at once (TLS: a `close_notify` first, best effort).
     pub(crate) fn shutdown(&mut self) {
+        if let Transport::Tls(tls) = self {
+            if !tls.failed {
+                tls.tls.send_close_notify();
+                let _ = tls.flush_tls();
+            }
+        }
         // ENOTCONN when the peer is gone already: nothing to do.
         let _ = self.source().shutdown(Shutdown::Both);
     }

@@ -506,3 +506,25 @@ fn a_panic_on_a_tls_connection_closes_it_alone_and_tls_connections_count_as_allo
     assert_eq!(connected.command, stomp::Command::Connected);
     drop(first);
 }
+
+#[test]
+fn bytes_sent_before_the_handshake_ends_are_written_once_it_does() {
+    let pki = Pki::new("ca");
+    let (plane, addr, mut events) = tls_plane(server_spec(&pki), |_| {});
+    let sock = TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(PATIENCE)).unwrap();
+    let conn = events.opened(&plane);
+    // More than rustls holds before the handshake (64 KiB): the rest waits in the plane.
+    let early = vec![b'z'; 200_000];
+    plane.submit([Command::SendBytes {
+        conn: conn.clone(),
+        bytes: early.clone(),
+    }]);
+    std::thread::sleep(Duration::from_millis(100)); // the I/O thread takes it meanwhile
+    let name = ServerName::try_from("localhost").unwrap();
+    let client = ClientConnection::new(client_config(&pki, None), name).unwrap();
+    let mut tls = StreamOwned::new(client, sock);
+    let mut got = vec![0u8; early.len()];
+    tls.read_exact(&mut got).unwrap();
+    assert_eq!(got, early);
+}

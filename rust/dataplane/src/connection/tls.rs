@@ -10,8 +10,12 @@ use crate::transport::TlsFailure;
 
 impl Connection {
     /// The TLS handshake is done: `handshake-timeout` starts again for the CONNECT (the
-    /// socket shell gives the handshake and the CONNECT that long each).
+    /// socket shell gives the handshake and the CONNECT that long each), and what was sent
+    /// during the handshake that rustls did not take yet is written now.
     pub(super) fn tls_established(&mut self, ctx: &mut Ctx) {
+        if self.written < self.out.len() {
+            self.queue(ctx);
+        }
         if let Some(timeout) = self.slot.0.handshake_timeout {
             if !self.connect_seen {
                 let (at, id) = (ctx.now + timeout, self.id());
