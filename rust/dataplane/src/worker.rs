@@ -161,6 +161,7 @@ impl Worker {
     /// for a bug in the thread's own work (accepting, the inbox): the pass is abandoned and
     /// the loop goes on, so the thread and its other connections live.
     pub(crate) fn run(mut self) {
+        wal::run_as_batch_thread();
         let mut events = Events::with_capacity(1024);
         loop {
             match catch_unwind(AssertUnwindSafe(|| self.pass(&mut events))) {

@@ -26,6 +26,24 @@ pub use fs::{read_exact_at, FileSystem, StdFileSystem, StoreFile};
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+/// Makes the calling thread a batch thread for Linux's scheduler (`SCHED_BATCH`): when
+/// the node's event loop wakes it and every core is busy, it waits for a core to free (or
+/// for the scheduler's next tick) instead of taking the loop's core at once. The loop is
+/// the node's serial part: a writer or I/O thread that preempted it at each wake-up cost
+/// it a context switch per wake-up (`BENCHMARKS.md`, "Step 2, fourth pass"). With a core
+/// idle nothing changes. Best effort: where the call fails the thread keeps its policy.
+pub fn run_as_batch_thread() {
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `param` is a valid sched_param that outlives the call, which only reads
+        // it; pid 0 names the calling thread. A failure returns -1 and changes nothing.
+        unsafe {
+            libc::sched_setscheduler(0, libc::SCHED_BATCH, &param);
+        }
+    }
+}
+
 /// Locks `m`, going on past a poisoned lock: a panic elsewhere must not stop the writer
 /// from failing the store cleanly.
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

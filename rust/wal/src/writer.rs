@@ -198,6 +198,7 @@ pub fn close<S, E>(group: &Group<S, E>) {
 
 /// The writer thread's loop; returns when the store closed or failed.
 pub fn run<S, E>(store: &impl GroupCommit<S, E>) {
+    crate::run_as_batch_thread();
     loop {
         if !wait_for_work(store) {
             return;
