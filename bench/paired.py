@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -30,6 +32,16 @@ from run import SCENARIOS  # noqa: E402  (bench/run.py: each scenario's compared
 METRIC = {s.number: s.metric for s in SCENARIOS}
 
 
+def tree_env(python: str) -> dict[str, str]:
+    """The environment a tree's run gets: its own venv first on PATH. ``bench/run`` starts
+    ``artemis-py`` (the nodes and the load generator) from PATH, so with another venv
+    activated the old tree's run would start the new tree's code and measure it twice."""
+    venv_bin = Path(python).parent
+    env = dict(os.environ, PATH=f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}")
+    env["VIRTUAL_ENV"] = str(venv_bin.parent)
+    return env
+
+
 def run_tree(tree: Path, python: str, results: Path, args: argparse.Namespace) -> None:
     command = [
         python, str(tree / "bench" / "run.py"), "--targets", "artemis-py",
@@ -41,7 +53,10 @@ def run_tree(tree: Path, python: str, results: Path, args: argparse.Namespace) -
         # saturated rate and its CPU per message, not a rate rounded to the steps.
         command += ["--scenario3", "flat"]
     print(f"[paired] {tree}: {' '.join(command[2:])}", file=sys.stderr, flush=True)
-    subprocess.run(command, check=True, cwd=tree, stdout=subprocess.DEVNULL)
+    env = tree_env(python)
+    print(f"[paired] {tree}: artemis-py is {shutil.which('artemis-py', path=env['PATH'])}",
+          file=sys.stderr, flush=True)  # fmt: skip
+    subprocess.run(command, check=True, cwd=tree, stdout=subprocess.DEVNULL, env=env)
 
 
 def figures(results: Path, scenario: int) -> dict[str, float] | None:
