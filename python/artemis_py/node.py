@@ -228,10 +228,10 @@ async def start_acceptors(node: Node, nursery: trio.Nursery) -> None:
 
 
 def data_plane_enabled() -> bool:
-    """Whether STOMP clients (plain TCP and TLS) are served by the Rust data plane
-    (``ARTEMIS_PY_DATA_PLANE=1``) or by the Trio socket shell (the default until the plane
-    wins every benchmark scenario: docs/configuration.md)."""
-    return os.environ.get("ARTEMIS_PY_DATA_PLANE", "0") == "1"
+    """Whether STOMP clients (plain TCP and TLS) are served by the Rust data plane (the
+    default) or, with ``ARTEMIS_PY_DATA_PLANE=0``, by the Trio socket shell on the event
+    loop (docs/configuration.md says when each is faster)."""
+    return os.environ.get("ARTEMIS_PY_DATA_PLANE", "1") != "0"
 
 
 def warn_if_open(node: Node) -> None:

@@ -122,9 +122,9 @@ def node_command() -> tuple[list[str], dict[str, str]]:
     """
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
-    # The suite's nodes serve STOMP clients, plain TCP and TLS, on the data plane (off by
-    # default in the product); .ci/run runs the STOMP and TLS modules again with
-    # ARTEMIS_PY_DATA_PLANE=0.
+    # The suite's nodes serve STOMP clients, plain TCP and TLS, on the data plane (the
+    # product's default); .ci/run runs the STOMP and TLS modules again with
+    # ARTEMIS_PY_DATA_PLANE=0, the socket shell.
     env.setdefault("ARTEMIS_PY_DATA_PLANE", "1")
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(PYTHON_SRC), env.get("PYTHONPATH", "")) if p

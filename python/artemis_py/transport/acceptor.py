@@ -150,8 +150,8 @@ async def serve_acceptor(
     task_status: trio.TaskStatus[list[tuple[str, int]]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Listen on the acceptor's host and port and serve connections until cancelled; its
-    STOMP clients in ``plane`` (the Rust data plane) when given and the acceptor is plain
-    TCP. ``task_status`` gets the addresses listened on."""
+    STOMP clients in ``plane`` (the Rust data plane) when given, unless the acceptor's TLS
+    settings are beyond it. ``task_status`` gets the addresses listened on."""
     stomp = acceptor.accepts("STOMP")
     core = acceptor.accepts("CORE")
     if not (stomp or core):
@@ -167,20 +167,28 @@ async def serve_acceptor(
     handler.authorizer = authorizer
     what = " and ".join(n for n, on in (("STOMP", stomp), ("cluster links", core)) if on)
     if plane is not None and stomp:
-        addresses = await _listen_in_plane(plane, handler)
-        task_status.started(addresses)
-        over = " over TLS" if tls is not None else ""
-        for address in addresses:
-            log.info(
-                "acceptor %s listening for %s on %s:%d%s (data plane)",
+        try:
+            addresses = await _listen_in_plane(plane, handler)
+        except _NotForThePlane as exc:
+            log.warning(
+                "acceptor %s: served on the event loop, not by the data plane: %s",
                 acceptor.name,
-                what,
-                *address,
-                over,
+                exc,
             )
-        if tls is not None and acceptor.tls.auto_reload:
-            await tls.watch()  # hands reloaded stores to the plane's listeners
-        await trio.sleep_forever()  # the plane serves it (transport/plane.py)
+        else:
+            task_status.started(addresses)
+            over = " over TLS" if tls is not None else ""
+            for address in addresses:
+                log.info(
+                    "acceptor %s listening for %s on %s:%d%s (data plane)",
+                    acceptor.name,
+                    what,
+                    *address,
+                    over,
+                )
+            if tls is not None and acceptor.tls.auto_reload:
+                await tls.watch()  # hands reloaded stores to the plane's listeners
+            await trio.sleep_forever()  # the plane serves it (transport/plane.py)
     listeners = await _listen(acceptor)
     task_status.started([listener.socket.getsockname()[:2] for listener in listeners])
     over = " over TLS" if tls is not None else ""
@@ -193,15 +201,24 @@ async def serve_acceptor(
         await trio.serve_listeners(handler.serve, listeners)
 
 
+class _NotForThePlane(Exception):
+    """TLS settings the data plane cannot serve (rustls lacks them): the socket shell
+    serves the acceptor, as with ``ARTEMIS_PY_DATA_PLANE=0``."""
+
+
 async def _listen_in_plane(plane: DataPlaneShell, handler: _Handler) -> list[tuple[str, int]]:
     """The acceptor's listening sockets in the data plane, bound as the socket shell's
     (Trio's) are: on every address of every host, a wildcard host on IPv4's and IPv6's
     (an address family the machine lacks is skipped if another one binds); the addresses
-    bound."""
+    bound. Raises :class:`_NotForThePlane`, with nothing bound, for TLS settings the plane
+    cannot serve."""
     acceptor = handler.acceptor
     material = None
     if handler.tls is not None:
-        material = await trio.to_thread.run_sync(plane_material, handler.tls.tls)
+        try:
+            material = await trio.to_thread.run_sync(plane_material, handler.tls.tls)
+        except TlsSetupError as exc:  # (the stores were read already: a suite's name)
+            raise _NotForThePlane(str(exc)) from None
     addresses: list[tuple[str, int]] = []
     for configured in acceptor.hosts:
         host = None if configured in ("0.0.0.0", "", "*") else configured
@@ -215,7 +232,9 @@ async def _listen_in_plane(plane: DataPlaneShell, handler: _Handler) -> list[tup
                 try:
                     addresses.append(plane.listen(handler, ip, acceptor.port, material))
                 except ValueError as exc:  # TLS settings rustls cannot serve
-                    raise TlsSetupError(f"acceptor {acceptor.name}: {exc}") from None
+                    if addresses:  # (the same settings served the first address)
+                        raise TlsSetupError(f"acceptor {acceptor.name}: {exc}") from None
+                    raise _NotForThePlane(str(exc)) from None
                 except OSError as exc:
                     if exc.errno != errno.EAFNOSUPPORT:
                         raise

@@ -2,8 +2,8 @@
 
 Theory of operation
 -------------------
-An acceptor that serves STOMP, plain TCP or TLS, listens, when ``ARTEMIS_PY_DATA_PLANE=1``
-(the node serves every client on the event loop otherwise), in the node's one
+An acceptor that serves STOMP, plain TCP or TLS, listens (unless ``ARTEMIS_PY_DATA_PLANE=0``:
+then the node serves every client on the event loop) in the node's one
 :class:`~artemis_py._native.DataPlane` (``rust/dataplane``): its I/O threads, one per core,
 accept the connections and own their sockets, read, decode and validate frames (the
 acceptor's ``stompMax*`` limits), enforce ``connectionsAllowed``, ``handshake-timeout`` and
@@ -29,8 +29,8 @@ as for the socket shell (:func:`~artemis_py.transport.tls_contexts.plane_materia
 bytes), ``sslAutoReload`` hands reloaded ones to the listener (new connections use them),
 and a failed handshake comes back as a ``CLOSED`` with cause ``"tls"`` and the socket
 shell's reason, logged once by the acceptor's handler; the connection never became a
-client. Settings rustls cannot serve (TLS 1.0/1.1, a cipher suite it lacks) are a start-up
-error naming the acceptor.
+client. An acceptor whose settings rustls cannot serve (TLS 1.0/1.1, a cipher suite it
+lacks) is served by the socket shell instead, with a warning naming the setting.
 
 What the plane does not serve goes to the socket shell: an acceptor that serves only
 cluster links is served by :mod:`.acceptor` as before, and a connection whose first bytes
