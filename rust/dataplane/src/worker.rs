@@ -237,13 +237,16 @@ impl Worker {
         Some(wait + Duration::from_micros(999))
     }
 
-    fn ready(&mut self, slot: usize, event: &mio::event::Event) {
-        let Some(id) = self
-            .conns
+    /// The id of the connection in `slot`, if one is there.
+    fn conn_id(&self, slot: usize) -> Option<ConnId> {
+        self.conns
             .get(slot)
             .and_then(|c| c.as_ref())
             .map(Connection::id)
-        else {
+    }
+
+    fn ready(&mut self, slot: usize, event: &mio::event::Event) {
+        let Some(id) = self.conn_id(slot) else {
             return;
         };
         let budget = self.ctx.config.read_budget;
@@ -265,12 +268,7 @@ impl Worker {
 
     /// Python's end of a relayed TLS connection is ready: pump.
     fn relay_ready(&mut self, slot: usize, event: &mio::event::Event) {
-        let Some(id) = self
-            .conns
-            .get(slot)
-            .and_then(|c| c.as_ref())
-            .map(Connection::id)
-        else {
+        let Some(id) = self.conn_id(slot) else {
             return;
         };
         let budget = self.ctx.config.read_budget;

@@ -7,6 +7,7 @@ from __future__ import annotations
 from functools import partial
 
 import trio
+from turns import other_task_turns
 
 from artemis_py.broker.pending import Pending, Ticket, durable
 from artemis_py.transport.plane_connection import _Steps
@@ -54,21 +55,11 @@ async def test_a_run_of_durable_steps_is_settled_in_order_and_yields_now_and_the
         steps.send_nowait((pending, None))
         shell._pipelined += 1
     steps.close()
-    turns = 0
-
-    async def other_task() -> None:
-        nonlocal turns
-        while True:
-            turns += 1
-            await trio.lowlevel.checkpoint()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(other_task)
+    async with other_task_turns() as turns:
         await shell._run_pipeline(steps)
-        nursery.cancel_scope.cancel()
     assert effects == list(range(count))
     assert journal.waited == []  # all durable: nothing waited for
     assert shell._pipelined == 0
     assert shell.settled == count
     # The other task ran between runs of _RUN_BEFORE_YIELD steps, not after each step.
-    assert 2 <= turns <= count // _RUN_BEFORE_YIELD + 2
+    assert 2 <= turns.count <= count // _RUN_BEFORE_YIELD + 2

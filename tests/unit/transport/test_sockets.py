@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import trio
+from turns import other_task_turns
 
 from artemis_py.transport.sockets import FastSocketStream
 
@@ -44,24 +45,14 @@ async def test_send_all_waits_for_room_and_everything_arrives_in_order(stream_pa
 async def test_a_reader_that_never_waits_still_lets_other_tasks_run(stream_pair: Pair) -> None:
     left, right = stream_pair
     await left.send_all(b"x" * 1000)
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await trio.lowlevel.checkpoint()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(ticker)
+    async with other_task_turns() as turns:
         await trio.lowlevel.checkpoint()  # the ticker starts
-        start = ticks
+        start = turns.count
         for _ in range(10):  # always readable: no call waits for the socket
             assert await right.receive_some(10) == b"x" * 10
-        nursery.cancel_scope.cancel()
     # Every other read is a schedule point (5 of 10); the ticker runs at most once per
     # scheduler batch, so allow for one it shares. Without the rule it does not run at all.
-    assert ticks - start >= 4
+    assert turns.count - start >= 4
 
 
 async def test_end_of_stream_reset_and_close_are_trio_errors(stream_pair: Pair) -> None:
