@@ -122,6 +122,37 @@ fn read_frame(tls: &mut Tls, decoder: &mut Decoder) -> Option<stomp::Frame> {
     }
 }
 
+/// A client that connects over TLS and sends its CONNECT: the plane's connection (its
+/// CONNECT arrived) and the client's stream.
+fn connect_over_tls(
+    plane: &DataPlane,
+    addr: SocketAddr,
+    events: &mut Events,
+    config: Arc<ClientConfig>,
+) -> (dataplane::Conn, Tls) {
+    let mut tls = tls_connect(addr, config);
+    tls.write_all(&connect_bytes("1.2")).unwrap();
+    let conn = events.opened(plane);
+    assert_eq!(events.frame(plane, &conn).command, stomp::Command::Connect);
+    (conn, tls)
+}
+
+/// A client whose handshake the plane refuses: why, as the plane reports it. (Under TLS
+/// 1.3 the refusal comes after the client's Finished, so the client writes and reads.)
+fn refused_over_tls(
+    plane: &DataPlane,
+    addr: SocketAddr,
+    events: &mut Events,
+    config: Arc<ClientConfig>,
+) -> String {
+    let mut tls = tls_connect(addr, config);
+    let _ = tls.write_all(&connect_bytes("1.2"));
+    let _ = tls.read(&mut [0u8; 64]);
+    drop(tls);
+    events.opened(plane);
+    closed_tls(events, plane)
+}
+
 fn closed_tls(events: &mut Events, plane: &DataPlane) -> String {
     match events.next(plane, "Closed", |e| matches!(e, Event::Closed { .. })) {
         Event::Closed {
@@ -148,10 +179,7 @@ fn ends_without_reset(mut sock: TcpStream) {
 fn frames_go_both_ways_over_tls_and_a_close_sends_close_notify() {
     let pki = Pki::new("ca");
     let (plane, addr, mut events) = tls_plane(server_spec(&pki), |_| {});
-    let mut tls = tls_connect(addr, client_config(&pki, None));
-    tls.write_all(&connect_bytes("1.2")).unwrap();
-    let conn = events.opened(&plane);
-    assert_eq!(events.frame(&plane, &conn).command, stomp::Command::Connect);
+    let (conn, mut tls) = connect_over_tls(&plane, addr, &mut events, client_config(&pki, None));
     accept(&plane, &conn);
     let mut decoder = Decoder::new(FrameLimits::default(), Role::Server);
     let connected = read_frame(&mut tls, &mut decoder).unwrap();
@@ -198,10 +226,7 @@ fn plain_text_on_a_tls_port_is_closed_with_a_reason_and_the_plane_serves_on() {
         "{reason}"
     );
     // Everyone else is served.
-    let mut tls = tls_connect(addr, client_config(&pki, None));
-    tls.write_all(&connect_bytes("1.2")).unwrap();
-    let conn = events.opened(&plane);
-    assert_eq!(events.frame(&plane, &conn).command, stomp::Command::Connect);
+    let (_conn, _tls) = connect_over_tls(&plane, addr, &mut events, client_config(&pki, None));
 }
 
 #[test]
@@ -215,34 +240,31 @@ fn a_client_certificate_is_needed_and_checked_against_the_trust_anchors() {
     };
     let (plane, addr, mut events) = tls_plane(spec, |_| {});
     // Without a certificate: refused, in the socket shell's words.
-    let mut bare = tls_connect(addr, client_config(&pki, None));
-    let _ = bare.write_all(&connect_bytes("1.2"));
-    let _ = bare.read(&mut [0u8; 64]); // TLS 1.3: the refusal comes after the client's Finished
-    drop(bare);
-    events.opened(&plane);
-    let reason = closed_tls(&mut events, &plane);
+    let reason = refused_over_tls(&plane, addr, &mut events, client_config(&pki, None));
     assert_eq!(
         reason,
         "the client sent no certificate (needClientAuth=true)"
     );
     // A certificate another CA signed.
     let stranger = other.issue("client", ExtendedKeyUsagePurpose::ClientAuth);
-    let mut wrong = tls_connect(addr, client_config(&pki, Some(&stranger)));
-    let _ = wrong.write_all(&connect_bytes("1.2"));
-    let _ = wrong.read(&mut [0u8; 64]);
-    drop(wrong);
-    events.opened(&plane);
-    let reason = closed_tls(&mut events, &plane);
+    let reason = refused_over_tls(
+        &plane,
+        addr,
+        &mut events,
+        client_config(&pki, Some(&stranger)),
+    );
     assert!(
         reason.starts_with("client certificate refused: "),
         "{reason}"
     );
     // A trusted one.
     let client = pki.issue("client", ExtendedKeyUsagePurpose::ClientAuth);
-    let mut tls = tls_connect(addr, client_config(&pki, Some(&client)));
-    tls.write_all(&connect_bytes("1.2")).unwrap();
-    let conn = events.opened(&plane);
-    assert_eq!(events.frame(&plane, &conn).command, stomp::Command::Connect);
+    let (_conn, _tls) = connect_over_tls(
+        &plane,
+        addr,
+        &mut events,
+        client_config(&pki, Some(&client)),
+    );
 }
 
 #[test]
@@ -254,10 +276,7 @@ fn a_wanted_client_certificate_is_optional() {
         ..server_spec(&pki)
     };
     let (plane, addr, mut events) = tls_plane(spec, |_| {});
-    let mut tls = tls_connect(addr, client_config(&pki, None));
-    tls.write_all(&connect_bytes("1.2")).unwrap();
-    let conn = events.opened(&plane);
-    assert_eq!(events.frame(&plane, &conn).command, stomp::Command::Connect);
+    let (_conn, _tls) = connect_over_tls(&plane, addr, &mut events, client_config(&pki, None));
 }
 
 #[test]
