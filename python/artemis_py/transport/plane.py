@@ -88,8 +88,8 @@ class DataPlaneShell:
         self.connections: dict[int, PlaneConnection] = {}
         self._opened: dict[int, tuple[DataPlaneConn, _Handler, str]] = {}  # no frame yet
         self._commands: list[Command] = []
-        self._commands_ready = trio.Event()
         self._nursery: trio.Nursery | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
 
     def listen(
         self, handler: _Handler, host: str, port: int, tls: PlaneTls | None = None
@@ -121,34 +121,39 @@ class DataPlaneShell:
     def submit(self, command: Command) -> None:
         """Queue ``command``: it goes to the plane with the rest of this pass's."""
         self._commands.append(command)
-        if len(self._commands) == 1:
-            self._commands_ready.set()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Dispatch the plane's events and submit the connections' commands until
-        cancelled; then stop the plane (its connections close)."""
+        """Dispatch the plane's events until cancelled, the connections' commands going
+        to the plane at the end of each pass of the loop; then stop the plane (its
+        connections close)."""
+        self._token = trio.lowlevel.current_trio_token()
+        flusher = _PassEnd(self._flush)
+        trio.lowlevel.add_instrument(flusher)
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                nursery.start_soon(self._submitter)
                 task_status.started()
                 await self._dispatcher()
         finally:
+            trio.lowlevel.remove_instrument(flusher)
+            self._flush()  # (what the connections' closes sent on the way out)
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self.native.shutdown)
 
-    async def _submitter(self) -> None:
-        while True:
-            await self._commands_ready.wait()
-            # One more scheduler round: what other tasks send in it (the receipts of one
-            # journal batch, a burst of deliveries) goes in the same submit.
-            await trio.lowlevel.checkpoint()
-            self._commands_ready = trio.Event()
-            commands, self._commands = self._commands, []
-            try:
-                self.native.submit(commands)
-            except Exception:  # (a batch is all or nothing: find the bad one)
-                self._submit_one_by_one(commands)
+    def _flush(self) -> None:
+        """Submit the commands of this pass of the loop: every task that ran in it had
+        its say (the receipts of one journal batch, a burst of deliveries), and they go
+        to the I/O threads in one call, with no task of their own to wake."""
+        if not self._commands:
+            return
+        commands, self._commands = self._commands, []
+        try:
+            self.native.submit(commands)
+        except Exception:  # (a batch is all or nothing: find the bad one)
+            self._submit_one_by_one(commands)
+            # What the aborts woke or sent must not wait for the poll to end by itself.
+            assert self._token is not None
+            self._token.run_sync_soon(_nothing)
 
     def _submit_one_by_one(self, commands: list[Command]) -> None:
         for command in commands:
@@ -279,6 +284,23 @@ class DataPlaneShell:
 
     def forget(self, connection: PlaneConnection) -> None:
         self.connections.pop(connection.conn.id, None)
+
+
+def _nothing() -> None:
+    pass
+
+
+class _PassEnd(trio.abc.Instrument):
+    """Runs a function at the end of each pass of Trio's loop, before it polls."""
+
+    def __init__(self, function: Callable[[], None]) -> None:
+        self.function = function
+
+    def before_io_wait(self, timeout: float) -> None:
+        try:
+            self.function()
+        except Exception:  # (Trio would drop an instrument that raises)
+            log.exception("data plane commands lost")
 
 
 class _Gone:
