@@ -73,3 +73,49 @@ async def test_only_awaited_acknowledgements_are_synced(tmp_path: Path) -> None:
         queue = broker.queue("q")
         assert queue is not None
         assert not queue.messages  # both deletes are on disk
+
+
+async def test_a_pass_s_unawaited_acknowledgements_go_in_one_submit_in_order(
+    tmp_path: Path,
+) -> None:
+    config = default_config()
+    async with open_storage(tmp_path / "journal", tmp_path / "bindings", SETTINGS) as storage:
+        broker = Broker(config, Persistence(JournalStore(storage), storage.node_id))
+        broker.recover()
+        queue = broker.create_queue("q", "q", RoutingType.ANYCAST)
+        consumer = Collector()
+        queue.add_consumer(consumer)
+
+        def message(n: int) -> Message:
+            return Message(
+                broker.persistence.next_id(),
+                "q",
+                body=b"m%d" % n,
+                routing_type=RoutingType.ANYCAST,
+                durable=True,
+            )
+
+        for n in range(4):
+            await broker.send(message(n), [queue]).settled()
+        journal = storage.messages
+        batches: list[list[str]] = []
+        submit = journal.submit
+
+        def counted(ops, sync=None, *, flush=False):  # type: ignore[no-untyped-def]
+            batches.append([op[0] for op in ops])
+            return submit(ops, sync, flush=flush)
+
+        journal.submit = counted  # type: ignore[method-assign]
+        first, second, third, fourth = consumer.refs
+        for ref in (first, second, third):  # (one pass: no checkpoint between them)
+            broker.acknowledge([ref], awaited=False)
+        assert batches == []  # held to the pass's end
+        await trio.lowlevel.checkpoint()  # the loop polls: the pass ended
+        assert batches == [["delete", "delete", "delete"]]
+
+        broker.acknowledge([fourth], awaited=False)
+        pending = broker.send(message(9), [queue])  # another record: the held one goes first
+        assert batches[1:] == [["delete"], ["add", "update"]]
+        await pending.settled()
+        await trio.lowlevel.checkpoint()
+        assert len(batches) == 3  # nothing was left held

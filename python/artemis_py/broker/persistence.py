@@ -48,6 +48,7 @@ from artemis_py.broker.large_messages import LargeMessages
 from artemis_py.broker.message import Message, encode_message
 from artemis_py.broker.pending import Ticket, Waitable
 from artemis_py.broker.store import MemoryStore, Store
+from artemis_py.exceptions import StorageError
 from artemis_py.storage import Op
 
 if TYPE_CHECKING:
@@ -88,6 +89,12 @@ class Persistence:
         # Fixed for a store's life; looked up once (they are on every message's path).
         self._stores_messages = self.store.stores_messages
         self._submit_to_messages = self.store.submit_messages
+        # Unawaited acknowledgements held to the end of the loop's pass (see acknowledge).
+        self._held: list[Op] = []
+        storage = self.store.storage
+        self._journal = storage.messages if storage is not None else None
+        if self._journal is not None:
+            self._journal.at_pass_end(self._release_held)
         self.large = LargeMessages(self.store.large_files, self.store.record_limit)
         self.node_id = node_id
         self._next_id = 1
@@ -180,6 +187,8 @@ class Persistence:
     ) -> list[Ticket]:
         if not ops:
             return []
+        if self._held:
+            self._release_held()  # (in order: they were acknowledged first)
         tickets = self._submit_to_messages(ops, sync, flush)
         last = self._last_bindings
         if last:
@@ -244,7 +253,8 @@ class Persistence:
         ``paged``: the PAGE_ACK ops of depaged ones.
 
         Not ``awaited``: written at once (the OS has them, a process crash cannot undo
-        them) but not fdatasynced; the next synced batch makes them durable.
+        them) but not fdatasynced; the next synced batch makes them durable. On the loop
+        they go at the end of its pass, with the pass's others, in one submit.
         """
         ops = [self._ack_op(*ack) for ack in records]
         ops += paged
@@ -254,7 +264,24 @@ class Persistence:
             tickets = self._submit_messages(ops)
             self.large.delete_after(partial(self.wait, tickets), large)
             return tickets
+        if self._journal is not None and self._journal.on_loop():
+            # Held to the end of this pass of the loop, and submitted then with the pass's
+            # other acknowledgements: the writer is only woken then anyway, so they are
+            # written exactly as soon, at one submit per pass rather than one per message.
+            self._held += ops
+            return []
         return self._submit_messages(ops, sync=False, flush=True)
+
+    def _release_held(self) -> None:
+        """Submit the held acknowledgements: at the pass's end, or before any other
+        record (the journal keeps the order of the broker's operations)."""
+        if not self._held:
+            return
+        ops, self._held = self._held, []
+        try:
+            self._submit_to_messages(ops, False, True)
+        except StorageError as exc:  # (a pass's end has nobody to raise to)
+            log.error("%d acknowledgement record(s) not written: %s", len(ops), exc)
 
     @staticmethod
     def _ack_op(message_id: int, queue_id: int, last: bool, tx_id: int | None = None) -> Op:
@@ -365,6 +392,7 @@ class Persistence:
         """Tickets done once every messages-journal record submitted so far is written:
         unawaited acknowledgements among them can then no longer be undone by a process
         crash (a closing connection waits for them before its deliveries go back)."""
+        self._release_held()
         return self.store.messages_written()
 
     @staticmethod

@@ -248,6 +248,8 @@ class DeferredWake:
         self._pass_submits = 0  # submits in this loop pass
         self._last_pass_submits = 0  # in the last pass that submitted anything
         self._instrument: _WriterWaker | None = None
+        # Run at each pass's end before the writer is woken: they submit what they held.
+        self.pass_end_hooks: list[Callable[[], None]] = []
 
     def defer(self) -> bool:
         """Whether the submit about to be made may leave waking the writer to the pass end
@@ -261,7 +263,10 @@ class DeferredWake:
         return True
 
     def wake(self) -> None:
-        """Before the loop polls: wake the writer if a deferred submit left it asleep."""
+        """Before the loop polls: run the pass-end hooks, then wake the writer if a
+        deferred submit left it asleep."""
+        for hook in self.pass_end_hooks:
+            hook()
         if self._pass_submits:
             self._last_pass_submits = self._pass_submits
             self._pass_submits = 0

@@ -23,7 +23,8 @@ Theory of operation
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Sequence
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -82,6 +83,16 @@ class Journal:
             sync = self.settings.sync_for(ops)
         ticket = self._completion.last_ticket = self._submit(ops, sync, flush)
         return ticket
+
+    def at_pass_end(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` at the end of each pass of the Trio loop, before the writer is
+        woken (its submits join that wake-up), and once more when the journal closes."""
+        self._wake.pass_end_hooks.append(hook)
+
+    def on_loop(self) -> bool:
+        """Whether this call runs on the Trio thread of a journal still open: its pass-end
+        hooks will run before anything submitted now is written."""
+        return self._wake.loop_thread == threading.get_ident()
 
     def _submit(self, ops: Sequence[Op], sync: bool, flush: bool = False) -> int:
         if self._wake.defer():
