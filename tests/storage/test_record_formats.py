@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib.util
 from collections import Counter
 
+import pytest
+
 from artemis_py.broker import records as r
 from artemis_py.broker.message import Message
 from artemis_py.config import RoutingType
@@ -107,6 +109,16 @@ def test_message_and_large_message() -> None:
     assert large.hex() == "40e2010000000000" + MESSAGE_HEX
     length, headers = r.decode_large_message(42, large)
     assert (length, headers.body, headers.properties) == (123456, b"", message.properties)
+
+
+def test_a_message_record_refuses_lengths_its_fields_cannot_hold() -> None:
+    too_long = Message(42, "orders.eu", properties=(("k" * 65536, "v"),))
+    with pytest.raises(ValueError, match="property name too long: 65536"):
+        r.encode_message_record(too_long)
+    with pytest.raises(ValueError, match="address too long"):
+        r.encode_message_record(Message(42, "a" * 65536))
+    with pytest.raises(UnicodeEncodeError):
+        r.encode_message_record(Message(42, "orders.eu", properties=(("k", "\udc80"),)))
 
 
 def test_references() -> None:

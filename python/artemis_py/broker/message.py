@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from artemis_py._native import encode_message_record
 from artemis_py.config import RoutingType
 
 if TYPE_CHECKING:
@@ -319,31 +320,21 @@ def encode_message(
             (ROUTE_TO_PREFIX + sf_queue, json.dumps(names))
             for sf_queue, names in message.route_to.items()
         )
-    address = message.address.encode()
-    parts = [
-        _HEAD.pack(
-            _ENCODING_VERSION,
-            (_FLAG_DURABLE if message.durable else 0)
-            | (_FLAG_LARGE if message.large else 0)
-            | (_FLAG_BODY_IN_FILE if body_in_file else 0),
-            _ROUTING_CODES[message.routing_type],
-            message.priority,
-            message.timestamp,
-            message.expiration,
-            len(address),
-        ),
-        address,
-        _U16.pack(len(properties)),
-    ]
-    for key, value in properties:
-        k = key.encode()
-        v = value.encode()
-        parts += (_U16.pack(len(k)), k, _U32.pack(len(v)), v)
+    tail = message.body if with_body else b""
     if body_in_file:
-        parts.append(_U64.pack(message.body_length))
-    elif with_body:
-        parts.append(message.body)
-    return b"".join(parts)
+        tail = _U64.pack(message.body_length)
+    return encode_message_record(  # (the layout: _HEAD, then as decode_message reads it)
+        (_FLAG_DURABLE if message.durable else 0)
+        | (_FLAG_LARGE if message.large else 0)
+        | (_FLAG_BODY_IN_FILE if body_in_file else 0),
+        _ROUTING_CODES[message.routing_type],
+        message.priority,
+        message.timestamp,
+        message.expiration,
+        message.address,
+        properties,
+        tail,
+    )
 
 
 def decode_message(message_id: int, data: bytes) -> Message:

@@ -13,6 +13,7 @@ mod data_plane;
 mod data_plane_commands;
 mod error;
 mod journal;
+mod message_record;
 mod node_manager;
 mod ops;
 mod paging;
@@ -43,6 +44,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<data_plane::PyConn>()?;
     m.add_class::<data_plane::PyLease>()?;
     m.add_class::<data_plane::PyEvents>()?;
+    m.add_function(wrap_pyfunction!(message_record::encode_message_record, m)?)?;
     m.add_function(wrap_pyfunction!(stomp_functions::stomp_decode_headers, m)?)?;
     m.add_function(wrap_pyfunction!(stomp_functions::stomp_frame_mode, m)?)?;
     m.add_function(wrap_pyfunction!(stomp_functions::stomp_encode_frame, m)?)?;
