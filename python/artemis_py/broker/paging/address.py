@@ -124,7 +124,7 @@ class AddressPaging:
         return self._settings
 
     def full(self) -> bool:
-        settings = self.settings
+        settings = self._settings or self.settings
         return (
             (0 <= settings.max_size_bytes <= self.size)
             or (0 <= settings.max_size_messages <= self.messages)
@@ -161,7 +161,8 @@ class AddressPaging:
 
     def decide(self, *, internal: bool = False) -> str:
         """MEMORY, PAGE, BLOCK or DROP; raises ``Full`` for FAIL."""
-        policy = self.settings.address_full_policy
+        settings = self._settings or self.settings
+        policy = settings.address_full_policy
         if policy is AddressFullPolicy.PAGE:
             if not (self.paging or self.full()):
                 return MEMORY

@@ -169,9 +169,13 @@ class PagingManager:
 
         Raises :class:`~.address.Full` (FAIL) before anything is reserved.
         """
-        groups: dict[str, list[Queue]] = {}
-        for queue in queues:
-            groups.setdefault(queue.address, []).append(queue)
+        groups: dict[str, list[Queue]]
+        if len(queues) == 1:  # (the usual case: one queue, one address)
+            groups = {queues[0].address: [queues[0]]}
+        else:
+            groups = {}
+            for queue in queues:
+                groups.setdefault(queue.address, []).append(queue)
         placement = Placement(offset=offset)
         decided = []
         for name, group in groups.items():

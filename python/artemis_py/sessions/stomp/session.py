@@ -85,6 +85,7 @@ _CONTROL_HEADERS = frozenset(
         "timestamp",
     }
 )
+_CONTROL_AND_OFFSET = _CONTROL_HEADERS | {OFFSET_FROM}
 _ROUTING_HEADER_VALUES = {"ANYCAST": RoutingType.ANYCAST, "MULTICAST": RoutingType.MULTICAST}
 _ACK_MODES = ("auto", "client", "client-individual")
 _DESTINATION_CACHE = 256  # entries per session; cleared when full
@@ -343,23 +344,24 @@ class StompSession:
         if self.subject.checked and target.queue is None:  # what routing would auto-create
             for needed in send_creates(self.broker, target.address, target.routing_type):
                 self.subject.check(*needed)
+        priority_text, expires_text = first.get("priority"), first.get("expires")
         try:
-            priority = int(first.get("priority") or DEFAULT_PRIORITY)
-            expiration = int(first.get("expires") or 0)
+            priority = max(0, min(9, int(priority_text))) if priority_text else DEFAULT_PRIORITY
+            expiration = max(0, int(expires_text)) if expires_text else 0
         except ValueError as exc:
             raise StompError(f"invalid priority or expires header: {exc}") from exc
-        properties = tuple((k, v) for k, v in headers if k not in _CONTROL_HEADERS)
-        if OFFSET_FROM in first:  # only a scale-down may say where a message stood
-            properties = tuple(p for p in properties if p[0] != OFFSET_FROM)
+        # (only a scale-down may say where a message stood: OFFSET_FROM is no property)
+        control = _CONTROL_HEADERS if OFFSET_FROM not in first else _CONTROL_AND_OFFSET
+        durable = first.get("persistent")
         message = self.broker.new_message(
             target.address,
             body=frame.body,
-            properties=properties,
+            properties=tuple([h for h in headers if h[0] not in control]),
             routing_type=target.routing_type,
-            durable=first.get("persistent", "false").lower() == "true",
-            priority=max(0, min(9, priority)),
+            durable=durable is not None and durable.lower() == "true",
+            priority=priority,
             timestamp=now_ms(),
-            expiration=max(0, expiration),
+            expiration=expiration,
         )
         # Artemis's stompMinLargeMessageSize: stored as a file of its own when persisted.
         message.large = message.size >= self.acceptor.stomp_min_large_message_size
