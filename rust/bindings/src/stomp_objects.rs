@@ -157,9 +157,7 @@ impl Statics {
     ) -> PyResult<Bound<'py, PyTuple>> {
         let pairs = headers
             .iter()
-            .map(|(name, value)| {
-                PyTuple::new(py, [PyString::new(py, name), PyString::new(py, value)])
-            })
+            .map(|(name, value)| PyTuple::new(py, [common_text(py, name), common_text(py, value)]))
             .collect::<PyResult<Vec<_>>>()?;
         PyTuple::new(py, pairs)
     }
@@ -173,6 +171,49 @@ impl Statics {
             Event::Paused => self.paused.bind(py).clone(),
         })
     }
+}
+
+/// Header text as a Python str: the names STOMP defines (and a few values that come on
+/// every frame) as one interned str each, already hashed for the lookups the session makes;
+/// any other text as a new str.
+fn common_text<'py>(py: Python<'py>, text: &str) -> Bound<'py, PyString> {
+    macro_rules! interned {
+        ($($known:literal),* $(,)?) => {
+            match text {
+                $($known => intern!(py, $known).clone(),)*
+                _ => PyString::new(py, text),
+            }
+        };
+    }
+    interned!(
+        "destination",
+        "destination-type",
+        "subscription-type",
+        "receipt",
+        "content-length",
+        "content-type",
+        "persistent",
+        "priority",
+        "expires",
+        "transaction",
+        "id",
+        "ack",
+        "subscription",
+        "selector",
+        "message-id",
+        "accept-version",
+        "host",
+        "login",
+        "passcode",
+        "heart-beat",
+        "true",
+        "false",
+        "ANYCAST",
+        "MULTICAST",
+        "auto",
+        "client",
+        "client-individual",
+    )
 }
 
 /// `object.__setattr__(instance, name, value)`: sets a slot of a frozen dataclass.
