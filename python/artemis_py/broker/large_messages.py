@@ -259,6 +259,14 @@ class LargeMessages:
         self.ids.difference_update(gone)
         return [i for i in gone if i not in self._paged_files]
 
+    def freed(self, acks: Iterable[tuple[int, int, bool]]) -> list[int]:
+        """The files that acknowledgements outside a transaction free: of messages whose
+        last reference went (``acks``: message id, queue id, last), and of page
+        acknowledgements. Asked at every acknowledgement: most free none."""
+        if not self.ids and not self._released:
+            return []
+        return self.forget(ack[0] for ack in acks if ack[2]) + self.released()
+
     def delete_after(self, after: Callable[[], Awaitable[None]], message_ids: list[int]) -> None:
         """Remove the files of ``message_ids`` once ``after()`` (their journal deletes
         durable) returns."""

@@ -63,6 +63,16 @@ class Pending:
         for action in self.on_durable:
             action()
 
+    def durable_now(self) -> bool:
+        """Whether there is nothing to wait for any more (no gate, every ticket done):
+        ``complete`` may run without a wait, or the task switch of one."""
+        if self.gate is not None:
+            return False
+        for ticket in self.tickets:  # noqa: SIM110 (no generator on the per-message path)
+            if not ticket.journal.done(ticket.number):
+                return False
+        return True
+
     async def settled(self) -> None:
         """Wait until the records are durable, then make the effects visible.
 

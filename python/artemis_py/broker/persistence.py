@@ -258,7 +258,7 @@ class Persistence:
         """
         ops = [self._ack_op(*ack) for ack in records]
         ops += paged
-        large = self.large.forget(ack[0] for ack in records if ack[2]) + self.large.released()
+        large = self.large.freed(records)
         if awaited or large:
             # A large message's file goes once its delete is durable: synced, waited or not.
             tickets = self._submit_messages(ops)

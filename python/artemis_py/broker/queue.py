@@ -284,7 +284,7 @@ class Queue:
             ref = messages.popleft()
             if self.index is not None:
                 self.index.discard(ref)
-            if self._expired(ref):
+            if ref.message.expiration and self._expired(ref):
                 continue
             self.delivering += 1
             ref.delivery_count += 1

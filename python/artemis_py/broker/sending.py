@@ -140,8 +140,12 @@ class Sending:
             records.append(
                 partial(persistence.store_message, message, durable_queues, placement.offset)
             )
-        page(persistence, message, placement, pending, records)
-        journal_after(pending, records, partial(persistence.large.abandon, [message]))
+        if placement.paged:
+            page(persistence, message, placement, pending, records)
+        if pending.tickets:  # the records wait for the files or page records before them
+            journal_after(pending, records, partial(persistence.large.abandon, [message]))
+        else:
+            journal_after(pending, records)
         message.ref_count += len(memory)
         pending.on_durable.append(partial(placement.enqueue, message))
         return pending

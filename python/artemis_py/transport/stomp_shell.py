@@ -139,7 +139,10 @@ class SessionShell:
                 await self._browse(pending, receipt)
                 pending = None
             elif pending is not None:
-                await pending.settled()
+                if pending.durable_now():
+                    pending.complete()  # (without making two coroutines to find that out)
+                else:
+                    await pending.settled()
             if receipt is not None:
                 self.send_frame(self.session.receipt_frame(receipt, pending))
             self._pipelined -= 1

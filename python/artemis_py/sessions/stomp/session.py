@@ -40,7 +40,7 @@ from artemis_py.broker.authorization import UNCHECKED, Authorizer, Permission, s
 from artemis_py.broker.broker import Broker, BrokerError, Transaction, now_ms
 from artemis_py.broker.duplicate_cache import DUPLICATE_ID_HEADER, Claim, duplicate_id
 from artemis_py.broker.filter import Filter, FilterSyntaxError
-from artemis_py.broker.message import DEFAULT_PRIORITY
+from artemis_py.broker.message import DEFAULT_PRIORITY, Message
 from artemis_py.broker.offset_reading import OffsetReadError
 from artemis_py.broker.pending import Pending
 from artemis_py.broker.queue import MaxConsumersReachedError
@@ -353,7 +353,8 @@ class StompSession:
         # (only a scale-down may say where a message stood: OFFSET_FROM is no property)
         control = _CONTROL_HEADERS if OFFSET_FROM not in first else _CONTROL_AND_OFFSET
         durable = first.get("persistent")
-        message = self.broker.new_message(
+        message = Message(
+            self.broker.next_id(),
             target.address,
             body=frame.body,
             properties=tuple([h for h in headers if h[0] not in control]),

@@ -109,18 +109,19 @@ class Subscription:
 
     def deliver(self, ref: MessageReference) -> None:
         message = ref.message
-        ack_id = f"{self.id}:{next(self._ack_ids)}"
+        auto = self.ack_mode == "auto"
         headers = [
             ("subscription", self.id),
             ("message-id", str(message.message_id)),
             ("destination", self.destination),
         ]
-        if self.ack_mode != "auto" and self.session.version == "1.2":
+        ack_id = "" if auto else f"{self.id}:{next(self._ack_ids)}"
+        if not auto and self.session.version == "1.2":
             headers.append(("ack", ack_id))
         if ref.delivery_count > 1:
             headers.append(("redelivered", "true"))
         send_message(self.session, message, headers)
-        if self.ack_mode == "auto":
+        if auto:
             self.session.broker.acknowledge([ref], awaited=False)
         else:
             self.in_flight[ack_id] = ref
