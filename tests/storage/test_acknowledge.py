@@ -11,10 +11,11 @@ import trio
 from artemis_py.broker.broker import Broker
 from artemis_py.broker.message import Message, MessageReference
 from artemis_py.broker.persistence import Persistence
+from artemis_py.broker.queue import Queue
 from artemis_py.broker.store import JournalStore
 from artemis_py.config import RoutingType
 from artemis_py.config.parse import default_config
-from artemis_py.storage import JournalSettings, open_storage
+from artemis_py.storage import JournalSettings, Storage, open_storage
 
 # Non-sync writes would wait this long for company: acknowledgements must not.
 SETTINGS = JournalSettings(buffer_timeout_ns=30 * 10**9)
@@ -33,24 +34,32 @@ class Collector:
         self.refs.append(ref)
 
 
+def consumed_queue(storage: Storage) -> tuple[Broker, Queue, Collector]:
+    """A broker on ``storage`` with a queue "q" and a consumer on it."""
+    broker = Broker(default_config(), Persistence(JournalStore(storage), storage.node_id))
+    broker.recover()
+    queue = broker.create_queue("q", "q", RoutingType.ANYCAST)
+    consumer = Collector()
+    queue.add_consumer(consumer)
+    return broker, queue, consumer
+
+
+def durable_message(broker: Broker, n: int) -> Message:
+    return Message(
+        broker.persistence.next_id(),
+        "q",
+        body=b"m%d" % n,
+        routing_type=RoutingType.ANYCAST,
+        durable=True,
+    )
+
+
 async def test_only_awaited_acknowledgements_are_synced(tmp_path: Path) -> None:
     config = default_config()
     async with open_storage(tmp_path / "journal", tmp_path / "bindings", SETTINGS) as storage:
-        broker = Broker(config, Persistence(JournalStore(storage), storage.node_id))
-        broker.recover()
-        queue = broker.create_queue("q", "q", RoutingType.ANYCAST)
-        consumer = Collector()
-        queue.add_consumer(consumer)
+        broker, queue, consumer = consumed_queue(storage)
         for n in range(2):
-            message = Message(
-                broker.persistence.next_id(),
-                "q",
-                body=b"m%d" % n,
-                routing_type=RoutingType.ANYCAST,
-                durable=True,
-            )
-            pending = broker.send(message, [queue])
-            await pending.settled()
+            await broker.send(durable_message(broker, n), [queue]).settled()
         journal = storage.messages
         first, second = consumer.refs
 
@@ -78,25 +87,10 @@ async def test_only_awaited_acknowledgements_are_synced(tmp_path: Path) -> None:
 async def test_a_pass_s_unawaited_acknowledgements_go_in_one_submit_in_order(
     tmp_path: Path,
 ) -> None:
-    config = default_config()
     async with open_storage(tmp_path / "journal", tmp_path / "bindings", SETTINGS) as storage:
-        broker = Broker(config, Persistence(JournalStore(storage), storage.node_id))
-        broker.recover()
-        queue = broker.create_queue("q", "q", RoutingType.ANYCAST)
-        consumer = Collector()
-        queue.add_consumer(consumer)
-
-        def message(n: int) -> Message:
-            return Message(
-                broker.persistence.next_id(),
-                "q",
-                body=b"m%d" % n,
-                routing_type=RoutingType.ANYCAST,
-                durable=True,
-            )
-
+        broker, queue, consumer = consumed_queue(storage)
         for n in range(4):
-            await broker.send(message(n), [queue]).settled()
+            await broker.send(durable_message(broker, n), [queue]).settled()
         journal = storage.messages
         batches: list[list[str]] = []
         submit = journal.submit
@@ -114,7 +108,9 @@ async def test_a_pass_s_unawaited_acknowledgements_go_in_one_submit_in_order(
         assert batches == [["delete", "delete", "delete"]]
 
         broker.acknowledge([fourth], awaited=False)
-        pending = broker.send(message(9), [queue])  # another record: the held one goes first
+        pending = broker.send(
+            durable_message(broker, 9), [queue]
+        )  # another record: the held one goes first
         assert batches[1:] == [["delete"], ["add", "update"]]
         await pending.settled()
         await trio.lowlevel.checkpoint()
