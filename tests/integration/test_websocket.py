@@ -533,7 +533,12 @@ def test_a_large_message_streamed_from_its_file_is_one_message_in_fragments(make
         client.close()
 
 
-def test_a_stopping_node_sends_a_close_frame(make_broker):
+@pytest.mark.parametrize("plane", ["1", "0"], ids=["data-plane", "socket-shell"])
+def test_a_stopping_node_sends_a_going_away_close_frame(make_broker, monkeypatch, plane):
+    """RFC 6455 §7.4.1: a server going down closes with 1001 (Going Away), not the 1000 of
+    a STOMP session that ended; whether the data plane handed the upgrade over or the
+    socket shell sniffed it itself."""
+    monkeypatch.setenv("ARTEMIS_PY_DATA_PLANE", plane)
     node = make_broker()
     client = WsClient(node.port)
     try:
@@ -543,6 +548,8 @@ def test_a_stopping_node_sends_a_close_frame(make_broker):
         node.stop()
         close = client.wait(closed)
         assert isinstance(close, CloseConnection)
-        assert close.code == 1000
+        assert close.code == 1001
+        assert "CONNECTED\n" in client.stomp_text()
     finally:
         client.close()
+    assert ("(data plane)" in node.log()) == (plane == "1"), node.log()

@@ -82,6 +82,7 @@ HTTP_METHODS: Final = (
 _GUID: Final = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 §1.3
 MESSAGE_TOO_BIG: Final = 1009
 NORMAL_CLOSURE: Final = 1000
+GOING_AWAY: Final = 1001  # RFC 6455 §7.4.1: "a server going down"
 
 
 def http_request_start(data: bytes) -> bool | None:

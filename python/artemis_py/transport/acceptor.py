@@ -53,7 +53,7 @@ from artemis_py.transport.tls_contexts import (
     handshake_failure,
     plane_material,
 )
-from artemis_py.transport.websocket import open_websocket
+from artemis_py.transport.websocket import going_away, open_websocket
 
 log = logging.getLogger("artemis_py.transport")
 
@@ -375,8 +375,9 @@ class _Handler:
             if upgraded is None:
                 return
             stream, initial = upgraded, b""
-        if not self.clients.accepting:
-            await trio.aclose_forcefully(stream)  # the node is stopping
+        if not self.clients.accepting:  # the node is stopping
+            going_away(stream)
+            await trio.aclose_forcefully(stream)
             return
         connection = StompConnection(
             self.broker,

@@ -80,6 +80,7 @@ from artemis_py.transport.stomp_shell import (
     no_connect_message,
     ttl_expired_message,
 )
+from artemis_py.transport.websocket import going_away
 
 if TYPE_CHECKING:
     pass
@@ -225,6 +226,10 @@ class StompConnection(SessionShell):
                 await self._serve()
                 self._pipeline_send.close()
         finally:
+            if trio.current_effective_deadline() == -math.inf:
+                # Cancelled from outside: the node stops (the socket shell's nursery, or the
+                # data plane's for a WebSocket it handed over). RFC 6455 §7.4.1: 1001.
+                going_away(self.stream)
             self._bodies.close()
             # Shielded: a node that stops without scale-down cancels its connections, and
             # their last ACKs count then too. Bounded: a stopping node does not wait long.
@@ -256,6 +261,7 @@ class StompConnection(SessionShell):
         """Close the connection because the node stops: read nothing more, let what was
         read complete (receipts included), then close. Unacknowledged deliveries go back to
         their queues, as when a client disconnects."""
+        going_away(self.stream)
         self._reading.cancel()
 
     async def _reader(self) -> None:

@@ -12,9 +12,11 @@ The stream's reading side feeds the socket's bytes to the sans-IO
 frame, a protocol violation or an oversized frame ends it as an end of stream does (after
 the close frame is answered, or sent with its code, and logged). Its writing side turns the
 STOMP shell's bytes into one message per frame. Both sides write to the socket under one
-lock, so a pong never lands inside a frame. Closing sends a close frame (1000) first,
-shielded and bounded, so a node that closes a connection says so in WebSocket terms, then
-closes the socket lingering (:func:`~.sockets.close_lingering`).
+lock, so a pong never lands inside a frame. Closing sends a close frame first, shielded
+and bounded, so a node that closes a connection says so in WebSocket terms, then closes the
+socket lingering (:func:`~.sockets.close_lingering`). Its code is 1000 (Normal Closure) when
+the STOMP session ended (DISCONNECT, ERROR, TTL), and 1001 (Going Away) once
+:meth:`WebSocketStream.going_away` said the node is stopping (RFC 6455 §7.4.1).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ import trio
 
 from artemis_py.config import AcceptorConfig
 from artemis_py.protocol.websocket import (
+    GOING_AWAY,
     NEED_DATA,
+    NORMAL_CLOSURE,
     Closed,
     Event,
     NeedData,
@@ -37,7 +41,7 @@ from artemis_py.protocol.websocket import (
 from artemis_py.transport.log_backoff import LogBackoff, unlogged
 from artemis_py.transport.sockets import close_lingering
 
-__all__ = ["WebSocketStream", "open_websocket"]
+__all__ = ["WebSocketStream", "going_away", "open_websocket"]
 
 log = logging.getLogger("artemis_py.transport")
 
@@ -55,6 +59,7 @@ class WebSocketStream(trio.abc.Stream):
         self._received = bytearray()  # STOMP bytes not yet returned
         self._eof = False
         self._send_lock = trio.Lock()
+        self._close: tuple[int, str] = (NORMAL_CLOSURE, "")  # the close frame's code, reason
 
     # -- receiving ----------------------------------------------------------------------
 
@@ -118,17 +123,28 @@ class WebSocketStream(trio.abc.Stream):
     async def wait_send_all_might_not_block(self) -> None:
         await self._stream.wait_send_all_might_not_block()
 
+    def going_away(self) -> None:
+        """The node is stopping: the close frame :meth:`aclose` sends says 1001 (Going
+        Away, RFC 6455 §7.4.1), not 1000, so the client knows to reconnect elsewhere."""
+        self._close = (GOING_AWAY, "the node is stopping")
+
     async def aclose(self) -> None:
         """Send a close frame (unless the WebSocket is closed already; then what is still
         to send, such as the close frame of a violation found by ``receive_ready``), then
         close. Shielded and bounded: ``trio.aclose_forcefully`` still says goodbye."""
-        self._server.close()
+        self._server.close(*self._close)
         with trio.CancelScope(shield=True), trio.move_on_after(ANSWER_TIMEOUT):
             try:
                 await self.flush()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass  # the client is gone: nobody to tell
         await close_lingering(self._stream)
+
+
+def going_away(stream: trio.abc.Stream) -> None:
+    """The node stops: if ``stream`` is a WebSocket, it closes with 1001 (Going Away)."""
+    if isinstance(stream, WebSocketStream):
+        stream.going_away()
 
 
 def _log_close(event: Closed, peer: str) -> None:

@@ -1,12 +1,14 @@
 """The Trio shell of STOMP over WebSocket (transport/websocket.py) over memory streams, with
 wsproto as the client: the upgrade within a deadline, STOMP bytes both ways, pings answered
 while reading, a client's close or disappearance as an end of stream, the node's close frame
-(even when closed forcefully), and refusals answered, logged and closed."""
+(even when closed forcefully; 1001 when the node stops, 1000 when the STOMP session ended),
+and refusals answered, logged and closed."""
 
 from __future__ import annotations
 
 import logging
 
+import pytest
 import trio
 import trio.testing
 from wsproto import ConnectionType, WSConnection
@@ -22,8 +24,12 @@ from wsproto.events import (
     TextMessage,
 )
 
-from artemis_py.config import AcceptorConfig
+from artemis_py.broker.authentication import Authenticator
+from artemis_py.broker.broker import Broker
+from artemis_py.broker.persistence import Persistence
+from artemis_py.config import AcceptorConfig, default_config
 from artemis_py.transport.log_backoff import LogBackoff
+from artemis_py.transport.stomp import StompConnection
 from artemis_py.transport.websocket import WebSocketStream, open_websocket
 
 ACCEPTOR = AcceptorConfig(name="stomp", url="tcp://127.0.0.1:0", handshake_timeout=2)
@@ -103,6 +109,57 @@ async def test_the_node_sends_a_close_frame_even_when_closing_forcefully():
         close = (await client.receive())[0]
         assert isinstance(close, CloseConnection)
         assert close.code == 1000
+
+
+async def test_a_stream_told_the_node_is_going_away_closes_with_1001():
+    async with trio.open_nursery() as nursery:
+        websocket, client = await upgraded(nursery)
+        websocket.going_away()
+        await trio.aclose_forcefully(websocket)
+        close = (await client.receive())[0]
+        assert isinstance(close, CloseConnection)
+        assert close.code == 1001
+
+
+@pytest.mark.parametrize(
+    ("how", "code"),
+    [("stop", 1001), ("cancel", 1001), ("disconnect", 1000), ("error", 1000)],
+)
+async def test_a_stomp_connection_closes_with_1001_only_when_the_node_stops(
+    how: str, code: int
+) -> None:
+    """The node stops: with scale-down it stops its connections, without it cancels them
+    (RFC 6455 §7.4.1, Going Away). A STOMP session that ends (DISCONNECT, or an ERROR) is a
+    normal closure."""
+    config = default_config()
+    broker = Broker(config, Persistence(None, "0123456789abcdef"))
+    broker.recover()
+    async with trio.open_nursery() as nursery:
+        websocket, client = await upgraded(nursery)
+        connection = StompConnection(
+            broker, websocket, config.acceptors[0], Authenticator(False, {})
+        )
+        async with trio.open_nursery() as serving:
+            serving.start_soon(connection.run)
+            await client.send(TextMessage("CONNECT\naccept-version:1.2\nhost:h\n\n\x00"))
+            connected = (await client.receive())[0]
+            assert isinstance(connected, BytesMessage)
+            assert connected.data.startswith(b"CONNECTED\n")
+            if how == "stop":
+                connection.stop()
+            elif how == "cancel":
+                serving.cancel_scope.cancel()
+            else:
+                await client.send(
+                    TextMessage("DISCONNECT\n\n\x00" if how == "disconnect" else "BOGUS\n\n\x00")
+                )
+        events: list[Event] = []
+        while not any(isinstance(e, CloseConnection) for e in events):
+            events += await client.receive()
+    close = next(e for e in events if isinstance(e, CloseConnection))
+    assert close.code == code
+    if how == "error":
+        assert any(isinstance(e, BytesMessage) and e.data.startswith(b"ERROR\n") for e in events)
 
 
 async def test_a_client_vanishing_mid_message_is_an_end_of_stream(caplog):
