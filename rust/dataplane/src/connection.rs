@@ -23,9 +23,11 @@
 //! Python its socket: it stays here as a relay (`relay`).
 //!
 //! Memory of an idle connection: the codec (its parse buffer keeps the capacity of the
-//! largest read it held, a CONNECT's: about a hundred bytes), the outgoing buffer (freed
-//! when it empties, if it had grown past [`KEEP_OUT`]), the shared handle and two heap
-//! entries for the heart-beat timers. Reads go through the thread's one read buffer.
+//! largest read it held, a CONNECT's: about a hundred bytes; one a large frame grew past
+//! 128 KiB is freed once decoded), the outgoing buffer (freed when it empties, if it had
+//! grown past [`KEEP_OUT`]), the shared handle and two heap entries for the heart-beat
+//! timers. Reads go through the thread's one read buffer (no buffer of the connection's
+//! own keeps a large frame's size).
 
 use std::io::ErrorKind as IoKind;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -4,7 +4,10 @@
 //! decoded (a frame or a heart-beat EOL) and every other offset is counted from there.
 //! Finished events advance `pos`; the consumed front is dropped when new bytes arrive and it
 //! is at least half the buffer (amortized O(1) per byte, and a batch of pipelined frames is
-//! decoded without moving any bytes).
+//! decoded without moving any bytes). Once everything is decoded, a buffer that grew past
+//! [`KEEP_CAPACITY`] (a large frame) is freed: a connection that sent one 10 MiB frame
+//! does not hold 10 MiB for the rest of its life. Small frames read in chunks of up to
+//! 64 KiB never grow it that far, so they never pay for it.
 //!
 //! A frame is decoded in three phases; each only *searches* (eight bytes at a time) and
 //! remembers in `scan` where its last unsuccessful search stopped, so bytes that trickle in
@@ -39,6 +42,10 @@ const LF: u8 = b'\n';
 const CR: u8 = b'\r';
 /// Consumed bytes are dropped at the latest when there are this many.
 const COMPACT_AT: usize = 64 * 1024;
+/// A drained buffer with more capacity than this is freed. Twice a 64 KiB read (the data
+/// plane's and the socket shell's): the tail of a small frame plus the next read fit, so a
+/// steady stream of small frames keeps its buffer instead of freeing and regrowing it.
+const KEEP_CAPACITY: usize = 128 * 1024;
 
 /// One STOMP frame: the command, every header line in wire order (repeats included) and
 /// the body, owned.
@@ -188,7 +195,10 @@ impl Decoder {
         if self.phase == Phase::Command {
             let window = &self.buf[self.pos..];
             match window.first() {
-                None => return Ok(None),
+                None => {
+                    self.drained();
+                    return Ok(None);
+                }
                 Some(&LF) => {
                     self.pos += 1;
                     return Ok(Some(Item::Heartbeat));
@@ -213,6 +223,15 @@ impl Decoder {
             return Ok(None);
         }
         self.read_body()
+    }
+
+    /// Everything fed was decoded: free a buffer a large frame grew (checked once per
+    /// read, when the caller has taken every event, not once per frame).
+    fn drained(&mut self) {
+        if self.buf.capacity() > KEEP_CAPACITY {
+            self.buf = Vec::new();
+            self.pos = 0;
+        }
     }
 
     fn read_command(&mut self) -> Result<bool> {
@@ -463,4 +482,91 @@ fn trim(mut value: &[u8]) -> &[u8] {
         value = rest;
     }
     value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(body_size: usize) -> Vec<u8> {
+        let mut wire =
+            format!("SEND\ndestination:/queue/q\ncontent-length:{body_size}\n\n").into_bytes();
+        wire.resize(wire.len() + body_size, b'x');
+        wire.extend_from_slice(b"\0\n"); // and a 1.2 EOL, as clients send after the NUL
+        wire
+    }
+
+    fn decode_all(decoder: &mut Decoder) -> Vec<Item> {
+        let mut items = Vec::new();
+        while let Some(item) = decoder.next_item(Some(Version::V12)).unwrap() {
+            items.push(item);
+        }
+        items
+    }
+
+    fn bodies(items: &[Item]) -> Vec<usize> {
+        items
+            .iter()
+            .filter_map(|item| match item {
+                Item::Frame(frame) => Some(frame.body.len()),
+                Item::Heartbeat => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_large_frame_does_not_keep_its_buffer_once_decoded() {
+        let mut decoder = Decoder::new(FrameLimits::default(), Role::Client);
+        let large = frame(10 << 20);
+        for chunk in large.chunks(64 * 1024) {
+            decoder.feed(chunk);
+            decode_all(&mut decoder); // the frame is whole only with the last chunk
+        }
+        assert!(decoder.buf.capacity() <= KEEP_CAPACITY);
+        decoder.feed(&frame(10));
+        assert!(decoder.buf.capacity() < 1024);
+        assert_eq!(bodies(&decode_all(&mut decoder)), [10]);
+        assert!(decoder.buf.capacity() < 1024);
+        assert_eq!(decoder.buffered(), 0);
+    }
+
+    #[test]
+    fn a_large_frame_then_a_small_one_in_the_same_read() {
+        let mut decoder = Decoder::new(FrameLimits::default(), Role::Client);
+        let mut wire = frame(1 << 20);
+        wire.extend_from_slice(&frame(10));
+        decoder.feed(&wire);
+        assert!(decoder.buf.capacity() > KEEP_CAPACITY);
+        assert_eq!(bodies(&decode_all(&mut decoder)), [1 << 20, 10]);
+        assert_eq!(decoder.buf.capacity(), 0);
+    }
+
+    #[test]
+    fn a_partial_frame_keeps_the_buffer_it_needs() {
+        let mut decoder = Decoder::new(FrameLimits::default(), Role::Client);
+        let large = frame(1 << 20);
+        let (head, nul) = large.split_at(large.len() - 2); // all but the NUL and the EOL
+        decoder.feed(head);
+        assert!(decode_all(&mut decoder).is_empty());
+        assert!(decoder.buf.capacity() >= head.len());
+        decoder.feed(nul);
+        assert_eq!(bodies(&decode_all(&mut decoder)), [1 << 20]);
+        assert!(decoder.buf.capacity() <= KEEP_CAPACITY);
+    }
+
+    #[test]
+    fn small_frames_in_64_kib_reads_keep_their_buffer() {
+        let mut decoder = Decoder::new(FrameLimits::default(), Role::Client);
+        let wire: Vec<u8> = (0..20_000).flat_map(|i| frame(100 + i % 300)).collect();
+        let mut capacity = 0;
+        let mut frames = 0;
+        for chunk in wire.chunks(64 * 1024) {
+            decoder.feed(chunk);
+            frames += bodies(&decode_all(&mut decoder)).len();
+            assert!(decoder.buf.capacity() <= KEEP_CAPACITY);
+            assert!(decoder.buf.capacity() >= capacity, "freed and regrown");
+            capacity = decoder.buf.capacity();
+        }
+        assert_eq!(frames, 20_000);
+    }
 }
