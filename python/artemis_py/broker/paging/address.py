@@ -216,6 +216,8 @@ class AddressPaging:
         self.messages -= messages
         self.manager.size -= size
         self.manager.messages -= messages
+        if self._room.is_set() and not (self._dropping or self.paging):
+            return  # (the usual case: nothing waits, drops or pages, so below has nothing to do)
         if not self.full():
             if not self._room.is_set():
                 self._room.set()
