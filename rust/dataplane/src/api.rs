@@ -110,7 +110,9 @@ pub enum CloseCause {
     /// [`crate::Config::close_linger`] (a peer that does not read).
     FlushTimeout,
     /// The TLS handshake failed or did not end within `handshake-timeout`: why, in the
-    /// socket shell's words (`tls_contexts.handshake_failure`). Closed lingering.
+    /// socket shell's words (`tls_contexts.handshake_failure`). Reported when it failed;
+    /// the socket's lingering close goes on after that, in silence (it counts towards
+    /// `connectionsAllowed` until the socket is closed).
     Tls(String),
     /// Handling the connection panicked (the panic's message); only it was dropped.
     Panic(String),
@@ -151,7 +153,8 @@ pub enum Event {
     /// sees the close may count on them: `tests/integration/test_acks_on_close.py`), and a
     /// half-closed client still gets its last RECEIPTs.
     InputEnded { conn: ConnId, unread: usize },
-    /// The connection is gone; commands for it are ignored from now on.
+    /// The connection is gone; commands for it are ignored from now on. (After a failed
+    /// TLS handshake its socket may still linger, see [`CloseCause::Tls`].)
     Closed { conn: ConnId, cause: CloseCause },
     /// The connection's first bytes started with one of the listener's hand-off prefixes
     /// (a cluster link, an HTTP request): it is Python's from now on, as a non-blocking

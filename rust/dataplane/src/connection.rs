@@ -18,9 +18,10 @@
 //!
 //! On a TLS listener the transport is a rustls session (`transport`): the handshake runs
 //! inside the first reads, within `handshake-timeout` (the CONNECT then gets the timeout
-//! again, as the socket shell gives it); a failed handshake closes lingering with
-//! [`CloseCause::Tls`]. A TLS connection whose first bytes make it Python's cannot give
-//! Python its socket: it stays here as a relay (`relay`).
+//! again, as the socket shell gives it); a failed handshake is reported at once as
+//! [`Event::Closed`] with [`CloseCause::Tls`], then closes lingering in silence. A TLS
+//! connection whose first bytes make it Python's cannot give Python its socket: it stays
+//! here as a relay (`relay`).
 //!
 //! Memory of an idle connection: the codec (its parse buffer keeps the capacity of the
 //! largest read it held, a CONNECT's: about a hundred bytes; one a large frame grew past
@@ -169,6 +170,10 @@ pub(crate) struct Connection {
     lingering: bool,
     /// Held back for want of room in the event queue (in [`Ctx::held_back`]).
     backlogged: bool,
+    /// [`Event::Closed`] was reported already, before the socket closed (a failed TLS
+    /// handshake, reported when it failed): the close lingers on in silence, its commands
+    /// are ignored and its removal reports nothing.
+    pub(crate) close_reported: bool,
     /// A TLS connection handed to Python: the socket pair's end that carries its
     /// plaintext (see `relay`).
     pub(crate) relay: Option<Box<Relay>>,
@@ -201,6 +206,7 @@ impl Connection {
             eof_seen: false,
             lingering: false,
             backlogged: false,
+            close_reported: false,
             relay: None,
         }
     }
@@ -475,6 +481,9 @@ impl Connection {
 
     /// Reports [`Event::Writable`] when someone waits for it and the bytes drained.
     fn check_writable(&self, ctx: &mut Ctx) {
+        if self.close_reported {
+            return; // Closed was its last event
+        }
         let shared = &self.conn.0;
         let outgoing = shared.outgoing.load(Ordering::SeqCst);
         if outgoing >= shared.high_water {
@@ -542,6 +551,9 @@ impl Connection {
     pub(crate) fn command(&mut self, ctx: &mut Ctx, command: &Command) -> Step {
         if self.relay.is_some() {
             return Ok(()); // Python's now: a command sent before the hand-off came late
+        }
+        if self.close_reported {
+            return Ok(()); // reported closed: sent before Python saw that, it came late
         }
         match command {
             Command::AcceptConnect { version, .. } => {

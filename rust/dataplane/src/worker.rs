@@ -352,6 +352,11 @@ impl Worker {
         self.free.push(slot);
         let id = conn.id();
         let event = match end {
+            End::Close(_) if conn.close_reported => {
+                // Its Closed came when its TLS handshake failed: the lingering close ends.
+                conn.transport.shutdown();
+                return;
+            }
             End::Close(cause) => {
                 conn.transport.shutdown();
                 drop(conn); // closes the socket; its OpenSlot counts it out of connectionsAllowed

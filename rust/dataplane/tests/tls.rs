@@ -11,10 +11,12 @@ mod common;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{accept, connect_bytes, frame, two_threads, Events, PATIENCE};
-use dataplane::{ClientAuth, CloseCause, Command, DataPlane, Error, Event, ListenerSpec, TlsSpec};
+use dataplane::{
+    ClientAuth, CloseCause, Command, Config, DataPlane, Error, Event, ListenerSpec, TlsSpec,
+};
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
@@ -227,6 +229,51 @@ fn plain_text_on_a_tls_port_is_closed_with_a_reason_and_the_plane_serves_on() {
     );
     // Everyone else is served.
     let (_conn, _tls) = connect_over_tls(&plane, addr, &mut events, client_config(&pki, None));
+}
+
+#[test]
+fn a_failed_handshake_is_reported_at_once_though_the_client_keeps_its_socket() {
+    let pki = Pki::new("ca");
+    let config = Config {
+        close_linger: Duration::from_secs(5),
+        ..two_threads()
+    };
+    let (plane, addr, mut events) = common::plane(config, |listener| {
+        listener.tls = Some(server_spec(&pki));
+        listener.connections_allowed = 1;
+    });
+    // A client that does not trust the server's certificate: it refuses the handshake with
+    // an alert, and keeps its socket open (the plane's close lingers for it).
+    let started = Instant::now();
+    let mut stranger = tls_connect(addr, client_config(&Pki::new("another ca"), None));
+    assert!(stranger.write_all(&connect_bytes("1.2")).is_err());
+    let conn = events.opened(&plane);
+    let reason = closed_tls(&mut events, &plane);
+    let took = started.elapsed();
+    // The close linger (5 s) is not waited for, as the socket shell logs it at once.
+    assert!(took < Duration::from_secs(2), "reported after {took:?}");
+    assert!(
+        reason.starts_with("the client refused the handshake"),
+        "{reason}"
+    );
+    // The lingering close ends in silence when the client leaves (Closed came once), and
+    // frees the connection's place in connectionsAllowed (1).
+    drop(stranger);
+    let id = conn.id();
+    events.none_within(
+        &plane,
+        Duration::from_millis(500),
+        |e| matches!(e, Event::Closed { conn, .. } if *conn == id),
+    );
+    let (_conn, _tls) = connect_over_tls(&plane, addr, &mut events, client_config(&pki, None));
+    assert!(
+        !events
+            .queue
+            .iter()
+            .any(|e| matches!(e, Event::Refused { .. })),
+        "{:?}",
+        events.queue
+    );
 }
 
 #[test]

@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 
 use super::{Connection, Ctx, Step};
-use crate::api::CloseCause;
+use crate::api::{CloseCause, Event};
 use crate::timers::Timer;
 use crate::transport::TlsFailure;
 
@@ -36,7 +36,23 @@ impl Connection {
     /// Closes a TLS connection whose handshake failed (or did not end in time): what rustls
     /// had to say (an alert) was written, nothing else will be; what still comes is
     /// dropped until the peer closes or the linger is over.
+    ///
+    /// The failure is reported now, as [`Event::Closed`]: the connection was never a
+    /// client, and the socket shell logs a refused handshake at once, not when a client
+    /// that keeps its socket open is finally cut off `close_linger` later. The lingering
+    /// close goes on in silence (`close_reported`); the socket keeps its place in
+    /// `connectionsAllowed` until it is really closed.
     pub(crate) fn tls_failed(&mut self, ctx: &mut Ctx, reason: String) -> Step {
+        let id = self.id();
+        ctx.events.push(Event::Closed {
+            conn: id,
+            cause: CloseCause::Tls(reason.clone()),
+        });
+        self.close_reported = true;
+        // No CONNECT deadline (its ERROR frame), heart-beat or TTL for a connection gone.
+        for timer in [Timer::Handshake, Timer::Heartbeat, Timer::Ttl] {
+            self.armed.clear(timer);
+        }
         self.transport.fail();
         let unwritten = self.out.len() - self.written;
         self.conn.0.outgoing.fetch_sub(unwritten, Ordering::SeqCst);
