@@ -204,17 +204,47 @@ _IANA = {openssl: iana for iana, openssl in CIPHER_NAMES.items()}
 
 
 def _system_anchors() -> list[x509.Certificate]:
-    """The system's certificate authorities (what ``load_default_certs`` reads), for client
-    auth without a trust store."""
+    """The system's certificate authorities (what ``load_default_certs`` reads: the CA bundle
+    file and the CA directory), for client auth without a trust store."""
     paths = ssl.get_default_verify_paths()
-    for path in (paths.cafile, paths.openssl_cafile):
-        if path and os.path.isfile(path):
-            with open(path, "rb") as f:
-                return x509.load_pem_x509_certificates(f.read())
-    raise TlsSetupError(
-        "needClientAuth/wantClientAuth without trustStorePath: no system CA bundle found "
-        "for the data plane; give a trustStorePath"
+    # The first of each that exists, as OpenSSL takes the environment's (SSL_CERT_FILE,
+    # SSL_CERT_DIR: ``cafile``, ``capath``) over its built-in one.
+    bundle = next(
+        (f for f in (paths.cafile, paths.openssl_cafile) if f and os.path.isfile(f)), None
     )
+    directory = next(
+        (d for d in (paths.capath, paths.openssl_capath) if d and os.path.isdir(d)), None
+    )
+    files = [bundle] if bundle else []
+    if directory:
+        # Hashed names (``abcd1234.0``, often links to the bundle's certificates) and
+        # whatever else is there: every file that holds PEM certificates counts.
+        try:
+            files += sorted(os.path.join(directory, name) for name in os.listdir(directory))
+        except OSError:
+            pass  # a directory we may not list adds nothing
+    anchors: dict[bytes, x509.Certificate] = {}  # by DER: a CA is often there twice
+    for path in files:
+        for cert in _pem_certificates(path):
+            anchors.setdefault(cert.public_bytes(serialization.Encoding.DER), cert)
+    if not anchors:
+        raise TlsSetupError(
+            "needClientAuth/wantClientAuth without trustStorePath: no system CA bundle found "
+            "for the data plane; give a trustStorePath"
+        )
+    return list(anchors.values())
+
+
+def _pem_certificates(path: str) -> list[x509.Certificate]:
+    """The PEM certificates in ``path``; none if it is no regular file, cannot be read or
+    holds none (a CA directory also holds CRLs, ``.r0``, and other files)."""
+    if not os.path.isfile(path):
+        return []
+    try:
+        with open(path, "rb") as f:
+            return x509.load_pem_x509_certificates(f.read())
+    except (OSError, ValueError):
+        return []
 
 
 def plane_material(tls: TlsParams) -> PlaneTls:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 import trio
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from test_dataplane_binding import CONNECT, Plane, read_to_end
 
 from artemis_py._native import DataPlane
@@ -137,6 +139,44 @@ async def test_a_client_certificate_is_needed(files: TlsFiles) -> None:
             assert frame[2].command == "CONNECT"
     finally:
         native.shutdown()
+
+
+async def test_client_auth_without_a_trust_store_trusts_the_system_ca_directory(
+    files: TlsFiles, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """needClientAuth without trustStorePath: the plane trusts what the socket shell's
+    ``load_default_certs`` does, the CA directory too (``c_rehash``'s hashed names, beside
+    CRLs and other files), each CA once."""
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    (certs / "1a2b3c4d.0").write_bytes(files.ca.read_bytes())
+    (certs / "ca.pem").symlink_to(certs / "1a2b3c4d.0")  # the same CA again
+    (certs / "1a2b3c4d.r0").write_text("-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n")
+    (certs / "README").write_text("not a certificate")
+    (certs / "sub").mkdir()
+    missing = str(tmp_path / "missing")
+    paths = ssl.DefaultVerifyPaths(
+        None, str(certs), "SSL_CERT_FILE", missing, "SSL_CERT_DIR", missing
+    )
+    monkeypatch.setattr(ssl, "get_default_verify_paths", lambda: paths)
+    tls = params(files, need_client_auth=True)
+    material = plane_material(tls)
+    ca = x509.load_pem_x509_certificate(files.ca.read_bytes())
+    assert material[3] == [ca.public_bytes(serialization.Encoding.DER)]
+    native = DataPlane(1)
+    try:  # a client certificate that CA signed is served
+        _, (_, port) = native.listen("127.0.0.1", 0, tls=material)
+        plane = Plane(native, port)
+        async with await tls_client(port, client_context(files, files.client_keystore)) as client:
+            await client.send_all(CONNECT)
+            (frame,) = await plane.kind(DataPlane.FRAME)
+            assert frame[2].command == "CONNECT"
+    finally:
+        native.shutdown()
+    # Nothing that holds a certificate: the error as before.
+    (certs / "1a2b3c4d.0").unlink()
+    with pytest.raises(TlsSetupError, match="no system CA bundle found"):
+        plane_material(tls)
 
 
 def test_settings_rustls_cannot_serve_are_value_errors(files: TlsFiles) -> None:
