@@ -27,6 +27,7 @@ from artemis_py.transport.certificates import (
     load_keystore,
     write_keystore,
 )
+from artemis_py.transport.sockets import LINGER
 
 from .conftest import BrokerProcess, Client, artemis_py, start_refused, unique, wait_for
 
@@ -255,6 +256,35 @@ def test_a_refused_client_certificate_ends_the_stream_without_a_reset(make_broke
             while raw.recv(65536):
                 pass  # ConnectionResetError without the lingering close
     assert "Traceback" not in node.log()
+
+
+def test_a_refused_handshake_is_logged_while_the_client_keeps_its_socket(
+    make_broker, p12_files, tmp_path
+):
+    """A client that does not trust the node's certificate refuses the handshake (an alert)
+    and keeps its socket open: the log says so at once, not when the node gives up waiting
+    for the client's close (the close linger, ``sockets.LINGER``)."""
+    node = make_broker(acceptor_params=acceptor_tls(p12_files))
+    other = create_tls_files(tmp_path / "other", [], HOSTS, PASSWORD, store_type="PEM")
+    context = ssl.create_default_context(cafile=str(other.ca))
+    with socket.create_connection(("127.0.0.1", node.port), timeout=10) as raw:
+        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        tls = context.wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
+        with pytest.raises(ssl.SSLCertVerificationError):
+            while True:
+                try:
+                    tls.do_handshake()
+                    break
+                except ssl.SSLWantReadError:
+                    raw.sendall(outgoing.read())
+                    incoming.write(raw.recv(65536))
+        raw.sendall(outgoing.read())  # the client's alert
+        log = wait_for(
+            lambda: logged(node, "TLS connection from"),  # either path's words after it
+            timeout=LINGER / 2,
+            message="the refused handshake in the log while the client's socket is open",
+        )
+    assert "Traceback" not in log
 
 
 def test_broken_tls_configuration_is_refused_at_start(make_broker, p12_files, tmp_path):
