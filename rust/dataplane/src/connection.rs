@@ -170,9 +170,8 @@ pub(crate) struct Connection {
     lingering: bool,
     /// Held back for want of room in the event queue (in [`Ctx::held_back`]).
     backlogged: bool,
-    /// [`Event::Closed`] was reported already, before the socket closed (a failed TLS
-    /// handshake, reported when it failed): the close lingers on in silence, its commands
-    /// are ignored and its removal reports nothing.
+    /// [`Event::Closed`] was reported when the TLS handshake failed: the close lingers on
+    /// in silence (commands ignored, no more events, its removal reports nothing).
     pub(crate) close_reported: bool,
     /// A TLS connection handed to Python: the socket pair's end that carries its
     /// plaintext (see `relay`).
@@ -311,11 +310,6 @@ impl Connection {
             }
             Transport::Tls(_) => None,
         }
-    }
-
-    /// The first bytes kept apart while they might start a hand-off prefix.
-    pub(crate) fn take_sniffed(&mut self) -> Vec<u8> {
-        self.sniffed.take().unwrap_or_default()
     }
 
     /// Reports every complete frame buffered, up to a pause, an error or a DISCONNECT,
@@ -549,11 +543,9 @@ impl Connection {
 
     /// Carries out one of Python's commands.
     pub(crate) fn command(&mut self, ctx: &mut Ctx, command: &Command) -> Step {
-        if self.relay.is_some() {
-            return Ok(()); // Python's now: a command sent before the hand-off came late
-        }
-        if self.close_reported {
-            return Ok(()); // reported closed: sent before Python saw that, it came late
+        if self.relay.is_some() || self.close_reported {
+            // Python's now (relayed), or reported closed: sent before Python knew, it came late.
+            return Ok(());
         }
         match command {
             Command::AcceptConnect { version, .. } => {

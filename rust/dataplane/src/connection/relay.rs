@@ -76,6 +76,11 @@ impl Relay {
 }
 
 impl Connection {
+    /// The first bytes kept apart while they might start a hand-off prefix (Python's now).
+    pub(crate) fn take_sniffed(&mut self) -> Vec<u8> {
+        self.sniffed.take().unwrap_or_default()
+    }
+
     /// The connection is Python's from now on: no timers, no STOMP; relay through `end`.
     pub(crate) fn start_relay(&mut self, end: UnixStream) {
         self.armed.clear(Timer::Handshake);
