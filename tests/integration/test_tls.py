@@ -287,6 +287,32 @@ def test_a_refused_handshake_is_logged_while_the_client_keeps_its_socket(
     assert "Traceback" not in log
 
 
+def test_a_tls_error_in_a_session_ends_it_and_its_deliveries_go_back(make_broker, p12_files):
+    """A client whose TLS session breaks after the handshake (a record that fails its
+    integrity check) is gone: its session ends, and what it had not acknowledged goes to
+    another consumer."""
+    node = make_broker(acceptor_params=acceptor_tls(p12_files))
+    queue = f"/queue/{unique('tls-broken')}"
+    context = ssl.create_default_context(cafile=str(p12_files.ca))
+    with (
+        socket.create_connection(("127.0.0.1", node.port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        tls.sendall(b"CONNECT\naccept-version:1.2\nhost:/\n\n\x00")
+        tls.sendall(f"SUBSCRIBE\nid:1\ndestination:{queue}\nack:client\n\n\x00".encode())
+        tls.sendall(b"SEND\ndestination:" + queue.encode() + b"\nreceipt:r\n\nkept\x00")
+        received = b""
+        while b"MESSAGE" not in received or b"RECEIPT" not in received:
+            received += tls.recv(65536)
+        # An application-data record whose MAC cannot check out, under the session's keys.
+        os.write(tls.fileno(), b"\x17\x03\x03\x00\x20" + b"\x00" * 32)
+        other = node.client(ssl=stomp_ssl(p12_files))
+        other.subscribe(queue)
+        assert [m.body for m in other.wait_messages(1, timeout=10)] == ["kept"]
+        other.disconnect()
+    assert "Traceback" not in node.log()
+
+
 def test_broken_tls_configuration_is_refused_at_start(make_broker, p12_files, tmp_path):
     log = start_refused(
         make_broker(start=False, acceptor_params=acceptor_tls(p12_files, password="wrong"))

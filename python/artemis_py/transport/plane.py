@@ -241,12 +241,17 @@ class DataPlaneShell:
 
     def _on_tls_failed(self, event: tuple[Any, ...]) -> None:
         """A TLS handshake failed (or did not end in time): one line, as the socket shell
-        logs it; the connection was never a client."""
+        logs it; the connection was never a client. A TLS error in a client's session (a
+        corrupt record) ends that session as any lost connection."""
         _, conn_id, _, reason = event
         opened = self._opened.pop(conn_id, None)
         if opened is not None:
             _, handler, peer = opened
             handler.tls_refused(peer, reason)
+            return
+        connection = self.connections.get(conn_id)
+        if connection is not None:
+            connection.on_closed("tls", reason)
 
     def _on_handed_off(self, event: tuple[Any, ...]) -> None:
         _, conn_id, sock, initial, lease = event

@@ -23,12 +23,10 @@
 //! connection whose first bytes make it Python's cannot give Python its socket: it stays
 //! here as a relay (`relay`).
 //!
-//! Memory of an idle connection: the codec (its parse buffer keeps the capacity of the
-//! largest read it held, a CONNECT's: about a hundred bytes; one a large frame grew past
-//! 128 KiB is freed once decoded), the outgoing buffer (freed when it empties, if it had
-//! grown past [`KEEP_OUT`]), the shared handle and two heap entries for the heart-beat
-//! timers. Reads go through the thread's one read buffer (no buffer of the connection's
-//! own keeps a large frame's size).
+//! Memory of an idle connection: the codec (its parse buffer: a CONNECT's hundred bytes, or
+//! up to 128 KiB; a large frame's is freed once decoded), the outgoing buffer (freed when
+//! it empties, if it had grown past [`KEEP_OUT`]), the shared handle and two heap entries
+//! for the heart-beat timers. Reads go through the thread's one read buffer.
 
 use std::io::ErrorKind as IoKind;
 use std::sync::atomic::{AtomicUsize, Ordering};
