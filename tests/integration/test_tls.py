@@ -111,6 +111,29 @@ def served_serial(port: int, ca: Path) -> int:
     return x509.load_der_x509_certificate(der).serial_number
 
 
+class BioClient:
+    """A client's TLS session over ``raw`` through memory BIOs: the test decides when what
+    it has to send goes out (``flush``)."""
+
+    def __init__(self, raw: socket.socket, context: ssl.SSLContext) -> None:
+        self.raw = raw
+        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = context.wrap_bio(self.incoming, self.outgoing, server_hostname="127.0.0.1")
+
+    def handshake(self) -> None:
+        """Raises what the handshake raises."""
+        while True:
+            try:
+                self.tls.do_handshake()
+                return
+            except ssl.SSLWantReadError:
+                self.flush()
+                self.incoming.write(self.raw.recv(65536))
+
+    def flush(self) -> None:
+        self.raw.sendall(self.outgoing.read())
+
+
 def stomp_refused(port: int, files: TlsFiles, keystore: Path | None) -> None:
     """A TLS STOMP client, with ``keystore``'s certificate if given, that must not get a
     CONNECTED. (Raw ssl, not stomp.py: after a refusal under TLS 1.3, stomp.py's reader can
@@ -242,17 +265,10 @@ def test_a_refused_client_certificate_ends_the_stream_without_a_reset(make_broke
     context = ssl.create_default_context(cafile=str(p12_files.ca))
     for _ in range(3):
         with socket.create_connection(("127.0.0.1", node.port), timeout=10) as raw:
-            incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-            tls = context.wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
-            while True:
-                try:
-                    tls.do_handshake()
-                    break
-                except ssl.SSLWantReadError:
-                    raw.sendall(outgoing.read())
-                    incoming.write(raw.recv(65536))
-            tls.write(b"SEND\ndestination:q\n\n" + b"x" * 500_000 + b"\x00")
-            raw.sendall(outgoing.read())
+            client = BioClient(raw, context)
+            client.handshake()
+            client.tls.write(b"SEND\ndestination:q\n\n" + b"x" * 500_000 + b"\x00")
+            client.flush()
             while raw.recv(65536):
                 pass  # ConnectionResetError without the lingering close
     assert "Traceback" not in node.log()
@@ -268,17 +284,10 @@ def test_a_refused_handshake_is_logged_while_the_client_keeps_its_socket(
     other = create_tls_files(tmp_path / "other", [], HOSTS, PASSWORD, store_type="PEM")
     context = ssl.create_default_context(cafile=str(other.ca))
     with socket.create_connection(("127.0.0.1", node.port), timeout=10) as raw:
-        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-        tls = context.wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
+        client = BioClient(raw, context)
         with pytest.raises(ssl.SSLCertVerificationError):
-            while True:
-                try:
-                    tls.do_handshake()
-                    break
-                except ssl.SSLWantReadError:
-                    raw.sendall(outgoing.read())
-                    incoming.write(raw.recv(65536))
-        raw.sendall(outgoing.read())  # the client's alert
+            client.handshake()
+        client.flush()  # the client's alert
         log = wait_for(
             lambda: logged(node, "TLS connection from"),  # either path's words after it
             timeout=LINGER / 2,
