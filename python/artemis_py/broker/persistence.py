@@ -266,8 +266,9 @@ class Persistence:
             return tickets
         if self._journal is not None and self._journal.on_loop():
             # Held to the end of this pass of the loop, and submitted then with the pass's
-            # other acknowledgements: the writer is only woken then anyway, so they are
-            # written exactly as soon, at one submit per pass rather than one per message.
+            # other acknowledgements (one submit per pass, not one per message): the writer
+            # is woken then anyway, so they are written at most the rest of a pass later
+            # (only a sparse pass's first submit used to wake it at once).
             self._held += ops
             return []
         return self._submit_messages(ops, sync=False, flush=True)
