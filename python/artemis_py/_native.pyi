@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, final, overload
 
+from artemis_py.broker.message import Message
 from artemis_py.protocol.stomp.frames import ConnectionClosed, Frame, Heartbeat, Sentinel
 from artemis_py.protocol.stomp.limits import FrameLimits
 from artemis_py.protocol.stomp.roles import ConnectionState, Role
@@ -249,6 +250,10 @@ def encode_message_record(
 def stomp_decode_headers(block: bytes, rules: str) -> tuple[tuple[str, str], ...]: ...
 def stomp_frame_mode(mode: int) -> int: ...
 def stomp_encode_frame(frame: Frame, rules: str, body_length: int | None = None) -> bytes: ...
+def stomp_encode_message(
+    version: str, headers: Sequence[tuple[str, str]], message: Message
+) -> bytes: ...
+def stomp_encode_receipt(version: str, receipt: str, duplicate: bool = False) -> bytes: ...
 def stomp_decode_frame(
     data: bytes, version: str | None
 ) -> tuple[Frame | Heartbeat | None, int]: ...
@@ -291,8 +296,10 @@ class DataPlane:
     socket.socket, initial_bytes, DataPlaneLease)`` (a TLS listener's: one end of a Unix
     socket pair the plane relays the plaintext through, its lease holding nothing),
     ``(REFUSED, None, listener_id, (host, port))``. Commands are tuples ``(op, conn, ...)``:
-    ``(ACCEPT_CONNECT, conn, version)``, ``(SEND, conn, Frame)``, ``(SEND_HEAD, conn, Frame,
-    body_length)``, ``(SEND_BYTES, conn, bytes)``, ``(SET_HEARTBEAT, conn, send_every |
+    ``(ACCEPT_CONNECT, conn, version)``, ``(SEND, conn, Frame)``, ``(SEND_MESSAGE, conn,
+    headers, Message)`` (the MESSAGE ``stomp_encode_message`` encodes), ``(SEND_RECEIPT, conn,
+    receipt_id, duplicate)``, ``(SEND_HEAD, conn, Frame, body_length)``, ``(SEND_BYTES, conn,
+    bytes)``, ``(SET_HEARTBEAT, conn, send_every |
     None, expect_within | None)`` (seconds), ``(PAUSE_READING, conn)``, ``(RESUME_READING,
     conn)``, ``(READ_REST, conn)``, ``(CLOSE, conn, flush)``. ``drain``/``submit`` never
     block: they are for the event loop.
@@ -300,6 +307,8 @@ class DataPlane:
 
     ACCEPT_CONNECT: int
     SEND: int
+    SEND_MESSAGE: int
+    SEND_RECEIPT: int
     SEND_HEAD: int
     SEND_BYTES: int
     SET_HEARTBEAT: int

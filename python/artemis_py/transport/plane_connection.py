@@ -26,12 +26,15 @@ from artemis_py.transport.stomp_shell import (
 )
 
 if TYPE_CHECKING:
+    from artemis_py.broker.message import Message
+    from artemis_py.broker.pending import Pending
     from artemis_py.transport.acceptor import _Handler
     from artemis_py.transport.plane import DataPlaneShell
 
 log = logging.getLogger("artemis_py.stomp")
 
 SEND, SEND_HEAD, SEND_BYTES = DataPlane.SEND, DataPlane.SEND_HEAD, DataPlane.SEND_BYTES
+SEND_MESSAGE, SEND_RECEIPT = DataPlane.SEND_MESSAGE, DataPlane.SEND_RECEIPT
 Command = tuple[Any, ...]
 
 
@@ -52,6 +55,7 @@ class PlaneConnection(SessionShell):
             send=self.send_frame,
             writable=self.writable,
             stream_body=self.stream_body,
+            send_delivery=self.send_delivery,
             authorizer=handler.authorizer,
             codec=_PlaneCodec(shell, conn),
         )
@@ -88,8 +92,19 @@ class PlaneConnection(SessionShell):
     def send_frame(self, frame: Frame) -> None:
         if self._closing and frame.command != "ERROR":
             return
+        self._send((SEND, self.conn, frame))
+
+    def send_receipt(self, receipt: str, pending: Pending | None) -> None:
+        if not self._closing:  # (encoded in the plane: no Frame made for it)
+            self._send((SEND_RECEIPT, self.conn, receipt, pending is not None and pending.duplicate))
+
+    def send_delivery(self, headers: list[tuple[str, str]], message: Message) -> None:
+        if not self._closing:  # (its standard headers, properties and body read in the plane)
+            self._send((SEND_MESSAGE, self.conn, headers, message))
+
+    def _send(self, command: Command) -> None:
+        """A frame goes out: after a streamed body being sent, if one is."""
         self.frames_out += 1
-        command = (SEND, self.conn, frame)
         if self._outbox is not None:
             self._outbox.append(command)
         else:

@@ -76,6 +76,10 @@ class SessionShell:
     def send_frame(self, frame: Frame) -> None:
         raise NotImplementedError
 
+    def send_receipt(self, receipt: str, pending: Pending | None) -> None:
+        """Send the RECEIPT of a frame (a shell may encode it without a Frame)."""
+        self.send_frame(self.session.receipt_frame(receipt, pending))
+
     async def _browse(self, browse: Browse, receipt: str | None) -> None:
         raise NotImplementedError
 
@@ -110,7 +114,7 @@ class SessionShell:
         if pending is not None:
             pending.complete()
         if receipt is not None:
-            self.send_frame(self.session.receipt_frame(receipt, pending))
+            self.send_receipt(receipt, pending)
         return True
 
     async def _run_pipeline(self, receive: Steps) -> None:
@@ -144,7 +148,7 @@ class SessionShell:
                 else:
                     await pending.settled()
             if receipt is not None:
-                self.send_frame(self.session.receipt_frame(receipt, pending))
+                self.send_receipt(receipt, pending)
             self._pipelined -= 1
             self._step_settled()
 

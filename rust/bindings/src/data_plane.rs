@@ -33,7 +33,7 @@ use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use crate::data_plane_commands::{
     add_command, seconds, Batch, ACCEPT_CONNECT, CLOSE, PAUSE_READING, READ_REST, RESUME_READING,
-    SEND, SEND_BYTES, SEND_HEAD, SET_HEARTBEAT,
+    SEND, SEND_BYTES, SEND_HEAD, SEND_MESSAGE, SEND_RECEIPT, SET_HEARTBEAT,
 };
 use crate::stomp_objects::{limits_of, statics, Statics};
 
@@ -309,6 +309,10 @@ impl PyDataPlane {
     const SEND: u8 = SEND;
     #[classattr]
     const SEND_HEAD: u8 = SEND_HEAD;
+    #[classattr]
+    const SEND_MESSAGE: u8 = SEND_MESSAGE;
+    #[classattr]
+    const SEND_RECEIPT: u8 = SEND_RECEIPT;
     #[classattr]
     const SEND_BYTES: u8 = SEND_BYTES;
     #[classattr]

@@ -13,6 +13,7 @@ use pyo3::types::{PyBytes, PyTuple};
 use stomp::Rules;
 
 use crate::data_plane::PyConn;
+use crate::delivery_frames;
 use crate::stomp_objects::{FrameParts, Statics};
 
 /// The commands' op codes (the class constants of the same names).
@@ -25,6 +26,8 @@ pub(crate) const PAUSE_READING: u8 = 5;
 pub(crate) const RESUME_READING: u8 = 6;
 pub(crate) const READ_REST: u8 = 7;
 pub(crate) const CLOSE: u8 = 8;
+pub(crate) const SEND_MESSAGE: u8 = 9;
+pub(crate) const SEND_RECEIPT: u8 = 10;
 
 /// A duration in seconds from Python (None stays None); negative ones are refused.
 pub(crate) fn seconds(value: Option<f64>, what: &str) -> PyResult<Option<Duration>> {
@@ -71,6 +74,16 @@ pub(crate) fn frame_of(
         .as_ref()
         .map_or_else(Vec::new, |b| b.as_bytes().to_vec());
     Ok(stomp::Frame::new(command, headers, body))
+}
+
+/// The version a connection's `ACCEPT_CONNECT` gave, if it came.
+fn version_of(handle: &PyConn) -> Option<Version> {
+    match handle.version.load(Ordering::Relaxed) {
+        1 => Some(Version::V10),
+        2 => Some(Version::V11),
+        3 => Some(Version::V12),
+        _ => None,
+    }
 }
 
 fn version_code(version: Version) -> u8 {
@@ -132,11 +145,8 @@ fn encode_into(
     frame: &Bound<'_, PyAny>,
     batch: &mut Batch,
 ) -> PyResult<bool> {
-    let version = match handle.version.load(Ordering::Relaxed) {
-        1 => Version::V10,
-        2 => Version::V11,
-        3 => Version::V12,
-        _ => return Ok(false),
+    let Some(version) = version_of(handle) else {
+        return Ok(false);
     };
     let parts = FrameParts::of(py, frame)?;
     let Ok(command @ (stomp::Command::Message | stomp::Command::Receipt)) = parts.command else {
@@ -200,6 +210,18 @@ pub(crate) fn add_command(
             frame: frame_of(py, statics, &arg(2)?)?,
             body_length: arg(3)?.extract()?,
         },
+        SEND_MESSAGE | SEND_RECEIPT => {
+            let version = version_of(handle).ok_or_else(|| {
+                PyValueError::new_err("a MESSAGE or RECEIPT before the connection's CONNECT")
+            })?;
+            let bytes = batch.bytes_for(&conn);
+            return if op == SEND_MESSAGE {
+                delivery_frames::encode_message(py, statics, bytes, version, &arg(2)?, &arg(3)?)
+            } else {
+                let duplicate = arg(3)?.is_truthy()?;
+                delivery_frames::encode_receipt(py, statics, bytes, version, &arg(2)?, duplicate)
+            };
+        }
         SEND_BYTES => {
             let data = arg(2)?;
             let bytes = batch.bytes_for(&conn);

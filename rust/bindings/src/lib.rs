@@ -11,6 +11,7 @@
 
 mod data_plane;
 mod data_plane_commands;
+mod delivery_frames;
 mod error;
 mod journal;
 mod message_record;
@@ -49,5 +50,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stomp_functions::stomp_frame_mode, m)?)?;
     m.add_function(wrap_pyfunction!(stomp_functions::stomp_encode_frame, m)?)?;
     m.add_function(wrap_pyfunction!(stomp_functions::stomp_decode_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(delivery_frames::stomp_encode_message, m)?)?;
+    m.add_function(wrap_pyfunction!(delivery_frames::stomp_encode_receipt, m)?)?;
     Ok(())
 }

@@ -251,7 +251,7 @@ impl AsRef<str> for Text {
     }
 }
 
-fn text(item: &Bound<'_, PyAny>, unencodable: &mut bool) -> PyResult<Text> {
+pub(crate) fn text(item: &Bound<'_, PyAny>, unencodable: &mut bool) -> PyResult<Text> {
     match item.extract::<PyBackedStr>() {
         Ok(text) => Ok(Text::Str(text)),
         Err(error) => {

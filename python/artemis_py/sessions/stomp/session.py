@@ -146,7 +146,10 @@ class StompSession:
 
     ``send`` takes every frame the session sends; ``writable`` says whether the connection
     takes more (consumers pause while it does not); ``stream_body`` takes a MESSAGE whose
-    body is streamed from its large-message file (:class:`~.actions.StreamBody`).
+    body is streamed from its large-message file (:class:`~.actions.StreamBody`);
+    ``send_delivery``, if given, takes a MESSAGE as the delivery's own headers and the
+    message, whose standard headers, properties and body it encodes itself (the data
+    plane, in Rust: see :func:`.subscription.send_message`).
     ``codec`` decodes the client's frames and encodes the session's (by default one of its
     own, for a shell that moves bytes; the data plane's connections pass a stand-in whose
     ``accept_connect`` reaches their codec in Rust).
@@ -161,6 +164,7 @@ class StompSession:
         send: Callable[[Frame], None],
         writable: Callable[[], bool],
         stream_body: Callable[[StreamBody], None] | None = None,
+        send_delivery: Callable[[list[tuple[str, str]], Message], None] | None = None,
         authorizer: Authorizer | None = None,
         codec: VersionedCodec | None = None,
     ) -> None:
@@ -172,6 +176,7 @@ class StompSession:
         self.send = send
         self.writable = writable
         self.stream_body = stream_body
+        self.send_delivery = send_delivery
         self.id = f"{broker.node_id[:8]}-{next(_session_ids)}"
         self.codec = codec or StompCodec(StompRole.SERVER, limits=frame_limits(acceptor))
         self.version = "1.0"

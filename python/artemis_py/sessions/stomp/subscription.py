@@ -43,7 +43,33 @@ def _carriable_in_11(header: tuple[str, str]) -> bool:
 
 def send_message(session: StompSession, message: Message, headers: list[tuple[str, str]]) -> None:
     """Send ``message`` as a MESSAGE frame that starts with ``headers`` (a body in a
-    large-message file is streamed from there)."""
+    large-message file is streamed from there). A session with ``send_delivery`` (the data
+    plane) gets a message whose body is in memory as those headers and the message: it
+    adds the rest as :func:`message_headers` does (``stomp_encode_message``)."""
+    body_ref = message.body_ref
+    if body_ref is None:
+        if session.send_delivery is not None:
+            session.send_delivery(headers, message)
+            return
+        session.send(Frame("MESSAGE", message_headers(session, message, headers), message.body))
+    elif message.body:  # (its file is being written: read from memory while it is there)
+        session.send(Frame("MESSAGE", message_headers(session, message, headers), message.body))
+    else:  # the body is in its file: the connection streams it from there
+        stream_body = session.stream_body
+        assert stream_body is not None, "a connection that delivers large messages"
+        frame = Frame("MESSAGE", message_headers(session, message, headers, body_ref.length), b"")
+        stream_body(StreamBody(frame, body_ref))
+
+
+def message_headers(
+    session: StompSession,
+    message: Message,
+    headers: list[tuple[str, str]],
+    length: int | None = None,
+) -> tuple[tuple[str, str], ...]:
+    """A MESSAGE's headers: ``headers``, then the message's standard headers, its
+    properties that the session's version can carry, and ``content-length`` (``length``,
+    or its body's)."""
     if message.durable:
         headers.append(("persistent", "true"))
     if message.priority != DEFAULT_PRIORITY:
@@ -57,15 +83,8 @@ def send_message(session: StompSession, message: Message, headers: list[tuple[st
         headers.extend(p for p in message.properties if _carriable_in_11(p))
     else:
         headers.extend(message.properties)
-    body_ref = message.body_ref
-    if body_ref is None or message.body:
-        headers.append(("content-length", str(len(message.body))))
-        session.send(Frame("MESSAGE", tuple(headers), message.body))
-    else:  # the body is in its file: the connection streams it from there
-        headers.append(("content-length", str(body_ref.length)))
-        stream_body = session.stream_body
-        assert stream_body is not None, "a connection that delivers large messages"
-        stream_body(StreamBody(Frame("MESSAGE", tuple(headers), b""), body_ref))
+    headers.append(("content-length", str(len(message.body) if length is None else length)))
+    return tuple(headers)
 
 
 class Subscription:
