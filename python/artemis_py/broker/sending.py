@@ -134,18 +134,24 @@ class Sending:
         durable_queues = [q for q in memory if q.durable] if message.durable else []
         pending = Pending()
         records: Records = []
-        if durable_queues or (memory and message.body_ref is not None):
-            # (a copy of a message whose body is in a file is stored whatever its queues)
+        # (a copy of a message whose body is in a file is stored whatever its queues)
+        stored = bool(durable_queues or (memory and message.body_ref is not None))
+        if stored:
             file_first(persistence, message, pending)
-            records.append(
-                partial(persistence.store_message, message, durable_queues, placement.offset)
-            )
-        if placement.paged:
-            page(persistence, message, placement, pending, records)
-        if pending.tickets:  # the records wait for the files or page records before them
-            journal_after(pending, records, partial(persistence.large.abandon, [message]))
+        if not (pending.tickets or placement.paged):  # (the usual case: its records go now)
+            if stored:
+                pending.tickets += persistence.store_message(
+                    message, durable_queues, placement.offset
+                )
         else:
-            journal_after(pending, records)
+            if stored:
+                records.append(
+                    partial(persistence.store_message, message, durable_queues, placement.offset)
+                )
+            if placement.paged:
+                page(persistence, message, placement, pending, records)
+            # The records wait for the files or page records before them.
+            journal_after(pending, records, partial(persistence.large.abandon, [message]))
         message.ref_count += len(memory)
         pending.on_durable.append(partial(placement.enqueue, message))
         return pending
