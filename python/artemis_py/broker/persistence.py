@@ -232,7 +232,7 @@ class Persistence:
             self._held_sync = self._held_sync or self._sync_plain
             batch = self._held_batch
             if batch is None:
-                batch = self._held_batch = _PassBatch(self._journal, self._release_held)
+                batch = self._held_batch = _PassBatch(self._release_held)
             return self._after_bindings([Ticket(batch, 0)])
         try:
             return self._submit_messages(ops) + files
@@ -459,17 +459,19 @@ class _PassBatch:
     which the journal gives only at that submit: until then nothing is done, and a wait
     submits them at once."""
 
-    __slots__ = ("_journal", "_release", "error", "ticket")
+    __slots__ = ("_done", "_release", "error", "ticket")
 
-    def __init__(self, journal: Waitable, release: Callable[[], None]) -> None:
-        self._journal = journal
+    def __init__(self, release: Callable[[], None]) -> None:
         self._release = release
+        self._done = False  # (once done, its other sends' looks need not ask the journal)
         self.ticket: Ticket | None = None
         self.error: StorageError | None = None
 
     def done(self, number: int) -> bool:
-        ticket = self.ticket
-        return ticket is not None and ticket.journal.done(ticket.number)
+        if not self._done:
+            ticket = self.ticket
+            self._done = ticket is not None and ticket.journal.done(ticket.number)
+        return self._done
 
     async def wait(self, number: int) -> None:
         if self.ticket is None and self.error is None:
