@@ -83,6 +83,19 @@ class Acknowledgements:
         self.acknowledge_refs(refs, awaited=False)
         return Pending()
 
+    def acknowledge_delivered(self, ref: MessageReference) -> None:
+        """``acknowledge([ref], awaited=False)`` for one delivery of an ``auto``
+        subscription, the most frequent acknowledgement: without the lists and pending."""
+        ref.queue.acknowledged()
+        if ref.paged is not None:
+            self.acknowledge_refs([ref], awaited=False)
+            return
+        release(ref)
+        ref.message.ref_count -= 1
+        record = ack_record(ref)
+        if record is not None:
+            self.persistence.acknowledge([record], awaited=False)
+
     def acknowledge_refs(self, refs: list[MessageReference], awaited: bool = True) -> list[Ticket]:
         """Release ``refs`` and queue their acknowledgement records (the queues' counts
         are the caller's)."""

@@ -95,6 +95,7 @@ class Broker:
         self.redistribute = sending.redistribute
         self.commit = sending.commit
         self.acknowledge = acks.acknowledge
+        self.acknowledge_delivered = acks.acknowledge_delivered
         self.cancel = acks.cancel
         self.discard = acks.discard
         self.next_id = persistence.next_id  # fresh ids, never reused, even after a restart

@@ -114,6 +114,9 @@ class Subscription:
         self.acknowledged = 0  # references its ACKs covered (the management API shows it)
         self._ack_ids = itertools.count(1)
         self._writable = session.writable
+        # The headers every delivery starts with, made once.
+        self._subscription_header = ("subscription", sub_id)
+        self._destination_header = ("destination", destination)
 
     # -- Consumer protocol -------------------------------------------------------------
 
@@ -130,9 +133,9 @@ class Subscription:
         message = ref.message
         auto = self.ack_mode == "auto"
         headers = [
-            ("subscription", self.id),
+            self._subscription_header,
             ("message-id", str(message.message_id)),
-            ("destination", self.destination),
+            self._destination_header,
         ]
         ack_id = "" if auto else f"{self.id}:{next(self._ack_ids)}"
         if not auto and self.session.version == "1.2":
@@ -141,7 +144,7 @@ class Subscription:
             headers.append(("redelivered", "true"))
         send_message(self.session, message, headers)
         if auto:
-            self.session.broker.acknowledge([ref], awaited=False)
+            self.session.broker.acknowledge_delivered(ref)
         else:
             self.in_flight[ack_id] = ref
             self.in_flight_bytes += message.size
