@@ -476,10 +476,12 @@ class _PassBatch:
     async def wait(self, number: int) -> None:
         if self.ticket is None and self.error is None:
             self._release()
-        if self.ticket is None:
+        ticket, error = self.ticket, self.error
+        if ticket is None:
+            assert error is not None  # (the release above gave one or the other)
             await trio.lowlevel.cancel_shielded_checkpoint()
-            raise copy.copy(self.error) from self.error  # (each waiter gets its own)
-        await self.ticket.journal.wait(self.ticket.number)
+            raise copy.copy(error) from error  # (each waiter gets its own)
+        await ticket.journal.wait(ticket.number)
 
 
 def _ref_ops(

@@ -96,7 +96,9 @@ class PlaneConnection(SessionShell):
 
     def send_receipt(self, receipt: str, pending: Pending | None) -> None:
         if not self._closing:  # (encoded in the plane: no Frame made for it)
-            self._send((SEND_RECEIPT, self.conn, receipt, pending is not None and pending.duplicate))
+            self._send(
+                (SEND_RECEIPT, self.conn, receipt, pending is not None and pending.duplicate)
+            )
 
     def send_delivery(self, headers: list[tuple[str, str]], message: Message) -> None:
         if not self._closing:  # (its standard headers, properties and body read in the plane)

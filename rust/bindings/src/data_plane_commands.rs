@@ -167,6 +167,29 @@ fn encode_into(
     Ok(true)
 }
 
+/// `(SEND_MESSAGE, conn, headers, message)` or `(SEND_RECEIPT, conn, receipt, duplicate)`:
+/// the frame encoded into the batch's bytes for the connection (`delivery_frames`).
+fn encode_delivery(
+    py: Python<'_>,
+    statics: &Statics,
+    handle: &PyConn,
+    tuple: &Bound<'_, PyTuple>,
+    batch: &mut Batch,
+) -> PyResult<()> {
+    let version = version_of(handle).ok_or_else(|| {
+        PyValueError::new_err("a MESSAGE or RECEIPT before the connection's CONNECT")
+    })?;
+    let op: u8 = tuple.get_item(0)?.extract()?;
+    let (first, second) = (tuple.get_item(2)?, tuple.get_item(3)?);
+    let bytes = batch.bytes_for(&handle.conn);
+    if op == SEND_MESSAGE {
+        delivery_frames::encode_message(py, statics, bytes, version, &first, &second)
+    } else {
+        let duplicate = second.is_truthy()?;
+        delivery_frames::encode_receipt(py, statics, bytes, version, &first, duplicate)
+    }
+}
+
 /// Adds one command tuple to `batch`.
 pub(crate) fn add_command(
     py: Python<'_>,
@@ -210,18 +233,7 @@ pub(crate) fn add_command(
             frame: frame_of(py, statics, &arg(2)?)?,
             body_length: arg(3)?.extract()?,
         },
-        SEND_MESSAGE | SEND_RECEIPT => {
-            let version = version_of(handle).ok_or_else(|| {
-                PyValueError::new_err("a MESSAGE or RECEIPT before the connection's CONNECT")
-            })?;
-            let bytes = batch.bytes_for(&conn);
-            return if op == SEND_MESSAGE {
-                delivery_frames::encode_message(py, statics, bytes, version, &arg(2)?, &arg(3)?)
-            } else {
-                let duplicate = arg(3)?.is_truthy()?;
-                delivery_frames::encode_receipt(py, statics, bytes, version, &arg(2)?, duplicate)
-            };
-        }
+        SEND_MESSAGE | SEND_RECEIPT => return encode_delivery(py, statics, handle, tuple, batch),
         SEND_BYTES => {
             let data = arg(2)?;
             let bytes = batch.bytes_for(&conn);

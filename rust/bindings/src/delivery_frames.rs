@@ -71,14 +71,23 @@ pub(crate) fn encode_message(
     }
     let priority: i64 = message.getattr(intern!(py, "priority"))?.extract()?;
     if priority != DEFAULT_PRIORITY {
-        lines.push((Value::Static("priority"), Value::Owned(priority.to_string())));
+        lines.push((
+            Value::Static("priority"),
+            Value::Owned(priority.to_string()),
+        ));
     }
     let expiration: i64 = message.getattr(intern!(py, "expiration"))?.extract()?;
     if expiration != 0 {
-        lines.push((Value::Static("expires"), Value::Owned(expiration.to_string())));
+        lines.push((
+            Value::Static("expires"),
+            Value::Owned(expiration.to_string()),
+        ));
     }
     let timestamp: i64 = message.getattr(intern!(py, "timestamp"))?.extract()?;
-    lines.push((Value::Static("timestamp"), Value::Owned(timestamp.to_string())));
+    lines.push((
+        Value::Static("timestamp"),
+        Value::Owned(timestamp.to_string()),
+    ));
     for pair in message.getattr(intern!(py, "properties"))?.try_iter()? {
         let pair = pair?;
         let pair = pair.cast::<PyTuple>()?;
