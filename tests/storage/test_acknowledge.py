@@ -56,6 +56,20 @@ def durable_message(broker: Broker, n: int) -> Message:
     )
 
 
+def counting(storage: Storage) -> list[list[str]]:
+    """The op kinds of each submit to the messages journal from now on."""
+    journal = storage.messages
+    batches: list[list[str]] = []
+    submit = journal.submit
+
+    def counted(ops, sync=None, *, flush=False):  # type: ignore[no-untyped-def]
+        batches.append([op[0] for op in ops])
+        return submit(ops, sync, flush=flush)
+
+    journal.submit = counted  # type: ignore[method-assign]
+    return batches
+
+
 async def test_only_awaited_acknowledgements_are_synced(tmp_path: Path) -> None:
     config = default_config()
     async with open_storage(tmp_path / "journal", tmp_path / "bindings", SETTINGS) as storage:
@@ -93,15 +107,7 @@ async def test_a_pass_s_unawaited_acknowledgements_go_in_one_submit_in_order(
         broker, queue, consumer = consumed_queue(storage)
         for n in range(4):
             await broker.send(durable_message(broker, n), [queue]).settled()
-        journal = storage.messages
-        batches: list[list[str]] = []
-        submit = journal.submit
-
-        def counted(ops, sync=None, *, flush=False):  # type: ignore[no-untyped-def]
-            batches.append([op[0] for op in ops])
-            return submit(ops, sync, flush=flush)
-
-        journal.submit = counted  # type: ignore[method-assign]
+        batches = counting(storage)
         first, second, third, fourth = consumer.refs
         for ref in (first, second, third):  # (one pass: no checkpoint between them)
             broker.acknowledge([ref], awaited=False)
@@ -117,20 +123,6 @@ async def test_a_pass_s_unawaited_acknowledgements_go_in_one_submit_in_order(
         await pending.settled()
         await trio.lowlevel.checkpoint()
         assert len(batches) == 3  # nothing was left held
-
-
-def counting(storage: Storage) -> list[list[str]]:
-    """The op kinds of each submit to the messages journal from now on."""
-    journal = storage.messages
-    batches: list[list[str]] = []
-    submit = journal.submit
-
-    def counted(ops, sync=None, *, flush=False):  # type: ignore[no-untyped-def]
-        batches.append([op[0] for op in ops])
-        return submit(ops, sync, flush=flush)
-
-    journal.submit = counted  # type: ignore[method-assign]
-    return batches
 
 
 async def test_a_pass_s_sends_go_in_one_submit_when_the_writer_waits_for_its_end(
