@@ -5,6 +5,7 @@ acknowledgements and, when the writer would be woken only then anyway, its sends
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import trio
@@ -175,3 +176,19 @@ async def test_a_held_send_the_journal_refuses_fails_its_wait(tmp_path: Path) ->
                 raise AssertionError("a refused send settled")
         await first.settled()
         assert [ref.message.body for ref in consumer.refs] == [b"m0"]
+
+
+async def test_the_first_send_of_a_sparse_pass_wakes_the_writer_at_once(tmp_path: Path) -> None:
+    async with open_storage(tmp_path / "journal", tmp_path / "bindings", SETTINGS) as storage:
+        broker, queue, _ = consumed_queue(storage)
+        journal = storage.messages
+        await trio.lowlevel.checkpoint()
+        before = journal.stats().records_written
+        pending = broker.send(durable_message(broker, 0), [queue])
+        # (no checkpoint: the pass has not ended) A lone producer's record is written
+        # while the loop goes on with its pass, not held for the pass's end.
+        deadline = time.monotonic() + 5
+        while journal.stats().records_written == before and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert journal.stats().records_written > before
+        await pending.settled()
