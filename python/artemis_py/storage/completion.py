@@ -30,8 +30,10 @@ Theory of operation
   in this pass have run and before the loop polls. The submits of one pass therefore share a
   batch and one wake-up. Sparse traffic keeps the immediate wake-up: when the last pass that
   submitted anything submitted once, the first submit of a pass wakes the writer at once, so
-  a lone producer's fdatasync overlaps the rest of its pass. Submits from other threads wake
-  the writer at once.
+  a lone producer's fdatasync overlaps the rest of its pass. (What a pass-end hook submits,
+  records the pass held to its end, does not count: an ack-only pass between busy ones
+  does not make the traffic look sparse.) Submits from other threads wake the writer at
+  once.
 * **Batch latency, for the metrics** (:class:`Latencies`): each time the leader is woken by
   a completion it records how long it waited, counted from the later of its wait's start
   and the writer's deferred wake-up: the batch's write and fdatasync as the loop sees them.
@@ -271,11 +273,14 @@ class DeferredWake:
     def wake(self) -> None:
         """Before the loop polls: run the pass-end hooks, then wake the writer if a
         deferred submit left it asleep."""
+        # The pass's own submits: what the hooks submit now (records the pass held, an
+        # ack-only pass's acknowledgements) is no sign of the traffic being sparse.
+        submits = self._pass_submits
         for hook in self.pass_end_hooks:
             hook()
-        if self._pass_submits:
-            self._last_pass_submits = self._pass_submits
-            self._pass_submits = 0
+        if submits:
+            self._last_pass_submits = submits
+        self._pass_submits = 0
         if self._wake_due:
             self._wake_due = False
             self._native.wake_writer()
