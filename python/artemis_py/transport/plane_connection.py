@@ -15,7 +15,7 @@ from artemis_py._native import DataPlane, DataPlaneConn
 from artemis_py.broker.storage_views import BodyReadError, pin, stream_body, unpin
 from artemis_py.protocol.stomp import Frame
 from artemis_py.sessions.stomp import StompError, StompSession
-from artemis_py.sessions.stomp.actions import Browse, StreamBody
+from artemis_py.sessions.stomp.actions import StreamBody
 from artemis_py.transport.sockets import LINGER
 from artemis_py.transport.stomp import LAST_ACKS_TIMEOUT, PIPELINE_DEPTH
 from artemis_py.transport.stomp_shell import (
@@ -349,11 +349,15 @@ class PlaneConnection(SessionShell):
         if self._paused and self._pipelined <= PIPELINE_DEPTH // 2:
             self._resume()
 
-    async def _browse(self, browse: Browse, receipt: str | None) -> None:
-        """A browse in its turn; one that cannot be read refuses the frame."""
-        refusal = await self._read_browse(browse)
-        if refusal is not None and not self._closing:
-            self._fail(str(refusal), receipt, refusal.error_headers, refusal.kind)
+    async def _refuse_step(
+        self,
+        message: str,
+        receipt: str | None,
+        extra_headers: tuple[tuple[str, str], ...],
+        kind: str,
+    ) -> None:
+        if not self._closing:
+            self._fail(message, receipt, extra_headers, kind)
 
     async def _last_acks(self) -> None:
         """Handle the ACK and NACK frames the client sent before the end (what was read

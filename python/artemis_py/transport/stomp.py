@@ -70,7 +70,7 @@ from artemis_py.protocol.stomp import (
     Role,
 )
 from artemis_py.sessions.stomp import StompError, StompSession
-from artemis_py.sessions.stomp.actions import Browse, StreamBody
+from artemis_py.sessions.stomp.actions import StreamBody
 from artemis_py.sessions.stomp.session import frame_limits
 from artemis_py.transport.bodies import BodyQueue
 from artemis_py.transport.sockets import close_lingering
@@ -341,13 +341,16 @@ class StompConnection(SessionShell):
         await self._run_pipeline(self._pipeline_recv)
         self._pipeline_done.set()
 
-    async def _browse(self, browse: Browse, receipt: str | None) -> None:
-        """A browse in its turn; one that cannot be read refuses the frame (an ERROR, then
-        the close)."""
-        refusal = await self._read_browse(browse)
-        if refusal is None or self._closing:
-            return  # read, or the connection ends anyway: nobody to tell
-        await self._fail(str(refusal), receipt, refusal.error_headers, refusal.kind)
+    async def _refuse_step(
+        self,
+        message: str,
+        receipt: str | None,
+        extra_headers: tuple[tuple[str, str], ...],
+        kind: str,
+    ) -> None:
+        if self._closing:
+            return  # the connection ends anyway: nobody to tell
+        await self._fail(message, receipt, extra_headers, kind)
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
 

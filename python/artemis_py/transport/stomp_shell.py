@@ -63,7 +63,8 @@ def no_connect_message(handshake_timeout: int) -> str:
 
 class SessionShell:
     """The shared part of both shells (see the module doc); each shell supplies
-    ``send_frame`` and ``_browse`` (what a browse that cannot be read does to it)."""
+    ``send_frame`` and ``_refuse_step`` (what a pipeline step refused in its turn does to
+    it: a browse that cannot be read, a journal that failed)."""
 
     session: StompSession
     id: str
@@ -80,8 +81,22 @@ class SessionShell:
         """Send the RECEIPT of a frame (a shell may encode it without a Frame)."""
         self.send_frame(self.session.receipt_frame(receipt, pending))
 
-    async def _browse(self, browse: Browse, receipt: str | None) -> None:
+    async def _refuse_step(
+        self,
+        message: str,
+        receipt: str | None,
+        extra_headers: tuple[tuple[str, str], ...],
+        kind: str,
+    ) -> None:
+        """Refuse the frame of a pipeline step in its turn (an ERROR, then the close);
+        nothing if the connection is closing already."""
         raise NotImplementedError
+
+    async def _browse(self, browse: Browse, receipt: str | None) -> None:
+        """A browse in its turn; one that cannot be read refuses the frame."""
+        refusal = await self._read_browse(browse)
+        if refusal is not None:
+            await self._refuse_step(str(refusal), receipt, refusal.error_headers, refusal.kind)
 
     def _step_settled(self) -> None:
         """A pipeline step was settled (a shell may resume reading)."""
@@ -146,7 +161,13 @@ class SessionShell:
                 if pending.durable_now():
                     pending.complete()  # (without making two coroutines to find that out)
                 else:
-                    await pending.settled()
+                    try:
+                        await pending.settled()
+                    except StorageError as exc:
+                        # The journal failed: this frame and the ones after it cannot be
+                        # answered. The client hears why, as for a frame refused at once.
+                        await self._refuse_step(str(exc), receipt, (), "storage")
+                        return
             if receipt is not None:
                 self.send_receipt(receipt, pending)
             self._pipelined -= 1

@@ -12,9 +12,10 @@ import trio.testing
 
 from artemis_py.broker.authentication import Authenticator
 from artemis_py.broker.broker import Broker
-from artemis_py.broker.pending import Pending
+from artemis_py.broker.pending import Pending, Ticket
 from artemis_py.broker.persistence import Persistence
 from artemis_py.config import default_config
+from artemis_py.exceptions import JournalFailedError
 from artemis_py.protocol.stomp import Connection as StompCodec
 from artemis_py.protocol.stomp import Frame, Role
 from artemis_py.transport.sockets import FastSocketStream
@@ -104,6 +105,58 @@ async def test_a_send_in_flight_when_the_connection_fails_still_reaches_its_queu
     assert queue is not None
     assert queue.message_count == 1
     assert not queue.arriving  # its offset settled: readers by offset may pass it
+
+
+class FailedJournal:
+    """A journal whose writer failed: nothing is done, a wait raises."""
+
+    def done(self, number: int) -> bool:
+        return False
+
+    async def wait(self, number: int) -> None:
+        await trio.lowlevel.checkpoint()
+        raise JournalFailedError("journal /data/journal failed: No space left on device")
+
+
+async def test_a_send_whose_journal_fails_is_refused_with_its_receipt_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The failure comes when the pipeline settles the send (the disk filled after its
+    records were queued): the client gets an ERROR naming it, with the SEND's receipt id,
+    and the connection closes, as for a frame refused at once."""
+    config = default_config()
+    broker = Broker(config, Persistence(None, "0123456789abcdef"))
+    broker.recover()
+    send = broker.send
+
+    def failing_send(*args: object, **kwargs: object) -> Pending:
+        pending = send(*args, **kwargs)  # type: ignore[arg-type]
+        pending.tickets.append(Ticket(FailedJournal(), 1))
+        return pending
+
+    monkeypatch.setattr(broker, "send", failing_send)
+    client, server = trio.testing.memory_stream_pair()
+    connection = StompConnection(broker, server, config.acceptors[0], Authenticator(False, {}))
+    await client.send_all(
+        b"CONNECT\naccept-version:1.2\nhost:h\n\n\x00"
+        b"SEND\ndestination:/queue/orders\nreceipt:r1\n\norder 1\x00"
+    )
+    codec = StompCodec(Role.CLIENT)
+    codec.send(Frame("CONNECT", (("accept-version", "1.2"), ("host", "h"))))
+    frames: list[Frame] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(connection.run)
+        while not any(f.command == "ERROR" for f in frames):
+            codec.receive_data(await client.receive_some())
+            while isinstance(event := codec.next_event(), Frame):
+                frames.append(event)
+    assert [f.command for f in frames] == ["CONNECTED", "ERROR"]
+    error = frames[1]
+    assert error.get("receipt-id") == "r1"
+    assert "No space left on device" in (error.get("message") or "")
+    assert connection.error_kind == "storage"
+    queue = broker.queue("orders")
+    assert queue is None or queue.message_count == 0  # never durable: never visible
 
 
 # -- the last ACKs of a closing connection (issue 17 §4) -----------------------------------
