@@ -47,12 +47,9 @@ def send_message(session: StompSession, message: Message, headers: list[tuple[st
     plane) gets a message whose body is in memory as those headers and the message: it
     adds the rest as :func:`message_headers` does (``stomp_encode_message``)."""
     body_ref = message.body_ref
-    if body_ref is None:
-        if session.send_delivery is not None:
-            session.send_delivery(headers, message)
-            return
-        session.send(Frame("MESSAGE", message_headers(session, message, headers), message.body))
-    elif message.body:  # (its file is being written: read from memory while it is there)
+    if body_ref is None and session.send_delivery is not None:
+        session.send_delivery(headers, message)
+    elif body_ref is None or message.body:  # (a body whose file is being written: from memory)
         session.send(Frame("MESSAGE", message_headers(session, message, headers), message.body))
     else:  # the body is in its file: the connection streams it from there
         stream_body = session.stream_body
