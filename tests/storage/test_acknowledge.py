@@ -145,23 +145,3 @@ async def test_the_first_send_of_a_sparse_pass_wakes_the_writer_at_once(tmp_path
         # A lone producer's record is written while the loop goes on with its pass.
         assert written_in_the_pass(storage, before)
         await pending.settled()
-
-
-async def test_an_ack_only_pass_between_busy_ones_does_not_make_the_traffic_sparse(
-    tmp_path: Path,
-) -> None:
-    async with open_storage(tmp_path / "journal", tmp_path / "bindings", SETTINGS) as storage:
-        broker, queue, consumer = consumed_queue(storage)
-        pendings = [broker.send(durable_message(broker, n), [queue]) for n in range(3)]
-        await trio.lowlevel.checkpoint()  # a busy pass
-        for pending in pendings:
-            await pending.settled()
-        broker.acknowledge([consumer.refs[0]], awaited=False)
-        await trio.lowlevel.checkpoint()  # a pass that only released its held ack
-        await trio.lowlevel.checkpoint()
-        before = storage.messages.stats().records_written
-        pending = broker.send(durable_message(broker, 3), [queue])
-        # The traffic is still busy: the writer is woken at the pass's end, with the
-        # pass's other records, not at once for this one.
-        assert not written_in_the_pass(storage, before)
-        await pending.settled()

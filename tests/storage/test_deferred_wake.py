@@ -1,0 +1,55 @@
+"""When a store's writer is woken (``storage.completion.DeferredWake``): at once for the
+first submit of a pass when traffic is sparse, at the pass's end otherwise; and what a
+pass-end hook submits (records the pass held) is no sign of sparse traffic."""
+
+from __future__ import annotations
+
+import threading
+
+from artemis_py.storage.completion import DeferredWake
+
+
+class Native:
+    """Counts the writer's wake-ups."""
+
+    def __init__(self) -> None:
+        self.wakes = 0
+
+    def progress(self) -> tuple[int, bool]:
+        return (0, False)
+
+    def fileno(self) -> int:
+        return -1
+
+    def wake_writer(self) -> None:
+        self.wakes += 1
+
+
+def on_loop() -> tuple[DeferredWake, Native]:
+    native = Native()
+    wake = DeferredWake(native)
+    wake.loop_thread = threading.get_ident()  # (what attach does, without its instrument)
+    return wake, native
+
+
+def test_a_sparse_pass_s_first_submit_wakes_the_writer_at_once_the_others_at_its_end() -> None:
+    wake, native = on_loop()
+    assert not wake.defer()  # the first submit ever: sparse, woken by the submit itself
+    assert wake.defer()  # a second one in the pass waits for its end
+    wake.wake()
+    assert native.wakes == 1
+    assert wake.defer()  # the last pass submitted twice: busy, so even the first waits
+
+
+def test_an_ack_only_pass_between_busy_ones_does_not_make_the_traffic_sparse() -> None:
+    wake, native = on_loop()
+    wake.defer()
+    wake.defer()
+    wake.wake()  # a busy pass: two submits of its own
+    # A pass whose only submit is what a pass-end hook releases (held acknowledgements).
+    wake.pass_end_hooks.append(lambda: wake.defer())
+    wake.wake()
+    wake.pass_end_hooks.clear()
+    assert wake.defer()  # still busy: this pass's first submit waits for the pass's end
+    wake.wake()
+    assert native.wakes == 3  # (one per pass)
