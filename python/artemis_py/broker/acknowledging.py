@@ -85,16 +85,9 @@ class Acknowledgements:
 
     def acknowledge_delivered(self, ref: MessageReference) -> None:
         """``acknowledge([ref], awaited=False)`` for one delivery of an ``auto``
-        subscription, the most frequent acknowledgement: without the lists and pending."""
+        subscription, the most frequent acknowledgement: without a pending to return."""
         ref.queue.acknowledged()
-        if ref.paged is not None:
-            self.acknowledge_refs([ref], awaited=False)
-            return
-        release(ref)
-        ref.message.ref_count -= 1
-        record = ack_record(ref)
-        if record is not None:
-            self.persistence.acknowledge([record], awaited=False)
+        self.acknowledge_refs([ref], awaited=False)
 
     def acknowledge_refs(self, refs: list[MessageReference], awaited: bool = True) -> list[Ticket]:
         """Release ``refs`` and queue their acknowledgement records (the queues' counts

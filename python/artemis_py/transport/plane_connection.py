@@ -349,15 +349,9 @@ class PlaneConnection(SessionShell):
         if self._paused and self._pipelined <= PIPELINE_DEPTH // 2:
             self._resume()
 
-    async def _refuse_step(
-        self,
-        message: str,
-        receipt: str | None,
-        extra_headers: tuple[tuple[str, str], ...],
-        kind: str,
-    ) -> None:
+    async def _refuse_step(self, refusal: StompError, receipt: str | None) -> None:
         if not self._closing:
-            self._fail(message, receipt, extra_headers, kind)
+            self._fail(str(refusal), receipt, refusal.error_headers, refusal.kind)
 
     async def _last_acks(self) -> None:
         """Handle the ACK and NACK frames the client sent before the end (what was read

@@ -341,16 +341,10 @@ class StompConnection(SessionShell):
         await self._run_pipeline(self._pipeline_recv)
         self._pipeline_done.set()
 
-    async def _refuse_step(
-        self,
-        message: str,
-        receipt: str | None,
-        extra_headers: tuple[tuple[str, str], ...],
-        kind: str,
-    ) -> None:
+    async def _refuse_step(self, refusal: StompError, receipt: str | None) -> None:
         if self._closing:
             return  # the connection ends anyway: nobody to tell
-        await self._fail(message, receipt, extra_headers, kind)
+        await self._fail(str(refusal), receipt, refusal.error_headers, refusal.kind)
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
 

@@ -23,6 +23,7 @@ from artemis_py.exceptions import StorageError
 from artemis_py.protocol.stomp import Frame
 from artemis_py.sessions.stomp import StompError, StompSession, browsing
 from artemis_py.sessions.stomp.actions import Browse
+from artemis_py.sessions.stomp.errors import refusal_kind
 
 if TYPE_CHECKING:
     from artemis_py.broker.offset_reading import BrowseResult, StreamInfo
@@ -81,13 +82,7 @@ class SessionShell:
         """Send the RECEIPT of a frame (a shell may encode it without a Frame)."""
         self.send_frame(self.session.receipt_frame(receipt, pending))
 
-    async def _refuse_step(
-        self,
-        message: str,
-        receipt: str | None,
-        extra_headers: tuple[tuple[str, str], ...],
-        kind: str,
-    ) -> None:
+    async def _refuse_step(self, refusal: StompError, receipt: str | None) -> None:
         """Refuse the frame of a pipeline step in its turn (an ERROR, then the close);
         nothing if the connection is closing already."""
         raise NotImplementedError
@@ -96,7 +91,7 @@ class SessionShell:
         """A browse in its turn; one that cannot be read refuses the frame."""
         refusal = await self._read_browse(browse)
         if refusal is not None:
-            await self._refuse_step(str(refusal), receipt, refusal.error_headers, refusal.kind)
+            await self._refuse_step(refusal, receipt)
 
     def _step_settled(self) -> None:
         """A pipeline step was settled (a shell may resume reading)."""
@@ -166,7 +161,8 @@ class SessionShell:
                     except StorageError as exc:
                         # The journal failed: this frame and the ones after it cannot be
                         # answered. The client hears why, as for a frame refused at once.
-                        await self._refuse_step(str(exc), receipt, (), "storage")
+                        refusal = StompError(str(exc), kind=refusal_kind(exc))
+                        await self._refuse_step(refusal, receipt)
                         return
             if receipt is not None:
                 self.send_receipt(receipt, pending)

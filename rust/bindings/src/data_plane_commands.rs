@@ -76,6 +76,11 @@ pub(crate) fn frame_of(
     Ok(stomp::Frame::new(command, headers, body))
 }
 
+/// A STOMP version named by its text ("1.2"); refused with a `ValueError` otherwise.
+pub(crate) fn parse_version(text: &str) -> PyResult<Version> {
+    Version::parse(text).ok_or_else(|| PyValueError::new_err(format!("no STOMP version {text:?}")))
+}
+
 /// The version a connection's `ACCEPT_CONNECT` gave, if it came.
 fn version_of(handle: &PyConn) -> Option<Version> {
     match handle.version.load(Ordering::Relaxed) {
@@ -173,20 +178,19 @@ fn encode_delivery(
     py: Python<'_>,
     statics: &Statics,
     handle: &PyConn,
-    tuple: &Bound<'_, PyTuple>,
+    op: u8,
+    (first, second): (&Bound<'_, PyAny>, &Bound<'_, PyAny>),
     batch: &mut Batch,
 ) -> PyResult<()> {
     let version = version_of(handle).ok_or_else(|| {
         PyValueError::new_err("a MESSAGE or RECEIPT before the connection's CONNECT")
     })?;
-    let op: u8 = tuple.get_item(0)?.extract()?;
-    let (first, second) = (tuple.get_item(2)?, tuple.get_item(3)?);
     let bytes = batch.bytes_for(&handle.conn);
     if op == SEND_MESSAGE {
-        delivery_frames::encode_message(py, statics, bytes, version, &first, &second)
+        delivery_frames::encode_message(py, statics, bytes, version, first, second)
     } else {
         let duplicate = second.is_truthy()?;
-        delivery_frames::encode_receipt(py, statics, bytes, version, &first, duplicate)
+        delivery_frames::encode_receipt(py, statics, bytes, version, first, duplicate)
     }
 }
 
@@ -211,8 +215,7 @@ pub(crate) fn add_command(
     let command = match op {
         ACCEPT_CONNECT => {
             let text: String = arg(2)?.extract()?;
-            let version = Version::parse(&text)
-                .ok_or_else(|| PyValueError::new_err(format!("no STOMP version {text:?}")))?;
+            let version = parse_version(&text)?;
             handle
                 .version
                 .store(version_code(version), Ordering::Relaxed);
@@ -233,7 +236,9 @@ pub(crate) fn add_command(
             frame: frame_of(py, statics, &arg(2)?)?,
             body_length: arg(3)?.extract()?,
         },
-        SEND_MESSAGE | SEND_RECEIPT => return encode_delivery(py, statics, handle, tuple, batch),
+        SEND_MESSAGE | SEND_RECEIPT => {
+            return encode_delivery(py, statics, handle, op, (&arg(2)?, &arg(3)?), batch);
+        }
         SEND_BYTES => {
             let data = arg(2)?;
             let bytes = batch.bytes_for(&conn);

@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 use stomp::{Command, Outgoing, Rules, Version};
 
+use crate::data_plane_commands::parse_version;
 use crate::stomp_objects::{text, Statics, Text};
 
 /// The priority a MESSAGE does not name (`broker/message.py`'s `DEFAULT_PRIORITY`).
@@ -149,7 +150,7 @@ pub fn stomp_encode_message<'py>(
         py,
         crate::stomp_objects::statics(py)?,
         &mut out,
-        version_of(version)?,
+        parse_version(version)?,
         headers,
         message,
     )?;
@@ -170,15 +171,9 @@ pub fn stomp_encode_receipt<'py>(
         py,
         crate::stomp_objects::statics(py)?,
         &mut out,
-        version_of(version)?,
+        parse_version(version)?,
         receipt,
         duplicate,
     )?;
     Ok(PyBytes::new(py, &out))
-}
-
-fn version_of(text: &str) -> PyResult<Version> {
-    Version::parse(text).ok_or_else(|| {
-        pyo3::exceptions::PyValueError::new_err(format!("no STOMP version {text:?}"))
-    })
 }
