@@ -4,7 +4,8 @@
 //! - Pre-allocation: at least one free file ready for the writer's next file switch, and
 //!   `min_files` files (data + free) in total.
 //! - Reclaim: a data file before the current one with no live content whose dependencies
-//!   are gone (see `index`) is retired: re-stamped with a fresh id into the pool (fsynced),
+//!   are gone (see `index`), compacted or the oldest normal file (see
+//!   `State::reclaimable`), is retired: re-stamped with a fresh id into the pool (fsynced),
 //!   or deleted once the pool holds `pool_files`. Before the first retirement it syncs the
 //!   current file, so the deletes that made the file dead are durable before it is: the
 //!   journal never makes an op's effect durable before the op itself.

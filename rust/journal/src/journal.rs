@@ -87,11 +87,16 @@ impl State {
         }
     }
 
-    /// Whether a file before the current one could be reclaimed now.
+    /// Whether a file before the current one could be reclaimed now. Of the normal
+    /// (uncompacted) files only the oldest may go: replay follows one chain of batch
+    /// sequences through them, and a gap left in the middle would read as lost batches.
+    /// Compacted files are replayed one by one, so any of them may go.
     pub(crate) fn reclaimable(&self) -> Option<FileId> {
+        let oldest_normal = self.files.values().find(|f| !f.compacted).map(|f| f.id);
         self.files
             .values()
             .filter(|f| f.id != self.current && !f.busy)
+            .filter(|f| f.compacted || Some(f.id) == oldest_normal)
             .find(|f| {
                 self.index
                     .files

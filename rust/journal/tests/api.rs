@@ -385,3 +385,51 @@ fn pool_limit_deletes_reclaimed_files() {
     let (_, rep) = open(dir.path());
     assert!(rep.records.is_empty());
 }
+
+#[test]
+fn a_dead_file_between_live_ones_does_not_break_the_chain() {
+    // With fdatasync, a gap in the chain read as a durable batch lost (refusing to open);
+    // without, as a torn tail, cutting every later file.
+    for datasync in [true, false] {
+        dead_file_between_live_ones(datasync);
+    }
+}
+
+/// One long-lived record at the start, then files whose records all die, then live
+/// records again: whatever is reclaimed, reopening finds every live record.
+fn dead_file_between_live_ones(datasync: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = || JournalConfig {
+        datasync,
+        ..config(dir.path())
+    };
+    let mut model = Model::default();
+    {
+        let (j, _) = Journal::open(cfg()).unwrap();
+        let keep = add(0, &payload(0, 100));
+        model.apply(&keep);
+        j.append(vec![keep], true).unwrap();
+        for id in 1..40 {
+            let op = add(id, &payload(id, 5_000));
+            model.apply(&op);
+            j.append(vec![op], false).unwrap();
+        }
+        let dels: Vec<Op> = (1..30).map(del).collect();
+        for op in &dels {
+            model.apply(op);
+        }
+        j.append(dels, true).unwrap();
+        for id in 40..60 {
+            let op = add(id, &payload(id, 5_000));
+            model.apply(&op);
+            j.append(vec![op], true).unwrap();
+        }
+        // The housekeeper's chance to reclaim the dead files in the middle.
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let (_, rep) = Journal::open(cfg()).unwrap();
+    let ids = |rs: &[journal::RecordInfo]| rs.iter().map(|r| r.id).collect::<Vec<_>>();
+    assert_eq!(ids(&rep.records), ids(&model.list()), "datasync {datasync}");
+    assert!(rep.records == model.list());
+    assert!(rep.torn_tail.is_none(), "{:?}", rep.torn_tail);
+}
