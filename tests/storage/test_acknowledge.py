@@ -1,7 +1,7 @@
 """Acknowledgements in the journal: the ones a client waits for are synced, the others are
 written at once and ride on the next synced batch (as Artemis appends message deletes
-without sync); a pass of the loop holds them to its end. And when the journal's writer is
-woken: at once for a lone producer's send, at the pass's end while traffic is busy."""
+without sync). And the records a pass of the loop holds to its end: its unawaited
+acknowledgements and, when the writer would be woken only then anyway, its sends."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from artemis_py.broker.queue import Queue
 from artemis_py.broker.store import JournalStore
 from artemis_py.config import RoutingType
 from artemis_py.config.parse import default_config
+from artemis_py.exceptions import JournalFailedError
 from artemis_py.storage import JournalSettings, Storage, open_storage
 
 # Non-sync writes would wait this long for company: acknowledgements must not.
@@ -68,6 +69,16 @@ def counting(storage: Storage) -> list[list[str]]:
 
     journal.submit = counted  # type: ignore[method-assign]
     return batches
+
+
+def written_in_the_pass(storage: Storage, before: int) -> bool:
+    """Whether the messages journal wrote something beyond ``before`` records while this
+    pass goes on (no checkpoint: waiting here does not end the pass)."""
+    journal = storage.messages
+    deadline = time.monotonic() + 0.5
+    while journal.stats().records_written == before and time.monotonic() < deadline:
+        time.sleep(0.001)  # (not trio.sleep: a checkpoint would end the pass)
+    return journal.stats().records_written > before
 
 
 async def test_only_awaited_acknowledgements_are_synced(tmp_path: Path) -> None:
@@ -125,14 +136,56 @@ async def test_a_pass_s_unawaited_acknowledgements_go_in_one_submit_in_order(
         assert len(batches) == 3  # nothing was left held
 
 
-def written_in_the_pass(storage: Storage, before: int) -> bool:
-    """Whether the messages journal wrote something beyond ``before`` records while this
-    pass goes on (no checkpoint: waiting here does not end the pass)."""
-    journal = storage.messages
-    deadline = time.monotonic() + 0.5
-    while journal.stats().records_written == before and time.monotonic() < deadline:
-        time.sleep(0.001)  # (not trio.sleep: a checkpoint would end the pass)
-    return journal.stats().records_written > before
+async def test_a_pass_s_sends_go_in_one_submit_when_the_writer_waits_for_its_end(
+    tmp_path: Path,
+) -> None:
+    async with open_storage(tmp_path / "journal", tmp_path / "bindings", SETTINGS) as storage:
+        broker, queue, consumer = consumed_queue(storage)
+        batches = counting(storage)
+        # (one pass) The first submit of a sparse pass wakes the writer at once: it goes
+        # now; the others wait for the pass's end, when the writer is woken, and go then.
+        pendings = [broker.send(durable_message(broker, n), [queue]) for n in range(3)]
+        assert batches == [["add", "update"]]
+        assert not any(p.durable_now() for p in pendings[1:])
+        await trio.lowlevel.checkpoint()
+        assert batches[1:] == [["add", "update", "add", "update"]]
+        for pending in pendings:
+            await pending.settled()
+        assert [ref.message.body for ref in consumer.refs] == [b"m0", b"m1", b"m2"]
+
+        # Waiting for a held send submits the pass's records at once, in their order (the
+        # last pass was not sparse: all of this one's are held).
+        pendings = [broker.send(durable_message(broker, n), [queue]) for n in range(3, 5)]
+        broker.acknowledge([consumer.refs[0]], awaited=False)
+        del batches[:]
+        await pendings[0].settled()
+        assert batches == [["add", "update", "add", "update", "delete"]]
+        await pendings[1].settled()
+        assert [ref.message.body for ref in consumer.refs][3:] == [b"m3", b"m4"]
+
+
+async def test_a_held_send_the_journal_refuses_fails_its_wait(tmp_path: Path) -> None:
+    async with open_storage(tmp_path / "journal", tmp_path / "bindings", SETTINGS) as storage:
+        broker, queue, consumer = consumed_queue(storage)
+        journal = storage.messages
+        first = broker.send(durable_message(broker, 0), [queue])
+        held = broker.send(durable_message(broker, 1), [queue])
+
+        def refuse(ops, sync=None, *, flush=False):  # type: ignore[no-untyped-def]
+            raise JournalFailedError("the disk is gone")
+
+        journal.submit = refuse  # type: ignore[method-assign]
+        await trio.lowlevel.checkpoint()  # the pass's end: its submit fails
+        assert not held.durable_now()
+        for _ in range(2):  # every waiter learns it
+            try:
+                await held.settled()
+            except JournalFailedError as exc:
+                assert "the disk is gone" in str(exc)
+            else:
+                raise AssertionError("a refused send settled")
+        await first.settled()
+        assert [ref.message.body for ref in consumer.refs] == [b"m0"]
 
 
 async def test_the_first_send_of_a_sparse_pass_wakes_the_writer_at_once(tmp_path: Path) -> None:
@@ -142,6 +195,25 @@ async def test_the_first_send_of_a_sparse_pass_wakes_the_writer_at_once(tmp_path
         await trio.lowlevel.checkpoint()
         before = journal.stats().records_written
         pending = broker.send(durable_message(broker, 0), [queue])
-        # A lone producer's record is written while the loop goes on with its pass.
+        # A lone producer's record is written while the loop goes on with its pass, not
+        # held for the pass's end.
         assert written_in_the_pass(storage, before)
+        await pending.settled()
+
+
+async def test_an_ack_only_pass_between_busy_ones_does_not_make_the_traffic_sparse(
+    tmp_path: Path,
+) -> None:
+    async with open_storage(tmp_path / "journal", tmp_path / "bindings", SETTINGS) as storage:
+        broker, queue, consumer = consumed_queue(storage)
+        batches = counting(storage)
+        pendings = [broker.send(durable_message(broker, n), [queue]) for n in range(3)]
+        await trio.lowlevel.checkpoint()  # a busy pass
+        for pending in pendings:
+            await pending.settled()
+        broker.acknowledge([consumer.refs[0]], awaited=False)
+        await trio.lowlevel.checkpoint()  # a pass that only released its held ack
+        del batches[:]
+        pending = broker.send(durable_message(broker, 3), [queue])
+        assert batches == []  # held: the traffic is still busy
         await pending.settled()

@@ -32,10 +32,13 @@ ever handed out, so ids a client saw are never reused.
 
 from __future__ import annotations
 
+import copy
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
+
+import trio
 
 from artemis_py.broker import records as r
 from artemis_py.broker.journal_recovery import (
@@ -89,12 +92,17 @@ class Persistence:
         # Fixed for a store's life; looked up once (they are on every message's path).
         self._stores_messages = self.store.stores_messages
         self._submit_to_messages = self.store.submit_messages
-        # Unawaited acknowledgements held to the end of the loop's pass (see acknowledge).
+        # Records held to the end of the loop's pass, submitted then in one batch (see
+        # acknowledge and store_message): whether it syncs, and the messages' ticket.
         self._held: list[Op] = []
+        self._held_sync = False
+        self._held_batch: _PassBatch | None = None
         storage = self.store.storage
         self._journal = storage.messages if storage is not None else None
+        self._sync_plain = False
         if self._journal is not None:
             self._journal.at_pass_end(self._release_held)
+            self._sync_plain = self._journal.settings.sync_non_transactional
         self.large = LargeMessages(self.store.large_files, self.store.record_limit)
         self.node_id = node_id
         self._next_id = 1
@@ -188,8 +196,12 @@ class Persistence:
         if not ops:
             return []
         if self._held:
-            self._release_held()  # (in order: they were acknowledged first)
-        tickets = self._submit_to_messages(ops, sync, flush)
+            self._release_held()  # (in order: they were acknowledged or sent first)
+        return self._after_bindings(self._submit_to_messages(ops, sync, flush))
+
+    def _after_bindings(self, tickets: list[Ticket]) -> list[Ticket]:
+        """``tickets`` and, while it is not durable, the latest bindings submit's: a
+        message may name a queue made a moment ago (the module docstring)."""
         last = self._last_bindings
         if last:
             if last[0].journal.done(last[0].number):
@@ -213,6 +225,15 @@ class Persistence:
         message.stored = True
         op, files = self._add_message(message)
         ops = [op, *_ref_ops(message, queues, offset)]
+        if not files and self._journal is not None and self._journal.deferring():
+            # The writer is woken at the pass's end anyway: the pass's messages go to the
+            # journal then in one submit, with the acknowledgements held (in their order).
+            self._held += ops
+            self._held_sync = self._held_sync or self._sync_plain
+            batch = self._held_batch
+            if batch is None:
+                batch = self._held_batch = _PassBatch(self._release_held)
+            return self._after_bindings([Ticket(batch, 0)])
         try:
             return self._submit_messages(ops) + files
         except BaseException:
@@ -274,15 +295,23 @@ class Persistence:
         return self._submit_messages(ops, sync=False, flush=True)
 
     def _release_held(self) -> None:
-        """Submit the held acknowledgements: at the pass's end, or before any other
-        record (the journal keeps the order of the broker's operations)."""
+        """Submit the held records: at the pass's end, before any other record (the
+        journal keeps the order of the broker's operations), or when a message's ticket
+        is waited for."""
         if not self._held:
             return
         ops, self._held = self._held, []
+        sync, self._held_sync = self._held_sync, False
+        batch, self._held_batch = self._held_batch, None
         try:
-            self._submit_to_messages(ops, False, True)
-        except StorageError as exc:  # (a pass's end has nobody to raise to)
-            log.error("%d acknowledgement record(s) not written: %s", len(ops), exc)
+            (ticket,) = self._submit_to_messages(ops, sync, not sync)
+        except StorageError as exc:  # (a pass's end has nobody to raise to: the waits get it)
+            log.error("%d held record(s) not written: %s", len(ops), exc)
+            if batch is not None:
+                batch.error = exc
+            return
+        if batch is not None:
+            batch.ticket = ticket
 
     @staticmethod
     def _ack_op(message_id: int, queue_id: int, last: bool, tx_id: int | None = None) -> Op:
@@ -423,6 +452,36 @@ class Persistence:
         for address in lost_addresses(state, self.next_id):
             self.store_address(address)
         return state
+
+
+class _PassBatch:
+    """The ticket of the messages held for one pass's submit (see ``store_message``),
+    which the journal gives only at that submit: until then nothing is done, and a wait
+    submits them at once."""
+
+    __slots__ = ("_done", "_release", "error", "ticket")
+
+    def __init__(self, release: Callable[[], None]) -> None:
+        self._release = release
+        self._done = False  # (once done, its other sends' looks need not ask the journal)
+        self.ticket: Ticket | None = None
+        self.error: StorageError | None = None
+
+    def done(self, number: int) -> bool:
+        if not self._done:
+            ticket = self.ticket
+            self._done = ticket is not None and ticket.journal.done(ticket.number)
+        return self._done
+
+    async def wait(self, number: int) -> None:
+        if self.ticket is None and self.error is None:
+            self._release()
+        ticket, error = self.ticket, self.error
+        if ticket is None:
+            assert error is not None  # (the release above gave one or the other)
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            raise copy.copy(error) from error  # (each waiter gets its own)
+        await ticket.journal.wait(ticket.number)
 
 
 def _ref_ops(

@@ -253,6 +253,12 @@ class DeferredWake:
         # Run at each pass's end before the writer is woken: they submit what they held.
         self.pass_end_hooks: list[Callable[[], None]] = []
 
+    def would_defer(self) -> bool:
+        """Whether :meth:`defer` would say yes now (nothing is counted)."""
+        return self.loop_thread == threading.get_ident() and (
+            self._pass_submits > 0 or self._last_pass_submits > 1
+        )
+
     def defer(self) -> bool:
         """Whether the submit about to be made may leave waking the writer to the pass end
         (then it is marked due)."""

@@ -89,6 +89,13 @@ class Journal:
         woken (its submits join that wake-up), and once more when the journal closes."""
         self._wake.pass_end_hooks.append(hook)
 
+    def deferring(self) -> bool:
+        """Whether a submit made now would leave waking the writer to the pass's end;
+        then it is counted as this pass's submit, and records held until a pass-end hook
+        submits them are written as soon as if they had been submitted now. (When not, the
+        caller's own submit is the one counted, and wakes the writer at once.)"""
+        return self._wake.would_defer() and self._wake.defer()
+
     def on_loop(self) -> bool:
         """Whether this call runs on the Trio thread of a journal still open: its pass-end
         hooks will run before anything submitted now is written."""
