@@ -1,22 +1,25 @@
 """When a store's writer is woken (``storage.completion.DeferredWake``): at once for the
-first submit of a pass when traffic is sparse, at the pass's end otherwise; and what a
-pass-end hook submits (records the pass held) is no sign of sparse traffic."""
+first submit of a pass when traffic is sparse and the writer idle, at the pass's end
+otherwise; and what a pass-end hook submits (records the pass held) is no sign of sparse
+traffic."""
 
 from __future__ import annotations
 
 import threading
 
-from artemis_py.storage.completion import DeferredWake
+from artemis_py.exceptions import StorageError
+from artemis_py.storage.completion import Completion, DeferredWake
 
 
 class Native:
-    """Counts the writer's wake-ups."""
+    """Counts the writer's wake-ups; ``completed`` is the last ticket written."""
 
     def __init__(self) -> None:
         self.wakes = 0
+        self.completed = 0
 
     def progress(self) -> tuple[int, bool]:
-        return (0, False)
+        return (self.completed, False)
 
     def fileno(self) -> int:
         return -1
@@ -53,3 +56,17 @@ def test_an_ack_only_pass_between_busy_ones_does_not_make_the_traffic_sparse() -
     assert wake.defer()  # still busy: this pass's first submit waits for the pass's end
     wake.wake()
     assert native.wakes == 3  # (one per pass)
+
+
+def test_a_sparse_pass_s_first_submit_waits_while_the_writer_is_busy() -> None:
+    native = Native()
+    completion = Completion(native, StorageError, StorageError, "journal")
+    wake = DeferredWake(native, completion)
+    wake.loop_thread = threading.get_ident()
+    completion.last_ticket = 1  # ticket 1 submitted, not yet written: the writer is busy
+    assert wake.would_defer()
+    assert wake.defer()  # it takes this record after its batch anyway: wait for company
+    wake.wake()
+    native.completed = 1  # idle again, and the last pass submitted once
+    assert not wake.would_defer()
+    assert not wake.defer()

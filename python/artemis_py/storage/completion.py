@@ -29,8 +29,8 @@ Theory of operation
   wakes the writer of each marked store in ``before_io_wait``, i.e. once the tasks runnable
   in this pass have run and before the loop polls. The submits of one pass therefore share a
   batch and one wake-up. Sparse traffic keeps the immediate wake-up: when the last pass that
-  submitted anything submitted once, the first submit of a pass wakes the writer at once, so
-  a lone producer's fdatasync overlaps the rest of its pass. (What a pass-end hook submits,
+  submitted anything submitted once and the writer is idle, the first submit of a pass wakes
+  the writer at once, so a lone producer's fdatasync overlaps the rest of its pass. (What a pass-end hook submits,
   records the pass held to its end, does not count: an ack-only pass between busy ones
   does not make the traffic look sparse.) Submits from other threads wake the writer at
   once.
@@ -255,8 +255,8 @@ class DeferredWake:
 
     def would_defer(self) -> bool:
         """Whether :meth:`defer` would say yes now (nothing is counted)."""
-        return self.loop_thread == threading.get_ident() and (
-            self._pass_submits > 0 or self._last_pass_submits > 1
+        return self.loop_thread == threading.get_ident() and not (
+            self._pass_submits == 0 and self._sparse()
         )
 
     def defer(self) -> bool:
@@ -265,10 +265,20 @@ class DeferredWake:
         if self.loop_thread != threading.get_ident():
             return False
         self._pass_submits += 1
-        if self._pass_submits == 1 and self._last_pass_submits <= 1:
-            return False  # sparse traffic: wake it now
+        if self._pass_submits == 1 and self._sparse():
+            return False  # wake it now
         self._wake_due = True
         return True
+
+    def _sparse(self) -> bool:
+        """Whether the pass's first submit should wake the writer at once: the last pass
+        that submitted anything submitted once, and the writer is idle (a writer busy with
+        a batch takes this record only after it anyway, so it can wait for the pass's
+        company)."""
+        if self._last_pass_submits > 1:
+            return False
+        completion = self._completion
+        return completion is None or completion.last_ticket <= self._native.progress()[0]
 
     def wake(self) -> None:
         """Before the loop polls: run the pass-end hooks, then wake the writer if a
