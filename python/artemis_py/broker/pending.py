@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 
 class Waitable(Protocol):
@@ -34,9 +34,9 @@ class Waitable(Protocol):
     async def wait(self, number: int) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Ticket:
-    """A journal submission (or a large-message file write) to wait for."""
+class Ticket(NamedTuple):
+    """A journal submission (or a large-message file write) to wait for. (A named tuple:
+    one or two are made per message, and a frozen dataclass costs twice as much.)"""
 
     journal: Waitable
     number: int

@@ -233,7 +233,7 @@ class Persistence:
             batch = self._held_batch
             if batch is None:
                 batch = self._held_batch = _PassBatch(self._release_held)
-            return self._after_bindings([Ticket(batch, 0)])
+            return self._after_bindings([batch.ref])
         try:
             return self._submit_messages(ops) + files
         except BaseException:
@@ -459,13 +459,14 @@ class _PassBatch:
     which the journal gives only at that submit: until then nothing is done, and a wait
     submits them at once."""
 
-    __slots__ = ("_done", "_release", "error", "ticket")
+    __slots__ = ("_done", "_release", "error", "ref", "ticket")
 
     def __init__(self, release: Callable[[], None]) -> None:
         self._release = release
         self._done = False  # (once done, its other sends' looks need not ask the journal)
         self.ticket: Ticket | None = None
         self.error: StorageError | None = None
+        self.ref = Ticket(self, 0)  # what each of its sends waits for
 
     def done(self, number: int) -> bool:
         if not self._done:
