@@ -11,9 +11,19 @@ one system call per batch, not one per frame. Every wait is shielded from cancel
 frame once encoded always goes out whole (hypercorn shields its sends the same way), and a
 cancelled caller may return a little late, never early. On a plain TCP stream, a frame
 written when nothing is queued goes straight to the socket (``os.write``, no task step and
-no cancel scope); only what the socket does not take at once takes the way above. A caller that waits for the frame's
-RECEIPT next does not wait for the batch at all (``wait_sent=False``): the receipt comes
-after the bytes went out, or fails with the connection if they could not.
+no cancel scope); only what the socket does not take at once takes the way above. A caller
+that waits for the frame's RECEIPT next does not wait for the batch at all
+(``wait_sent=False``): the receipt comes after the bytes went out, or fails with the
+connection if they could not.
+
+Corked frames
+-------------
+Such a frame (its caller waits for the RECEIPT) is not even written at once on a plain TCP
+stream: it is *corked* until the end of the loop's pass, when a Trio instrument
+(``before_io_wait``, once per run) writes each connection's corked frames in one
+``os.write``. The receipts of one server batch wake a connection's senders in one pass, so
+their next frames cost one system call together instead of one each; nothing waits longer
+than the pass. A frame written without corking meanwhile goes after the corked ones.
 """
 
 from __future__ import annotations
@@ -55,7 +65,16 @@ class FrameWriter:
     heart-beat sender counts any write as a beat.
     """
 
-    __slots__ = ("_batch", "_codec", "_state", "_stream", "_write_now", "_writing", "last_sent")
+    __slots__ = (
+        "_batch",
+        "_codec",
+        "_corked",
+        "_state",
+        "_stream",
+        "_write_now",
+        "_writing",
+        "last_sent",
+    )
 
     def __init__(
         self,
@@ -72,6 +91,7 @@ class FrameWriter:
         self._state = state
         self._batch = _Batch()  # frames waiting for the task in send_all
         self._writing = False  # a task is sending (and will send _batch next)
+        self._corked: list[bytes] = []  # written at the pass's end (module doc)
         self.last_sent = trio.current_time()
 
     def encode(self, frame: Frame) -> bytes:
@@ -100,6 +120,14 @@ class FrameWriter:
         sending task writes it; a failed write fails the connection, and so the receipt).
         """
         if not self._writing and self._write_now is not None:
+            if not wait_sent:
+                if not self._corked:
+                    _pass_end().writers.append(self)
+                self._corked.append(data)
+                return
+            if self._corked:  # (after the frames corked before it)
+                data = b"".join([*self._corked, data])
+                self._corked.clear()
             # Nothing is queued: what the socket takes at once needs no task and no shield.
             written = self._write_now(data)
             if written == len(data):
@@ -122,6 +150,31 @@ class FrameWriter:
                 self._writing = False
         if batch.failed:
             self._state.raise_error()
+
+    def uncork(self) -> None:
+        """At the pass's end: write the corked frames, in one system call if the socket
+        takes them; what it does not take goes the usual way, sent by a task of its own."""
+        if not self._corked:
+            return  # (written meanwhile, before a frame that was not corked)
+        data = b"".join(self._corked)
+        self._corked.clear()
+        assert self._write_now is not None  # (only a plain TCP stream corks)
+        written = self._write_now(data)
+        if written == len(data):
+            self.last_sent = trio.current_time()
+            return
+        self._batch.chunks.append(data[written:])
+        self._writing = True
+        trio.lowlevel.spawn_system_task(self._send_rest)
+
+    async def _send_rest(self) -> None:
+        try:
+            with trio.CancelScope(shield=True):
+                await self._send_batches()
+        except Exception as exc:  # (a system task must not raise: it would end the run)
+            self._state.fail(ConnectionLostError(f"connection lost: {describe(exc)}"), exc)
+        finally:
+            self._writing = False
 
     async def _send_batches(self) -> None:
         while self._batch.chunks:
@@ -161,3 +214,30 @@ def _direct_write(sock: trio.socket.SocketType) -> Callable[[bytes], int]:
             return 0
 
     return write_now
+
+
+class _PassEnd(trio.abc.Instrument):
+    """Writes the corked frames of every connection of this run before the loop polls."""
+
+    def __init__(self) -> None:
+        self.writers: list[FrameWriter] = []
+
+    def before_io_wait(self, timeout: float) -> None:
+        if self.writers:
+            writers, self.writers = self.writers, []
+            for writer in writers:
+                writer.uncork()
+
+
+_PASS_END: trio.lowlevel.RunVar[_PassEnd] = trio.lowlevel.RunVar("artemis_py_client_pass_end")
+
+
+def _pass_end() -> _PassEnd:
+    """This run's instrument, added on first use."""
+    try:
+        return _PASS_END.get()
+    except LookupError:
+        instrument = _PassEnd()
+        trio.lowlevel.add_instrument(instrument)
+        _PASS_END.set(instrument)
+        return instrument
