@@ -174,18 +174,28 @@ class PagingManager:
 
         Raises :class:`~.address.Full` (FAIL) before anything is reserved.
         """
+        placement = Placement(offset)
         groups: dict[str, list[Queue]]
-        if len(queues) == 1:  # (the usual case: one queue, one address)
-            groups = {queues[0].address: [queues[0]]}
+        known: str | None = None  # the decision for the one group, when made already
+        if len(queues) == 1:  # (the usual case: one queue)
+            queue = queues[0]
+            paging = self.addresses.get(queue.address) or self.address(queue.address)
+            known = paging.decide(internal=internal)
+            if known is MEMORY:  # (and the usual decision)
+                group = [queue]
+                placement.memory = group
+                placement.held.append((paging.hold(message.memory_size, 1), group))
+                queue.arriving.add(offset)  # until the broker enqueues it
+                return placement
+            groups = {queue.address: [queue]}
         else:
             groups = {}
             for queue in queues:
                 groups.setdefault(queue.address, []).append(queue)
-        placement = Placement(offset)
         decided = []
         for name, group in groups.items():
             paging = self.address(name)
-            decision = paging.decide(internal=internal)
+            decision = paging.decide(internal=internal) if known is None else known
             if decision is BLOCK:
                 placement.wait = paging.room
                 return placement

@@ -166,6 +166,15 @@ class PostOffice:
                     policy,
                     self._round_robin,
                 )
+        queues = address.queues
+        if len(queues) == 1 and queues[0].routing_type is routing_type:
+            # (the usual case: the one queue of the message's routing type; what follows
+            # gives the same, with a list and a generator more)
+            if not queues[0].accepts(lookup):
+                return [], []
+            if routing_type is RoutingType.ANYCAST:
+                address.next_anycast += 1
+            return [queues[0]], []
         targets: list[Queue] = []
         if routing_type is not RoutingType.MULTICAST:
             anycast = [
