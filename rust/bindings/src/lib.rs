@@ -26,6 +26,12 @@ mod store;
 
 use pyo3::prelude::*;
 
+/// The extension's own allocations (frames decoded on the I/O threads and freed on the
+/// event loop's, journal buffers) go through mimalloc: glibc's malloc made the loop wait
+/// on arena locks the I/O threads held (`__lll_lock_wait_private` in profiles).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::PyGroupCommitStore>()?;
