@@ -199,21 +199,3 @@ async def test_the_first_send_of_a_sparse_pass_wakes_the_writer_at_once(tmp_path
         # held for the pass's end.
         assert written_in_the_pass(storage, before)
         await pending.settled()
-
-
-async def test_an_ack_only_pass_between_busy_ones_does_not_make_the_traffic_sparse(
-    tmp_path: Path,
-) -> None:
-    async with open_storage(tmp_path / "journal", tmp_path / "bindings", SETTINGS) as storage:
-        broker, queue, consumer = consumed_queue(storage)
-        batches = counting(storage)
-        pendings = [broker.send(durable_message(broker, n), [queue]) for n in range(3)]
-        await trio.lowlevel.checkpoint()  # a busy pass
-        for pending in pendings:
-            await pending.settled()
-        broker.acknowledge([consumer.refs[0]], awaited=False)
-        await trio.lowlevel.checkpoint()  # a pass that only released its held ack
-        del batches[:]
-        pending = broker.send(durable_message(broker, 3), [queue])
-        assert batches == []  # held: the traffic is still busy
-        await pending.settled()
