@@ -125,6 +125,8 @@ async def test_a_pass_s_unawaited_acknowledgements_go_in_one_submit_in_order(
         assert batches == []  # held to the pass's end
         await trio.lowlevel.checkpoint()  # the loop polls: the pass ended
         assert batches == [["delete", "delete", "delete"]]
+        journal = storage.messages
+        await journal.wait(journal.last_ticket)  # an idle writer: the next send goes at once
 
         broker.acknowledge([fourth], awaited=False)
         pending = broker.send(
