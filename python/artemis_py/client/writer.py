@@ -142,12 +142,7 @@ class FrameWriter:
             with trio.CancelScope(shield=True):
                 await batch.sent.wait()
         else:
-            self._writing = True
-            try:
-                with trio.CancelScope(shield=True):
-                    await self._send_batches()
-            finally:
-                self._writing = False
+            await self._send_queued()
         if batch.failed:
             self._state.raise_error()
 
@@ -164,15 +159,22 @@ class FrameWriter:
             self.last_sent = trio.current_time()
             return
         self._batch.chunks.append(data[written:])
-        self._writing = True
-        trio.lowlevel.spawn_system_task(self._send_rest)
+        if not self._writing:  # (else the task sending now sends it next)
+            self._writing = True  # (from now: a write meanwhile joins the batch)
+            trio.lowlevel.spawn_system_task(self._send_rest)
 
     async def _send_rest(self) -> None:
         try:
-            with trio.CancelScope(shield=True):
-                await self._send_batches()
+            await self._send_queued()
         except Exception as exc:  # (a system task must not raise: it would end the run)
             self._state.fail(ConnectionLostError(f"connection lost: {describe(exc)}"), exc)
+
+    async def _send_queued(self) -> None:
+        """Send the batches as the writing task, shielded (a frame goes out whole)."""
+        self._writing = True
+        try:
+            with trio.CancelScope(shield=True):
+                await self._send_batches()
         finally:
             self._writing = False
 

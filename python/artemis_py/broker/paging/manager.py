@@ -81,6 +81,14 @@ class Placement:
         self.offset = offset
         self.adopt: str | None = None  # this node's id when the message may keep a moved offset
 
+    def in_memory(self, paging: AddressPaging, group: list[Queue], size: int) -> None:
+        """``group``, queues of ``paging``'s address, take the message in memory: its
+        ``size`` is held there, and it is arriving in them until it is enqueued."""
+        self.memory += group
+        self.held.append((paging.hold(size, len(group)), group))
+        for queue in group:
+            queue.arriving.add(self.offset)
+
     def enqueue(self, message: Message) -> None:
         """The send is durable: ``message`` reaches its queues in memory."""
         if message.body_ref is not None:  # its body went to its file since it was placed
@@ -182,10 +190,7 @@ class PagingManager:
             paging = self.addresses.get(queue.address) or self.address(queue.address)
             known = paging.decide(internal=internal)
             if known is MEMORY:  # (and the usual decision)
-                group = [queue]
-                placement.memory = group
-                placement.held.append((paging.hold(message.memory_size, 1), group))
-                queue.arriving.add(offset)  # until the broker enqueues it
+                placement.in_memory(paging, [queue], message.memory_size)
                 return placement
             groups = {queue.address: [queue]}
         else:
@@ -209,10 +214,7 @@ class PagingManager:
             decided.append((paging, decision, group))
         for paging, decision, group in decided:
             if decision is MEMORY:
-                placement.memory += group
-                placement.held.append((paging.hold(message.memory_size, len(group)), group))
-                for queue in group:
-                    queue.arriving.add(offset)  # until the broker enqueues it
+                placement.in_memory(paging, group, message.memory_size)
             elif decision is PAGE:
                 placement.paged.append((paging, group))
             # DROP: those queues do not get the message
