@@ -83,10 +83,22 @@ class Addresses:
     def resolve_address(
         self, name: str, routing_type: RoutingType | None, *, for_send: bool
     ) -> Address:
-        """The address called ``name``, auto-created when its settings allow."""
+        """The address called ``name``, auto-created when its settings allow.
+
+        A wildcard address is for subscriptions: sending to one is refused, as Artemis
+        refuses it (what would match is the addresses it stands for, not the pattern)."""
+        wildcards = self.post_office.wildcards
+        if for_send and wildcards.is_wildcard(name):
+            raise BrokerError(
+                f"cannot send to {name}: it is a wildcard address; messages are sent to an "
+                "address it matches and reach the queues bound to it from there"
+            )
         address = self.post_office.address(name)
         settings = self.address_settings(name)
         if address is None:
+            problem = wildcards.problem(name)
+            if problem is not None:
+                raise BrokerError(f"malformed wildcard address: {problem}")
             if not settings.auto_create_addresses:
                 raise BrokerError(f"address {name} does not exist and auto-create is disabled")
             if routing_type is None:

@@ -67,7 +67,9 @@ class Broker:
         self.persistence = persistence
         # Without a paging directory (persistence off) nothing pages; limits still apply.
         self.paging = paging = paging or PagingManager(config, persistence, None)
-        self.post_office = post_office = PostOffice()
+        self.post_office = post_office = PostOffice(
+            config.wildcards if config.wildcard_routing_enabled else None
+        )
         self.node_id = persistence.node_id
         self.duplicates = DuplicateIDCache(config.id_cache_size, persist=config.persist_id_cache)
         self.client_duplicates = ClientDuplicates.of(config, persistence)  # clients' ids

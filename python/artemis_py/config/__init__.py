@@ -42,7 +42,14 @@ from .model import (
 from .parse import default_config, load_config, parse_config
 from .problems import ConfigFileError, ConfigProblem
 from .values import parse_bytes
-from .wildcards import AddressMatcher, WildcardSyntax, is_wildcard, matches, precedence_key
+from .wildcards import (
+    AddressMatcher,
+    WildcardSyntax,
+    is_wildcard,
+    malformed,
+    matches,
+    precedence_key,
+)
 
 __all__ = [
     "AcceptorConfig",
@@ -77,6 +84,7 @@ __all__ = [
     "default_config",
     "is_wildcard",
     "load_config",
+    "malformed",
     "matches",
     "parse_bytes",
     "parse_config",

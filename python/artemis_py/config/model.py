@@ -406,9 +406,10 @@ class BrokerConfig:
     Paths are kept as written; relative ones are relative to the broker instance directory,
     which is the caller's business. ``global_max_size`` / ``global_max_messages``: -1 means
     the default (see :mod:`artemis_py.broker.paging`); ``large_messages_directory`` holds
-    large messages (docs/large-messages.md). ``wildcard_routing_enabled``
-    is not acted upon: artemis-py does not route by wildcard addresses yet, whatever it says
-    (``wildcards`` is used to match address settings).
+    large messages (docs/large-messages.md). ``wildcards`` is the syntax of address
+    patterns, for address and security settings and, when ``wildcard_routing_enabled``
+    (Artemis's default), for subscriptions on wildcard addresses
+    (:mod:`artemis_py.broker.routing.wildcard_links`).
     """
 
     name: str = defaults.BROKER_NAME

@@ -37,6 +37,7 @@ __all__ = [
     "AddressMatcher",
     "WildcardSyntax",
     "is_wildcard",
+    "malformed",
     "matches",
     "precedence_key",
 ]
@@ -67,6 +68,21 @@ DEFAULT_WILDCARDS = WildcardSyntax()
 def is_wildcard(pattern: str, syntax: WildcardSyntax = DEFAULT_WILDCARDS) -> bool:
     """True when ``pattern`` has a ``*`` or ``#`` word (and so can match other addresses)."""
     return any(w in (syntax.any_words, syntax.single_word) for w in syntax.words(pattern))
+
+
+def malformed(pattern: str, syntax: WildcardSyntax = DEFAULT_WILDCARDS) -> str | None:
+    """What is wrong with ``pattern`` when a wildcard character is part of a word (Artemis
+    takes ``news*`` for a wildcard that can match nothing), else None."""
+    words = syntax.words(pattern)
+    for i, word in enumerate(words):
+        if word in (syntax.any_words, syntax.single_word):
+            continue
+        for wildcard in (syntax.any_words, syntax.single_word):
+            if wildcard in word:
+                fixed = word.replace(wildcard, "")
+                better = syntax.delimiter.join([*words[:i], fixed, wildcard, *words[i + 1 :]])
+                return f"'{wildcard}' must be a whole word in '{pattern}'; did you mean '{better}'?"
+    return None
 
 
 class AddressMatcher:

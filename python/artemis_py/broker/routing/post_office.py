@@ -11,6 +11,9 @@ queue of one routing type and optionally with a filter.
   per subscription queue).
 * A message with no routing type goes to both: one anycast queue and every multicast queue.
 * A message sent to a fully qualified queue name (``address::queue``) goes to that queue only.
+* Wildcard routing (:mod:`.wildcard_links`): the queues (and remote bindings) of every
+  wildcard address that matches the message's address join its own, and the rules above
+  apply to them all, as if bound to the message's address.
 
 In a cluster the post office also holds the *remote bindings* learned from other nodes, and
 an address with remote bindings is routed by the cluster connection's load-balancing policy
@@ -30,7 +33,8 @@ from typing import TYPE_CHECKING, Protocol
 from artemis_py.broker.queue import Queue
 from artemis_py.broker.routing.load_balancing import RoundRobin
 from artemis_py.broker.routing.load_balancing import route as balance
-from artemis_py.config import MessageLoadBalancing, RoutingType
+from artemis_py.broker.routing.wildcard_links import WildcardLinks
+from artemis_py.config import MessageLoadBalancing, RoutingType, WildcardSyntax
 
 if TYPE_CHECKING:
     from artemis_py.broker.routing.remote_binding import RemoteQueueBinding
@@ -74,10 +78,15 @@ class BindingListener(Protocol):
 
 
 class PostOffice:
-    """Every address and queue of the node, and the routing decision."""
+    """Every address and queue of the node, and the routing decision.
 
-    def __init__(self) -> None:
+    ``wildcards``: the syntax of wildcard addresses when wildcard routing is on (Artemis's
+    default), None when ``<routing-enabled>`` is false.
+    """
+
+    def __init__(self, wildcards: WildcardSyntax | None = None) -> None:
         self.addresses: dict[str, Address] = {}
+        self.wildcards = WildcardLinks(wildcards)
         self.queues: dict[str, Queue] = {}
         # address name -> bindings of queues on other nodes, in the order they were learned
         self.remote: dict[str, list[RemoteQueueBinding]] = {}
@@ -93,10 +102,16 @@ class PostOffice:
         return self.addresses.get(name)
 
     def add_address(self, address: Address) -> None:
+        if address.name not in self.addresses:
+            self.wildcards.hold(address.name)
         self.addresses[address.name] = address
 
     def remove_address(self, name: str) -> Address | None:
-        return self.addresses.pop(name, None)
+        address = self.addresses.pop(name, None)
+        if address is not None:
+            self.wildcards.release(name)
+            self.wildcards.forget(name)
+        return address
 
     # -- queues ------------------------------------------------------------------------
 
@@ -134,6 +149,7 @@ class PostOffice:
     def add_remote_binding(self, binding: RemoteQueueBinding) -> None:
         self.remote.setdefault(binding.address, []).append(binding)
         self._remote_by_name[binding.name] = binding
+        self.wildcards.hold(binding.address)
 
     def remove_remote_binding(self, binding: RemoteQueueBinding) -> None:
         if self._remote_by_name.get(binding.name) is binding:
@@ -141,6 +157,7 @@ class PostOffice:
         bindings = self.remote.get(binding.address)
         if bindings is not None and binding in bindings:
             bindings.remove(binding)
+            self.wildcards.release(binding.address)
             if not bindings:
                 del self.remote[binding.address]
 
@@ -153,6 +170,10 @@ class PostOffice:
         lookup: Callable[[str], object],
     ) -> tuple[list[Queue], list[RemoteQueueBinding]]:
         """The local queues and remote bindings a message sent to ``address`` goes to."""
+        if self.wildcards.matchers and not is_internal(address.name):
+            linked = self.wildcards.links(address.name)
+            if linked:
+                return self._route_with(address, linked, routing_type, lookup)
         remote = self.remote.get(address.name)
         if remote:
             policy = self.load_balancing(address.name)
@@ -175,21 +196,51 @@ class PostOffice:
             if routing_type is RoutingType.ANYCAST:
                 address.next_anycast += 1
             return [queues[0]], []
-        targets: list[Queue] = []
-        if routing_type is not RoutingType.MULTICAST:
-            anycast = [
-                q
-                for q in address.queues
-                if q.routing_type is RoutingType.ANYCAST and q.accepts(lookup)
-            ]
-            if anycast:
-                chosen = anycast[address.next_anycast % len(anycast)]
-                address.next_anycast += 1
-                targets.append(chosen)
-        if routing_type is not RoutingType.ANYCAST:
-            targets.extend(
-                q
-                for q in address.queues
-                if q.routing_type is RoutingType.MULTICAST and q.accepts(lookup)
+        return _route_locally(address, queues, routing_type, lookup), []
+
+    def _route_with(
+        self,
+        address: Address,
+        linked: tuple[str, ...],
+        routing_type: RoutingType | None,
+        lookup: Callable[[str], object],
+    ) -> tuple[list[Queue], list[RemoteQueueBinding]]:
+        """Routing to ``address`` and the wildcard addresses ``linked`` that match it, whose
+        queues and remote bindings count as its own (Artemis adds their bindings to it)."""
+        queues = list(address.queues)
+        remote = list(self.remote.get(address.name, ()))
+        policy = self.load_balancing(address.name)
+        for name in linked:
+            pattern = self.addresses.get(name)
+            if pattern is not None:
+                queues += pattern.queues
+            remote += self.remote.get(name, ())
+            if policy is None:
+                policy = self.load_balancing(name)
+        if remote and policy is not None:
+            return balance(
+                address.name, routing_type, queues, remote, lookup, policy, self._round_robin
             )
-        return targets, []
+        return _route_locally(address, queues, routing_type, lookup), []
+
+
+def _route_locally(
+    address: Address,
+    queues: list[Queue],
+    routing_type: RoutingType | None,
+    lookup: Callable[[str], object],
+) -> list[Queue]:
+    """Of ``queues``: one anycast queue round robin and every multicast queue, as the
+    message's routing type asks and their filters accept."""
+    targets: list[Queue] = []
+    if routing_type is not RoutingType.MULTICAST:
+        anycast = [q for q in queues if q.routing_type is RoutingType.ANYCAST and q.accepts(lookup)]
+        if anycast:
+            chosen = anycast[address.next_anycast % len(anycast)]
+            address.next_anycast += 1
+            targets.append(chosen)
+    if routing_type is not RoutingType.ANYCAST:
+        targets.extend(
+            q for q in queues if q.routing_type is RoutingType.MULTICAST and q.accepts(lookup)
+        )
+    return targets

@@ -13,7 +13,7 @@ from ..element_reader import Children, ElementReader, Invalid
 from ..enums import RoutingType
 from ..model import AddressConfig, QueueConfig
 from ..values import checked, int32, minus_one_or_at_least, parse_bool
-from ..wildcards import WildcardSyntax
+from ..wildcards import WildcardSyntax, malformed
 from ..xmlreader import XmlElement
 
 __all__ = ["check_match", "read_address_settings", "read_addresses"]
@@ -84,19 +84,10 @@ def check_match(
     whole words, any-words only last (the same rules for address- and security-settings)."""
     words = syntax.words(match)
     label = f"{what}@match"
-    for i, word in enumerate(words):
-        if word in (syntax.any_words, syntax.single_word):
-            continue
-        for wildcard in (syntax.any_words, syntax.single_word):
-            if wildcard in word:
-                fixed = word.replace(wildcard, "")
-                better = syntax.delimiter.join([*words[:i], fixed, wildcard, *words[i + 1 :]])
-                reader.error(
-                    element,
-                    f"'{wildcard}' must be a whole word in '{match}'; did you mean '{better}'?",
-                    label=label,
-                )
-                return False
+    problem = malformed(match, syntax)
+    if problem is not None:
+        reader.error(element, problem, label=label)
+        return False
     if syntax.any_words in words[:-1]:
         # Artemis (Match.verify) only accepts the any-words wildcard at the end.
         reader.error(
@@ -111,7 +102,11 @@ def check_match(
 # --- addresses ---------------------------------------------------------------------------------
 
 
-def read_addresses(reader: ElementReader, kids: Children) -> tuple[AddressConfig, ...]:
+def read_addresses(
+    reader: ElementReader, kids: Children, wildcards: WildcardSyntax | None
+) -> tuple[AddressConfig, ...]:
+    """Every ``<address>``; with wildcard routing on (``wildcards``), a name with a wildcard
+    character must use it as a whole word."""
     if "addresses" not in kids:
         return ()
     addresses: list[AddressConfig] = []
@@ -128,6 +123,10 @@ def read_addresses(reader: ElementReader, kids: Children) -> tuple[AddressConfig
             )
             continue
         address_lines[name] = element.line
+        problem = None if wildcards is None else malformed(name, wildcards)
+        if problem is not None:
+            reader.error(element, problem, label="address@name")
+            continue
         if not akids:
             reader.error(element, f"address '{name}' needs <anycast> or <multicast> (or both)")
             continue

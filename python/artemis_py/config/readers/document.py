@@ -147,7 +147,7 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
         acceptors=read_acceptors(reader, kids, connection_ttl_override, unmask),
         connectors=connectors,
         address_settings=read_address_settings(reader, kids, id_cache_size, wildcards),
-        addresses=read_addresses(reader, kids),
+        addresses=read_addresses(reader, kids, wildcards if routing_enabled else None),
         security_settings=read_security_settings(reader, kids, wildcards),
         broadcast_groups=broadcast_groups,
         discovery_groups=discovery_groups,

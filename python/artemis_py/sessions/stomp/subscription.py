@@ -114,6 +114,12 @@ class Subscription:
         # The headers every delivery starts with, made once.
         self._subscription_header = ("subscription", sub_id)
         self._destination_header = ("destination", destination)
+        # On a wildcard address each delivery names the address its message was sent to
+        # (as Artemis's does), after the subscription's own prefix (``/topic/``...).
+        self._pattern_prefix: str | None = None
+        if session.broker.post_office.wildcards.is_wildcard(queue.address):
+            prefix, found, _ = destination.rpartition(queue.address)
+            self._pattern_prefix = prefix if found else ""
 
     # -- Consumer protocol -------------------------------------------------------------
 
@@ -132,7 +138,9 @@ class Subscription:
         headers = [
             self._subscription_header,
             ("message-id", str(message.message_id)),
-            self._destination_header,
+            self._destination_header
+            if self._pattern_prefix is None
+            else ("destination", self._pattern_prefix + message.address),
         ]
         ack_id = "" if auto else f"{self.id}:{next(self._ack_ids)}"
         if not auto and self.session.version == "1.2":
