@@ -375,7 +375,7 @@ def decode_message(message_id: int, data: bytes) -> Message:
         properties=tuple(properties),
         routing_type=_ROUTING_BY_CODE.get(routing),
         durable=bool(flags & _FLAG_DURABLE),
-        priority=priority,
+        priority=priority if priority <= 9 else 9,  # (a queue orders by 0..9)
         timestamp=timestamp,
         expiration=expiration,
     )

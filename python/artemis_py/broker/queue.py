@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 A queue holds *ready* references in arrival order (redelivered ones go back to the head,
-in their original order). Delivery is push-based and synchronous: whenever something
+in their original order), higher message priorities first (:mod:`.priority_refs`). Delivery is push-based and synchronous: whenever something
 changes that could let a message move (a message arrives, a consumer is added, a consumer
 gets credit back), :meth:`Queue.deliver` hands ready references to consumers until no
 consumer can take more. Consumers compete round robin: each delivery starts looking at the
@@ -31,7 +31,9 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
+from artemis_py.broker.message import DEFAULT_PRIORITY
 from artemis_py.broker.offset_index import OffsetIndex
+from artemis_py.broker.priority_refs import PriorityRefs
 from artemis_py.config import RoutingType
 from artemis_py.exceptions import ArtemisError
 
@@ -83,7 +85,8 @@ class Queue:
         self.max_consumers = max_consumers
         self.purge_on_no_consumers = purge_on_no_consumers
         self.auto_created = auto_created
-        self.messages: deque[MessageReference] = deque()
+        # Ready references: a deque while all have the default priority, else by priority.
+        self.messages: deque[MessageReference] | PriorityRefs = deque()
         self.consumers: list[Consumer] = []
         self._selective = 0  # consumers with a selector (a consumer's is fixed once added)
         self.delivering = 0  # references delivered and not yet acknowledged or cancelled
@@ -146,7 +149,20 @@ class Queue:
 
     # -- messages ----------------------------------------------------------------------
 
+    def _prioritise(self, refs: Iterable[MessageReference]) -> None:
+        """Keep the ready references by priority if one of ``refs`` needs it."""
+        if type(self.messages) is deque and any(
+            r.message.priority != DEFAULT_PRIORITY for r in refs
+        ):
+            self.messages = PriorityRefs(self.messages)
+
+    def _fresh(self) -> deque[MessageReference] | PriorityRefs:
+        """An empty ready list of the kind the queue uses now."""
+        return deque() if type(self.messages) is deque else PriorityRefs()
+
     def add(self, ref: MessageReference) -> None:
+        if ref.message.priority != DEFAULT_PRIORITY and type(self.messages) is deque:
+            self.messages = PriorityRefs(self.messages)
         self.messages.append(ref)
         self.messages_added += 1
         if self.index is not None:
@@ -157,6 +173,8 @@ class Queue:
 
     def add_many(self, refs: Iterable[MessageReference]) -> None:
         """Add references in order (recovery), delivering once at the end."""
+        refs = list(refs)
+        self._prioritise(refs)
         for ref in refs:
             self.messages.append(ref)
             self.messages_added += 1
@@ -166,6 +184,7 @@ class Queue:
 
     def add_paged(self, refs: list[MessageReference]) -> None:
         """Depaged references, at the tail in page order (counted as added when paged)."""
+        self._prioritise(refs)
         self.messages.extend(refs)
         if self.index is not None:
             for ref in refs:
@@ -177,6 +196,7 @@ class Queue:
     def cancel(self, refs: list[MessageReference]) -> None:
         """Return delivered, unacknowledged references to the head, in their order."""
         self.delivering -= len(refs)
+        self._prioritise(refs)
         self.messages.extendleft(reversed(refs))
         if self.index is not None:
             for ref in refs:
@@ -193,7 +213,7 @@ class Queue:
     def remove_all(self) -> list[MessageReference]:
         """Take every ready reference out (purge, queue deletion)."""
         refs = list(self.messages)
-        self.messages.clear()
+        self.messages = deque()
         if self.index is not None:
             self.index.clear()
         return refs
@@ -209,7 +229,9 @@ class Queue:
                 messages.popleft()
             return
         taken = {id(r) for r in refs}
-        self.messages = deque(r for r in messages if id(r) not in taken)
+        kept = self._fresh()
+        kept.extend(r for r in messages if id(r) not in taken)
+        self.messages = kept
 
     # -- consumers ---------------------------------------------------------------------
 
@@ -271,9 +293,11 @@ class Queue:
                 else:
                     self._deliver_in_order()
                 if not self._redeliver:
-                    return
+                    break
         finally:
             self._in_deliver = False
+        if not self.messages and type(self.messages) is not deque:
+            self.messages = deque()  # (back to the cheaper kind)
 
     def _deliver_in_order(self) -> None:
         messages = self.messages
@@ -291,7 +315,7 @@ class Queue:
             consumer.deliver(ref)
 
     def _deliver_with_selectors(self) -> None:
-        kept: deque[MessageReference] = deque()
+        kept = self._fresh()
         messages = self.messages
         while messages and self.consumers:
             ref = messages.popleft()

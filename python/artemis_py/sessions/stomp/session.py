@@ -351,10 +351,12 @@ class StompSession:
                 self.subject.check(*needed)
         priority_text, expires_text = first.get("priority"), first.get("expires")
         try:
-            priority = max(0, min(9, int(priority_text))) if priority_text else DEFAULT_PRIORITY
+            priority = int(priority_text) if priority_text else DEFAULT_PRIORITY
             expiration = max(0, int(expires_text)) if expires_text else 0
         except ValueError as exc:
             raise StompError(f"invalid priority or expires header: {exc}") from exc
+        if not 0 <= priority <= 9:
+            raise StompError(f"invalid priority {priority_text}: a priority is 0 to 9")
         # (only a scale-down may say where a message stood: OFFSET_FROM is no property)
         control = _CONTROL_HEADERS if OFFSET_FROM not in first else _CONTROL_AND_OFFSET
         durable = first.get("persistent")
