@@ -17,15 +17,23 @@ empty), or lose its messages (purge-on-no-consumers).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, TypeVar
 
 from artemis_py.broker.filter import Filter
 from artemis_py.broker.message import now_ms
+from artemis_py.broker.message_groups import DispatchRules
 from artemis_py.broker.pending import Pending
 from artemis_py.broker.queue import Queue
 from artemis_py.broker.records import QueueSpec
 from artemis_py.broker.routing import Address
-from artemis_py.config import AddressSettings, BrokerConfig, RoutingType
+from artemis_py.config import (
+    LAST_VALUE_PROPERTY,
+    AddressSettings,
+    BrokerConfig,
+    QueueKind,
+    RoutingType,
+)
 from artemis_py.exceptions import BrokerError
 
 if TYPE_CHECKING:
@@ -34,6 +42,9 @@ if TYPE_CHECKING:
     from artemis_py.broker.paging import PagingManager
     from artemis_py.broker.persistence import Persistence
     from artemis_py.broker.routing import PostOffice
+
+
+T = TypeVar("T")
 
 
 class Addresses:
@@ -78,6 +89,7 @@ class Addresses:
                         durable=qc.durable,
                         max_consumers=qc.max_consumers,
                         purge_on_no_consumers=qc.purge_on_no_consumers,
+                        kind=qc.kind,
                     )
 
     def resolve_address(
@@ -139,6 +151,7 @@ class Addresses:
         max_consumers: int | None = None,
         purge_on_no_consumers: bool | None = None,
         auto_created: bool = False,
+        kind: QueueKind | None = None,
     ) -> Queue:
         if self.post_office.queue(name) is not None:
             raise BrokerError(f"queue {name} already exists")
@@ -163,6 +176,7 @@ class Addresses:
             ),
             auto_created=auto_created,
         )
+        spec = _with_dispatch(spec, kind or QueueKind(), settings)
         queue = self.new_queue(spec)
         self.post_office.add_queue(queue)
         if queue.durable:
@@ -184,6 +198,7 @@ class Addresses:
             auto_created=spec.auto_created,
             on_expired=self.acks.expire,
             clock_ms=now_ms,
+            rules=dispatch_rules(spec),
         )
 
     def delete_queue(self, queue: Queue) -> Pending:
@@ -230,3 +245,46 @@ class Addresses:
             queue.delivering += len(refs)
             return Pending(tickets=self.acks.acknowledge_refs(refs))
         return None
+
+
+def _with_dispatch(spec: QueueSpec, kind: QueueKind, settings: AddressSettings) -> QueueSpec:
+    """``spec`` with a new queue's dispatch fields: its declared ones, else its address
+    settings' defaults."""
+    last_value_key = kind.last_value_key or settings.default_last_value_key
+    if last_value_key is None and settings.default_last_value_queue:
+        last_value_key = LAST_VALUE_PROPERTY
+    return replace(
+        spec,
+        exclusive=_chosen(kind.exclusive, settings.default_exclusive_queue),
+        group_rebalance=_chosen(kind.group_rebalance, settings.default_group_rebalance),
+        group_rebalance_pause_dispatch=_chosen(
+            kind.group_rebalance_pause_dispatch,
+            settings.default_group_rebalance_pause_dispatch,
+        ),
+        group_buckets=_chosen(kind.group_buckets, settings.default_group_buckets),
+        group_first_key=kind.group_first_key or settings.default_group_first_key,
+        last_value_key=last_value_key,
+    )
+
+
+def _chosen(value: T | None, default: T) -> T:
+    return default if value is None else value
+
+
+def dispatch_rules(spec: QueueSpec) -> DispatchRules | None:
+    """The rules a queue made from ``spec`` dispatches by (None: none configured, until a
+    message of a group arrives)."""
+    if not (
+        spec.exclusive
+        or spec.group_rebalance
+        or spec.group_buckets != -1
+        or spec.group_first_key is not None
+    ):
+        return None
+    return DispatchRules(
+        exclusive=spec.exclusive,
+        buckets=spec.group_buckets,
+        rebalance=spec.group_rebalance,
+        pause_to_rebalance=spec.group_rebalance_pause_dispatch,
+        first_key=spec.group_first_key,
+    )

@@ -33,6 +33,8 @@ DEFAULT_PRIORITY = 4
 # have it, and page files still do (see :func:`encode_message`); decoding lifts it out.
 ROUTE_TO_PREFIX = "_AMQ_ROUTE_TO."
 _ROUTE_TO_BYTES = ROUTE_TO_PREFIX.encode()
+GROUP_ID_PROPERTY = "_AMQ_GROUP_ID"  # (Artemis's name; see message_groups)
+_GROUP_ID_BYTES = GROUP_ID_PROPERTY.encode()
 _ENCODING_VERSION = 1
 
 # version, flags, routing type, priority, timestamp, expiration, address length
@@ -91,6 +93,7 @@ class Message:
         "durable",
         "encoded",
         "expiration",
+        "group_id",
         "large",
         "message_id",
         "priority",
@@ -114,6 +117,7 @@ class Message:
         priority: int = DEFAULT_PRIORITY,
         timestamp: int = 0,
         expiration: int = 0,
+        group_id: str | None = None,
     ) -> None:
         self.message_id = message_id
         self.address = address
@@ -122,6 +126,9 @@ class Message:
         self.priority = priority
         self.timestamp = timestamp
         self.expiration = expiration  # epoch ms; 0 = never expires
+        # Its _AMQ_GROUP_ID property (:mod:`artemis_py.broker.message_groups`), kept apart:
+        # queues look at it for every delivery.
+        self.group_id = group_id
         self.properties = properties
         self.body = body
         self.ref_count = 0
@@ -209,6 +216,8 @@ class Message:
         self.properties = kept + tuple(updates.items())
         self._property_map = None
         self._headers_size = -1
+        if GROUP_ID_PROPERTY in updates:
+            self.group_id = updates[GROUP_ID_PROPERTY]
 
     def user_properties(self) -> tuple[tuple[str, str], ...]:
         """The properties (the internal routing ones are never among them: route_to)."""
@@ -226,6 +235,7 @@ class Message:
             priority=self.priority,
             timestamp=self.timestamp,
             expiration=self.expiration,
+            group_id=self.group_id,
         )
         copy.large = self.large
         copy.body_ref = self.body_ref  # stored under its own id, its file is a link to this one
@@ -243,6 +253,7 @@ class Message:
             priority=self.priority,
             timestamp=self.timestamp,
             expiration=0,
+            group_id=self.group_id,
         )
         copy.large = self.large
         copy.body_ref = self.body_ref
@@ -263,6 +274,7 @@ _SPECIAL_IDENTIFIERS: dict[str, Callable[[Message], object]] = {
     "JMSDeliveryMode": lambda m: "PERSISTENT" if m.durable else "NON_PERSISTENT",
     "AMQSize": lambda m: m.size,
     "AMQAddress": lambda m: m.address,
+    "AMQGroupID": lambda m: m.group_id,
     "JMSMessageID": lambda m: f"ID:{m.message_id}",
     "AMQUserID": lambda m: f"ID:{m.message_id}",
 }
@@ -285,7 +297,16 @@ class MessageReference:
     acknowledgement is then a PAGE_ACK record); ``held``: its share of the address's memory.
     """
 
-    __slots__ = ("delivery_count", "held", "message", "offset", "paged", "queue", "stream")
+    __slots__ = (
+        "delivery_count",
+        "first_in_group",
+        "held",
+        "message",
+        "offset",
+        "paged",
+        "queue",
+        "stream",
+    )
 
     def __init__(
         self, message: Message, queue: Queue, delivery_count: int = 0, offset: int = 0
@@ -297,6 +318,8 @@ class MessageReference:
         self.stream: str | None = None
         self.paged: tuple[int, int] | None = None
         self.held: MemoryShare | None = None
+        # Delivered as the first of its group to its consumer (group-first-key).
+        self.first_in_group = False
 
     def __repr__(self) -> str:
         return f"Ref({self.message.message_id} in {self.queue.name}, dc={self.delivery_count})"
@@ -365,9 +388,13 @@ def decode_message(message_id: int, data: bytes) -> Message:
         length = _U64.unpack_from(data, pos)[0] if flags & _FLAG_BODY_IN_FILE else -1
     except (struct.error, UnicodeDecodeError, KeyError) as exc:
         raise ValueError(f"unreadable message record {message_id}: {exc}") from exc
-    # (A cheap look for the routing properties' names first: they are rare.)
-    routed = count and (not isinstance(data, bytes) or data.find(_ROUTE_TO_BYTES, 0, pos) >= 0)
+    # (A cheap look for the routing properties' and the group id's names first: they are rare.)
+    raw = data if isinstance(data, bytes) else None
+    routed = count and (raw is None or raw.find(_ROUTE_TO_BYTES, 0, pos) >= 0)
     route_to = _lift_routes(properties) if routed else None
+    group_id = None
+    if count and (raw is None or raw.find(_GROUP_ID_BYTES, 0, pos) >= 0):
+        group_id = next((v for k, v in properties if k == GROUP_ID_PROPERTY), None)
     message = Message(
         message_id,
         address,
@@ -378,6 +405,7 @@ def decode_message(message_id: int, data: bytes) -> Message:
         priority=priority if priority <= 9 else 9,  # (a queue orders by 0..9)
         timestamp=timestamp,
         expiration=expiration,
+        group_id=group_id,
     )
     message.large = bool(flags & _FLAG_LARGE)
     message.route_to = route_to

@@ -11,7 +11,9 @@ consumer after the one that took the previous message, so consumers with credit 
 load evenly (Artemis's QueueImpl does the same).
 
 A consumer may carry a selector; a reference that no consumer's selector matches stays in
-the queue, in place, and does not block the ones behind it.
+the queue, in place, and does not block the ones behind it. Message groups and exclusive
+queues (:mod:`.message_groups`) name the one consumer a reference must go to; one whose
+consumer is busy waits in place the same way.
 
 Delivered references belong to their consumer until it acknowledges them (the broker then
 deletes them) or goes away (they are cancelled back to the head of the queue with their
@@ -32,6 +34,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from artemis_py.broker.message import DEFAULT_PRIORITY
+from artemis_py.broker.message_groups import DispatchRules
 from artemis_py.broker.offset_index import OffsetIndex
 from artemis_py.broker.priority_refs import PriorityRefs
 from artemis_py.config import RoutingType
@@ -74,6 +77,7 @@ class Queue:
         auto_created: bool = False,
         on_expired: Callable[[MessageReference], None] | None = None,
         clock_ms: Callable[[], int] | None = None,
+        rules: DispatchRules | None = None,
     ) -> None:
         self.id = queue_id
         self.name = name
@@ -89,6 +93,10 @@ class Queue:
         self.messages: deque[MessageReference] | PriorityRefs = deque()
         self.consumers: list[Consumer] = []
         self._selective = 0  # consumers with a selector (a consumer's is fixed once added)
+        # Groups and exclusivity (None: neither configured; made on a first grouped message).
+        self.rules = rules
+        self._grouped = rules is not None and rules.exclusive  # a rule may name a consumer
+        self._rebalancing = False  # dispatch paused until deliveries settle (group-rebalance)
         self.delivering = 0  # references delivered and not yet acknowledged or cancelled
         self.messages_added = 0
         self.messages_acknowledged = 0
@@ -107,6 +115,7 @@ class Queue:
         # Final ends of streams adopted from nodes that scaled down here (.streams).
         self.sealed: dict[str, int] = {}
         self._next_consumer = 0
+        self._owner: Consumer | None = None  # what the rules named for the reference at hand
         self._in_deliver = False
         self._redeliver = False
         self._on_expired = on_expired
@@ -150,19 +159,30 @@ class Queue:
     # -- messages ----------------------------------------------------------------------
 
     def _prioritise(self, refs: Iterable[MessageReference]) -> None:
-        """Keep the ready references by priority if one of ``refs`` needs it."""
+        """Keep the ready references by priority, and follow groups, if ``refs`` need it."""
         if type(self.messages) is deque and any(
             r.message.priority != DEFAULT_PRIORITY for r in refs
         ):
             self.messages = PriorityRefs(self.messages)
+        if not self._grouped and any(r.message.group_id is not None for r in refs):
+            self._group_seen()
 
     def _fresh(self) -> deque[MessageReference] | PriorityRefs:
         """An empty ready list of the kind the queue uses now."""
         return deque() if type(self.messages) is deque else PriorityRefs()
 
+    def _group_seen(self) -> None:
+        """A message of a group arrived: delivery asks the rules from now on."""
+        if self.rules is None:
+            self.rules = DispatchRules()
+        self._grouped = self.rules.groups_on or self.rules.exclusive
+
     def add(self, ref: MessageReference) -> None:
-        if ref.message.priority != DEFAULT_PRIORITY and type(self.messages) is deque:
+        message = ref.message
+        if message.priority != DEFAULT_PRIORITY and type(self.messages) is deque:
             self.messages = PriorityRefs(self.messages)
+        if message.group_id is not None and not self._grouped:
+            self._group_seen()
         self.messages.append(ref)
         self.messages_added += 1
         if self.index is not None:
@@ -198,6 +218,8 @@ class Queue:
         self.delivering -= len(refs)
         self._prioritise(refs)
         self.messages.extendleft(reversed(refs))
+        if self._rebalancing and self.delivering <= 0:
+            self._rebalancing = False
         if self.index is not None:
             for ref in refs:
                 self.index.add(ref)
@@ -209,6 +231,9 @@ class Queue:
         """Delivered references were acknowledged (the broker has persisted that)."""
         self.delivering -= count
         self.messages_acknowledged += count
+        if self._rebalancing and self.delivering <= 0:
+            self._rebalancing = False
+            self.deliver()
 
     def remove_all(self) -> list[MessageReference]:
         """Take every ready reference out (purge, queue deletion)."""
@@ -243,6 +268,8 @@ class Queue:
         self.consumers.append(consumer)
         if consumer.selector is not None:
             self._selective += 1
+        if self.rules is not None and self.rules.consumer_added() and self.delivering > 0:
+            self._rebalancing = True
         if self.on_consumers_changed is not None:
             self.on_consumers_changed(self)
         self.deliver()
@@ -255,6 +282,8 @@ class Queue:
         del self.consumers[index]
         if consumer.selector is not None:
             self._selective -= 1
+        if self.rules is not None:
+            self.rules.consumer_removed(consumer)
         if index < self._next_consumer:
             self._next_consumer -= 1
         if self._next_consumer >= len(self.consumers):
@@ -278,7 +307,7 @@ class Queue:
 
     def deliver(self) -> None:
         """Hand ready references to consumers with credit until none can take more."""
-        if self.paused:
+        if self.paused or self._rebalancing:
             return
         if self._in_deliver:
             # A consumer's deliver() got credit back and re-entered: loop once more.
@@ -288,7 +317,7 @@ class Queue:
         try:
             while True:
                 self._redeliver = False
-                if self._selective:
+                if self._selective or self._grouped:
                     self._deliver_with_selectors()
                 else:
                     self._deliver_in_order()
@@ -333,12 +362,26 @@ class Queue:
                 self.index.discard(ref)
             self.delivering += 1
             ref.delivery_count += 1
+            if self._grouped:
+                assert self.rules is not None
+                self.rules.delivered(ref, consumer, self._owner)
             consumer.deliver(ref)
         kept.extend(messages)
         self.messages = kept
 
     def _take_consumer(self, ref: MessageReference | None) -> Consumer | None:
-        """The next consumer, round robin, that has credit and whose selector matches."""
+        """The next consumer, round robin, that has credit and whose selector matches (the
+        consumer the dispatch rules name for ``ref``, if any)."""
+        if self._grouped and ref is not None:
+            assert self.rules is not None
+            owner = self._owner = self.rules.owner(ref)
+            if owner is not None:
+                if not owner.has_credit() or (
+                    owner.selector is not None
+                    and not owner.selector.matches(ref.message.filter_value)
+                ):
+                    return None
+                return owner
         consumers = self.consumers
         count = len(consumers)
         start = self._next_consumer % count

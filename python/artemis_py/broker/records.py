@@ -179,11 +179,20 @@ class QueueSpec:
     max_consumers: int = -1
     purge_on_no_consumers: bool = False
     auto_created: bool = False
+    # How it dispatches (:mod:`artemis_py.broker.message_groups`, last-value queues).
+    exclusive: bool = False
+    group_rebalance: bool = False
+    group_rebalance_pause_dispatch: bool = False
+    group_buckets: int = -1
+    group_first_key: str | None = None
+    last_value_key: str | None = None
 
 
 def encode_queue(spec: QueueSpec) -> bytes:
     """Name, address, routing code, filter (empty: none), max consumers, purge on no
-    consumers (1/0), auto-created (1/0): UTF-8, split by ``\\0``."""
+    consumers (1/0), auto-created (1/0), then the dispatch fields: exclusive, group rebalance,
+    its pause (1/0), group buckets, group first key and last-value key (empty: none): UTF-8,
+    split by ``\\0``. A record written before the dispatch fields has only the first seven."""
     return _encode_fields(
         spec.name,
         spec.address,
@@ -192,11 +201,26 @@ def encode_queue(spec: QueueSpec) -> bytes:
         str(spec.max_consumers),
         _flag(spec.purge_on_no_consumers),
         _flag(spec.auto_created),
+        _flag(spec.exclusive),
+        _flag(spec.group_rebalance),
+        _flag(spec.group_rebalance_pause_dispatch),
+        str(spec.group_buckets),
+        spec.group_first_key or "",
+        spec.last_value_key or "",
     )
 
 
 def decode_queue(record_id: int, payload: bytes) -> QueueSpec:
-    name, address, routing, filt, max_consumers, purge, auto = _decode_fields(payload)
+    fields = _decode_fields(payload)
+    name, address, routing, filt, max_consumers, purge, auto = fields[:7]
+    exclusive, rebalance, pause, buckets, first_key, lv_key = fields[7:13] or (
+        "0",
+        "0",
+        "0",
+        "-1",
+        "",
+        "",
+    )
     return QueueSpec(
         queue_id=record_id,
         name=name,
@@ -206,6 +230,12 @@ def decode_queue(record_id: int, payload: bytes) -> QueueSpec:
         max_consumers=int(max_consumers),
         purge_on_no_consumers=purge == "1",
         auto_created=auto == "1",
+        exclusive=exclusive == "1",
+        group_rebalance=rebalance == "1",
+        group_rebalance_pause_dispatch=pause == "1",
+        group_buckets=int(buckets),
+        group_first_key=first_key or None,
+        last_value_key=lv_key or None,
     )
 
 

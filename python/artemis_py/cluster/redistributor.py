@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("artemis_py.cluster")
 
-GROUP_ID = "JMSXGroupID"
 BATCH = 512  # references moved per journal transaction
 
 
@@ -162,7 +161,7 @@ class Redistributor:
         advance: bool,
     ) -> RemoteQueueBinding | None:
         lookup = ref.message.filter_value
-        if ref.message.property(GROUP_ID) is not None:
+        if ref.message.group_id is not None:
             return None
         if any(c.selector is None or c.selector.matches(lookup) for c in queue.consumers):
             return None  # a local consumer will take it

@@ -26,6 +26,7 @@ from .enums import (
     SlowConsumerThresholdMeasurementUnit,
 )
 from .model import (
+    LAST_VALUE_PROPERTY,
     AcceptorConfig,
     AddressConfig,
     BroadcastGroupConfig,
@@ -37,6 +38,7 @@ from .model import (
     JGroupsStack,
     JournalConfig,
     QueueConfig,
+    QueueKind,
     ScaleDownConfig,
 )
 from .parse import default_config, load_config, parse_config
@@ -52,6 +54,7 @@ from .wildcards import (
 )
 
 __all__ = [
+    "LAST_VALUE_PROPERTY",
     "AcceptorConfig",
     "AddressConfig",
     "AddressFullPolicy",
@@ -76,6 +79,7 @@ __all__ = [
     "MessageLoadBalancing",
     "PageFullPolicy",
     "QueueConfig",
+    "QueueKind",
     "RoutingType",
     "ScaleDownConfig",
     "SlowConsumerPolicy",

@@ -357,16 +357,8 @@ ADDRESS_SETTINGS_NOT_IMPLEMENTED = frozenset(
         "prefetch-page-messages",
         "prefetch-page-bytes",
         "disk-full-policy",
-        # Queue kinds and dispatch (last-value, non-destructive, exclusive, groups, rings).
-        "last-value-queue",
-        "default-last-value-queue",
-        "default-last-value-key",
+        # Queue kinds and dispatch (non-destructive, consumers before dispatch, rings).
         "default-non-destructive",
-        "default-exclusive-queue",
-        "default-group-rebalance",
-        "default-group-rebalance-pause-dispatch",
-        "default-group-buckets",
-        "default-group-first-key",
         "default-consumers-before-dispatch",
         "default-delay-before-dispatch",
         "default-ring-size",

@@ -195,6 +195,23 @@ class ConnectorConfig:
     tls: TlsParams = TlsParams()
 
 
+#: The key of a queue declared ``last-value="true"`` (Artemis's Message.HDR_LAST_VALUE_NAME).
+LAST_VALUE_PROPERTY = "_AMQ_LVQ_NAME"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueKind:
+    """How a queue dispatches: the ``<queue>`` attributes ``exclusive``, ``group-*`` and
+    ``last-value``/``last-value-key``. None: the address settings' ``default-*`` value."""
+
+    exclusive: bool | None = None
+    group_rebalance: bool | None = None
+    group_rebalance_pause_dispatch: bool | None = None
+    group_buckets: int | None = None
+    group_first_key: str | None = None
+    last_value_key: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class QueueConfig:
     """A ``<queue>`` declared under an address's ``<anycast>`` or ``<multicast>``.
@@ -211,6 +228,7 @@ class QueueConfig:
     durable: bool = True
     max_consumers: int | None = None
     purge_on_no_consumers: bool = False
+    kind: QueueKind = QueueKind()
 
 
 @dataclass(frozen=True, slots=True)

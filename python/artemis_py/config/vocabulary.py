@@ -165,11 +165,13 @@ VOCABULARIES: dict[str, Vocabulary] = {
     "queue": Vocabulary(
         implemented=_names("filter durable"),
         unimplemented=_names("user"),
-        attributes=_names("name max-consumers purge-on-no-consumers"),
+        attributes=_names(
+            "name max-consumers purge-on-no-consumers exclusive group-rebalance "
+            "group-rebalance-pause-dispatch group-buckets group-first-key last-value "
+            "last-value-key"
+        ),
         unimplemented_attributes=_names(
-            "exclusive group-rebalance group-rebalance-pause-dispatch group-buckets "
-            "group-first-key last-value last-value-key non-destructive "
-            "consumers-before-dispatch delay-before-dispatch ring-size enabled"
+            "non-destructive consumers-before-dispatch delay-before-dispatch ring-size enabled"
         ),
     ),
     "filter": Vocabulary(implemented=frozenset(), attributes=_names("string")),

@@ -665,7 +665,7 @@ UNIMPLEMENTED = core(
   <address-setting match="#"><auto-create-jms-queues>true</auto-create-jms-queues></address-setting>
 </address-settings>
 <addresses><address name="a"><anycast>
-  <queue name="a" exclusive="true"><user>bob</user></queue>
+  <queue name="a" ring-size="5"><user>bob</user></queue>
 </anycast></address></addresses>"""
 )
 
@@ -679,7 +679,7 @@ def test_one_warning_lists_every_unimplemented_element_with_lines(
     assert (warning.file, warning.line, warning.element) == ("u.xml", 5, "core")
     assert warning.message.endswith(
         "security-setting-plugin (line 5), jmx-management-enabled (line 7), "
-        "auto-create-jms-queues (line 9), queue@exclusive (line 12), user (line 12)"
+        "auto-create-jms-queues (line 9), queue@ring-size (line 12), user (line 12)"
     )
     assert [r.getMessage() for r in caplog.records] == [str(warning)]
     assert config.address("a").queues[0].name == "a"  # the rest still parsed
@@ -692,8 +692,7 @@ def test_deprecated_names_warn_and_still_apply() -> None:
         "</address-setting></address-settings>"
     )
     config = parse_config(text, environ={})
-    # (Last-value queues are not implemented: the summary warning names the element too.)
-    (warning,) = [w for w in config.warnings if w.element == "last-value-queue"]
+    (warning,) = config.warnings
     assert (warning.line, warning.element) == (4, "last-value-queue")
     assert "default-last-value-queue" in warning.message
     assert config.address_settings_for("x").default_last_value_queue is True

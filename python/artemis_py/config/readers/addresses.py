@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from ..address_settings import (
     ADDRESS_SETTING_FIELDS,
     ADDRESS_SETTINGS_NOT_IMPLEMENTED,
@@ -11,7 +13,7 @@ from ..address_settings import (
 )
 from ..element_reader import Children, ElementReader, Invalid
 from ..enums import RoutingType
-from ..model import AddressConfig, QueueConfig
+from ..model import LAST_VALUE_PROPERTY, AddressConfig, QueueConfig, QueueKind
 from ..values import checked, int32, minus_one_or_at_least, parse_bool
 from ..wildcards import WildcardSyntax, malformed
 from ..xmlreader import XmlElement
@@ -174,6 +176,7 @@ def _queue(
         filter_element = qkids["filter"][0]
         reader.children(filter_element)
         filter_string = reader.attribute(filter_element, "string")
+    kind = _queue_kind(reader, element)
     if name is None:
         return None
     return QueueConfig(
@@ -184,4 +187,21 @@ def _queue(
         durable=reader.scalar(qkids, "durable", parse_bool, True),
         max_consumers=max_consumers,
         purge_on_no_consumers=bool(purge),
+        kind=kind,
+    )
+
+
+def _queue_kind(reader: ElementReader, element: XmlElement) -> QueueKind:
+    """A ``<queue>``'s dispatch attributes (groups, exclusive, last value)."""
+    attribute = partial(reader.convert_attribute, element)
+    last_value_key = attribute("last-value-key", str.strip) or None
+    if last_value_key is None and attribute("last-value", parse_bool):
+        last_value_key = LAST_VALUE_PROPERTY
+    return QueueKind(
+        exclusive=attribute("exclusive", parse_bool),
+        group_rebalance=attribute("group-rebalance", parse_bool),
+        group_rebalance_pause_dispatch=attribute("group-rebalance-pause-dispatch", parse_bool),
+        group_buckets=attribute("group-buckets", checked(int32, minus_one_or_at_least(0))),
+        group_first_key=attribute("group-first-key", str.strip) or None,
+        last_value_key=last_value_key,
     )

@@ -40,7 +40,8 @@ from artemis_py.broker.authorization import UNCHECKED, Authorizer, Permission, s
 from artemis_py.broker.broker import Broker, BrokerError, Transaction, now_ms
 from artemis_py.broker.duplicate_cache import DUPLICATE_ID_HEADER, Claim, duplicate_id
 from artemis_py.broker.filter import Filter, FilterSyntaxError
-from artemis_py.broker.message import DEFAULT_PRIORITY, Message
+from artemis_py.broker.message import DEFAULT_PRIORITY, GROUP_ID_PROPERTY, Message
+from artemis_py.broker.message_groups import CLIENT_GROUP_ID
 from artemis_py.broker.offset_reading import OffsetReadError
 from artemis_py.broker.pending import Pending
 from artemis_py.broker.queue import MaxConsumersReachedError
@@ -360,16 +361,25 @@ class StompSession:
         # (only a scale-down may say where a message stood: OFFSET_FROM is no property)
         control = _CONTROL_HEADERS if OFFSET_FROM not in first else _CONTROL_AND_OFFSET
         durable = first.get("persistent")
+        properties = tuple([h for h in headers if h[0] not in control])
+        group_id = first.get(CLIENT_GROUP_ID)
+        if group_id is not None:  # stored under Artemis's own name, as Artemis does
+            properties = tuple(
+                (GROUP_ID_PROPERTY if k == CLIENT_GROUP_ID else k, v) for k, v in properties
+            )
+        else:
+            group_id = first.get(GROUP_ID_PROPERTY)
         message = Message(
             self.broker.next_id(),
             target.address,
             body=frame.body,
-            properties=tuple([h for h in headers if h[0] not in control]),
+            properties=properties,
             routing_type=target.routing_type,
             durable=durable is not None and durable.lower() == "true",
             priority=priority,
             timestamp=now_ms(),
             expiration=expiration,
+            group_id=group_id,
         )
         # Artemis's stompMinLargeMessageSize: stored as a file of its own when persisted.
         message.large = message.size >= self.acceptor.stomp_min_large_message_size

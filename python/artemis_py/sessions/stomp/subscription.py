@@ -147,6 +147,10 @@ class Subscription:
             headers.append(("ack", ack_id))
         if ref.delivery_count > 1:
             headers.append(("redelivered", "true"))
+        if ref.first_in_group:  # (group-first-key: the queue's rules name the header)
+            first_key = ref.queue.rules.first_key if ref.queue.rules is not None else None
+            if first_key is not None:
+                headers.append((first_key, "true"))
         send_message(self.session, message, headers)
         if auto:
             self.session.broker.acknowledge_delivered(ref)
