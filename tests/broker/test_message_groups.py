@@ -95,3 +95,31 @@ def test_buckets_share_owners_and_an_exclusive_queue_has_one_consumer() -> None:
     exclusive.remove_consumer(c)
     add(exclusive, "3")
     assert d.bodies == ["3"]
+
+
+def test_a_last_value_queue_keeps_the_latest_waiting_message_per_value() -> None:
+    replaced: list[MessageReference] = []
+
+    def acknowledge(ref: MessageReference) -> None:  # (as Acknowledgements.replaced counts)
+        ref.queue.delivering -= 1
+        replaced.append(ref)
+
+    q = Queue(1, "q", "a", RoutingType.ANYCAST, last_value_key="stock", on_replaced=acknowledge)
+    add(q, "ibm-1", stock="IBM")
+    add(q, "aapl-1", stock="AAPL")
+    add(q, "ibm-2", stock="IBM")
+    add(q, "plain")
+    add(q, "ibm-3", stock="IBM")
+    assert [r.message.body for r in q.messages] == [b"aapl-1", b"plain", b"ibm-3"]
+    assert [r.message.body for r in replaced] == [b"ibm-1", b"ibm-2"]
+    taker = Taker("t", credit=1)
+    q.add_consumer(taker)  # takes aapl-1: on its way, it is replaced no more
+    add(q, "aapl-2", stock="AAPL")
+    assert taker.bodies == ["aapl-1"]
+    assert [r.message.body for r in q.messages] == [b"plain", b"ibm-3", b"aapl-2"]
+    # A delivery that comes back after a newer value arrived is dropped as replaced.
+    q.remove_consumer(taker)
+    q.cancel(list(taker.got))
+    assert [r.message.body for r in replaced][-1] == b"aapl-1"
+    assert q.messages_replaced == 3
+    assert q.delivering == 0

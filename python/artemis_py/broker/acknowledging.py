@@ -147,6 +147,12 @@ class Acknowledgements:
         settings = self.address_settings(ref.queue.address)
         self._move(ref, settings.dead_letter_address, "dead letter")
 
+    def replaced(self, ref: MessageReference) -> None:
+        """A last-value queue's reference that a later one of its value replaced: gone
+        (counted as replaced by its queue, not as acknowledged)."""
+        ref.queue.delivering -= 1
+        self.acknowledge_refs([ref], awaited=False)
+
     def expire(self, ref: MessageReference) -> None:
         ref.queue.messages_expired += 1
         settings = self.address_settings(ref.queue.address)

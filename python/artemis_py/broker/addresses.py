@@ -199,6 +199,8 @@ class Addresses:
             on_expired=self.acks.expire,
             clock_ms=now_ms,
             rules=dispatch_rules(spec),
+            last_value_key=spec.last_value_key,
+            on_replaced=self.acks.replaced,
         )
 
     def delete_queue(self, queue: Queue) -> Pending:

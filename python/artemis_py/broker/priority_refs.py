@@ -7,7 +7,7 @@ cheapest structure for the usual case (:class:`~artemis_py.broker.queue.Queue` s
 this class the first time another priority arrives, and back once it is empty).
 
 :class:`PriorityRefs` offers the part of :class:`collections.deque`'s interface that queues
-and their readers use (``append``, ``extend``, ``popleft``, ``extendleft``, ``clear``, length,
+and their readers use (``append``, ``extend``, ``popleft``, ``extendleft``, ``remove``, ``clear``, length,
 truth and iteration in delivery order), so nothing else needs to know which one it holds.
 """
 
@@ -65,6 +65,10 @@ class PriorityRefs:
                 self._count -= 1
                 return lane.popleft()
         raise IndexError("pop from an empty PriorityRefs")
+
+    def remove(self, ref: MessageReference) -> None:
+        self._lanes[ref.message.priority].remove(ref)
+        self._count -= 1
 
     def clear(self) -> None:
         for lane in self._lanes:

@@ -13,7 +13,8 @@ load evenly (Artemis's QueueImpl does the same).
 A consumer may carry a selector; a reference that no consumer's selector matches stays in
 the queue, in place, and does not block the ones behind it. Message groups and exclusive
 queues (:mod:`.message_groups`) name the one consumer a reference must go to; one whose
-consumer is busy waits in place the same way.
+consumer is busy waits in place the same way. A last-value queue (:mod:`.last_values`)
+keeps only the latest waiting message per value of its key.
 
 Delivered references belong to their consumer until it acknowledges them (the broker then
 deletes them) or goes away (they are cancelled back to the head of the queue with their
@@ -33,6 +34,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
+from artemis_py.broker.last_values import LastValues
 from artemis_py.broker.message import DEFAULT_PRIORITY
 from artemis_py.broker.message_groups import DispatchRules
 from artemis_py.broker.offset_index import OffsetIndex
@@ -78,6 +80,8 @@ class Queue:
         on_expired: Callable[[MessageReference], None] | None = None,
         clock_ms: Callable[[], int] | None = None,
         rules: DispatchRules | None = None,
+        last_value_key: str | None = None,
+        on_replaced: Callable[[MessageReference], None] | None = None,
     ) -> None:
         self.id = queue_id
         self.name = name
@@ -97,6 +101,9 @@ class Queue:
         self.rules = rules
         self._grouped = rules is not None and rules.exclusive  # a rule may name a consumer
         self._rebalancing = False  # dispatch paused until deliveries settle (group-rebalance)
+        self.last_values = LastValues(last_value_key) if last_value_key else None
+        self._on_replaced = on_replaced
+        self.messages_replaced = 0  # by a later message of the same last value
         self.delivering = 0  # references delivered and not yet acknowledged or cancelled
         self.messages_added = 0
         self.messages_acknowledged = 0
@@ -183,6 +190,8 @@ class Queue:
             self.messages = PriorityRefs(self.messages)
         if message.group_id is not None and not self._grouped:
             self._group_seen()
+        if self.last_values is not None:
+            self._replace(self.last_values.arrived(ref))
         self.messages.append(ref)
         self.messages_added += 1
         if self.index is not None:
@@ -196,6 +205,8 @@ class Queue:
         refs = list(refs)
         self._prioritise(refs)
         for ref in refs:
+            if self.last_values is not None:
+                self._replace(self.last_values.arrived(ref))
             self.messages.append(ref)
             self.messages_added += 1
             if self.index is not None:
@@ -205,7 +216,12 @@ class Queue:
     def add_paged(self, refs: list[MessageReference]) -> None:
         """Depaged references, at the tail in page order (counted as added when paged)."""
         self._prioritise(refs)
-        self.messages.extend(refs)
+        if self.last_values is None:
+            self.messages.extend(refs)
+        else:
+            for ref in refs:
+                self._replace(self.last_values.arrived(ref))
+                self.messages.append(ref)
         if self.index is not None:
             for ref in refs:
                 self.index.add(ref)
@@ -215,6 +231,14 @@ class Queue:
 
     def cancel(self, refs: list[MessageReference]) -> None:
         """Return delivered, unacknowledged references to the head, in their order."""
+        if self.last_values is not None:
+            kept = []
+            for ref in refs:
+                if self.last_values.returned(ref):
+                    kept.append(ref)
+                else:
+                    self._replace(ref, waiting=False)
+            refs = kept
         self.delivering -= len(refs)
         self._prioritise(refs)
         self.messages.extendleft(reversed(refs))
@@ -241,6 +265,8 @@ class Queue:
         self.messages = deque()
         if self.index is not None:
             self.index.clear()
+        if self.last_values is not None:
+            self.last_values.current.clear()
         return refs
 
     def remove(self, refs: list[MessageReference]) -> None:
@@ -249,6 +275,9 @@ class Queue:
         if self.index is not None:
             for ref in refs:
                 self.index.discard(ref)
+        if self.last_values is not None:
+            for ref in refs:
+                self.last_values.left(ref)
         if len(refs) <= len(messages) and all(a is b for a, b in zip(refs, messages, strict=False)):
             for _ in refs:  # the usual case: the oldest ones
                 messages.popleft()
@@ -317,7 +346,7 @@ class Queue:
         try:
             while True:
                 self._redeliver = False
-                if self._selective or self._grouped:
+                if self._selective or self._grouped or self.last_values is not None:
                     self._deliver_with_selectors()
                 else:
                     self._deliver_in_order()
@@ -351,6 +380,8 @@ class Queue:
             if self._expired(ref):
                 if self.index is not None:
                     self.index.discard(ref)
+                if self.last_values is not None:
+                    self.last_values.left(ref)
                 continue
             consumer = self._take_consumer(ref)
             if consumer is None:
@@ -365,6 +396,8 @@ class Queue:
             if self._grouped:
                 assert self.rules is not None
                 self.rules.delivered(ref, consumer, self._owner)
+            if self.last_values is not None:
+                self.last_values.left(ref)
             consumer.deliver(ref)
         kept.extend(messages)
         self.messages = kept
@@ -399,6 +432,21 @@ class Queue:
             self._next_consumer = (index + 1) % count
             return consumer
         return None
+
+    def _replace(self, older: MessageReference | None, *, waiting: bool = True) -> None:
+        """``older`` was replaced by a later message of its last value: out of the queue
+        (``waiting``; else a delivery that came back) and acknowledged: it never reaches a
+        consumer again."""
+        if older is None:
+            return
+        if waiting:
+            self.messages.remove(older)
+            if self.index is not None:
+                self.index.discard(older)
+            self.delivering += 1  # handed to the acknowledgement, which counts it down
+        self.messages_replaced += 1
+        if self._on_replaced is not None:
+            self._on_replaced(older)
 
     def _expired(self, ref: MessageReference) -> bool:
         expiration = ref.message.expiration
