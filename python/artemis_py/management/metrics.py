@@ -155,7 +155,7 @@ class NodeCollector(Collector):
         pages = _gauge("artemis_address_pages", "Page files of the address", labels)
         dropped = _counter(
             "artemis_address_messages_dropped",
-            "Messages dropped because the address was full (address-full-policy DROP)",
+            "Messages dropped because the address or the disk was full (a full-policy DROP)",
             labels,
         )
         manager = self.node.broker.paging
