@@ -280,6 +280,20 @@ def journal_settings(config: BrokerConfig) -> JournalSettings:
     )
 
 
+def watched_disk(config: BrokerConfig, base: Path) -> DiskMonitor:
+    """The monitor of the disk under the data directories (as Artemis: the journals', the
+    paging and the large messages' directories; docs/disk.md)."""
+    return DiskMonitor(
+        config,
+        [
+            base / config.journal.directory,
+            base / config.journal.bindings_directory,
+            base / config.paging_directory,
+            base / config.large_messages_directory,
+        ],
+    )
+
+
 @asynccontextmanager
 async def open_broker(
     config: BrokerConfig | None = None,
@@ -316,15 +330,9 @@ async def open_broker(
                 paging_directory,
                 page_size_for=lambda a: config.address_settings_for(a).page_size_bytes,
             )
-            # Artemis watches the journal's, the paging and the large messages' directories.
-            data_directories = [
-                base / config.journal.directory,
-                base / config.journal.bindings_directory,
-                paging_directory,
-                base / config.large_messages_directory,
-            ]
-            disk = DiskMonitor(config, data_directories)
-            paging = PagingManager(config, persistence, paging_directory, stores, disk)
+            paging = PagingManager(
+                config, persistence, paging_directory, stores, watched_disk(config, base)
+            )
             stack.push_async_callback(paging.close)  # before the journals close
         else:
             persistence = Persistence(MemoryStore(), str(uuid.uuid4()))
