@@ -32,6 +32,7 @@ from artemis_py.broker.authentication import Authenticator
 from artemis_py.broker.authorization import Authorizer
 from artemis_py.broker.broker import Broker
 from artemis_py.broker.paging import PagingManager
+from artemis_py.broker.paging.disk import DiskMonitor
 from artemis_py.broker.persistence import Persistence
 from artemis_py.broker.store import JournalStore, MemoryStore
 from artemis_py.cluster.cluster_connection import ClusterConnection, owner
@@ -279,6 +280,20 @@ def journal_settings(config: BrokerConfig) -> JournalSettings:
     )
 
 
+def watched_disk(config: BrokerConfig, base: Path) -> DiskMonitor:
+    """The monitor of the disk under the data directories (as Artemis: the journals', the
+    paging and the large messages' directories; docs/disk.md)."""
+    return DiskMonitor(
+        config,
+        [
+            base / config.journal.directory,
+            base / config.journal.bindings_directory,
+            base / config.paging_directory,
+            base / config.large_messages_directory,
+        ],
+    )
+
+
 @asynccontextmanager
 async def open_broker(
     config: BrokerConfig | None = None,
@@ -315,7 +330,9 @@ async def open_broker(
                 paging_directory,
                 page_size_for=lambda a: config.address_settings_for(a).page_size_bytes,
             )
-            paging = PagingManager(config, persistence, paging_directory, stores)
+            paging = PagingManager(
+                config, persistence, paging_directory, stores, watched_disk(config, base)
+            )
             stack.push_async_callback(paging.close)  # before the journals close
         else:
             persistence = Persistence(MemoryStore(), str(uuid.uuid4()))
@@ -327,6 +344,7 @@ async def open_broker(
         authorizer = Authorizer.from_config(config, config_dir)
         async with trio.open_nursery() as nursery:
             await nursery.start(paging.run)
+            await nursery.start(paging.disk.run)  # scanned once before clients are served
             node = Node(broker, nursery)
             node.authenticator, node.authorizer = authenticator, authorizer
             node.cluster_connections = cluster_connections(broker)

@@ -251,21 +251,31 @@ class Sending:
                 queue.cancel(refs)
             raise
 
-    def commit(self, tx: Transaction) -> Pending:
+    def commit(self, tx: Transaction, *, from_client: bool = False) -> Pending:
         """Make a transaction's sends and acknowledgements durable together.
 
         Sends to addresses that page go to their page files marked with the transaction's
         id; its journal commit (with a PAGE_TX record) is submitted once those are durable,
         and page records of a transaction without that record never count.
+
+        A transaction never waits for an address's room; ``from_client``: a client's
+        COMMIT, which a full disk holds like a send (:mod:`.paging.disk`), all of it.
         """
         persistence = self.persistence
         paging = self.paging
         placements, claim = tx.placements, tx.claim
+        start = len(placements)
         try:
-            for message, queues in tx.sends[len(placements) :]:
-                placements.append(
-                    paging.place(message, queues, persistence.next_id(), internal=True)
+            for message, queues in tx.sends[start:]:
+                placement = paging.place(
+                    message, queues, persistence.next_id(), internal=True, watch_disk=from_client
                 )
+                placements.append(placement)
+                if placement.wait is not None:  # the disk is full: none is placed yet
+                    for placed in placements[start:]:
+                        placed.release()
+                    del placements[start:]
+                    return after(placement.wait, partial(self.commit, tx, from_client=True))
         except Full as exc:
             for placement in placements:
                 placement.release()

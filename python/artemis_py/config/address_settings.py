@@ -353,10 +353,9 @@ ADDRESS_SETTINGS_NOT_IMPLEMENTED = frozenset(
         "redelivery-delay-multiplier",
         "redelivery-collision-avoidance-factor",
         "max-redelivery-delay",
-        # Paging: prefetching is what max-read-page-* already bound; the disk is not watched.
+        # Paging: prefetching is what max-read-page-* already bound.
         "prefetch-page-messages",
         "prefetch-page-bytes",
-        "disk-full-policy",
         # Queue kinds and dispatch (non-destructive, consumers before dispatch, rings).
         "default-non-destructive",
         "default-consumers-before-dispatch",

@@ -423,7 +423,10 @@ class BrokerConfig:
 
     Paths are kept as written; relative ones are relative to the broker instance directory,
     which is the caller's business. ``global_max_size`` / ``global_max_messages``: -1 means
-    the default (see :mod:`artemis_py.broker.paging`); ``large_messages_directory`` holds
+    the default (see :mod:`artemis_py.broker.paging`). ``max_disk_usage`` (percent of the
+    disk used, -1: not watched), ``min_disk_free`` (bytes, -1: unset; when set it replaces
+    ``max_disk_usage``) and ``disk_scan_period`` (ms, -1: never scanned) watch the disk of
+    the data directories (:mod:`artemis_py.broker.paging.disk`). ``large_messages_directory`` holds
     large messages (docs/large-messages.md). ``wildcards`` is the syntax of address
     patterns, for address and security settings and, when ``wildcard_routing_enabled``
     (Artemis's default), for subscriptions on wildcard addresses
@@ -438,6 +441,9 @@ class BrokerConfig:
     large_messages_directory: str = "data/largemessages"
     global_max_size: int = -1
     global_max_messages: int = -1
+    max_disk_usage: int = defaults.MAX_DISK_USAGE
+    min_disk_free: int = -1
+    disk_scan_period: int = defaults.DISK_SCAN_PERIOD
     id_cache_size: int = defaults.ID_CACHE_SIZE
     persist_id_cache: bool = True
     # Where management operations are sent (Artemis's <management-address>).

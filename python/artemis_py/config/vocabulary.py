@@ -57,6 +57,7 @@ CORE_IMPLEMENTED = _names(
     journal-buffer-size journal-buffer-timeout journal-max-io journal-datasync
     journal-sync-transactional journal-sync-non-transactional journal-compact-min-files
     journal-compact-percentage id-cache-size persist-id-cache global-max-size global-max-messages
+    max-disk-usage min-disk-free disk-scan-period
     cluster-user cluster-password mask-password password-codec connection-ttl-override
     wild-card-routing-enabled
     management-address
@@ -86,8 +87,8 @@ CORE_UNIMPLEMENTED = _names(
     connection-routers grouping-handler purge-page-folders page-max-concurrent-io read-whole-page
     journal-retention-directory node-manager-lock-directory journal-device-block-size
     log-journal-write-rate journal-file-open-timeout server-dump-interval
-    global-max-size-percent-of-jvm-max-memory max-disk-usage min-disk-free
-    disk-scan-period memory-warning-threshold memory-measure-interval store critical-analyzer
+    global-max-size-percent-of-jvm-max-memory
+    memory-warning-threshold memory-measure-interval store critical-analyzer
     critical-analyzer-timeout critical-analyzer-check-period critical-analyzer-policy
     page-sync-timeout mirror-ack-manager-queue-attempts mirror-ack-manager-page-attempts
     mirror-ack-manager-retry-delay mirror-ack-manager-warn-unacked mirror-page-transaction

@@ -85,6 +85,7 @@ class NodeCollector(Collector):
         yield from self._node(node_id)
         yield from self._queues(node_id)
         yield from self._addresses(node_id)
+        yield from self._disk(node_id)
         yield from self._journals(node_id)
         yield from self._cluster(node_id)
         yield from self._connections(node_id)
@@ -154,7 +155,7 @@ class NodeCollector(Collector):
         pages = _gauge("artemis_address_pages", "Page files of the address", labels)
         dropped = _counter(
             "artemis_address_messages_dropped",
-            "Messages dropped because the address was full (address-full-policy DROP)",
+            "Messages dropped because the address or the disk was full (a full-policy DROP)",
             labels,
         )
         manager = self.node.broker.paging
@@ -176,6 +177,31 @@ class NodeCollector(Collector):
         )
         limit.add_metric([node_id], manager.global_max_size)
         yield from (size, paging, pages, dropped, memory, limit)
+
+    def _disk(self, node_id: str) -> Iterator[Metric]:
+        """The disk under the data directories, as its last scan found it (only while it is
+        watched: persistence on, a limit and a scan period)."""
+        disk = self.node.broker.paging.disk
+        usage = disk.usage
+        if not disk.watched or usage is None:
+            return
+        labels = ["node", "directory"]
+        values = [node_id, usage.directory]
+        families = (
+            # Artemis's broker metric disk.store.usage: the fraction of the disk used.
+            ("artemis_disk_store_usage", "Fraction of the disk used (1 - usable / total)",
+             usage.used),
+            ("artemis_disk_usable_bytes", "Bytes of the disk a writer may still take",
+             usage.usable),
+            ("artemis_disk_total_bytes", "Bytes of the disk", usage.total),
+            ("artemis_disk_full",
+             "1 while the disk is beyond max-disk-usage or min-disk-free (producers held)",
+             1 if disk.full else 0),
+        )  # fmt: skip
+        for name, doc, value in families:
+            gauge = _gauge(name, doc, labels)
+            gauge.add_metric(values, value)
+            yield gauge
 
     def _journals(self, node_id: str) -> Iterator[Metric]:
         reports = journal_reports(self.node.broker.persistence)

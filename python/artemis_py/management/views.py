@@ -63,6 +63,22 @@ def node_view(node: Node) -> dict[str, Any]:
         "web": node.web_url,
         "security_enabled": config.security_enabled,
         "persistence_enabled": config.persistence_enabled,
+        "disk": disk_view(node),
+    }
+
+
+def disk_view(node: Node) -> dict[str, Any]:
+    """The disk under the data directories, as the last scan found it (docs/disk.md)."""
+    disk = node.broker.paging.disk
+    usage = disk.usage
+    return {
+        "watched": disk.watched,
+        "full": disk.full,
+        "limit": disk.limit_text() if disk.watched else None,
+        "directory": usage.directory if usage is not None else None,
+        "usage": round(usage.used, 4) if usage is not None else None,
+        "usable_bytes": usage.usable if usage is not None else None,
+        "total_bytes": usage.total if usage is not None else None,
     }
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 import trio
 
 from artemis_py.broker.pending import Pending, durable, settle_in_order
-from artemis_py.exceptions import StorageError
+from artemis_py.exceptions import BrokerError, StorageError
 from artemis_py.protocol.stomp import Frame
 from artemis_py.sessions.stomp import StompError, StompSession, browsing
 from artemis_py.sessions.stomp.actions import Browse
@@ -158,9 +158,11 @@ class SessionShell:
                 else:
                     try:
                         await pending.settled()
-                    except StorageError as exc:
-                        # The journal failed: this frame and the ones after it cannot be
-                        # answered. The client hears why, as for a frame refused at once.
+                    except (StorageError, BrokerError) as exc:
+                        # The journal failed, or a send held back (a full address or disk)
+                        # was refused once it could go on (its address is FAIL): this frame
+                        # and the ones after it cannot be answered. The client hears why, as
+                        # for a frame refused at once.
                         refusal = StompError(str(exc), kind=refusal_kind(exc))
                         await self._refuse_step(refusal, receipt)
                         return

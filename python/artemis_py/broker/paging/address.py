@@ -9,7 +9,9 @@ Theory of operation
   address is below ``max-size-bytes`` / ``max-size-messages`` (and the node below its global
   limits) messages go to memory. Once full, ``address-full-policy`` decides: PAGE appends them
   to the address's page files, BLOCK holds the send back until there is room, FAIL refuses it,
-  DROP drops it.
+  DROP drops it. While the disk is full (:mod:`.disk`), ``disk-full-policy`` decides first,
+  for every address and whatever its limits: BLOCK (the default) holds the send until the
+  disk has room, FAIL refuses it, DROP drops it. The node's own moves are not held.
 * **FIFO across the boundary.** Once paging starts, *every* new message for the address goes
   to the pages until every page is complete for every queue (Artemis's rule): so the messages
   in memory are always older than those in pages, and a queue depaging at its tail keeps the
@@ -30,7 +32,7 @@ import trio
 
 from artemis_py.broker.message import MessageReference, decode_message
 from artemis_py.broker.paging.cursor import PageCursor, Position
-from artemis_py.config import AddressFullPolicy, PageFullPolicy
+from artemis_py.config import AddressFullPolicy, DiskFullPolicy, PageFullPolicy
 from artemis_py.storage.paging import PAGE_HEADER_SIZE
 
 if TYPE_CHECKING:
@@ -99,6 +101,7 @@ class AddressPaging:
         self.page_records: Counter[int] = Counter()  # records per existing page
         self.dropped = 0
         self._dropping = False  # in a DROP episode (logged once)
+        self._disk_episode = 0  # the last full-disk episode this address logged
         self._room = trio.Event()
         self.creating = False  # its page store is being created
         self._created = trio.Event()  # set when the creation under way ends
@@ -159,8 +162,11 @@ class AddressPaging:
 
     # -- deciding where a message goes ---------------------------------------------------
 
-    def decide(self, *, internal: bool = False) -> str:
-        """MEMORY, PAGE, BLOCK or DROP; raises ``Full`` for FAIL."""
+    def decide(self, *, internal: bool = False, disk_full: bool = False) -> str:
+        """MEMORY, PAGE, BLOCK or DROP; raises ``Full`` for FAIL. ``disk_full``: the disk
+        is full and this send is held by it (see :meth:`.manager.PagingManager.place`)."""
+        if disk_full:
+            return self._disk_full()
         settings = self._settings or self.settings
         policy = settings.address_full_policy
         if policy is AddressFullPolicy.PAGE:
@@ -192,6 +198,35 @@ class AddressPaging:
         raise Full(
             f"address {self.address} is full: {self.limit_text()} (address-full-policy FAIL)"
         )
+
+    def _disk_full(self) -> str:
+        """The decision of ``disk-full-policy`` (Artemis 2.45's PagingStoreImpl: while the
+        disk is full it replaces the address's own policy; BLOCK when unset)."""
+        disk = self.manager.disk
+        policy = self.settings.disk_full_policy
+        first = self._disk_episode != disk.episodes  # logged once per address and episode
+        self._disk_episode = disk.episodes
+        if policy is DiskFullPolicy.FAIL:
+            raise Full(
+                f"address {self.address} refuses the message: the disk is full "
+                f"({disk.state_text()}; disk-full-policy FAIL)"
+            )
+        if policy is DiskFullPolicy.DROP:
+            self.dropped += 1
+            if first:
+                log.warning(
+                    "address %s: the disk is full (%s): dropping messages until there is "
+                    "room (disk-full-policy DROP)",
+                    self.address,
+                    disk.limit_text(),
+                )
+            return DROP
+        if first:
+            log.warning(
+                "AMQ222212: the disk is full: sends to address %s wait until it has room",
+                self.address,
+            )
+        return BLOCK
 
     def _drop(self, limit: str) -> str:
         self.dropped += 1
@@ -232,7 +267,9 @@ class AddressPaging:
                 self.manager.check_paging_ended(self)
 
     async def room(self) -> None:
-        """Return once the address is below its limits (BLOCK)."""
+        """Return once the address is below its limits and the disk has room (BLOCK:
+        the send is then decided again)."""
+        await self.manager.disk.space()
         while self.full():
             if self._room.is_set():
                 self._room = trio.Event()

@@ -34,6 +34,7 @@ from artemis_py.broker.paging.address import (
     Held,
 )
 from artemis_py.broker.paging.cursor import PageCursor
+from artemis_py.broker.paging.disk import DiskMonitor
 from artemis_py.broker.pending import durable
 from artemis_py.broker.records import page_ack_op, page_complete_op
 from artemis_py.exceptions import StorageError
@@ -127,8 +128,11 @@ class PagingManager:
         persistence: Persistence,
         paging_directory: Path | None,
         stores: dict[str, PageStore] | None = None,
+        disk: DiskMonitor | None = None,
     ) -> None:
         self.config = config
+        # The disk under the data directories (none watched without persistence).
+        self.disk = disk if disk is not None else DiskMonitor(config, [])
         self.persistence = persistence
         self.directory = paging_directory
         self.size = 0
@@ -175,20 +179,30 @@ class PagingManager:
     # -- sending ---------------------------------------------------------------------------
 
     def place(
-        self, message: Message, queues: list[Queue], offset: int, *, internal: bool = False
+        self,
+        message: Message,
+        queues: list[Queue],
+        offset: int,
+        *,
+        internal: bool = False,
+        watch_disk: bool | None = None,
     ) -> Placement:
         """Decide, per address of ``queues``, whether ``message`` goes to memory or pages;
         in memory it is at ``offset`` (:mod:`artemis_py.broker.offset_reading`).
+        ``watch_disk`` (default: not ``internal``): a full disk holds, fails or drops the
+        send by ``disk-full-policy`` (:mod:`.disk`); a client's transaction is placed as
+        ``internal`` and still watches the disk.
 
         Raises :class:`~.address.Full` (FAIL) before anything is reserved.
         """
         placement = Placement(offset)
         groups: dict[str, list[Queue]]
         known: str | None = None  # the decision for the one group, when made already
+        disk_full = self.disk.full and (not internal if watch_disk is None else watch_disk)
         if len(queues) == 1:  # (the usual case: one queue)
             queue = queues[0]
             paging = self.addresses.get(queue.address) or self.address(queue.address)
-            known = paging.decide(internal=internal)
+            known = paging.decide(internal=internal, disk_full=disk_full)
             if known is MEMORY:  # (and the usual decision)
                 placement.in_memory(paging, [queue], message.memory_size)
                 return placement
@@ -200,7 +214,9 @@ class PagingManager:
         decided = []
         for name, group in groups.items():
             paging = self.address(name)
-            decision = paging.decide(internal=internal) if known is None else known
+            decision = (
+                paging.decide(internal=internal, disk_full=disk_full) if known is None else known
+            )
             if decision is BLOCK:
                 placement.wait = paging.room
                 return placement

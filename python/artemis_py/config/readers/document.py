@@ -134,6 +134,19 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
         global_max_messages=reader.scalar(
             kids, "global-max-messages", checked(int64, minus_one_or_at_least(0)), -1
         ),
+        # Artemis's validators: PERCENTAGE_OR_MINUS_ONE, then MINUS_ONE_OR_GT_ZERO twice.
+        max_disk_usage=reader.scalar(
+            kids, "max-disk-usage", _percent_or_minus_one, defaults.MAX_DISK_USAGE
+        ),
+        min_disk_free=reader.scalar(
+            kids, "min-disk-free", checked(bytes64, minus_one_or_at_least(1)), -1
+        ),
+        disk_scan_period=reader.scalar(
+            kids,
+            "disk-scan-period",
+            checked(int32, minus_one_or_at_least(1)),
+            defaults.DISK_SCAN_PERIOD,
+        ),
         id_cache_size=id_cache_size,
         persist_id_cache=reader.scalar(kids, "persist-id-cache", parse_bool, True),
         management_address=reader.scalar(
@@ -154,6 +167,13 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
         cluster_connections=cluster_connections,
         ha_policy=ha_policy,
     )
+
+
+def _percent_or_minus_one(text: str) -> int:
+    value = int32(text)
+    if value != -1 and not 0 <= value <= 100:
+        raise ValueError(f"{value} must be a percentage from 0 to 100, or -1 (not watched)")
+    return value
 
 
 def _password_reader(reader: ElementReader, kids: Children) -> Unmask:

@@ -550,7 +550,7 @@ class StompSession:
             return Pending(duplicate=True)
         tx.claim = claim if claim and claim.entries else None
         try:
-            pending = self.broker.commit(tx)
+            pending = self.broker.commit(tx, from_client=True)
         except BaseException as exc:
             if claim is not None:
                 claim.release()
