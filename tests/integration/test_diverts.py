@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from cluster.conftest import Cluster, cluster, wait_binding  # noqa: F401 - the cluster fixture
@@ -68,6 +69,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         prefixes=False,
         extra_core=f"<diverts>{SHARED_DIVERTS}</diverts>",
         addresses=SHARED_ADDRESSES,
+        web=True,
     )
     broker.start()
     yield broker
@@ -158,6 +160,24 @@ def test_a_transaction_sends_the_copies_at_commit_or_not_at_all(node: BrokerProc
     watcher.sync()
     assert sorted(watcher.bodies()) == ["committed-1", "committed-2"]
     assert bodies_in(node, "orders") == ["committed-1", "committed-2"]
+
+
+def test_the_management_api_shows_the_diverts(node: BrokerProcess) -> None:
+    diverts = httpx.get(f"{node.web_url}/api/diverts").json()
+    assert [d["name"] for d in diverts] == ["spy", "ny", "fan"] + [
+        f"divert-{kind}" for kind in ROUTING_TYPES
+    ]
+    assert diverts[1] == {
+        "name": "ny",
+        "address": "prices",
+        "forwarding_address": "ny-prices",
+        "exclusive": True,
+        "filter": "office = 'NY'",
+        "routing_name": None,
+        "routing_type": "STRIP",
+    }
+    assert diverts[2]["forwarding_address"] == "dallas, chicago"
+    assert httpx.get(f"{node.web_url}/api/addresses/orders").json()["diverts"] == ["spy"]
 
 
 def test_persistent_copies_survive_a_crash_and_the_divert_is_read_again(
