@@ -3,11 +3,13 @@ the copy is, and that a diverted send is stored, committed and recovered with it
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from artemis_py.broker.broker import Broker
 from artemis_py.broker.diverting import Diverted, DivertingSending, compile_diverts
-from artemis_py.broker.message import Message
+from artemis_py.broker.message import Message, MessageReference
 from artemis_py.broker.persistence import Persistence
 from artemis_py.broker.sending import Sending, Transaction
 from artemis_py.broker.store import MemoryStore
@@ -203,3 +205,27 @@ async def test_a_bad_filter_names_the_divert_and_its_line() -> None:
     assert problem.file == "broker.xml"
     assert problem.line == cfg.diverts[0].line > 1
     assert "divert 'bad': invalid filter" in problem.message
+
+
+async def test_an_expired_message_s_move_goes_through_the_diverts_of_its_address() -> None:
+    settings = (
+        '<address-settings><address-setting match="orders">'
+        "<expiry-address>expired</expiry-address></address-setting></address-settings>"
+    )
+    addresses = ADDRESSES.replace(
+        "</addresses>",
+        '<address name="expired"><anycast><queue name="expired"/></anycast></address></addresses>',
+    )
+    exclusive = "<exclusive>true</exclusive>"
+    broker = started(config(divert("lost", "expired", "audit", exclusive), settings + addresses))
+    await send(broker, "orders", ANY)
+    queue = broker.queue("orders")
+    assert queue is not None
+    delivered: list[MessageReference] = []
+    queue.add_consumer(
+        SimpleNamespace(selector=None, has_credit=lambda: True, deliver=delivered.append)
+    )
+    broker.acks.expire(delivered[0])
+    assert counts(broker, "orders", "expired", "audit") == [0, 0, 1]
+    moved = held(broker, "audit")[0]
+    assert moved.property("_AMQ_ORIG_ADDRESS") == "expired"

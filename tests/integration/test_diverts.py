@@ -194,8 +194,10 @@ def test_persistent_copies_survive_a_crash_and_the_divert_is_read_again(
     for n in range(5):
         producer.send("orders", f"p{n}", **ANYCAST, persistent="true")
     producer.send("orders", "not-persistent", **ANYCAST)
+    large = "L" * 150_000  # over stompMinLargeMessageSize: a file of its own, per copy
+    producer.send("orders", large, **ANYCAST, persistent="true")
     node.restart(crash=True)
-    persistent = [f"p{n}" for n in range(5)]
+    persistent = sorted([f"p{n}" for n in range(5)] + [large])
     assert bodies_in(node, "orders") == []  # the exclusive divert took them all
     assert bodies_in(node, "a1") == persistent
     assert bodies_in(node, "a2") == persistent

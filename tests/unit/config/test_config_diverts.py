@@ -109,7 +109,7 @@ def test_bad_divert(item: str, element: str, message: str) -> None:
 
 def test_duplicate_names_and_a_queue_s_name_are_refused() -> None:
     queues = (
-        "<addresses><address name=\"orders\"><anycast><queue name=\"orders\"/></anycast>"
+        '<addresses><address name="orders"><anycast><queue name="orders"/></anycast>'
         "</address></addresses>"
     )
     problems = problems_of(
