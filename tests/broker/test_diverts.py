@@ -229,3 +229,15 @@ async def test_an_expired_message_s_move_goes_through_the_diverts_of_its_address
     assert counts(broker, "orders", "expired", "audit") == [0, 0, 1]
     moved = held(broker, "audit")[0]
     assert moved.property("_AMQ_ORIG_ADDRESS") == "expired"
+
+
+async def test_a_copy_without_a_routing_type_creates_no_address_one_with_one_does() -> None:
+    diverts = divert("strip", "orders", "nowhere") + divert(
+        "made", "audit", "made", "<routing-type>ANYCAST</routing-type>"
+    )
+    broker = started(config(diverts))
+    await send(broker, "orders", ANY)  # as Artemis: the copy reaches nothing, the send is fine
+    assert counts(broker, "orders") == [1]
+    assert broker.post_office.address("nowhere") is None
+    await send(broker, "audit", ANY)  # an anycast copy auto-creates address and queue
+    assert counts(broker, "audit", "made") == [1, 1]

@@ -8,7 +8,8 @@ diverts cost its sends nothing. A node with diverts uses :class:`DivertingSendin
 diverts of the message's address (one dictionary lookup when there are none):
 
 * for each divert that takes the message (:mod:`.routing.diverts`), a copy under a new id
-  is routed to each of its forwarding addresses like any send there: auto-creation, that
+  is routed to each of its forwarding addresses like any send there: auto-creation (for a
+  copy with a routing type; as in Artemis, one without creates nothing), that
   address's own diverts (a chain; loops were refused at start, :mod:`..config.readers.diverts`),
   its remote bindings (the copy is load-balanced to other nodes like any message sent
   there), and an ``address::queue`` names one queue;
@@ -128,27 +129,47 @@ class DivertingSending(Sending):
 
     def route(self, message: Message, queue_name: str | None = None) -> list[Queue]:
         """The queues ``message`` goes to, a :class:`Diverted` when a divert took it."""
+        return self._route(message, queue_name, copy=False)
+
+    def _route(self, message: Message, queue_name: str | None, *, copy: bool) -> list[Queue]:
         on_address = self.diverts.on(message.address)
         if on_address is None:
-            return self.route_undiverted(message, queue_name)
+            return self._undiverted(message, queue_name, copy)
         chosen, exclusive = on_address.choose(message.filter_value)
         if not chosen:
-            return self.route_undiverted(message, queue_name)
+            return self._undiverted(message, queue_name, copy)
         if exclusive:
             # Taken from the address's queues; the address must still exist (or be made).
-            self.addresses.resolve_address(message.address, message.routing_type, for_send=True)
+            if not self._creates_nothing(message, queue_name, copy):
+                self.addresses.resolve_address(message.address, message.routing_type, for_send=True)
             routed = Diverted()
         else:
-            routed = Diverted(self.route_undiverted(message, queue_name))
+            routed = Diverted(self._undiverted(message, queue_name, copy))
         next_id = self.persistence.next_id
         for divert in chosen:
             for address, queue in divert.forwarding:
-                copy = diverted_copy(message, divert, address, next_id())
-                queues = self.route(copy, queue)
-                routed.copies.append((copy, list(queues)))
+                diverted = diverted_copy(message, divert, address, next_id())
+                queues = self._route(diverted, queue, copy=True)
+                routed.copies.append((diverted, list(queues)))
                 if isinstance(queues, Diverted):  # the forwarding address's own diverts
                     routed.copies += queues.copies
         return routed
+
+    def _undiverted(self, message: Message, queue_name: str | None, copy: bool) -> list[Queue]:
+        if self._creates_nothing(message, queue_name, copy):
+            return []
+        return self.route_undiverted(message, queue_name)
+
+    def _creates_nothing(self, message: Message, queue_name: str | None, copy: bool) -> bool:
+        """Whether ``message`` is a copy without a routing type (STRIP, or PASS of none) to
+        an address that does not exist: Artemis auto-creates only for a routing type, so
+        such a copy reaches no queue (only that address's diverts), and the send goes on."""
+        return (
+            copy
+            and message.routing_type is None
+            and queue_name is None
+            and self.post_office.address(message.address) is None
+        )
 
     def send(
         self,
