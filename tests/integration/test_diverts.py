@@ -196,8 +196,12 @@ def test_persistent_copies_survive_a_crash_and_the_divert_is_read_again(
     producer.send("orders", "not-persistent", **ANYCAST)
     large = "L" * 150_000  # over stompMinLargeMessageSize: a file of its own, per copy
     producer.send("orders", large, **ANYCAST, persistent="true")
+    # The original is not stored (the exclusive divert took it): its duplicate id is kept
+    # with the copies.
+    producer.send("orders", "once", **ANYCAST, persistent="true", _AMQ_DUPL_ID="d-1")
     node.restart(crash=True)
-    persistent = sorted([f"p{n}" for n in range(5)] + [large])
+    node.client().send("orders", "again", **ANYCAST, persistent="true", _AMQ_DUPL_ID="d-1")
+    persistent = sorted([f"p{n}" for n in range(5)] + [large, "once"])
     assert bodies_in(node, "orders") == []  # the exclusive divert took them all
     assert bodies_in(node, "a1") == persistent
     assert bodies_in(node, "a2") == persistent
