@@ -46,7 +46,8 @@ from artemis_py.broker.routing import split_fqqn
 from artemis_py.broker.routing.diverts import Divert, DivertTable, diverted_copy
 from artemis_py.broker.sending import Sending, Transaction
 from artemis_py.broker.write_order import after
-from artemis_py.config import BrokerConfig, ConfigFileError, ConfigProblem, DivertConfig
+from artemis_py.config import BrokerConfig, ConfigProblem, DivertConfig
+from artemis_py.config.problems import raise_problems
 from artemis_py.exceptions import BrokerError
 
 if TYPE_CHECKING:
@@ -93,8 +94,7 @@ def compile_diverts(config: BrokerConfig) -> DivertTable:
                 )
             )
     if problems:
-        text = "\n".join(["configuration problems:", *(f"  {p}" for p in problems)])
-        raise ConfigFileError(text, tuple(problems))
+        raise_problems(problems)  # (as the parser reports, with file and line)
     return DivertTable(diverts, config.wildcards if config.wildcard_routing_enabled else None)
 
 
