@@ -213,7 +213,7 @@ def test_persistent_copies_survive_a_crash_and_the_divert_is_read_again(
     assert [bodies_in(node, q) for q in ("a1", "a2", "audit")] == [["after"]] * 3
 
 
-def test_a_transformer_is_refused_at_start_with_the_divert_and_its_line(
+def test_a_transformer_and_a_bad_filter_are_refused_at_start_with_the_divert_and_its_line(
     make_broker: Callable[..., BrokerProcess],
 ) -> None:
     transformer = "<transformer-class-name>org.example.Stamp</transformer-class-name>"
@@ -225,6 +225,12 @@ def test_a_transformer_is_refused_at_start_with_the_divert_and_its_line(
     log = start_refused(node)
     assert "<transformer-class-name>: divert 'stamp': transformers are Java classes" in log
     assert f"{node.config_path}:" in log
+    # A filter is compiled by the broker, not the parser: reported the same way.
+    odd = divert("odd", "orders", "audit", '<filter string="a = = 1"/>')
+    bad_filter = make_broker(start=False, prefixes=False, extra_core=f"<diverts>{odd}</diverts>")
+    log = start_refused(bad_filter)
+    assert f"{bad_filter.config_path}:" in log
+    assert "<divert>: divert 'odd': invalid filter" in log
 
 
 def test_a_diverted_copy_reaches_a_consumer_on_another_node(
