@@ -22,7 +22,8 @@ Other packages (protocol sessions, the cluster) use the broker through the metho
 
 :class:`Broker` is the face of parts that each hold one concept: addresses and queues
 (:mod:`artemis_py.broker.addresses`), routing, sending and transactions
-(:mod:`artemis_py.broker.sending`, with the write order of :mod:`artemis_py.broker.write_order`),
+(:mod:`artemis_py.broker.sending`, with the write order of :mod:`artemis_py.broker.write_order`;
+on a node with diverts :mod:`artemis_py.broker.diverting`),
 acknowledging, cancelling and expiring (:mod:`artemis_py.broker.acknowledging`) and reading by
 offset (:mod:`artemis_py.broker.offset_reading`). Its operations are those parts' methods, bound
 once when the broker is made, so a send costs no call more than the part's own.
@@ -36,6 +37,7 @@ from collections.abc import Callable, Sequence
 from artemis_py.broker.acknowledging import Acknowledgements
 from artemis_py.broker.addresses import Addresses
 from artemis_py.broker.adopted_streams import recovered_ref
+from artemis_py.broker.diverting import DivertingSending, compile_diverts
 from artemis_py.broker.duplicate_cache import ClientDuplicates, DuplicateIDCache
 from artemis_py.broker.journal_recovery import RecoveredState
 from artemis_py.broker.message import Message, now_ms
@@ -81,8 +83,10 @@ class Broker:
         self.addresses = addresses = Addresses(
             config, persistence, post_office, paging, acks, self.offsets
         )
-        self.sending = sending = Sending(
-            persistence, paging, post_office, addresses, self.duplicates, self.node_id
+        parts = (persistence, paging, post_office, addresses, self.duplicates, self.node_id)
+        # Without diverts, sends pay nothing for them (broker/diverting.py).
+        self.sending = sending = (
+            DivertingSending(compile_diverts(config), *parts) if config.diverts else Sending(*parts)
         )
         acks.send_moves_with(sending.route, sending.send)  # dead letters and expired ones
         # The operations: the parts' own methods (no call in between).

@@ -106,6 +106,10 @@ class Sending:
                 ]
         return queues
 
+    # Routing again what was routed where it was sent (a forwarded message whose bindings
+    # are gone, redistribution): never through diverts, whoever overrides route().
+    route_undiverted = route
+
     def send(
         self,
         message: Message,
@@ -177,7 +181,7 @@ class Sending:
                 continue
             seen.add(dup_id)
             destinations = self.resolve(targets)
-            queues = tag(message, destinations) if destinations else self.route(message)
+            queues = tag(message, destinations) if destinations else self.route_undiverted(message)
             if message.route_to:  # for a node further on: sent on as received
                 message.encoded = encoded
             accepted.append((message, queues, dup_id, encoded))
@@ -236,7 +240,9 @@ class Sending:
         sends: list[tuple[Message, list[Queue]]] = []
         for ref, destinations in moves:
             copy = ref.message.copy(self.persistence.next_id())
-            queues = self.route(copy) if destinations is None else tag(copy, destinations)
+            queues = (
+                self.route_undiverted(copy) if destinations is None else tag(copy, destinations)
+            )
             sends.append((copy, queues))
         tx = Transaction(sends=sends, acks=[ref for ref, _ in moves])
         grouped = by_queue(tx.acks)

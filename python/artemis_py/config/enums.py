@@ -6,6 +6,7 @@ import enum
 
 __all__ = [
     "AddressFullPolicy",
+    "ComponentRoutingType",
     "DeletionPolicy",
     "DiskFullPolicy",
     "HAPolicy",
@@ -23,6 +24,17 @@ class RoutingType(enum.StrEnum):
 
     ANYCAST = "ANYCAST"
     MULTICAST = "MULTICAST"
+
+
+class ComponentRoutingType(enum.StrEnum):
+    """What a divert does to the routing type of the copies it makes (Artemis's
+    ``component-routing-type``): set ANYCAST or MULTICAST, STRIP it (the copy has none and
+    goes to queues of both kinds) or PASS the original's on."""
+
+    ANYCAST = "ANYCAST"
+    MULTICAST = "MULTICAST"
+    STRIP = "STRIP"
+    PASS = "PASS"
 
 
 class MessageLoadBalancing(enum.StrEnum):

@@ -15,7 +15,7 @@ from typing import Protocol, TypeVar
 
 from . import defaults
 from .address_settings import AddressSettings, AddressSettingsRepository
-from .enums import HAPolicy, JournalType, MessageLoadBalancing, RoutingType
+from .enums import ComponentRoutingType, HAPolicy, JournalType, MessageLoadBalancing, RoutingType
 from .permissions import SecuritySettingConfig
 from .problems import ConfigProblem
 from .tls_params import TlsParams
@@ -30,6 +30,7 @@ __all__ = [
     "ClusterConnectionConfig",
     "ConnectorConfig",
     "DiscoveryGroupConfig",
+    "DivertConfig",
     "HAPolicyConfig",
     "JGroupsStack",
     "JournalConfig",
@@ -238,6 +239,29 @@ class AddressConfig:
     name: str
     routing_types: frozenset[RoutingType]
     queues: tuple[QueueConfig, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DivertConfig:
+    """A ``<divert name=...>`` (docs/diverts.md): messages routed to ``address`` (a
+    wildcard pattern too) are copied to each of ``forwarding_addresses`` (the comma-separated
+    ``<forwarding-address>``; an ``address::queue`` names one queue) when ``filter`` accepts
+    them; an ``exclusive`` divert takes them from ``address``'s own queues.
+
+    ``routing_name`` ``None`` is Artemis's default, a random name: the divert is a group of
+    its own. Non-exclusive diverts of one address that share a routing name take turns
+    (round robin). ``line`` is where the divert is declared in ``BrokerConfig.source``, for
+    errors found when the broker compiles its filter.
+    """
+
+    name: str
+    address: str
+    forwarding_addresses: tuple[str, ...]
+    exclusive: bool = False
+    filter: str | None = None
+    routing_name: str | None = None
+    routing_type: ComponentRoutingType = ComponentRoutingType.STRIP
+    line: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -457,6 +481,7 @@ class BrokerConfig:
     connectors: tuple[ConnectorConfig, ...] = ()
     address_settings: AddressSettingsRepository = field(default_factory=AddressSettingsRepository)
     addresses: tuple[AddressConfig, ...] = ()
+    diverts: tuple[DivertConfig, ...] = ()
     # Who may do what where (broker/authorization.py), when security_enabled.
     security_settings: tuple[SecuritySettingConfig, ...] = ()
     broadcast_groups: tuple[BroadcastGroupConfig, ...] = ()

@@ -61,7 +61,7 @@ CORE_IMPLEMENTED = _names(
     cluster-user cluster-password mask-password password-codec connection-ttl-override
     wild-card-routing-enabled
     management-address
-    acceptors connectors address-settings addresses
+    acceptors connectors address-settings addresses diverts
     broadcast-groups discovery-groups cluster-connections ha-policy wildcard-addresses
     security-settings
     """
@@ -83,7 +83,7 @@ CORE_UNIMPLEMENTED = _names(
     address-queue-scan-period remoting-incoming-interceptors remoting-outgoing-interceptors
     persist-delivery-count-before-delivery max-redelivery-records populate-validated-user
     reject-empty-validated-user mqtt-session-scan-interval mqtt-session-state-persistence-timeout
-    mqtt-subscription-persistence-enabled diverts queues bridges federations broker-connections
+    mqtt-subscription-persistence-enabled queues bridges federations broker-connections
     connection-routers grouping-handler purge-page-folders page-max-concurrent-io read-whole-page
     journal-retention-directory node-manager-lock-directory journal-device-block-size
     log-journal-write-rate journal-file-open-timeout server-dump-interval
@@ -176,6 +176,15 @@ VOCABULARIES: dict[str, Vocabulary] = {
         ),
     ),
     "filter": Vocabulary(implemented=frozenset(), attributes=_names("string")),
+    "diverts": Vocabulary(implemented=_names("divert"), repeatable=_names("divert")),
+    # transformer-class-name and transformer are read to be refused (Java classes).
+    "divert": Vocabulary(
+        implemented=_names(
+            "address forwarding-address exclusive filter routing-name routing-type "
+            "transformer-class-name transformer"
+        ),
+        attributes=_names("name"),
+    ),
     "wildcard-addresses": Vocabulary(
         implemented=_names("enabled routing-enabled delimiter any-words single-word")
     ),

@@ -115,6 +115,10 @@ async def get_address(request: Request) -> Response:
     return JSONResponse(views.address_view(node, address))
 
 
+async def list_diverts(request: Request) -> Response:
+    return JSONResponse([views.divert_view(d) for d in _node(request).config.diverts])
+
+
 async def list_queues(request: Request) -> Response:
     queues = sorted(_node(request).broker.queues(), key=lambda q: q.name)
     return JSONResponse([views.queue_view(q) for q in queues])
@@ -342,6 +346,7 @@ ENDPOINTS: Final = (
         delete_address,
         "delete an address (?force=true: with its queues)",
     ),
+    Endpoint("GET", "/api/diverts", list_diverts, "the diverts broker.xml declares"),
     Endpoint("GET", "/api/queues", list_queues, "every queue with its counts"),
     Endpoint(
         "POST",

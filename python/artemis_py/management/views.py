@@ -14,6 +14,7 @@ from artemis_py.broker.queue import Queue
 from artemis_py.broker.routing import Address, is_internal
 from artemis_py.cluster.cluster_connection import ClusterConnection
 from artemis_py.cluster.topology import connector
+from artemis_py.config import DivertConfig
 from artemis_py.sessions.stomp import StompSession
 
 if TYPE_CHECKING:
@@ -88,10 +89,24 @@ def address_view(node: Node, address: Address) -> dict[str, Any]:
         "name": address.name,
         "routing_types": sorted(rt.name for rt in address.routing_types),
         "queues": [q.name for q in address.queues],
+        "diverts": [d.name for d in node.config.diverts if d.address == address.name],
         "size_bytes": paging.size if paging is not None else 0,
         "paging": bool(paging is not None and paging.paging),
         "auto_created": address.auto_created,
         "internal": is_internal(address.name),
+    }
+
+
+def divert_view(divert: DivertConfig) -> dict[str, Any]:
+    """A divert as broker.xml declares it (read-only: diverts live in broker.xml)."""
+    return {
+        "name": divert.name,
+        "address": divert.address,
+        "forwarding_address": ", ".join(divert.forwarding_addresses),
+        "exclusive": divert.exclusive,
+        "filter": divert.filter,
+        "routing_name": divert.routing_name,
+        "routing_type": divert.routing_type.name,
     }
 
 

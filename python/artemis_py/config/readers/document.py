@@ -33,6 +33,7 @@ from ..xmlreader import XmlElement
 from .addresses import read_address_settings, read_addresses
 from .cluster_connections import read_cluster_connections
 from .discovery import check_discovery_use, read_broadcast_groups, read_discovery_groups
+from .diverts import read_diverts
 from .ha_policy import read_ha_policy
 from .security_settings import read_security_settings
 from .transports import Unmask, read_acceptors, read_connectors
@@ -119,6 +120,9 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
     check_discovery_use(
         reader, kids, broadcast_groups, discovery_groups, cluster_connections, ha_policy
     )
+    routing_wildcards = wildcards if routing_enabled else None
+    addresses = read_addresses(reader, kids, routing_wildcards)
+    queue_names = {q.name for a in addresses for q in a.queues}
     return BrokerConfig(
         name=reader.scalar(kids, "name", str.strip, defaults.BROKER_NAME),
         persistence_enabled=reader.scalar(kids, "persistence-enabled", parse_bool, True),
@@ -160,7 +164,8 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
         acceptors=read_acceptors(reader, kids, connection_ttl_override, unmask),
         connectors=connectors,
         address_settings=read_address_settings(reader, kids, id_cache_size, wildcards),
-        addresses=read_addresses(reader, kids, wildcards if routing_enabled else None),
+        addresses=addresses,
+        diverts=read_diverts(reader, kids, routing_wildcards, queue_names),
         security_settings=read_security_settings(reader, kids, wildcards),
         broadcast_groups=broadcast_groups,
         discovery_groups=discovery_groups,
