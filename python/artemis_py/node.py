@@ -345,6 +345,7 @@ async def open_broker(
         async with trio.open_nursery() as nursery:
             await nursery.start(paging.run)
             await nursery.start(paging.disk.run)  # scanned once before clients are served
+            await nursery.start(broker.scheduler.run)  # held references go back on time
             node = Node(broker, nursery)
             node.authenticator, node.authorizer = authenticator, authorizer
             node.cluster_connections = cluster_connections(broker)

@@ -82,10 +82,24 @@ def test_queue() -> None:
         8, "q1", "orders.eu", ANYCAST, "color='red'", max_consumers=5, purge_on_no_consumers=True
     )
     payload = r.encode_queue(spec)
-    assert payload.hex() == "713100" + ORDERS_HEX + "004100636f6c6f723d2772656427003500310030"
+    dispatch = "00300030003000" + "2d31" + "0000"  # exclusive, rebalance, pause, -1, "", ""
+    assert payload.hex() == (
+        "713100" + ORDERS_HEX + "004100636f6c6f723d2772656427003500310030" + dispatch
+    )
     assert r.decode_queue(8, payload) == spec
     plain = r.QueueSpec(9, "q2", "a", MULTICAST, auto_created=True)
     assert r.decode_queue(9, r.encode_queue(plain)) == plain  # no filter: an empty field
+    grouped = r.QueueSpec(
+        10, "q3", "a", ANYCAST, exclusive=True, group_buckets=8, last_value_key="stock"
+    )
+    assert r.decode_queue(10, r.encode_queue(grouped)) == grouped
+
+
+def test_a_queue_record_from_before_the_dispatch_fields_reads_with_their_defaults() -> None:
+    old = bytes.fromhex("713100" + ORDERS_HEX + "004100636f6c6f723d2772656427003500310030")
+    spec = r.decode_queue(8, old)
+    assert (spec.exclusive, spec.group_buckets, spec.last_value_key) == (False, -1, None)
+    assert spec.max_consumers == 5
 
 
 def test_id_block() -> None:

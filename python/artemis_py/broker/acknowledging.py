@@ -26,9 +26,10 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Never
 
-from artemis_py.broker.message import MessageReference
+from artemis_py.broker.message import MessageReference, now_ms
 from artemis_py.broker.pending import Pending, Ticket
 from artemis_py.broker.persistence import Persistence
+from artemis_py.broker.scheduling import redelivery_delay
 from artemis_py.storage import Op
 
 if TYPE_CHECKING:
@@ -129,18 +130,24 @@ class Acknowledgements:
         self.persistence.update_delivery_counts(counts)
         for queue_refs in by_queue.values():
             queue = queue_refs[0].queue
-            max_attempts = self.address_settings(queue.address).max_delivery_attempts
+            settings = self.address_settings(queue.address)
+            max_attempts = settings.max_delivery_attempts
             keep = []
             for ref in queue_refs:
                 if 0 < max_attempts <= ref.delivery_count:
                     self._dead_letter(ref)
                 else:
                     keep.append(ref)
-            if keep:
-                if self.post_office.queue(queue.name) is queue:
-                    queue.cancel(keep)
-                else:  # the queue was deleted meanwhile
-                    self.acknowledge_refs(keep)
+            if not keep:
+                continue
+            if self.post_office.queue(queue.name) is not queue:  # deleted meanwhile
+                self.acknowledge_refs(keep)
+            elif settings.redelivery_delay > 0:  # each waits its delay; later ones flow
+                now = now_ms()
+                due = [now + redelivery_delay(settings, ref.delivery_count) for ref in keep]
+                queue.redeliver_later(keep, due)
+            else:
+                queue.cancel(keep)
 
     def _dead_letter(self, ref: MessageReference) -> None:
         ref.queue.messages_killed += 1

@@ -26,7 +26,7 @@ from artemis_py.broker.message_groups import DispatchRules
 from artemis_py.broker.pending import Pending
 from artemis_py.broker.queue import Queue
 from artemis_py.broker.records import QueueSpec
-from artemis_py.broker.routing import Address
+from artemis_py.broker.routing import Address, is_internal
 from artemis_py.config import (
     LAST_VALUE_PROPERTY,
     AddressSettings,
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from artemis_py.broker.paging import PagingManager
     from artemis_py.broker.persistence import Persistence
     from artemis_py.broker.routing import PostOffice
+    from artemis_py.broker.scheduling import Scheduler
 
 
 T = TypeVar("T")
@@ -58,6 +59,7 @@ class Addresses:
         paging: PagingManager,
         acks: Acknowledgements,
         offsets: OffsetReading,
+        scheduler: Scheduler,
     ) -> None:
         self.config = config
         self.persistence = persistence
@@ -65,6 +67,7 @@ class Addresses:
         self.paging = paging
         self.acks = acks
         self.offsets = offsets
+        self.scheduler = scheduler
 
     def address_settings(self, address: str) -> AddressSettings:
         return self.config.address_settings_for(address)
@@ -201,6 +204,8 @@ class Addresses:
             rules=dispatch_rules(spec),
             last_value_key=spec.last_value_key,
             on_replaced=self.acks.replaced,
+            # (a store-and-forward queue passes a scheduled message on: held over there)
+            on_hold=None if is_internal(spec.name) else self.scheduler.hold,
         )
 
     def delete_queue(self, queue: Queue) -> Pending:

@@ -46,6 +46,7 @@ from artemis_py.broker.paging import PagingManager
 from artemis_py.broker.persistence import Persistence
 from artemis_py.broker.queue import Queue
 from artemis_py.broker.routing import Address, BindingListener, PostOffice, RemoteQueueBinding
+from artemis_py.broker.scheduling import Scheduler
 from artemis_py.broker.sending import Forwarded, Sending, Transaction
 from artemis_py.config import AddressSettings, BrokerConfig, MessageLoadBalancing
 from artemis_py.exceptions import BrokerError
@@ -80,8 +81,10 @@ class Broker:
             persistence, paging, post_office, config.address_settings_for
         )
         self.offsets = OffsetReading(self.node_id, persistence, paging, acks)
+        # Held references (scheduled delivery, redelivery delays); node.py runs its task.
+        self.scheduler = Scheduler()
         self.addresses = addresses = Addresses(
-            config, persistence, post_office, paging, acks, self.offsets
+            config, persistence, post_office, paging, acks, self.offsets, self.scheduler
         )
         parts = (persistence, paging, post_office, addresses, self.duplicates, self.node_id)
         # Without diverts, sends pay nothing for them (broker/diverting.py).

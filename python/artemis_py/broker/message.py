@@ -34,6 +34,7 @@ DEFAULT_PRIORITY = 4
 ROUTE_TO_PREFIX = "_AMQ_ROUTE_TO."
 _ROUTE_TO_BYTES = ROUTE_TO_PREFIX.encode()
 GROUP_ID_PROPERTY = "_AMQ_GROUP_ID"  # (Artemis's name; see message_groups)
+SCHEDULED_PROPERTY = "_AMQ_SCHED_DELIVERY"  # (Artemis's name; see scheduling)
 _GROUP_ID_BYTES = GROUP_ID_PROPERTY.encode()
 _ENCODING_VERSION = 1
 
@@ -47,6 +48,8 @@ _FLAG_LARGE = 2  # a neighbour stores a forwarded large message as large too
 # The body is in the large-message file of the record's message id; the record ends with
 # the body's length instead of the body (a page record of a large message).
 _FLAG_BODY_IN_FILE = 4
+# Its SCHEDULED_PROPERTY is the node's schedule (a client's header of that name is not).
+_FLAG_SCHEDULED = 8
 
 #: What a message whose body is in a file costs in memory besides its headers: the
 #: reference object and the message's slots (an estimate, as the 64 bytes of ``size`` are).
@@ -101,6 +104,7 @@ class Message:
         "ref_count",
         "route_to",
         "routing_type",
+        "scheduled",
         "stored",
         "timestamp",
     )
@@ -118,6 +122,7 @@ class Message:
         timestamp: int = 0,
         expiration: int = 0,
         group_id: str | None = None,
+        scheduled: int = 0,
     ) -> None:
         self.message_id = message_id
         self.address = address
@@ -129,6 +134,9 @@ class Message:
         # Its _AMQ_GROUP_ID property (:mod:`artemis_py.broker.message_groups`), kept apart:
         # queues look at it for every delivery.
         self.group_id = group_id
+        # When it may be delivered (epoch ms; 0: at once), also its _AMQ_SCHED_DELIVERY
+        # property (:mod:`artemis_py.broker.scheduling`).
+        self.scheduled = scheduled
         self.properties = properties
         self.body = body
         self.ref_count = 0
@@ -236,6 +244,7 @@ class Message:
             timestamp=self.timestamp,
             expiration=self.expiration,
             group_id=self.group_id,
+            scheduled=self.scheduled,
         )
         copy.large = self.large
         copy.body_ref = self.body_ref  # stored under its own id, its file is a link to this one
@@ -352,7 +361,8 @@ def encode_message(
     return encode_message_record(  # (the layout: _HEAD, then as decode_message reads it)
         (_FLAG_DURABLE if message.durable else 0)
         | (_FLAG_LARGE if message.large else 0)
-        | (_FLAG_BODY_IN_FILE if body_in_file else 0),
+        | (_FLAG_BODY_IN_FILE if body_in_file else 0)
+        | (_FLAG_SCHEDULED if message.scheduled else 0),
         _ROUTING_CODES[message.routing_type],
         message.priority,
         message.timestamp,
@@ -407,11 +417,18 @@ def decode_message(message_id: int, data: bytes) -> Message:
         expiration=expiration,
         group_id=group_id,
     )
+    if flags & _FLAG_SCHEDULED:
+        message.scheduled = _scheduled_in(properties)
     message.large = bool(flags & _FLAG_LARGE)
     message.route_to = route_to
     if length >= 0:
         message.body_ref = LargeBody(None, message_id, length)
     return message
+
+
+def _scheduled_in(properties: list[tuple[str, str]]) -> int:
+    value = next((v for k, v in properties if k == SCHEDULED_PROPERTY), "0")
+    return int(value) if value.isdigit() else 0
 
 
 def _lift_routes(properties: list[tuple[str, str]]) -> dict[str, tuple[str, ...]] | None:

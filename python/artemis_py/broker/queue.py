@@ -23,6 +23,10 @@ delivery count kept, so the next delivery is marked redelivered).
 Every reference has an offset (:mod:`artemis_py.broker.offset_reading`); a queue that readers
 browse by offset keeps its ready references in an :class:`~artemis_py.broker.offset_index.OffsetIndex` as well.
 
+A reference with a delivery time ahead (scheduled delivery, a redelivery delay) is *held*
+in :attr:`Queue.scheduled` until the node's scheduler gives it back, at the head
+(:mod:`.scheduling`); it counts as the queue's message meanwhile.
+
 A *paused* queue (the management API's pause) keeps accepting messages but delivers none
 until it is resumed, as Artemis's ``QueueControl.pause()``; the pause lasts while the node
 runs (Artemis's default, without ``persist``).
@@ -35,7 +39,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from artemis_py.broker.last_values import LastValues
-from artemis_py.broker.message import DEFAULT_PRIORITY
+from artemis_py.broker.message import DEFAULT_PRIORITY, now_ms
 from artemis_py.broker.message_groups import DispatchRules
 from artemis_py.broker.offset_index import OffsetIndex
 from artemis_py.broker.priority_refs import PriorityRefs
@@ -82,6 +86,7 @@ class Queue:
         rules: DispatchRules | None = None,
         last_value_key: str | None = None,
         on_replaced: Callable[[MessageReference], None] | None = None,
+        on_hold: Callable[[MessageReference, int], None] | None = None,
     ) -> None:
         self.id = queue_id
         self.name = name
@@ -104,6 +109,9 @@ class Queue:
         self.last_values = LastValues(last_value_key) if last_value_key else None
         self._on_replaced = on_replaced
         self.messages_replaced = 0  # by a later message of the same last value
+        # References held until a time (the scheduler's ``hold``; None: nothing is held).
+        self.scheduled: set[MessageReference] = set()
+        self._on_hold = on_hold
         self.delivering = 0  # references delivered and not yet acknowledged or cancelled
         self.messages_added = 0
         self.messages_acknowledged = 0
@@ -138,7 +146,7 @@ class Queue:
     def message_count(self) -> int:
         """Messages in the queue, including those delivered and not yet acknowledged and
         those still in page files."""
-        return len(self.messages) + self.delivering + self.paged
+        return len(self.messages) + self.delivering + self.paged + len(self.scheduled)
 
     @property
     def consumer_count(self) -> int:
@@ -184,8 +192,19 @@ class Queue:
             self.rules = DispatchRules()
         self._grouped = self.rules.groups_on or self.rules.exclusive
 
+    def _held(self, ref: MessageReference, due_ms: int) -> bool:
+        """Whether ``ref`` waits until ``due_ms`` (not yet due, and a scheduler holds it)."""
+        if self._on_hold is None or due_ms <= now_ms():
+            return False
+        self.scheduled.add(ref)
+        self._on_hold(ref, due_ms)
+        return True
+
     def add(self, ref: MessageReference) -> None:
         message = ref.message
+        if message.scheduled and self._held(ref, message.scheduled):
+            self.messages_added += 1
+            return
         if message.priority != DEFAULT_PRIORITY and type(self.messages) is deque:
             self.messages = PriorityRefs(self.messages)
         if message.group_id is not None and not self._grouped:
@@ -202,7 +221,9 @@ class Queue:
 
     def add_many(self, refs: Iterable[MessageReference]) -> None:
         """Add references in order (recovery), delivering once at the end."""
-        refs = list(refs)
+        held_before = len(self.scheduled)
+        refs = [r for r in refs if not (r.message.scheduled and self._held(r, r.message.scheduled))]
+        self.messages_added += len(self.scheduled) - held_before
         self._prioritise(refs)
         for ref in refs:
             if self.last_values is not None:
@@ -215,6 +236,7 @@ class Queue:
 
     def add_paged(self, refs: list[MessageReference]) -> None:
         """Depaged references, at the tail in page order (counted as added when paged)."""
+        refs = [r for r in refs if not (r.message.scheduled and self._held(r, r.message.scheduled))]
         self._prioritise(refs)
         if self.last_values is None:
             self.messages.extend(refs)
@@ -251,6 +273,36 @@ class Queue:
         if self.messages and self.on_undelivered is not None:
             self.on_undelivered(self)
 
+    def add_due(self, refs: list[MessageReference]) -> None:
+        """Held references whose time came (the scheduler): back at the head, in order."""
+        refs = [r for r in refs if r in self.scheduled]
+        if not refs:
+            return
+        self.scheduled.difference_update(refs)
+        self._prioritise(refs)
+        if self.last_values is not None:
+            for ref in refs:
+                self._replace(self.last_values.arrived(ref))
+        self.messages.extendleft(reversed(refs))
+        if self.index is not None:
+            for ref in refs:
+                self.index.add(ref)
+        self.deliver()
+        if self.messages and self.on_undelivered is not None:
+            self.on_undelivered(self)
+
+    def redeliver_later(self, refs: list[MessageReference], due_ms: list[int]) -> None:
+        """Delivered references that came back, each held until its time (a redelivery
+        delay); returned at once if nothing can hold them."""
+        now = []
+        for ref, due in zip(refs, due_ms, strict=True):
+            self.delivering -= 1
+            if not self._held(ref, due):
+                self.delivering += 1
+                now.append(ref)
+        if now:
+            self.cancel(now)
+
     def acknowledged(self, count: int = 1) -> None:
         """Delivered references were acknowledged (the broker has persisted that)."""
         self.delivering -= count
@@ -259,9 +311,14 @@ class Queue:
             self._rebalancing = False
             self.deliver()
 
+    def held(self) -> list[MessageReference]:
+        """The held references, earliest first."""
+        return sorted(self.scheduled, key=_by_time)
+
     def remove_all(self) -> list[MessageReference]:
-        """Take every ready reference out (purge, queue deletion)."""
-        refs = list(self.messages)
+        """Take every ready and held reference out (purge, queue deletion)."""
+        refs = list(self.messages) + self.held()
+        self.scheduled = set()
         self.messages = deque()
         if self.index is not None:
             self.index.clear()
@@ -270,7 +327,8 @@ class Queue:
         return refs
 
     def remove(self, refs: list[MessageReference]) -> None:
-        """Take some ready references out (they move elsewhere: redistribution)."""
+        """Take some ready or held references out (they move elsewhere: redistribution,
+        scale-down)."""
         messages = self.messages
         if self.index is not None:
             for ref in refs:
@@ -278,6 +336,11 @@ class Queue:
         if self.last_values is not None:
             for ref in refs:
                 self.last_values.left(ref)
+        if self.scheduled:
+            held = self.scheduled.intersection(refs)
+            if held:
+                self.scheduled -= held
+                refs = [r for r in refs if r not in held]
         if len(refs) <= len(messages) and all(a is b for a, b in zip(refs, messages, strict=False)):
             for _ in refs:  # the usual case: the oldest ones
                 messages.popleft()
@@ -462,3 +525,7 @@ class Queue:
             f"Queue({self.name!r}, address={self.address!r}, {self.routing_type.name}, "
             f"messages={self.message_count}, consumers={len(self.consumers)})"
         )
+
+
+def _by_time(ref: MessageReference) -> int:
+    return ref.message.scheduled

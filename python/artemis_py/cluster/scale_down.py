@@ -392,7 +392,8 @@ async def _move_all(connection: ClusterConnection, target: str, report: ScaleDow
     while True:
         for queue in _movable(connection):
             if queue.name in has:
-                for ref in list(queue.messages):
+                # (held ones too: a scheduled message keeps its time over there)
+                for ref in [*queue.messages, *queue.held()]:
                     if connection.scale_down_committed != target:
                         _usable(connection, target)  # (Retarget: what is moved stays moved)
                     if queue.marks or ref.stream is not None:  # read by offset: keep it

@@ -348,11 +348,6 @@ ADDRESS_SETTINGS_NOT_IMPLEMENTED = frozenset(
         "min-expiry-delay",
         "max-expiry-delay",
         "send-to-dla-on-no-route",
-        # Redelivery delays.
-        "redelivery-delay",
-        "redelivery-delay-multiplier",
-        "redelivery-collision-avoidance-factor",
-        "max-redelivery-delay",
         # Paging: prefetching is what max-read-page-* already bound.
         "prefetch-page-messages",
         "prefetch-page-bytes",

@@ -103,7 +103,7 @@ class NodeCollector(Collector):
     def _queues(self, node_id: str) -> Iterator[Metric]:
         messages = _gauge(
             "artemis_queue_messages",
-            "Messages in the queue: ready, delivering (not yet acknowledged) and paged",
+            "Messages in the queue: ready, delivering (not yet acknowledged), paged and held",
             QUEUE_LABELS,
         )
         delivering = _gauge(
@@ -132,6 +132,11 @@ class NodeCollector(Collector):
             "Messages dead-lettered after max-delivery-attempts, or purged",
             QUEUE_LABELS,
         )
+        scheduled = _gauge(
+            "artemis_queue_scheduled_messages",
+            "Messages held until their delivery time (scheduled, or waiting a redelivery delay)",
+            QUEUE_LABELS,
+        )
         for queue in self.node.broker.queues():
             labels = [node_id, queue.address, queue.name, queue.routing_type.name]
             messages.add_metric(labels, queue.message_count)
@@ -142,7 +147,9 @@ class NodeCollector(Collector):
             acked.add_metric(labels, queue.messages_acknowledged)
             expired.add_metric(labels, queue.messages_expired)
             killed.add_metric(labels, queue.messages_killed)
+            scheduled.add_metric(labels, len(queue.scheduled))
         yield from (messages, delivering, consumers, paused, added, acked, expired, killed)
+        yield scheduled
 
     def _addresses(self, node_id: str) -> Iterator[Metric]:
         labels = ["node", "address"]

@@ -130,6 +130,12 @@ def queue_view(queue: Queue) -> dict[str, Any]:
         "temporary": queue.temporary,
         "paged": queue.paged,
         "internal": is_internal(queue.name),
+        # The address model (docs/queues.md): what is held, and how the queue dispatches.
+        "scheduled": len(queue.scheduled),
+        "replaced": queue.messages_replaced,
+        "exclusive": queue.rules is not None and queue.rules.exclusive,
+        "groups": queue.rules.group_count() if queue.rules is not None else 0,
+        "last_value_key": queue.last_values.key if queue.last_values is not None else None,
     }
 
 

@@ -37,15 +37,13 @@ from typing import Protocol
 from artemis_py import __version__
 from artemis_py.broker.authentication import Authenticator
 from artemis_py.broker.authorization import UNCHECKED, Authorizer, Permission, send_creates
-from artemis_py.broker.broker import Broker, BrokerError, Transaction, now_ms
+from artemis_py.broker.broker import Broker, BrokerError, Transaction
 from artemis_py.broker.duplicate_cache import DUPLICATE_ID_HEADER, Claim, duplicate_id
 from artemis_py.broker.filter import Filter, FilterSyntaxError
-from artemis_py.broker.message import DEFAULT_PRIORITY, GROUP_ID_PROPERTY, Message
-from artemis_py.broker.message_groups import CLIENT_GROUP_ID
+from artemis_py.broker.message import Message
 from artemis_py.broker.offset_reading import OffsetReadError
 from artemis_py.broker.pending import Pending
 from artemis_py.broker.queue import MaxConsumersReachedError
-from artemis_py.broker.records import OFFSET_FROM
 from artemis_py.broker.routing import split_fqqn
 from artemis_py.config import AcceptorConfig, RoutingType
 from artemis_py.exceptions import StorageError
@@ -62,31 +60,13 @@ from artemis_py.protocol.stomp import Role as StompRole
 from artemis_py.sessions.stomp import browsing
 from artemis_py.sessions.stomp.actions import Browse, StreamBody
 from artemis_py.sessions.stomp.errors import StompError, refusal_kind
+from artemis_py.sessions.stomp.sent_message import sent_message
 from artemis_py.sessions.stomp.subscribing import subscription_queue
 from artemis_py.sessions.stomp.subscription import Subscription
 from artemis_py.sessions.stomp.topology_feed import TopologyFeed, wants_topology
 
 log = logging.getLogger("artemis_py.stomp")
 
-# Headers that steer the broker and are not copied into the message as properties.
-_CONTROL_HEADERS = frozenset(
-    {
-        "destination",
-        "transaction",
-        "receipt",
-        "content-length",
-        "persistent",
-        "priority",
-        "expires",
-        "destination-type",
-        "message-id",
-        "subscription",
-        "ack",
-        "redelivered",
-        "timestamp",
-    }
-)
-_CONTROL_AND_OFFSET = _CONTROL_HEADERS | {OFFSET_FROM}
 _ROUTING_HEADER_VALUES = {"ANYCAST": RoutingType.ANYCAST, "MULTICAST": RoutingType.MULTICAST}
 _ACK_MODES = ("auto", "client", "client-individual")
 _DESTINATION_CACHE = 256  # entries per session; cleared when full
@@ -350,37 +330,7 @@ class StompSession:
         if self.subject.checked and target.queue is None:  # what routing would auto-create
             for needed in send_creates(self.broker, target.address, target.routing_type):
                 self.subject.check(*needed)
-        priority_text, expires_text = first.get("priority"), first.get("expires")
-        try:
-            priority = int(priority_text) if priority_text else DEFAULT_PRIORITY
-            expiration = max(0, int(expires_text)) if expires_text else 0
-        except ValueError as exc:
-            raise StompError(f"invalid priority or expires header: {exc}") from exc
-        if not 0 <= priority <= 9:
-            raise StompError(f"invalid priority {priority_text}: a priority is 0 to 9")
-        # (only a scale-down may say where a message stood: OFFSET_FROM is no property)
-        control = _CONTROL_HEADERS if OFFSET_FROM not in first else _CONTROL_AND_OFFSET
-        durable = first.get("persistent")
-        properties = tuple([h for h in headers if h[0] not in control])
-        group_id = first.get(CLIENT_GROUP_ID)
-        if group_id is not None:  # stored under Artemis's own name, as Artemis does
-            properties = tuple(
-                (GROUP_ID_PROPERTY if k == CLIENT_GROUP_ID else k, v) for k, v in properties
-            )
-        else:
-            group_id = first.get(GROUP_ID_PROPERTY)
-        message = Message(
-            self.broker.next_id(),
-            target.address,
-            body=frame.body,
-            properties=properties,
-            routing_type=target.routing_type,
-            durable=durable is not None and durable.lower() == "true",
-            priority=priority,
-            timestamp=now_ms(),
-            expiration=expiration,
-            group_id=group_id,
-        )
+        message = sent_message(self.broker.next_id(), target, frame.headers, first, frame.body)
         # Artemis's stompMinLargeMessageSize: stored as a file of its own when persisted.
         message.large = message.size >= self.acceptor.stomp_min_large_message_size
         tx_name = first.get("transaction")
