@@ -78,7 +78,8 @@ def test_every_element_is_read() -> None:
 def test_unknown_type_is_an_error_with_its_line() -> None:
     (problem,) = problems_of(broker(handler("<type>CENTRAL</type>")))
     assert (problem.file, problem.line, problem.element) == ("broker.xml", 3, "type")
-    assert "LOCAL, REMOTE" in problem.message and "CENTRAL" in problem.message
+    assert "LOCAL, REMOTE" in problem.message
+    assert "CENTRAL" in problem.message
 
 
 def test_lower_case_type_is_refused_with_a_hint() -> None:
@@ -111,12 +112,14 @@ def test_two_handlers_are_an_error() -> None:
     )
     (problem,) = problems
     assert (problem.line, problem.element) == (4, "grouping-handler")
-    assert "only once" in problem.message and "line 3" in problem.message
+    assert "only once" in problem.message
+    assert "line 3" in problem.message
 
 
 def test_unknown_child_is_an_error_with_a_suggestion() -> None:
     (problem,) = problems_of(broker(handler("<type>LOCAL</type><timout>5</timout>")))
-    assert problem.element == "timout" and "timeout" in problem.message
+    assert problem.element == "timout"
+    assert "timeout" in problem.message
 
 
 def test_remote_handler_no_cluster_connection_carries_is_an_error() -> None:
@@ -132,7 +135,8 @@ def test_local_handler_without_a_cluster_is_a_warning() -> None:
     config = parse_config(broker(handler("<type>LOCAL</type>"), cluster_address=None), environ={})
     assert config.grouping_handler is not None
     (warning,) = [w for w in config.warnings if w.element == "grouping-handler"]
-    assert warning.line == 3 and "decides for this node's queues only" in warning.message
+    assert warning.line == 3
+    assert "decides for this node's queues only" in warning.message
 
 
 def test_handler_address_covered_by_a_prefix() -> None:
