@@ -37,6 +37,7 @@ from artemis_py.broker.persistence import Persistence
 from artemis_py.broker.store import JournalStore, MemoryStore
 from artemis_py.cluster.cluster_connection import ClusterConnection, owner
 from artemis_py.cluster.discovery.service import Discovery
+from artemis_py.cluster.grouping import grouping_handler
 from artemis_py.cluster.incoming import LinkAcceptor
 from artemis_py.cluster.scale_down import ScaleDownReport, scale_down
 from artemis_py.cluster.topology import client_urls, stomp_urls
@@ -349,6 +350,9 @@ async def open_broker(
             node = Node(broker, nursery)
             node.authenticator, node.authorizer = authenticator, authorizer
             node.cluster_connections = cluster_connections(broker)
+            grouping = grouping_handler(broker, node.cluster_connections)
+            if grouping is not None:
+                await nursery.start(grouping.run)
             await nursery.start(start_discovery(node).run)
             for connection in node.cluster_connections:
                 connection.on_stop_request = node.stop

@@ -45,7 +45,7 @@ def test_numbers_are_unique_per_journal_and_named_once() -> None:
         numbers = Counter(t.number for t in r.RECORD_TYPES if t.journal == journal)
         assert [n for n, times in numbers.items() if times > 1] == []
     assert len({t.name for t in r.RECORD_TYPES}) == len(r.RECORD_TYPES)
-    assert r.BINDINGS_RECORD_NAMES == {1: "ADDRESS", 2: "QUEUE", 3: "ID_BLOCK"}
+    assert r.BINDINGS_RECORD_NAMES == {1: "ADDRESS", 2: "QUEUE", 3: "ID_BLOCK", 4: "GROUP_BINDING"}
     assert r.MESSAGES_RECORD_NAMES == {
         10: "MESSAGE",
         11: "ADD_REF",
@@ -75,6 +75,14 @@ def test_address() -> None:
     payload = r.encode_address(record)
     assert payload.hex() == ORDERS_HEX + "00414d0031"
     assert r.decode_address(7, payload) == record
+
+
+def test_group_binding() -> None:
+    op = r.group_binding_op(9, "g1.orders", "orders@node-a")
+    kind, record_id, record_type, payload = op
+    assert (kind, record_id, record_type) == ("add", 9, r.GROUP_BINDING_RECORD)
+    assert payload.hex() == b"g1.orders".hex() + "00" + b"orders@node-a".hex()
+    assert r.decode_group_binding(payload) == ("g1.orders", "orders@node-a")
 
 
 def test_queue() -> None:

@@ -39,6 +39,7 @@ from artemis_py.broker.addresses import Addresses
 from artemis_py.broker.adopted_streams import recovered_ref
 from artemis_py.broker.diverting import DivertingSending, compile_diverts
 from artemis_py.broker.duplicate_cache import ClientDuplicates, DuplicateIDCache
+from artemis_py.broker.grouped_sending import GroupedSending
 from artemis_py.broker.journal_recovery import RecoveredState
 from artemis_py.broker.message import Message, now_ms
 from artemis_py.broker.offset_reading import OffsetReading
@@ -46,6 +47,7 @@ from artemis_py.broker.paging import PagingManager
 from artemis_py.broker.persistence import Persistence
 from artemis_py.broker.queue import Queue
 from artemis_py.broker.routing import Address, BindingListener, PostOffice, RemoteQueueBinding
+from artemis_py.broker.routing.grouping import GroupingHandler, GroupRouter
 from artemis_py.broker.scheduling import Scheduler
 from artemis_py.broker.sending import Forwarded, Sending, Transaction
 from artemis_py.config import AddressSettings, BrokerConfig, MessageLoadBalancing
@@ -77,6 +79,7 @@ class Broker:
         self.duplicates = DuplicateIDCache(config.id_cache_size, persist=config.persist_id_cache)
         self.client_duplicates = ClientDuplicates.of(config, persistence)  # clients' ids
         self._recovered: RecoveredState | None = None  # kept by recover() for recover_paging()
+        self.recovered_group_bindings: list[tuple[int, str, str]] = []
         self.acks = acks = Acknowledgements(
             persistence, paging, post_office, config.address_settings_for
         )
@@ -140,6 +143,14 @@ class Broker:
         """Route addresses with remote bindings by ``policy(address)`` (None: local only)."""
         self.post_office.load_balancing = policy
 
+    def group_with(self, handler: GroupingHandler) -> None:
+        """Route grouped messages by ``handler``'s decisions (clustered grouping): a
+        client's send waits for a decision another node makes (:mod:`.grouped_sending`)."""
+        router = GroupRouter(handler, self.node_id)
+        self.post_office.grouping = router
+        grouped = GroupedSending(self.sending, router)
+        self.route, self.send, self.commit = grouped.route, grouped.send, grouped.commit
+
     def remote_binding(self, name: str) -> RemoteQueueBinding | None:
         return self.post_office.remote_binding(name)
 
@@ -172,6 +183,8 @@ class Broker:
             queue.add_many(recovered_ref(queue, *ref, self.node_id) for ref in refs)
             restored += len(refs)
         self._recovered = state
+        # A LOCAL grouping handler's decisions, for the cluster's grouping to take up.
+        self.recovered_group_bindings = state.group_bindings
         evicted = self.duplicates.recover(state.duplicate_ids)
         evicted += self.client_duplicates.recover(state.client_duplicate_ids)
         evicted += self.offsets.recover(state.offset_marks, self.post_office.queues.values())

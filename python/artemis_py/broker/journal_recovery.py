@@ -50,6 +50,8 @@ class RecoveredState:
     page_txs: dict[int, int] = field(default_factory=dict)
     # offset marks and sealed ends: (record id, record type, queue id, stream, value)
     offset_marks: list[tuple[int, int, int, str, int]] = field(default_factory=list)
+    # a LOCAL grouping handler's decisions: (record id, group id, binding's cluster name)
+    group_bindings: list[tuple[int, str, str]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -74,7 +76,7 @@ class MessagesRead:
 
 
 def read_bindings(records: Iterable[LoadedRecord], state: RecoveredState) -> BindingsRead:
-    """Addresses, queues and the id block."""
+    """Addresses, queues, the id block and the message groups' decisions."""
     read = BindingsRead()
     for record in records:
         payload = record.payload
@@ -90,6 +92,8 @@ def read_bindings(records: Iterable[LoadedRecord], state: RecoveredState) -> Bin
             read.addresses.add(record.id)
         elif record.record_type == r.QUEUE_RECORD:
             state.queues.append(r.decode_queue(record.id, payload))
+        elif record.record_type == r.GROUP_BINDING_RECORD:
+            state.group_bindings.append((record.id, *r.decode_group_binding(payload)))
     return read
 
 

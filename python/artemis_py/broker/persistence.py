@@ -1,6 +1,7 @@
 """What the broker writes to its two journals: the records of addresses, queues, ids and messages.
 
-Bindings journal (``bindings-directory``): addresses, queues, and id-block reservations.
+Bindings journal (``bindings-directory``): addresses, queues, id-block reservations, and a
+LOCAL grouping handler's decisions (:mod:`.routing.grouping`).
 Messages journal (``journal-directory``): a message is one *add* record; each queue it is
 routed to is an *update* (ADD_REF); an acknowledgement is an ACK_REF update, or deletes the
 message when it was the last reference; a cancelled delivery records its delivery count.
@@ -187,6 +188,14 @@ class Persistence:
 
     def delete_queue(self, queue_id: int) -> list[Ticket]:
         return self._submit_bindings([Op.delete(queue_id)])
+
+    def store_group_binding(self, record_id: int, group_id: str, cluster_name: str) -> None:
+        """A message group's binding, decided (messages sent after it wait for it)."""
+        self._submit_bindings([r.group_binding_op(record_id, group_id, cluster_name)])
+
+    def delete_group_bindings(self, record_ids: list[int]) -> None:
+        if record_ids:
+            self._submit_bindings([Op.delete(record_id) for record_id in record_ids])
 
     # -- messages ----------------------------------------------------------------------
 

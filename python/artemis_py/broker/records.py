@@ -1,7 +1,7 @@
 """Every journal record type of the broker, numbered in one table, with its codec.
 
 The broker writes two journals (:mod:`artemis_py.storage`): the *bindings* journal (addresses,
-queues, id-block reservations) and the *messages* journal (messages, their references in
+queues, id-block reservations, message groups' decisions) and the *messages* journal (messages, their references in
 queues, acknowledgements, duplicate ids, paging cursors, offset marks, large messages). A
 record has a type number; an *update* of a record (``Op.update``) has a type number of its
 own. :data:`RECORD_TYPES` lists them all, so a number is taken in one place and
@@ -47,6 +47,7 @@ class RecordType:
 ADDRESS_RECORD = 1
 QUEUE_RECORD = 2
 ID_BLOCK_RECORD = 3
+GROUP_BINDING_RECORD = 4  # Artemis keeps its GroupBinding records in the bindings journal too
 # Messages journal. 10-14 and 30 are Artemis's numbers (JournalRecordIds) for the same idea.
 MESSAGE_RECORD = 10
 ADD_REF = 11
@@ -71,6 +72,7 @@ RECORD_TYPES: tuple[RecordType, ...] = (
     RecordType(ADDRESS_RECORD, "ADDRESS", _B, "routing.post_office"),
     RecordType(QUEUE_RECORD, "QUEUE", _B, "queue"),
     RecordType(ID_BLOCK_RECORD, "ID_BLOCK", _B, "persistence"),
+    RecordType(GROUP_BINDING_RECORD, "GROUP_BINDING", _B, "routing.grouping"),
     RecordType(MESSAGE_RECORD, "MESSAGE", _M, "message"),
     RecordType(ADD_REF, "ADD_REF", _M, "persistence", update_of=MESSAGE_RECORD),
     RecordType(ACK_REF, "ACK_REF", _M, "acknowledging", update_of=MESSAGE_RECORD),
@@ -241,6 +243,17 @@ def decode_queue(record_id: int, payload: bytes) -> QueueSpec:
 
 #: Id-block records live in a record-id space of their own, above every id handed out.
 ID_BLOCK_RECORD_BASE = 1 << 63
+
+
+def group_binding_op(record_id: int, group_id: str, cluster_name: str) -> Op:
+    """A LOCAL grouping handler's decision: message group ``group_id`` goes to the binding
+    ``cluster_name`` (:mod:`.routing.grouping`); the two names, NUL-separated."""
+    return Op.add(record_id, GROUP_BINDING_RECORD, _encode_fields(group_id, cluster_name))
+
+
+def decode_group_binding(payload: bytes) -> tuple[str, str]:
+    group_id, cluster_name = _decode_fields(payload)
+    return group_id, cluster_name
 
 
 def id_block_op(ceiling: int) -> Op:

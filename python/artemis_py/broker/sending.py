@@ -87,7 +87,14 @@ class Sending:
             return [queue]
         addresses = self.addresses
         address = addresses.resolve_address(message.address, message.routing_type, for_send=True)
-        queues, remote = self.post_office.route(address, message.routing_type, message.filter_value)
+        if message.group_id is None:  # (the one test an ungrouped message pays for groups)
+            queues, remote = self.post_office.route(
+                address, message.routing_type, message.filter_value
+            )
+        else:
+            queues, remote = self.post_office.route_grouped(
+                address, message.routing_type, message.filter_value, message.group_id
+            )
         if remote:
             # One copy per neighbour, into its store-and-forward queue, naming the bindings
             # over there that it is for.

@@ -7,7 +7,8 @@ Each link, whichever node dialled it, is served the same way: the Trio shell
 :class:`~artemis_py.protocol.cluster.link_state.LinkState` says what each one asks for, and
 :class:`Dispatcher` carries out those actions here, in one place: news goes to the
 membership (:mod:`.membership`: topology, departures), to the binding exchange (bindings,
-consumers) or to the target's side of a scale-down (queues to create, sealed streams); a
+consumers), to the grouping handler (:mod:`.grouping`: proposals and decisions) or to the
+target's side of a scale-down (queues to create, sealed streams); a
 Confirm acknowledges what the bridge sent; a run of forwarded messages is stored with one
 journal submit; a Confirm goes back once runs are durable.
 
@@ -130,6 +131,9 @@ class Dispatcher:
             self.exchange.apply_consumers(link.peer_node_id, news)
         elif isinstance(news, wire.CreateQueues):
             create_queues(cluster, news, link.peer)
+        elif isinstance(news, (wire.Proposal, wire.ProposalResponse, wire.Unproposal)):
+            if cluster.grouping is not None:  # (a node without a handler ignores them)
+                cluster.grouping.receive(news, link)
         else:
             return seal_streams(cluster, news, link.peer)
         return None
@@ -185,6 +189,8 @@ class Dispatcher:
         )
         bridge.attach()
         self.membership.resume_take_overs(peer)
+        if cluster.grouping is not None:
+            cluster.grouping.link_up(link)
         served = Served(link, bridge=bridge)
         try:
             return await link.serve(lambda event: self.handle(served, event))
@@ -203,6 +209,8 @@ class Dispatcher:
         link.send(wire.Topology(members=tuple(cluster.topology.members.values())))
         link.send(self.exchange.snapshot(link))
         self.membership.replay_departures(link)
+        if cluster.grouping is not None:
+            cluster.grouping.link_up(link)
         served = Served(link)
         confirmations = Confirmations(link, served.state, cluster.name)
         served.confirmations = confirmations

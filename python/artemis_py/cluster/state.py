@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import trio
 
@@ -30,6 +30,7 @@ from artemis_py.cluster.retry import RetryPolicy
 from artemis_py.cluster.store_and_forward import sf_queue_name
 from artemis_py.cluster.topology import Topology
 from artemis_py.config import ClusterConnectionConfig, RoutingType
+from artemis_py.protocol import cluster as wire
 from artemis_py.protocol.cluster import Member
 
 if TYPE_CHECKING:
@@ -40,6 +41,16 @@ if TYPE_CHECKING:
     from artemis_py.cluster.redistributor import Redistributor
     from artemis_py.config import BrokerConfig
     from artemis_py.transport.link import Link
+
+
+class GroupingLinks(Protocol):
+    """The node's grouping handler, as the links see it (:mod:`.grouping`)."""
+
+    def receive(
+        self, news: wire.Proposal | wire.ProposalResponse | wire.Unproposal, link: Link
+    ) -> None: ...
+
+    def link_up(self, link: Link) -> None: ...
 
 
 @dataclass
@@ -125,6 +136,8 @@ class ClusterState:
         # The node's discovery groups this connection and its scale-down use (node.py).
         self.discovery: DiscoveryGroup | None = None
         self.scale_down_discovery: DiscoveryGroup | None = None
+        # The node's grouping handler, when this connection carries its proposals (node.py).
+        self.grouping: GroupingLinks | None = None
 
     def matches(self, address: str) -> bool:
         """Whether this cluster connection's ``address`` filter covers ``address``."""

@@ -84,3 +84,10 @@ DEFAULT_BROKER_XML = """\
    </core>
 </configuration>
 """
+
+# <grouping-handler> (Artemis's ActiveMQDefaultConfiguration): how long a send waits for a
+# group's decision, how long an unused group is kept (-1: for ever), how often the LOCAL
+# handler looks for unused groups.
+GROUPING_HANDLER_TIMEOUT = 5000
+GROUPING_HANDLER_GROUP_TIMEOUT = -1
+GROUPING_HANDLER_REAPER_PERIOD = 30000

@@ -9,6 +9,7 @@ __all__ = [
     "ComponentRoutingType",
     "DeletionPolicy",
     "DiskFullPolicy",
+    "GroupingHandlerType",
     "HAPolicy",
     "JournalType",
     "MessageLoadBalancing",
@@ -35,6 +36,14 @@ class ComponentRoutingType(enum.StrEnum):
     MULTICAST = "MULTICAST"
     STRIP = "STRIP"
     PASS = "PASS"
+
+
+class GroupingHandlerType(enum.StrEnum):
+    """A ``<grouping-handler>``'s role in clustered grouping: the one LOCAL node decides
+    which queue takes each message group; REMOTE nodes ask it and remember its answers."""
+
+    LOCAL = "LOCAL"
+    REMOTE = "REMOTE"
 
 
 class MessageLoadBalancing(enum.StrEnum):

@@ -15,7 +15,14 @@ from typing import Protocol, TypeVar
 
 from . import defaults
 from .address_settings import AddressSettings, AddressSettingsRepository
-from .enums import ComponentRoutingType, HAPolicy, JournalType, MessageLoadBalancing, RoutingType
+from .enums import (
+    ComponentRoutingType,
+    GroupingHandlerType,
+    HAPolicy,
+    JournalType,
+    MessageLoadBalancing,
+    RoutingType,
+)
 from .permissions import SecuritySettingConfig
 from .problems import ConfigProblem
 from .tls_params import TlsParams
@@ -31,6 +38,7 @@ __all__ = [
     "ConnectorConfig",
     "DiscoveryGroupConfig",
     "DivertConfig",
+    "GroupingHandlerConfig",
     "HAPolicyConfig",
     "JGroupsStack",
     "JournalConfig",
@@ -265,6 +273,28 @@ class DivertConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupingHandlerConfig:
+    """The ``<grouping-handler name=...>`` (docs/clustering.md "Clustered grouping").
+
+    ``type`` LOCAL: this node decides which queue of the cluster takes each message group;
+    REMOTE: it asks the LOCAL node and remembers the answers. ``address`` names the cluster
+    connection whose links carry the proposals (the first whose ``address`` filter covers
+    it, as Artemis's notifications travel). ``timeout`` (ms): how long a send waits for a
+    decision before it fails; ``group_timeout`` (ms, -1: never): how long a group unused is
+    kept (on a REMOTE node: how often it refreshes the LOCAL node's record of its use);
+    ``reaper_period`` (ms): how often the LOCAL node looks for unused groups.
+    """
+
+    name: str
+    type: GroupingHandlerType
+    address: str = ""
+    timeout: int = defaults.GROUPING_HANDLER_TIMEOUT
+    group_timeout: int = defaults.GROUPING_HANDLER_GROUP_TIMEOUT
+    reaper_period: int = defaults.GROUPING_HANDLER_REAPER_PERIOD
+    line: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class JGroupsStack:
     """What artemis-py uses of a ``jgroups-file``: its one discovery protocol.
 
@@ -488,6 +518,7 @@ class BrokerConfig:
     discovery_groups: tuple[DiscoveryGroupConfig, ...] = ()
     cluster_connections: tuple[ClusterConnectionConfig, ...] = ()
     ha_policy: HAPolicyConfig = HAPolicyConfig()
+    grouping_handler: GroupingHandlerConfig | None = None
     warnings: tuple[ConfigProblem, ...] = field(default=(), compare=False)
     source: str | None = field(default=None, compare=False)
 

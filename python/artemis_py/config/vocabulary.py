@@ -63,7 +63,7 @@ CORE_IMPLEMENTED = _names(
     management-address
     acceptors connectors address-settings addresses diverts
     broadcast-groups discovery-groups cluster-connections ha-policy wildcard-addresses
-    security-settings
+    security-settings grouping-handler
     """
 )
 
@@ -84,7 +84,7 @@ CORE_UNIMPLEMENTED = _names(
     persist-delivery-count-before-delivery max-redelivery-records populate-validated-user
     reject-empty-validated-user mqtt-session-scan-interval mqtt-session-state-persistence-timeout
     mqtt-subscription-persistence-enabled queues bridges federations broker-connections
-    connection-routers grouping-handler purge-page-folders page-max-concurrent-io read-whole-page
+    connection-routers purge-page-folders page-max-concurrent-io read-whole-page
     journal-retention-directory node-manager-lock-directory journal-device-block-size
     log-journal-write-rate journal-file-open-timeout server-dump-interval
     global-max-size-percent-of-jvm-max-memory
@@ -234,6 +234,10 @@ VOCABULARIES: dict[str, Vocabulary] = {
     ),
     "discovery-group-ref": Vocabulary(
         implemented=frozenset(), attributes=_names("discovery-group-name")
+    ),
+    "grouping-handler": Vocabulary(
+        implemented=_names("type address timeout group-timeout reaper-period"),
+        attributes=_names("name"),
     ),
     "ha-policy": Vocabulary(implemented=_names("primary-only live-only replication shared-store")),
     "primary-only": Vocabulary(implemented=_names("scale-down")),

@@ -39,6 +39,8 @@ from artemis_py.protocol.cluster import (
     Message,
     NewQueue,
     Ping,
+    Proposal,
+    ProposalResponse,
     Reject,
     RemoteProtocolError,
     Sealed,
@@ -46,6 +48,7 @@ from artemis_py.protocol.cluster import (
     ServerConnection,
     Status,
     Topology,
+    Unproposal,
     Welcome,
     decode_frame,
     encode_frame,
@@ -456,6 +459,10 @@ EVERY_FRAME: list[Frame] = [
     ),
     Sealed(()),
     Sealed((SealedStream("orders", "node-a", 2**63 - 1, 0), SealedStream("q", "b", 7, 5))),
+    Proposal("g1.orders", "orders@node-a"),
+    ProposalResponse("g1.orders", "orders@node-a"),
+    ProposalResponse("g1.orders", "orders@node-b", "orders@node-a"),
+    Unproposal("g1.orders", "orders@node-a"),
 ]
 
 
@@ -468,7 +475,7 @@ def test_every_frame_round_trips(frame: Frame) -> None:
 
 
 def test_frame_types_are_distinct_and_cover_every_frame() -> None:
-    assert len(set(FrameType)) == 16
+    assert len(set(FrameType)) == 19
     assert {type(frame).TYPE for frame in EVERY_FRAME} == set(FrameType)
 
 
@@ -482,6 +489,8 @@ def test_every_frame_through_connections() -> None:
         CreateQueues((NewQueue("q", "a", "ANYCAST", None, True),)),
         Sealed((SealedStream("q", "node-a", 9, 3),)),
         Leaving("node-a", "node-c"),
+        Proposal("g.q", "q@node-a"),  # grouping frames go either way
+        Unproposal("g.q", "q@node-a"),
     ]
     server_frames: list[Frame] = [
         Bindings(True, (BINDING,), ()),
@@ -492,6 +501,8 @@ def test_every_frame_through_connections() -> None:
         Topology(()),
         Confirm(7),
         Leaving("node-b", "node-c"),
+        ProposalResponse("g.q", "q@node-b", "q@node-a"),
+        Unproposal("g.q", "q@node-a"),
     ]
     for frame in client_frames:
         client.send(frame)

@@ -76,16 +76,15 @@ class RoundRobin:
         return group[fallback]
 
 
-def route(
+def groups_of(
     address: str,
     routing_type: RoutingType | None,
     local: Sequence[Queue],
     remote: Sequence[RemoteQueueBinding],
-    lookup: Lookup,
     policy: MessageLoadBalancing,
-    round_robin: RoundRobin,
-) -> tuple[list[Queue], list[RemoteQueueBinding]]:
-    """The local queues and remote bindings a message sent to ``address`` goes to."""
+) -> dict[GroupKey, list[Binding]]:
+    """The bindings a message sent to ``address`` may go to, by routing name (each group
+    gets one copy)."""
     forwarding = policy in (MessageLoadBalancing.ON_DEMAND, MessageLoadBalancing.STRICT)
     groups: dict[GroupKey, list[Binding]] = {}
     if routing_type is not RoutingType.MULTICAST:
@@ -107,6 +106,20 @@ def route(
                 groups[key] = [binding]
             elif forwarding or not any(isinstance(b, Queue) for b in group):
                 group.append(binding)
+    return groups
+
+
+def route(
+    address: str,
+    routing_type: RoutingType | None,
+    local: Sequence[Queue],
+    remote: Sequence[RemoteQueueBinding],
+    lookup: Lookup,
+    policy: MessageLoadBalancing,
+    round_robin: RoundRobin,
+) -> tuple[list[Queue], list[RemoteQueueBinding]]:
+    """The local queues and remote bindings a message sent to ``address`` goes to."""
+    groups = groups_of(address, routing_type, local, remote, policy)
     queues: list[Queue] = []
     bindings: list[RemoteQueueBinding] = []
     for key, group in groups.items():

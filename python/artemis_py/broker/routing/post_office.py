@@ -17,7 +17,8 @@ queue of one routing type and optionally with a filter.
 
 In a cluster the post office also holds the *remote bindings* learned from other nodes, and
 an address with remote bindings is routed by the cluster connection's load-balancing policy
-(:mod:`.load_balancing`). Listeners hear of every local queue and consumer
+(:mod:`.load_balancing`); on a node with a grouping handler, a message of a group follows
+the group's decision (:mod:`.grouping`). Listeners hear of every local queue and consumer
 change, which is how other nodes learn this node's bindings.
 
 The post office only decides; the broker persists the references and then adds them to
@@ -37,6 +38,7 @@ from artemis_py.broker.routing.wildcard_links import WildcardLinks
 from artemis_py.config import MessageLoadBalancing, RoutingType, WildcardSyntax
 
 if TYPE_CHECKING:
+    from artemis_py.broker.routing.grouping import GroupRouter
     from artemis_py.broker.routing.remote_binding import RemoteQueueBinding
 
 FQQN_SEPARATOR = "::"
@@ -95,6 +97,8 @@ class PostOffice:
         # The load-balancing policy of the cluster connection an address belongs to.
         self.load_balancing: Callable[[str], MessageLoadBalancing | None] = lambda _: None
         self._round_robin = RoundRobin()
+        # With a <grouping-handler>: the decisions grouped messages follow (.grouping).
+        self.grouping: GroupRouter | None = None
 
     # -- addresses ---------------------------------------------------------------------
 
@@ -125,6 +129,8 @@ class PostOffice:
         queue.on_consumers_changed = self._consumers_changed
         for listener in self.listeners:
             listener.queue_added(queue)
+        if self.grouping is not None:
+            self.grouping.handler.binding_added()
 
     def remove_queue(self, queue: Queue) -> None:
         if self.queues.get(queue.name) is not queue:
@@ -136,6 +142,8 @@ class PostOffice:
         queue.on_consumers_changed = None
         for listener in self.listeners:
             listener.queue_removed(queue)
+        if self.grouping is not None:
+            self.grouping.handler.binding_removed(f"{queue.name}@{self.grouping.node_id}")
 
     def _consumers_changed(self, queue: Queue) -> None:
         for listener in self.listeners:
@@ -150,6 +158,8 @@ class PostOffice:
         self.remote.setdefault(binding.address, []).append(binding)
         self._remote_by_name[binding.name] = binding
         self.wildcards.hold(binding.address)
+        if self.grouping is not None:
+            self.grouping.handler.binding_added()
 
     def remove_remote_binding(self, binding: RemoteQueueBinding) -> None:
         if self._remote_by_name.get(binding.name) is binding:
@@ -160,6 +170,8 @@ class PostOffice:
             self.wildcards.release(binding.address)
             if not bindings:
                 del self.remote[binding.address]
+            if self.grouping is not None:
+                self.grouping.handler.binding_removed(binding.name)
 
     # -- routing -----------------------------------------------------------------------
 
@@ -198,6 +210,34 @@ class PostOffice:
             return [queues[0]], []
         return _route_locally(address, queues, routing_type, lookup), []
 
+    def route_grouped(
+        self,
+        address: Address,
+        routing_type: RoutingType | None,
+        lookup: Callable[[str], object],
+        group_id: str,
+    ) -> tuple[list[Queue], list[RemoteQueueBinding]]:
+        """:meth:`route` for a message of group ``group_id`` on a node with a grouping
+        handler: every binding of each routing name is decided once per group
+        (:mod:`.grouping`); raises :class:`~.grouping.GroupUndecided` to wait for one."""
+        grouping = self.grouping
+        if grouping is None or is_internal(address.name):
+            return self.route(address, routing_type, lookup)
+        linked = self.wildcards.links(address.name) if self.wildcards.matchers else ()
+        queues, remote, policy = self._bindings_with(address, linked)
+        if policy is None:  # in no cluster connection: its queues here, as any one node's
+            remote, policy = [], MessageLoadBalancing.STRICT
+        return grouping.route(
+            address.name,
+            routing_type,
+            queues,
+            remote,
+            lookup,
+            policy,
+            self._round_robin,
+            group_id,
+        )
+
     def _route_with(
         self,
         address: Address,
@@ -205,8 +245,20 @@ class PostOffice:
         routing_type: RoutingType | None,
         lookup: Callable[[str], object],
     ) -> tuple[list[Queue], list[RemoteQueueBinding]]:
-        """Routing to ``address`` and the wildcard addresses ``linked`` that match it, whose
-        queues and remote bindings count as its own (Artemis adds their bindings to it)."""
+        """Routing to ``address`` and the wildcard addresses ``linked`` that match it."""
+        queues, remote, policy = self._bindings_with(address, linked)
+        if remote and policy is not None:
+            return balance(
+                address.name, routing_type, queues, remote, lookup, policy, self._round_robin
+            )
+        return _route_locally(address, queues, routing_type, lookup), []
+
+    def _bindings_with(
+        self, address: Address, linked: tuple[str, ...]
+    ) -> tuple[list[Queue], list[RemoteQueueBinding], MessageLoadBalancing | None]:
+        """The local queues and remote bindings of ``address`` and of the wildcard addresses
+        ``linked`` that match it, whose bindings count as its own (Artemis adds them to it),
+        and the load-balancing policy they go by."""
         queues = list(address.queues)
         remote = list(self.remote.get(address.name, ()))
         policy = self.load_balancing(address.name)
@@ -217,11 +269,7 @@ class PostOffice:
             remote += self.remote.get(name, ())
             if policy is None:
                 policy = self.load_balancing(name)
-        if remote and policy is not None:
-            return balance(
-                address.name, routing_type, queues, remote, lookup, policy, self._round_robin
-            )
-        return _route_locally(address, queues, routing_type, lookup), []
+        return queues, remote, policy
 
 
 def _route_locally(

@@ -10,7 +10,8 @@ its parent element. :func:`~.document.read_document` walks the whole tree and ca
 * :mod:`.addresses` -- address settings, addresses and their queues;
 * :mod:`.discovery` -- broadcast groups, discovery groups and references to them;
 * :mod:`.cluster_connections` -- cluster connections;
-* :mod:`.ha_policy` -- the HA policy and its scale-down.
+* :mod:`.ha_policy` -- the HA policy and its scale-down;
+* :mod:`.grouping_handler` -- the grouping handler (clustered message grouping).
 """
 
 from .document import read_document

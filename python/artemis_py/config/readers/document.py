@@ -34,6 +34,7 @@ from .addresses import read_address_settings, read_addresses
 from .cluster_connections import read_cluster_connections
 from .discovery import check_discovery_use, read_broadcast_groups, read_discovery_groups
 from .diverts import read_diverts
+from .grouping_handler import read_grouping_handler
 from .ha_policy import read_ha_policy
 from .security_settings import read_security_settings
 from .transports import Unmask, read_acceptors, read_connectors
@@ -171,6 +172,7 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
         discovery_groups=discovery_groups,
         cluster_connections=cluster_connections,
         ha_policy=ha_policy,
+        grouping_handler=read_grouping_handler(reader, kids, cluster_connections),
     )
 
 

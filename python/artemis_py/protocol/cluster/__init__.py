@@ -46,6 +46,8 @@ from artemis_py.protocol.cluster.frames import (
     Message,
     NewQueue,
     Ping,
+    Proposal,
+    ProposalResponse,
     Purpose,
     Reject,
     RoutingType,
@@ -54,6 +56,7 @@ from artemis_py.protocol.cluster.frames import (
     Sentinel,
     Status,
     Topology,
+    Unproposal,
     Welcome,
 )
 from artemis_py.protocol.cluster.handshake import ClientConnection, ServerConnection
@@ -98,6 +101,8 @@ __all__ = [
     "Message",
     "NewQueue",
     "Ping",
+    "Proposal",
+    "ProposalResponse",
     "ProtocolError",
     "Purpose",
     "Reject",
@@ -110,6 +115,7 @@ __all__ = [
     "ServerConnection",
     "Status",
     "Topology",
+    "Unproposal",
     "Welcome",
     "decode_frame",
     "encode_frame",

@@ -130,7 +130,9 @@ class HandshakeError(RemoteProtocolError):
     clearly, unlike a garbled frame."""
 
 
-_EITHER: Final = frozenset({_T.ERROR, _T.PING, _T.TOPOLOGY, _T.LEAVING})
+_EITHER: Final = frozenset(
+    {_T.ERROR, _T.PING, _T.TOPOLOGY, _T.LEAVING, _T.PROPOSAL, _T.PROPOSAL_RESPONSE, _T.UNPROPOSAL}
+)
 #: Frames each role may send at all (the handshake ones included).
 _FROM: Final = {
     Role.CLIENT: _EITHER | {_T.HELLO, _T.AUTH, _T.MESSAGE, _T.CREATE_QUEUES, _T.SEALED},

@@ -12,7 +12,8 @@ Who sends what (enforced by the connection, both when sending and when receiving
   itself, never passed to ``send()``;
 * client only: :class:`Message`, :class:`CreateQueues`, :class:`Sealed`;
 * server only: :class:`Confirm`, :class:`Bindings`, :class:`Consumers`, :class:`Status`;
-* either side: :class:`Ping`, :class:`Topology`, :class:`Leaving`, :class:`Error`.
+* either side: :class:`Ping`, :class:`Topology`, :class:`Leaving`, :class:`Error`, and
+  clustered grouping's :class:`Proposal`, :class:`ProposalResponse` and :class:`Unproposal`.
 """
 
 from __future__ import annotations
@@ -44,12 +45,15 @@ __all__ = [
     "Message",
     "NewQueue",
     "Ping",
+    "Proposal",
+    "ProposalResponse",
     "Purpose",
     "Reject",
     "RoutingType",
     "Sentinel",
     "Status",
     "Topology",
+    "Unproposal",
     "Welcome",
 ]
 
@@ -80,6 +84,9 @@ class FrameType(enum.IntEnum):
     LEAVING = 12
     CREATE_QUEUES = 13
     SEALED = 14
+    PROPOSAL = 15
+    PROPOSAL_RESPONSE = 16
+    UNPROPOSAL = 17
     MESSAGE = 0x20
     CONFIRM = 0x21
 
@@ -227,6 +234,42 @@ class Leaving:
     target: str
     received: tuple[str, ...] = field(default=(), repr=False)
     client_ids: tuple[AddressIds, ...] = field(default=(), repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """Either side: clustered grouping (docs/clustering.md "Clustered grouping"). The
+    sender, a node with a REMOTE grouping handler, proposes that message group ``group_id``
+    (the group's id, a dot and the routing name) go to binding ``cluster_name``
+    (``queue@node``); sent again for a group it uses, to keep it from expiring. The node
+    with the LOCAL handler answers with a :class:`ProposalResponse`; others ignore it."""
+
+    TYPE: ClassVar[FrameType] = FrameType.PROPOSAL
+    group_id: str
+    cluster_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProposalResponse:
+    """Either side: the LOCAL grouping handler's decision, sent to every neighbour (each
+    remembers it): ``group_id`` goes to ``cluster_name``, or, when ``alternative`` is set,
+    the group had gone to ``alternative`` already and stays there."""
+
+    TYPE: ClassVar[FrameType] = FrameType.PROPOSAL_RESPONSE
+    group_id: str
+    cluster_name: str
+    alternative: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Unproposal:
+    """Either side: ``group_id`` no longer goes to ``cluster_name`` (its binding is gone, or
+    the group went unused for ``group-timeout``): forget it; its next message is proposed
+    again."""
+
+    TYPE: ClassVar[FrameType] = FrameType.UNPROPOSAL
+    group_id: str
+    cluster_name: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,6 +430,9 @@ Frame: TypeAlias = (
     | Message
     | CreateQueues
     | Sealed
+    | Proposal
+    | ProposalResponse
+    | Unproposal
 )
 
 
@@ -443,6 +489,9 @@ Event: TypeAlias = (
     | Message
     | CreateQueues
     | Sealed
+    | Proposal
+    | ProposalResponse
+    | Unproposal
 )
 """What ``next_event`` returns besides :data:`NEED_DATA` (handshake frames are answered by
 the connection itself and never returned)."""

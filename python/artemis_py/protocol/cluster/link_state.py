@@ -17,7 +17,8 @@ the cluster's one dispatcher (:mod:`artemis_py.cluster.dispatch`) carries out:
   (:meth:`LinkState.durable`), at the latest every :data:`CONFIRM_BATCH` messages during a
   long burst, else as soon as no stored run waits.
 * :class:`Apply` -- news for the cluster connection: topology, a departure (Leaving), the
-  peer's bindings and consumers, queues to create for a node scaling down, sealed streams.
+  peer's bindings and consumers, queues to create for a node scaling down, sealed streams,
+  and clustered grouping's proposals and decisions.
 
 Invariants: a run's messages are in the order received, and runs are reported in order; a
 Confirm never names a seq below one already sent; a link's frames of the other direction
@@ -35,8 +36,11 @@ from artemis_py.protocol.cluster.frames import (
     CreateQueues,
     Leaving,
     Message,
+    Proposal,
+    ProposalResponse,
     Sealed,
     Topology,
+    Unproposal,
 )
 
 __all__ = [
@@ -55,7 +59,30 @@ RUN_LIMIT = 64  # forwarded messages stored in one journal submit, at most
 CONFIRM_BATCH = 256  # messages stored before a Confirm goes out during a long burst
 
 #: Frames that tell the cluster connection something (see :class:`Apply`).
-News = Topology | Leaving | Bindings | Consumers | CreateQueues | Sealed
+News = (
+    Topology
+    | Leaving
+    | Bindings
+    | Consumers
+    | CreateQueues
+    | Sealed
+    | Proposal
+    | ProposalResponse
+    | Unproposal
+)
+
+
+_NEWS = (
+    Topology,
+    Leaving,
+    Bindings,
+    Consumers,
+    CreateQueues,
+    Sealed,
+    Proposal,
+    ProposalResponse,
+    Unproposal,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +138,7 @@ class LinkState:
         actions = self._flush()  # whatever follows a message sees it stored
         if isinstance(event, Confirm):
             actions.append(Acknowledge(event.seq))
-        elif isinstance(event, (Topology, Leaving, Bindings, Consumers, CreateQueues, Sealed)):
+        elif isinstance(event, _NEWS):
             actions.append(Apply(event))
         return actions
 

@@ -55,11 +55,14 @@ from artemis_py.protocol.cluster.frames import (
     Message,
     NewQueue,
     Ping,
+    Proposal,
+    ProposalResponse,
     Reject,
     Sealed,
     SealedStream,
     Status,
     Topology,
+    Unproposal,
     Welcome,
 )
 from artemis_py.protocol.errors import LocalProtocolError, RemoteProtocolError
@@ -314,6 +317,13 @@ _JSON_FRAMES: Final[dict[type, _Schema]] = {
     ),
     CreateQueues: (("queues", _array(_record(NewQueue, _NEW_QUEUE))),),
     Sealed: (("streams", _array(_record(SealedStream, _SEALED_STREAM))),),
+    Proposal: (("group_id", _text), ("cluster_name", _text)),
+    ProposalResponse: (
+        ("group_id", _text),
+        ("cluster_name", _text),
+        ("alternative", _opt_text),
+    ),
+    Unproposal: (("group_id", _text), ("cluster_name", _text)),
 }
 #: Fields added after version 1 of the protocol, which a frame may lack (dataclass default).
 _OPTIONAL: Final[dict[type, frozenset[str]]] = {
