@@ -90,7 +90,9 @@ def test_queue() -> None:
         8, "q1", "orders.eu", ANYCAST, "color='red'", max_consumers=5, purge_on_no_consumers=True
     )
     payload = r.encode_queue(spec)
-    dispatch = "00300030003000" + "2d31" + "0000"  # exclusive, rebalance, pause, -1, "", ""
+    # exclusive, rebalance, pause, buckets -1, no first key, no last-value key; then ring
+    # size -1, consumers before dispatch 0, delay before dispatch -1
+    dispatch = "00300030003000" + "2d31" + "0000" + "002d31" + "0030" + "002d31"
     assert payload.hex() == (
         "713100" + ORDERS_HEX + "004100636f6c6f723d2772656427003500310030" + dispatch
     )
@@ -98,7 +100,7 @@ def test_queue() -> None:
     plain = r.QueueSpec(9, "q2", "a", MULTICAST, auto_created=True)
     assert r.decode_queue(9, r.encode_queue(plain)) == plain  # no filter: an empty field
     grouped = r.QueueSpec(
-        10, "q3", "a", ANYCAST, exclusive=True, group_buckets=8, last_value_key="stock"
+        10, "q3", "a", ANYCAST, exclusive=True, group_buckets=8, last_value_key="stock", ring_size=3
     )
     assert r.decode_queue(10, r.encode_queue(grouped)) == grouped
 

@@ -206,6 +206,9 @@ class Addresses:
             on_replaced=self.acks.replaced,
             # (a store-and-forward queue passes a scheduled message on: held over there)
             on_hold=None if is_internal(spec.name) else self.scheduler.hold,
+            ring_size=spec.ring_size,
+            consumers_before_dispatch=spec.consumers_before_dispatch,
+            delay_before_dispatch=spec.delay_before_dispatch,
         )
 
     def delete_queue(self, queue: Queue) -> Pending:
@@ -271,6 +274,13 @@ def _with_dispatch(spec: QueueSpec, kind: QueueKind, settings: AddressSettings) 
         group_buckets=_chosen(kind.group_buckets, settings.default_group_buckets),
         group_first_key=kind.group_first_key or settings.default_group_first_key,
         last_value_key=last_value_key,
+        ring_size=_chosen(kind.ring_size, settings.default_ring_size),
+        consumers_before_dispatch=_chosen(
+            kind.consumers_before_dispatch, settings.default_consumers_before_dispatch
+        ),
+        delay_before_dispatch=_chosen(
+            kind.delay_before_dispatch, settings.default_delay_before_dispatch
+        ),
     )
 
 

@@ -86,7 +86,10 @@ class Queue:
         rules: DispatchRules | None = None,
         last_value_key: str | None = None,
         on_replaced: Callable[[MessageReference], None] | None = None,
-        on_hold: Callable[[MessageReference, int], None] | None = None,
+        on_hold: Callable[[MessageReference | Callable[[], None], int], None] | None = None,
+        ring_size: int = -1,
+        consumers_before_dispatch: int = 0,
+        delay_before_dispatch: int = -1,
     ) -> None:
         self.id = queue_id
         self.name = name
@@ -112,6 +115,13 @@ class Queue:
         # References held until a time (the scheduler's ``hold``; None: nothing is held).
         self.scheduled: set[MessageReference] = set()
         self._on_hold = on_hold
+        self.ring_size = ring_size  # at most this many waiting: the oldest go (replaced)
+        # Dispatch waits for this many consumers, or this long after the first came (ms),
+        # until _dispatch_at (epoch ms) when a delay-before-dispatch lets it start.
+        self.consumers_before_dispatch = consumers_before_dispatch
+        self.delay_before_dispatch = delay_before_dispatch
+        self._gated = consumers_before_dispatch > 0
+        self._dispatching, self._dispatch_at = not self._gated, -1
         self.delivering = 0  # references delivered and not yet acknowledged or cancelled
         self.messages_added = 0
         self.messages_acknowledged = 0
@@ -131,8 +141,7 @@ class Queue:
         self.sealed: dict[str, int] = {}
         self._next_consumer = 0
         self._owner: Consumer | None = None  # what the rules named for the reference at hand
-        self._in_deliver = False
-        self._redeliver = False
+        self._in_deliver = self._redeliver = False
         self._on_expired = on_expired
         self._clock_ms = clock_ms
         # Told when consumers come and go (the post office passes it on to the cluster).
@@ -212,6 +221,8 @@ class Queue:
         if self.last_values is not None:
             self._replace(self.last_values.arrived(ref))
         self.messages.append(ref)
+        if self.ring_size >= 0:
+            self._enforce_ring()
         self.messages_added += 1
         if self.index is not None:
             self.index.add(ref)
@@ -232,6 +243,8 @@ class Queue:
             self.messages_added += 1
             if self.index is not None:
                 self.index.add(ref)
+        if self.ring_size >= 0:
+            self._enforce_ring()
         self.deliver()
 
     def add_paged(self, refs: list[MessageReference]) -> None:
@@ -261,6 +274,11 @@ class Queue:
                 else:
                     self._replace(ref, waiting=False)
             refs = kept
+        if self.ring_size >= 0:
+            room = self.ring_size - self._waiting_count()
+            for ref in refs[max(room, 0) :]:  # (no room left in the ring: replaced)
+                self._replace(ref, waiting=False)
+            refs = refs[: max(room, 0)]
         self.delivering -= len(refs)
         self._prioritise(refs)
         self.messages.extendleft(reversed(refs))
@@ -360,6 +378,10 @@ class Queue:
         self.consumers.append(consumer)
         if consumer.selector is not None:
             self._selective += 1
+        if self._gated and self.delay_before_dispatch >= 0 and self._dispatch_at < 0:
+            self._dispatch_at = now_ms() + self.delay_before_dispatch
+            if self._on_hold is not None:
+                self._on_hold(self.deliver, self._dispatch_at + 1)
         if self.rules is not None and self.rules.consumer_added() and self.delivering > 0:
             self._rebalancing = True
         if self.on_consumers_changed is not None:
@@ -376,6 +398,8 @@ class Queue:
             self._selective -= 1
         if self.rules is not None:
             self.rules.consumer_removed(consumer)
+        if self._gated and not self.consumers:  # the next consumers wait again
+            self._dispatching, self._dispatch_at = False, -1
         if index < self._next_consumer:
             self._next_consumer -= 1
         if self._next_consumer >= len(self.consumers):
@@ -399,7 +423,7 @@ class Queue:
 
     def deliver(self) -> None:
         """Hand ready references to consumers with credit until none can take more."""
-        if self.paused or self._rebalancing:
+        if self.paused or self._rebalancing or not (self._dispatching or self._may_dispatch()):
             return
         if self._in_deliver:
             # A consumer's deliver() got credit back and re-entered: loop once more.
@@ -496,16 +520,38 @@ class Queue:
             return consumer
         return None
 
+    def _may_dispatch(self) -> bool:
+        """Whether dispatch starts now (``consumers-before-dispatch`` consumers came, or
+        ``delay-before-dispatch`` passed since the first did); never while deliveries are
+        in flight, so messages keep their order."""
+        if self.delivering:
+            return False
+        if len(self.consumers) >= self.consumers_before_dispatch or (
+            0 <= self._dispatch_at < now_ms()
+        ):
+            self._dispatching = True
+        return self._dispatching
+
+    def _waiting_count(self) -> int:
+        return len(self.messages) + len(self.scheduled) + self.paged
+
+    def _enforce_ring(self) -> None:
+        """Keep at most ``ring_size`` waiting messages: the oldest ready ones go, replaced."""
+        while self._waiting_count() > self.ring_size and self.messages:
+            self._replace(next(iter(self.messages)))
+
     def _replace(self, older: MessageReference | None, *, waiting: bool = True) -> None:
-        """``older`` was replaced by a later message of its last value: out of the queue
-        (``waiting``; else a delivery that came back) and acknowledged: it never reaches a
-        consumer again."""
+        """``older`` was replaced, by a later message of its last value or by a newer one
+        in a full ring: out of the queue (``waiting``; else a delivery that came back) and
+        acknowledged: it never reaches a consumer again."""
         if older is None:
             return
         if waiting:
             self.messages.remove(older)
             if self.index is not None:
                 self.index.discard(older)
+            if self.last_values is not None:
+                self.last_values.left(older)
             self.delivering += 1  # handed to the acknowledgement, which counts it down
         self.messages_replaced += 1
         if self._on_replaced is not None:

@@ -188,13 +188,18 @@ class QueueSpec:
     group_buckets: int = -1
     group_first_key: str | None = None
     last_value_key: str | None = None
+    ring_size: int = -1
+    consumers_before_dispatch: int = 0
+    delay_before_dispatch: int = -1
 
 
 def encode_queue(spec: QueueSpec) -> bytes:
     """Name, address, routing code, filter (empty: none), max consumers, purge on no
     consumers (1/0), auto-created (1/0), then the dispatch fields: exclusive, group rebalance,
-    its pause (1/0), group buckets, group first key and last-value key (empty: none): UTF-8,
-    split by ``\\0``. A record written before the dispatch fields has only the first seven."""
+    its pause (1/0), group buckets, group first key and last-value key (empty: none), ring
+    size, consumers before dispatch and delay before dispatch: UTF-8, split by ``\\0``. A
+    record written before the dispatch fields has only the first seven, and one written
+    before the last three only the first thirteen."""
     return _encode_fields(
         spec.name,
         spec.address,
@@ -209,6 +214,9 @@ def encode_queue(spec: QueueSpec) -> bytes:
         str(spec.group_buckets),
         spec.group_first_key or "",
         spec.last_value_key or "",
+        str(spec.ring_size),
+        str(spec.consumers_before_dispatch),
+        str(spec.delay_before_dispatch),
     )
 
 
@@ -223,6 +231,7 @@ def decode_queue(record_id: int, payload: bytes) -> QueueSpec:
         "",
         "",
     )
+    ring, before_count, before_delay = fields[13:16] or ("-1", "0", "-1")
     return QueueSpec(
         queue_id=record_id,
         name=name,
@@ -238,6 +247,9 @@ def decode_queue(record_id: int, payload: bytes) -> QueueSpec:
         group_buckets=int(buckets),
         group_first_key=first_key or None,
         last_value_key=lv_key or None,
+        ring_size=int(ring),
+        consumers_before_dispatch=int(before_count),
+        delay_before_dispatch=int(before_delay),
     )
 
 

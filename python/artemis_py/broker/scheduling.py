@@ -42,15 +42,16 @@ class Scheduler:
 
     def __init__(self, clock_ms: Callable[[], int] = now_ms) -> None:
         self._clock_ms = clock_ms
-        self._heap: list[tuple[int, int, MessageReference]] = []
+        # (time, order, a reference to give back or something to call)
+        self._heap: list[tuple[int, int, MessageReference | Callable[[], None]]] = []
         self._order = itertools.count()  # (a tie-breaker: references do not compare)
         self._wake = trio.Event()
 
     def __len__(self) -> int:
         return len(self._heap)
 
-    def hold(self, ref: MessageReference, due_ms: int) -> None:
-        """Give ``ref`` back to its queue at ``due_ms`` (epoch ms)."""
+    def hold(self, ref: MessageReference | Callable[[], None], due_ms: int) -> None:
+        """Give ``ref`` back to its queue at ``due_ms`` (epoch ms), or call it then."""
         earliest = self._heap[0][0] if self._heap else None
         heapq.heappush(self._heap, (due_ms, next(self._order), ref))
         if earliest is None or due_ms < earliest:
@@ -62,8 +63,11 @@ class Scheduler:
         heap = self._heap
         due: dict[int, list[MessageReference]] = {}
         while heap and heap[0][0] <= now:
-            ref = heapq.heappop(heap)[2]
-            due.setdefault(id(ref.queue), []).append(ref)
+            item = heapq.heappop(heap)[2]
+            if callable(item):
+                item()
+            else:
+                due.setdefault(id(item.queue), []).append(item)
         for refs in due.values():
             refs[0].queue.add_due(refs)
         return (heap[0][0] - now) / 1000 if heap else math.inf

@@ -351,11 +351,8 @@ ADDRESS_SETTINGS_NOT_IMPLEMENTED = frozenset(
         # Paging: prefetching is what max-read-page-* already bound.
         "prefetch-page-messages",
         "prefetch-page-bytes",
-        # Queue kinds and dispatch (non-destructive, consumers before dispatch, rings).
+        # Queue kinds (non-destructive).
         "default-non-destructive",
-        "default-consumers-before-dispatch",
-        "default-delay-before-dispatch",
-        "default-ring-size",
         "default-consumer-window-size",  # CORE consumers only
         "retroactive-message-count",
         # Slow consumers.

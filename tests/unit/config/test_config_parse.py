@@ -665,7 +665,7 @@ UNIMPLEMENTED = core(
   <address-setting match="#"><auto-create-jms-queues>true</auto-create-jms-queues></address-setting>
 </address-settings>
 <addresses><address name="a"><anycast>
-  <queue name="a" ring-size="5"><user>bob</user></queue>
+  <queue name="a" non-destructive="true"><user>bob</user></queue>
 </anycast></address></addresses>"""
 )
 
@@ -679,7 +679,7 @@ def test_one_warning_lists_every_unimplemented_element_with_lines(
     assert (warning.file, warning.line, warning.element) == ("u.xml", 5, "core")
     assert warning.message.endswith(
         "security-setting-plugin (line 5), jmx-management-enabled (line 7), "
-        "auto-create-jms-queues (line 9), queue@ring-size (line 12), user (line 12)"
+        "auto-create-jms-queues (line 9), queue@non-destructive (line 12), user (line 12)"
     )
     assert [r.getMessage() for r in caplog.records] == [str(warning)]
     assert config.address("a").queues[0].name == "a"  # the rest still parsed

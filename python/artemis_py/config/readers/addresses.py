@@ -14,7 +14,7 @@ from ..address_settings import (
 from ..element_reader import Children, ElementReader, Invalid
 from ..enums import RoutingType
 from ..model import LAST_VALUE_PROPERTY, AddressConfig, QueueConfig, QueueKind
-from ..values import checked, int32, minus_one_or_at_least, parse_bool
+from ..values import checked, int32, int64, minus_one_or_at_least, parse_bool
 from ..wildcards import WildcardSyntax, malformed
 from ..xmlreader import XmlElement
 
@@ -192,7 +192,8 @@ def _queue(
 
 
 def _queue_kind(reader: ElementReader, element: XmlElement) -> QueueKind:
-    """A ``<queue>``'s dispatch attributes (groups, exclusive, last value)."""
+    """A ``<queue>``'s dispatch attributes (groups, exclusive, last value, ring, when
+    dispatch starts)."""
     attribute = partial(reader.convert_attribute, element)
     last_value_key = attribute("last-value-key", str.strip) or None
     if last_value_key is None and attribute("last-value", parse_bool):
@@ -204,4 +205,11 @@ def _queue_kind(reader: ElementReader, element: XmlElement) -> QueueKind:
         group_buckets=attribute("group-buckets", checked(int32, minus_one_or_at_least(0))),
         group_first_key=attribute("group-first-key", str.strip) or None,
         last_value_key=last_value_key,
+        ring_size=attribute("ring-size", checked(int64, minus_one_or_at_least(0))),
+        consumers_before_dispatch=attribute(
+            "consumers-before-dispatch", checked(int32, minus_one_or_at_least(0))
+        ),
+        delay_before_dispatch=attribute(
+            "delay-before-dispatch", checked(int64, minus_one_or_at_least(0))
+        ),
     )

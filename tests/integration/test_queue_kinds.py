@@ -1,4 +1,5 @@
-"""Last-value queues with a real node and stomp.py (Artemis's "Last-Value Queues"): of the
+"""Last-value and ring queues with a real node and stomp.py (Artemis's "Last-Value Queues" and
+"Ring Queues"), and dispatch held for consumers-before-dispatch. Of the
 messages waiting with one value of the key only the latest is kept, through a restart too;
 ``last-value="true"`` keys on ``_AMQ_LVQ_NAME``, and ``default-last-value-key`` makes every
 queue of an address one."""
@@ -42,3 +43,37 @@ def test_only_the_latest_waiting_value_per_key_is_kept(
         consumer.sync()
         assert [m.body for m in consumer.messages] == ["AAPL-1", "IBM-3", "no-key"], queue
         consumer.close()
+
+
+def test_a_ring_queue_keeps_its_newest_and_dispatch_waits_for_its_consumers(
+    make_broker: Callable[..., BrokerProcess],
+) -> None:
+    ring, gated = unique("ring"), unique("gated")
+    node = make_broker(
+        prefixes=False,
+        persistence=True,
+        addresses=(
+            f'<address name="{ring}"><anycast><queue name="{ring}" ring-size="3"/></anycast>'
+            f'</address><address name="{gated}"><anycast>'
+            f'<queue name="{gated}" consumers-before-dispatch="2"/></anycast></address>'
+        ),
+    )
+    producer = node.client()
+    for n in range(6):
+        producer.send(ring, f"r{n}", **ANYCAST_SEND)
+        producer.send(gated, f"g{n}", **ANYCAST_SEND)
+    producer.close()
+    node.restart(crash=True)
+    reader = node.client()
+    reader.subscribe(ring, **ANYCAST_SUB)
+    reader.wait_messages(3)
+    reader.sync()
+    assert [m.body for m in reader.messages] == ["r3", "r4", "r5"]
+    first = node.client()
+    first.subscribe(gated, **ANYCAST_SUB)
+    first.sync()
+    assert first.messages == []  # one consumer of the two it waits for
+    second = node.client()
+    second.subscribe(gated, **ANYCAST_SUB)
+    second.wait_messages(3)
+    first.wait_messages(3)
