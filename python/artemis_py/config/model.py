@@ -25,6 +25,7 @@ __all__ = [
     "ARTEMIS_PROTOCOLS",
     "AcceptorConfig",
     "AddressConfig",
+    "BridgeConfig",
     "BroadcastGroupConfig",
     "BrokerConfig",
     "ClusterConnectionConfig",
@@ -265,6 +266,52 @@ class DivertConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class BridgeConfig:
+    """A ``<bridge name=...>`` (Artemis's core bridges chapter; docs/bridges.md): messages of
+    the local queue ``queue_name`` that ``filter`` accepts are forwarded to another
+    artemis-py node, found through ``static_connectors`` (tried in turn) or the discovery
+    group ``discovery_group_name``, and sent there to ``forwarding_address`` (None: each
+    message's own address) with ``routing_type`` applied.
+
+    Defaults are Artemis's (its parser's, where the schema's documentation differs:
+    ``confirmation_window_size`` is 10 MiB). ``user`` / ``password`` None: the node's
+    ``cluster-user`` / ``cluster-password``, as the Artemis manual documents. Parsed but not
+    acted upon, and named in the start-up warning when not at their default: ``ha``,
+    ``use_duplicate_detection`` (bridges always send duplicate ids),
+    ``confirmation_window_size``, ``min_large_message_size``,
+    ``reconnect_attempts_same_node``, ``concurrency`` and ``client_id``. ``line`` is where
+    the bridge is declared, for errors found when the node compiles its filter.
+    """
+
+    name: str
+    queue_name: str
+    forwarding_address: str | None = None
+    filter: str | None = None
+    ha: bool = False
+    min_large_message_size: int = 100 * 1024
+    check_period: int = 30_000
+    connection_ttl: int = 60_000
+    retry_interval: int = 2000
+    retry_interval_multiplier: float = 1.0
+    max_retry_interval: int = 2000
+    initial_connect_attempts: int = -1  # -1: retry forever
+    reconnect_attempts: int = -1  # -1: retry forever
+    reconnect_attempts_same_node: int = 10
+    use_duplicate_detection: bool = True
+    confirmation_window_size: int = 10 * 1024 * 1024
+    producer_window_size: int = 1024 * 1024
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    routing_type: ComponentRoutingType = ComponentRoutingType.PASS
+    concurrency: int = 1
+    pending_ack_timeout: int = 60_000
+    client_id: str | None = None
+    static_connectors: tuple[str, ...] = ()
+    discovery_group_name: str | None = None
+    line: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class JGroupsStack:
     """What artemis-py uses of a ``jgroups-file``: its one discovery protocol.
 
@@ -482,6 +529,7 @@ class BrokerConfig:
     address_settings: AddressSettingsRepository = field(default_factory=AddressSettingsRepository)
     addresses: tuple[AddressConfig, ...] = ()
     diverts: tuple[DivertConfig, ...] = ()
+    bridges: tuple[BridgeConfig, ...] = ()
     # Who may do what where (broker/authorization.py), when security_enabled.
     security_settings: tuple[SecuritySettingConfig, ...] = ()
     broadcast_groups: tuple[BroadcastGroupConfig, ...] = ()
