@@ -344,3 +344,28 @@ def test_configurations_a_node_refuses(make_broker: Callable[..., BrokerProcess]
     )
     log = start_refused(node)
     assert "bridge 'bad-filter': invalid filter" in log, log
+
+
+def test_refusals_at_run_time_are_logged_and_the_node_serves_on(tmp_path: Path) -> None:
+    # B keeps Artemis's default cluster password: it takes no bridge (as it forms no cluster).
+    b = BridgeNode(tmp_path / "b", name="b", addresses=anycast("stream"))
+    a = BridgeNode(
+        tmp_path / "a",
+        name="a",
+        extra_core=source_core(b, bridge("stream", "stream") + bridge("ghost", "no-such-queue")),
+        addresses=anycast("stream"),
+    )
+    try:
+        b.start()
+        a.start()
+        refused = "bridge stream: refused by " + b.connector
+        wait_for(lambda: refused in a.log(), 10, message=lambda: a.log_tail())
+        assert "this node takes no bridges: its cluster-password is Artemis's default" in a.log()
+        assert "bridge ghost not started: queue no-such-queue does not exist" in a.log()
+        client = a.client()  # the node serves its clients meanwhile
+        client.send("stream", "kept", **ANYCAST)
+        assert a.depth("stream") == 1
+        client.close()
+    finally:
+        a.close()
+        b.close()

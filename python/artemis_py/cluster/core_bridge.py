@@ -220,6 +220,9 @@ class CoreBridge:
                     str(exc) or "timed out",
                 )
                 continue
+            if self._paused:  # the node is stopping: forward nothing more
+                await link.goodbye(wire.Ping())
+                return
             if link.peer_node_id == self.broker.node_id:
                 await link.goodbye(wire.Error(reason="a bridge cannot forward to its own node"))
                 self.state = f"stopped: {_url(target)} is this node itself"
