@@ -36,6 +36,7 @@ from artemis_py.broker.paging.disk import DiskMonitor
 from artemis_py.broker.persistence import Persistence
 from artemis_py.broker.store import JournalStore, MemoryStore
 from artemis_py.cluster.cluster_connection import ClusterConnection, owner
+from artemis_py.cluster.core_bridge import CoreBridges, compile_filters
 from artemis_py.cluster.discovery.service import Discovery
 from artemis_py.cluster.grouping import grouping_handler
 from artemis_py.cluster.incoming import LinkAcceptor
@@ -63,6 +64,7 @@ class Node:
         self.node_id = broker.node_id
         self.listeners: dict[str, list[tuple[str, int]]] = {}  # acceptor -> (host, port)s
         self.cluster_connections: list[ClusterConnection] = []
+        self.bridges: CoreBridges | None = None  # the <bridges> (set by open_broker)
         self.clients = Clients()
         self.scale_down_reports: list[ScaleDownReport] = []  # one per cluster connection
         self.started = time.monotonic()
@@ -98,6 +100,8 @@ class Node:
             return
         self._shutting_down = True
         try:
+            if self.bridges is not None:  # what they sent is confirmed, not moved again
+                await self.bridges.drain()
             if self.config.ha_policy.scale_down is not None:
                 await self._scale_down()
         finally:
@@ -197,6 +201,7 @@ def start_discovery(node: Node) -> Discovery:
     config = node.config
     scale_down = config.ha_policy.scale_down
     used = {c.config.discovery_group_name for c in node.cluster_connections}
+    used |= {b.discovery_group_name for b in config.bridges}
     if node.cluster_connections and scale_down is not None:
         used.add(scale_down.discovery_group_name)
     clients = tuple(dict.fromkeys(u for c in node.cluster_connections for u in c.local.clients))
@@ -211,8 +216,9 @@ def start_discovery(node: Node) -> Discovery:
 
 async def start_acceptors(node: Node, nursery: trio.Nursery) -> None:
     """Start the node's acceptors (listening once this returns)."""
-    # Links from other nodes are served by the cluster connection they name.
-    serve_links = LinkAcceptor(node.cluster_connections).serve if node.cluster_connections else None
+    # Links from other nodes are served by the cluster connection they name (or, for a
+    # core bridge, by the node: cluster/bridge_target.py).
+    serve_links = LinkAcceptor(node.cluster_connections, broker=node.broker).serve
     plane = None
     if data_plane_enabled() and any(a.accepts("STOMP") for a in node.config.acceptors):
         plane = DataPlaneShell()
@@ -295,6 +301,23 @@ def watched_disk(config: BrokerConfig, base: Path) -> DiskMonitor:
     )
 
 
+async def start_cluster(node: Node, nursery: trio.Nursery) -> Discovery:
+    """Start the node's cluster parts: its grouping handler, discovery (returned: the core
+    bridges use its groups too) and cluster connections."""
+    broker = node.broker
+    node.cluster_connections = cluster_connections(broker)
+    grouping = grouping_handler(broker, node.cluster_connections)
+    if grouping is not None:
+        await nursery.start(grouping.run)
+    discovery = start_discovery(node)
+    await nursery.start(discovery.run)
+    for connection in node.cluster_connections:
+        connection.on_stop_request = node.stop
+    for connection in node.cluster_connections:
+        await nursery.start(connection.run)
+    return discovery
+
+
 @asynccontextmanager
 async def open_broker(
     config: BrokerConfig | None = None,
@@ -339,6 +362,7 @@ async def open_broker(
             persistence = Persistence(MemoryStore(), str(uuid.uuid4()))
             paging = PagingManager(config, persistence, None)
         broker = Broker(config, persistence, paging)
+        bridge_filters = compile_filters(config.bridges, config)  # a bad one stops the node
         broker.recover()
         await broker.recover_paging()
         authenticator = Authenticator.from_directory(config.security_enabled, config_dir)
@@ -349,16 +373,10 @@ async def open_broker(
             await nursery.start(broker.scheduler.run)  # held references go back on time
             node = Node(broker, nursery)
             node.authenticator, node.authorizer = authenticator, authorizer
-            node.cluster_connections = cluster_connections(broker)
-            grouping = grouping_handler(broker, node.cluster_connections)
-            if grouping is not None:
-                await nursery.start(grouping.run)
-            await nursery.start(start_discovery(node).run)
-            for connection in node.cluster_connections:
-                connection.on_stop_request = node.stop
-            for connection in node.cluster_connections:
-                await nursery.start(connection.run)
+            discovery = await start_cluster(node, nursery)
             await start_acceptors(node, nursery)
+            node.bridges = CoreBridges(broker, bridge_filters, discovery.groups)
+            await nursery.start(node.bridges.run)
             warn_if_open(node)
             if web is not None:
                 await nursery.start(serve_management, node, web)

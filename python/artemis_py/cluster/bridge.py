@@ -10,6 +10,9 @@ sent again after a reconnect, and the neighbour's duplicate-id cache drops the s
 A message goes out as the bytes this node journaled or received (``message.encoded``),
 with the names of the bindings it is for beside it, in the frame's ``targets``
 (:mod:`artemis_py.broker.routing.forwarding` follows it from routing to the next node).
+
+A core bridge (:mod:`.core_bridge`) is the same consumer on a queue of the user's: it
+overrides what a message is sent as (:meth:`Bridge.frame_for`).
 """
 
 from __future__ import annotations
@@ -79,18 +82,20 @@ class Bridge:
         message = ref.message
         seq = self._next_seq
         self._next_seq += 1
-        self._send(
-            wire.Message(
-                seq=seq,
-                dup_id=duplicate_id(self.broker.node_id, message.message_id),
-                targets=targets_of(message, self.queue.name),
-                message_id=message.message_id,
-                payload=wire_payload(message),
-                body_file=message.body_ref if not message.body else None,
-            )
-        )
+        self._send(self.frame_for(message, seq))
         self.in_flight[seq] = ref
         self.in_flight_bytes += message.size
+
+    def frame_for(self, message: Message, seq: int) -> wire.Message:
+        """The frame ``message`` goes out in: the bytes kept, for the bindings named."""
+        return wire.Message(
+            seq=seq,
+            dup_id=duplicate_id(self.broker.node_id, message.message_id),
+            targets=targets_of(message, self.queue.name),
+            message_id=message.message_id,
+            payload=wire_payload(message),
+            body_file=message.body_ref if not message.body else None,
+        )
 
     # -- the link ----------------------------------------------------------------------
 

@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from artemis_py.broker.message import decode_message
 from artemis_py.cluster.bridge import Bridge
+from artemis_py.cluster.forwarded import receive_run
 from artemis_py.cluster.scale_down_streams import seal_streams
 from artemis_py.cluster.take_over import create_queues
 from artemis_py.protocol import cluster as wire
@@ -51,10 +51,8 @@ from artemis_py.protocol.cluster.link_state import (
     Store,
 )
 from artemis_py.transport.confirmations import Confirmations
-from artemis_py.transport.link import LinkError
 
 if TYPE_CHECKING:
-    from artemis_py.broker.broker import Forwarded
     from artemis_py.cluster.binding_exchange import BindingExchange
     from artemis_py.cluster.membership import Membership
     from artemis_py.cluster.state import ClusterState
@@ -143,15 +141,7 @@ class Dispatcher:
         Duplicate ids are checked and remembered here, so a run the link never stored (it
         broke) leaves no trace and its messages are taken when resent."""
         assert served.confirmations is not None  # (the codec takes messages on incoming links)
-        broker = self.cluster.broker
-        forwarded: list[Forwarded] = []
-        for m in action.messages:
-            try:
-                message = decode_message(broker.next_id(), m.payload)
-            except ValueError as exc:
-                raise LinkError(f"unreadable forwarded message: {exc}") from exc
-            forwarded.append((message, m.targets, m.dup_id, m.payload))
-        pending = broker.receive_forwarded(forwarded)
+        pending = receive_run(self.cluster.broker, action.messages)
         if pending.tickets:  # a run of non-durable messages or duplicates waits for nothing
             self.cluster.last_forwarded = pending.tickets
         return served.confirmations.stored(pending, action.last_seq)

@@ -12,58 +12,91 @@ names the cluster connection it is for (a node may be in several clusters), whos
   fix it), or this node itself dialling its own connector (closed quietly);
 * a link from another node: served by the cluster connection's dispatcher
   (:meth:`.dispatch.Dispatcher.serve_incoming`), which publishes this node's topology and
-  bindings on it and stores the messages the other node's bridge forwards.
+  bindings on it and stores the messages the other node's bridge forwards;
+* a core bridge of another node (purpose ``"bridge"``, which names no cluster: a node in no
+  cluster takes them too): served by :class:`~.bridge_target.BridgeTarget`. A node whose
+  cluster password is Artemis's default refuses them, as it refuses to form a cluster.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import trio
 
+from artemis_py.cluster.bridge_target import BridgeTarget
 from artemis_py.cluster.retry import LogBackoff, unlogged
 from artemis_py.cluster.status import status_report
 from artemis_py.cluster.topology import connector
+from artemis_py.config.defaults import CLUSTER_PASSWORD
 from artemis_py.protocol import cluster as wire
 from artemis_py.transport.link import Link, LinkError
 
 if TYPE_CHECKING:
+    from artemis_py.broker.broker import Broker
     from artemis_py.cluster.cluster_connection import ClusterConnection
 
 log = logging.getLogger("artemis_py.cluster")
+
+# Link timing before a cluster connection is known, and on bridge links (Artemis's client
+# defaults: check-period 30 s; the bridge's own connection-ttl closes a silent link there).
+_PING_INTERVAL = 30.0
+_CALL_TIMEOUT = 30.0
 
 
 class LinkAcceptor:
     """Serves the links other nodes (and admin commands) open to this node, each with the
     cluster connection its handshake names: a node may be in several clusters."""
 
-    def __init__(self, clusters: Sequence[ClusterConnection]) -> None:
+    def __init__(
+        self, clusters: Sequence[ClusterConnection], *, broker: Broker | None = None
+    ) -> None:
         self.clusters = {cluster.name: cluster for cluster in clusters}
         self.served = {cluster.name: IncomingLinks(cluster) for cluster in clusters}
+        first = clusters[0] if clusters else None
+        broker = broker or (first.broker if first is not None else None)
+        assert broker is not None, "a LinkAcceptor of no cluster needs the broker"
+        self.broker = broker
+        self.bridges = BridgeTarget(broker)
+        # The node's settings are the same in all its clusters.
+        self.instance_id = first.instance_id if first is not None else uuid.uuid4().hex
         self._refusals = LogBackoff()  # links refused in the handshake
 
     async def serve(self, stream: trio.abc.Stream, peer: str, initial: bytes) -> None:
         """Serve a link another node dialled (or a ``cluster status`` request)."""
-        first = next(iter(self.clusters.values()))  # the node's settings are the same in all
+        config = self.broker.config
         codec = wire.ServerConnection(
-            node_id=first.node_id,
-            instance_id=first.instance_id,
+            node_id=self.broker.node_id,
+            instance_id=self.instance_id,
             cluster_names=tuple(self.clusters),
-            user=first.user,
-            password=first.password,
+            user=config.cluster_user,
+            password=config.cluster_password,
+            bridges_refused=(
+                "this node takes no bridges: its cluster-password is Artemis's default"
+                if config.cluster_password == CLUSTER_PASSWORD
+                else None
+            ),
         )
-        link = Link(stream, codec, peer, ping_interval=first.ping_interval, ttl=first.ttl)
+        clusters = self.clusters.values()
+        ping, ttl = next(((c.ping_interval, c.ttl) for c in clusters), (_PING_INTERVAL, math.inf))
+        link = Link(stream, codec, peer, ping_interval=ping, ttl=ttl)
         if initial:
             codec.receive_data(initial)
         try:
-            with trio.fail_after(max(c.call_timeout for c in self.clusters.values())):
+            with trio.fail_after(max((c.call_timeout for c in clusters), default=_CALL_TIMEOUT)):
                 established = await link.handshake()
         except (LinkError, trio.TooSlowError) as exc:
             self._refused(peer, str(exc) or "handshake timed out (call-timeout)")
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
+            return
+        if established.purpose == "bridge":
+            link.ping_interval, link.ttl = _PING_INTERVAL, math.inf
+            await self.bridges.serve(link, established, peer)
             return
         cluster = self.clusters[established.peer_cluster_name]
         link.ping_interval, link.ttl = cluster.ping_interval, cluster.ttl

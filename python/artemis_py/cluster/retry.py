@@ -1,13 +1,30 @@
-"""Reconnect timing of cluster links (Artemis's bridge retry settings, clusters §4.1), and
-how often a failure that repeats at that rate is logged (:class:`LogBackoff`, which lives in
+"""Reconnect timing of cluster links and core bridges (Artemis's bridge retry settings,
+clusters §4.1 and the core bridges chapter), and how often a failure that repeats at that
+rate is logged (:class:`LogBackoff`, which lives in
 :mod:`artemis_py.transport.log_backoff` so that acceptors use it too)."""
 
 from __future__ import annotations
 
-from artemis_py.config import ClusterConnectionConfig
+from typing import Protocol
+
 from artemis_py.transport.log_backoff import LogBackoff, unlogged
 
-__all__ = ["LogBackoff", "RetryPolicy", "unlogged"]
+__all__ = ["LogBackoff", "RetryPolicy", "RetrySettings", "unlogged"]
+
+
+class RetrySettings(Protocol):
+    """The retry settings a cluster connection and a core bridge share (milliseconds)."""
+
+    @property
+    def retry_interval(self) -> int: ...
+    @property
+    def retry_interval_multiplier(self) -> float: ...
+    @property
+    def max_retry_interval(self) -> int: ...
+    @property
+    def initial_connect_attempts(self) -> int: ...
+    @property
+    def reconnect_attempts(self) -> int: ...
 
 
 class RetryPolicy:
@@ -15,7 +32,7 @@ class RetryPolicy:
     ``max-retry-interval``; at most ``initial-connect-attempts`` tries before the first
     connection and ``reconnect-attempts`` after one broke (-1: forever)."""
 
-    def __init__(self, config: ClusterConnectionConfig) -> None:
+    def __init__(self, config: RetrySettings) -> None:
         self.interval = config.retry_interval / 1000
         self.multiplier = config.retry_interval_multiplier
         self.max_interval = config.max_retry_interval / 1000

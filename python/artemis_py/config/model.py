@@ -15,14 +15,16 @@ from typing import Protocol, TypeVar
 
 from . import defaults
 from .address_settings import AddressSettings, AddressSettingsRepository
-from .enums import (
-    ComponentRoutingType,
-    GroupingHandlerType,
-    HAPolicy,
-    JournalType,
-    MessageLoadBalancing,
-    RoutingType,
+from .addressing import (
+    LAST_VALUE_PROPERTY,
+    AddressConfig,
+    BridgeConfig,
+    DivertConfig,
+    GroupingHandlerConfig,
+    QueueConfig,
+    QueueKind,
 )
+from .enums import HAPolicy, JournalType, MessageLoadBalancing
 from .permissions import SecuritySettingConfig
 from .problems import ConfigProblem
 from .tls_params import TlsParams
@@ -30,8 +32,10 @@ from .wildcards import DEFAULT_WILDCARDS, WildcardSyntax
 
 __all__ = [
     "ARTEMIS_PROTOCOLS",
+    "LAST_VALUE_PROPERTY",
     "AcceptorConfig",
     "AddressConfig",
+    "BridgeConfig",
     "BroadcastGroupConfig",
     "BrokerConfig",
     "ClusterConnectionConfig",
@@ -43,6 +47,7 @@ __all__ = [
     "JGroupsStack",
     "JournalConfig",
     "QueueConfig",
+    "QueueKind",
     "ScaleDownConfig",
 ]
 
@@ -202,100 +207,6 @@ class ConnectorConfig:
     port: int = defaults.TCP_PORT
     params: Mapping[str, str] = field(default_factory=_no_params, hash=False)
     tls: TlsParams = TlsParams()
-
-
-#: The key of a queue declared ``last-value="true"`` (Artemis's Message.HDR_LAST_VALUE_NAME).
-LAST_VALUE_PROPERTY = "_AMQ_LVQ_NAME"
-
-
-@dataclass(frozen=True, slots=True)
-class QueueKind:
-    """How a queue dispatches: the ``<queue>`` attributes ``exclusive``, ``group-*``,
-    ``last-value``/``last-value-key``, ``ring-size``, ``consumers-before-dispatch`` and
-    ``delay-before-dispatch``. None: the address settings' ``default-*`` value."""
-
-    exclusive: bool | None = None
-    group_rebalance: bool | None = None
-    group_rebalance_pause_dispatch: bool | None = None
-    group_buckets: int | None = None
-    group_first_key: str | None = None
-    last_value_key: str | None = None
-    ring_size: int | None = None
-    consumers_before_dispatch: int | None = None
-    delay_before_dispatch: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class QueueConfig:
-    """A ``<queue>`` declared under an address's ``<anycast>`` or ``<multicast>``.
-
-    ``max_consumers`` ``None`` means "the address-settings' ``default-max-consumers``".
-    ``purge_on_no_consumers`` defaults to false as in Artemis (queue attributes are not taken
-    from ``default-purge-on-no-consumers`` for queues declared in broker.xml).
-    """
-
-    name: str
-    address: str
-    routing_type: RoutingType
-    filter: str | None = None
-    durable: bool = True
-    max_consumers: int | None = None
-    purge_on_no_consumers: bool = False
-    kind: QueueKind = QueueKind()
-
-
-@dataclass(frozen=True, slots=True)
-class AddressConfig:
-    """An ``<address name=...>``: its routing types and the queues declared on it."""
-
-    name: str
-    routing_types: frozenset[RoutingType]
-    queues: tuple[QueueConfig, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class DivertConfig:
-    """A ``<divert name=...>`` (docs/diverts.md): messages routed to ``address`` (a
-    wildcard pattern too) are copied to each of ``forwarding_addresses`` (the comma-separated
-    ``<forwarding-address>``; an ``address::queue`` names one queue) when ``filter`` accepts
-    them; an ``exclusive`` divert takes them from ``address``'s own queues.
-
-    ``routing_name`` ``None`` is Artemis's default, a random name: the divert is a group of
-    its own. Non-exclusive diverts of one address that share a routing name take turns
-    (round robin). ``line`` is where the divert is declared in ``BrokerConfig.source``, for
-    errors found when the broker compiles its filter.
-    """
-
-    name: str
-    address: str
-    forwarding_addresses: tuple[str, ...]
-    exclusive: bool = False
-    filter: str | None = None
-    routing_name: str | None = None
-    routing_type: ComponentRoutingType = ComponentRoutingType.STRIP
-    line: int = field(default=0, compare=False)
-
-
-@dataclass(frozen=True, slots=True)
-class GroupingHandlerConfig:
-    """The ``<grouping-handler name=...>`` (docs/clustering.md "Clustered grouping").
-
-    ``type`` LOCAL: this node decides which queue of the cluster takes each message group;
-    REMOTE: it asks the LOCAL node and remembers the answers. ``address`` names the cluster
-    connection whose links carry the proposals (the first whose ``address`` filter covers
-    it, as Artemis's notifications travel). ``timeout`` (ms): how long a send waits for a
-    decision before it fails; ``group_timeout`` (ms, -1: never): how long a group unused is
-    kept (on a REMOTE node: how often it refreshes the LOCAL node's record of its use);
-    ``reaper_period`` (ms): how often the LOCAL node looks for unused groups.
-    """
-
-    name: str
-    type: GroupingHandlerType
-    address: str = ""
-    timeout: int = defaults.GROUPING_HANDLER_TIMEOUT
-    group_timeout: int = defaults.GROUPING_HANDLER_GROUP_TIMEOUT
-    reaper_period: int = defaults.GROUPING_HANDLER_REAPER_PERIOD
-    line: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -516,6 +427,7 @@ class BrokerConfig:
     address_settings: AddressSettingsRepository = field(default_factory=AddressSettingsRepository)
     addresses: tuple[AddressConfig, ...] = ()
     diverts: tuple[DivertConfig, ...] = ()
+    bridges: tuple[BridgeConfig, ...] = ()
     # Who may do what where (broker/authorization.py), when security_enabled.
     security_settings: tuple[SecuritySettingConfig, ...] = ()
     broadcast_groups: tuple[BroadcastGroupConfig, ...] = ()

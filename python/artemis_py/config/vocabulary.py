@@ -61,7 +61,7 @@ CORE_IMPLEMENTED = _names(
     cluster-user cluster-password mask-password password-codec connection-ttl-override
     wild-card-routing-enabled
     management-address
-    acceptors connectors address-settings addresses diverts
+    acceptors connectors address-settings addresses diverts bridges
     broadcast-groups discovery-groups cluster-connections ha-policy wildcard-addresses
     security-settings grouping-handler
     """
@@ -83,7 +83,7 @@ CORE_UNIMPLEMENTED = _names(
     address-queue-scan-period remoting-incoming-interceptors remoting-outgoing-interceptors
     persist-delivery-count-before-delivery max-redelivery-records populate-validated-user
     reject-empty-validated-user mqtt-session-scan-interval mqtt-session-state-persistence-timeout
-    mqtt-subscription-persistence-enabled queues bridges federations broker-connections
+    mqtt-subscription-persistence-enabled queues federations broker-connections
     connection-routers purge-page-folders page-max-concurrent-io read-whole-page
     journal-retention-directory node-manager-lock-directory journal-device-block-size
     log-journal-write-rate journal-file-open-timeout server-dump-interval
@@ -180,6 +180,21 @@ VOCABULARIES: dict[str, Vocabulary] = {
         implemented=_names(
             "address forwarding-address exclusive filter routing-name routing-type "
             "transformer-class-name transformer"
+        ),
+        attributes=_names("name"),
+    ),
+    "bridges": Vocabulary(implemented=_names("bridge"), repeatable=_names("bridge")),
+    # transformer-class-name and transformer are read to be refused (Java classes);
+    # failover-on-server-shutdown, to be called deprecated (Artemis ignores it too).
+    "bridge": Vocabulary(
+        implemented=_names(
+            "queue-name forwarding-address ha filter transformer-class-name transformer "
+            "min-large-message-size check-period connection-ttl retry-interval "
+            "retry-interval-multiplier max-retry-interval initial-connect-attempts "
+            "reconnect-attempts failover-on-server-shutdown use-duplicate-detection "
+            "confirmation-window-size producer-window-size user password "
+            "reconnect-attempts-same-node routing-type concurrency pending-ack-timeout "
+            "client-id static-connectors discovery-group-ref"
         ),
         attributes=_names("name"),
     ),

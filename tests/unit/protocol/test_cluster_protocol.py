@@ -328,6 +328,37 @@ def test_a_cluster_the_node_is_not_in_is_rejected_naming_its_clusters() -> None:
     )
 
 
+def test_a_node_in_no_cluster_takes_a_bridge_and_refuses_a_cluster_link() -> None:
+    # A core bridge names its bridge, not a cluster, and proves the same credentials.
+    client = make_client(cluster_name="to-b", purpose="bridge", max_hops=0)
+    server = make_server(cluster_names=())
+    client.start()
+    transfer(client, server)
+    transfer(server, client)
+    [server_event] = transfer(client, server)
+    [client_event] = transfer(server, client)
+    assert isinstance(server_event, Established)
+    assert (server_event.purpose, server_event.peer_cluster_name) == ("bridge", "to-b")
+    assert isinstance(client_event, Established)
+    _, reject = rejected_handshake(make_client(), make_server(cluster_names=()), at_auth=False)
+    assert reject.reason == "this node has no running cluster connection"
+
+
+def test_a_node_that_takes_no_bridges_says_why() -> None:
+    why = "this node takes no bridges: its cluster-password is Artemis's default"
+    _, reject = rejected_handshake(
+        make_client(purpose="bridge"), make_server(bridges_refused=why), at_auth=False
+    )
+    assert reject.reason == why
+
+
+def test_a_bridge_with_a_wrong_password_is_rejected() -> None:
+    _, reject = rejected_handshake(
+        make_client(purpose="bridge", password="wrong"), make_server(), at_auth=True
+    )
+    assert reject.reason == CREDENTIALS_REJECTED
+
+
 def test_unsupported_version() -> None:
     exc, reject = rejected_handshake(make_client(versions=(2, 3)), make_server(), at_auth=False)
     assert reject.reason == "unsupported cluster protocol version(s) 2,3; this node speaks 1"

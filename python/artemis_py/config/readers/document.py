@@ -3,6 +3,8 @@ the wildcard syntax; the other sections are read by their own modules from here.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .. import defaults
 from ..element_reader import (
     NS_CONFIGURATION,
@@ -31,6 +33,7 @@ from ..values import (
 from ..wildcards import DEFAULT_WILDCARDS, WildcardSyntax
 from ..xmlreader import XmlElement
 from .addresses import read_address_settings, read_addresses
+from .bridges import read_bridges
 from .cluster_connections import read_cluster_connections
 from .discovery import check_discovery_use, read_broadcast_groups, read_discovery_groups
 from .diverts import read_diverts
@@ -124,7 +127,7 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
     routing_wildcards = wildcards if routing_enabled else None
     addresses = read_addresses(reader, kids, routing_wildcards)
     queue_names = {q.name for a in addresses for q in a.queues}
-    return BrokerConfig(
+    config = BrokerConfig(
         name=reader.scalar(kids, "name", str.strip, defaults.BROKER_NAME),
         persistence_enabled=reader.scalar(kids, "persistence-enabled", parse_bool, True),
         security_enabled=reader.scalar(kids, "security-enabled", parse_bool, True),
@@ -174,6 +177,7 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
         ha_policy=ha_policy,
         grouping_handler=read_grouping_handler(reader, kids, cluster_connections),
     )
+    return replace(config, bridges=read_bridges(reader, kids, config, unmask))
 
 
 def _percent_or_minus_one(text: str) -> int:

@@ -57,10 +57,12 @@ __all__ = [
     "Welcome",
 ]
 
-Purpose: TypeAlias = Literal["link", "status", "stop"]
+Purpose: TypeAlias = Literal["link", "status", "stop", "bridge"]
 """Why a client connects: ``"link"`` (a cluster connection carrying messages and bindings) or
 ``"status"`` (the ``cluster status`` command: authenticate, read :class:`Status`, leave) or
-``"stop"`` (the ``cluster stop`` command: the same, and the node then stops gracefully)."""
+``"stop"`` (the ``cluster stop`` command: the same, and the node then stops gracefully) or
+``"bridge"`` (a core bridge of a node in no cluster with this one: it sends messages for
+addresses here, and only Confirm comes back; ``cluster_name`` is then the bridge's name)."""
 
 RoutingType: TypeAlias = Literal["ANYCAST", "MULTICAST"]
 

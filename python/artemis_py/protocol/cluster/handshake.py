@@ -6,6 +6,11 @@ server's Challenge with Auth and checks the server's proof in Welcome. The serve
 preamble, answers Hello with Challenge (or Reject: versions, cluster name), and checks the
 client's proof in Auth before it sends Welcome with its own. A wrong user is reported with
 the same reason as a wrong password, after Auth, so a prober cannot tell them apart.
+
+A core bridge (purpose ``"bridge"``) comes from a node that need not be in any cluster with
+this one: its Hello names the bridge, not a cluster, and it proves the same credentials (the
+bridge's user and password against this node's cluster user and password). A server that
+takes no bridges says why in its Reject (``bridges_refused``).
 """
 
 from __future__ import annotations
@@ -177,6 +182,7 @@ class ServerConnection(Connection):
         "_nonce_source",
         "_password",
         "_user_ok",
+        "bridges_refused",
         "cluster_names",
         "instance_id",
         "node_id",
@@ -192,11 +198,14 @@ class ServerConnection(Connection):
         cluster_names: Iterable[str],
         user: str,
         password: str,
+        bridges_refused: str | None = None,
         versions: Iterable[int] = SUPPORTED_VERSIONS,
         nonce_source: Callable[[int], bytes] = os.urandom,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     ) -> None:
         super().__init__(Role.SERVER, max_frame_size)
+        # Why this node takes no core bridge's link (None: it takes them).
+        self.bridges_refused = bridges_refused
         self.node_id = node_id
         self.instance_id = instance_id
         # The node's cluster connections: a Hello names the one it is for.
@@ -276,7 +285,12 @@ class ServerConnection(Connection):
                 f"unsupported cluster protocol version(s) {','.join(map(str, hello.versions))}; "
                 f"this node speaks {','.join(map(str, self.versions))}"
             )
-        if hello.cluster_name not in self.cluster_names:
+        if hello.purpose == "bridge":
+            if self.bridges_refused is not None:
+                raise self._reject(self.bridges_refused)
+        elif not self.cluster_names:
+            raise self._reject("this node has no running cluster connection")
+        elif hello.cluster_name not in self.cluster_names:
             ours = ", ".join(map(repr, self.cluster_names))
             raise self._reject(
                 f"cluster name mismatch: this node is in cluster{'s' * (len(self.cluster_names) > 1)} "

@@ -279,7 +279,7 @@ _SEALED_STREAM: Final[_Schema] = (
 _JSON_FRAMES: Final[dict[type, _Schema]] = {
     Hello: (
         ("versions", _array(_version, non_empty=True)),
-        ("purpose", _choice("link", "status", "stop")),
+        ("purpose", _choice("link", "status", "stop", "bridge")),
         ("cluster_name", _text),
         ("node_id", _text),
         ("instance_id", _text),
