@@ -88,7 +88,8 @@ class Broker:
         self.sending = sending = (
             DivertingSending(compile_diverts(config), *parts) if config.diverts else Sending(*parts)
         )
-        acks.send_moves_with(sending.route, sending.send)  # dead letters and expired ones
+        # Dead letters and expired ones, and their auto-created queues.
+        acks.send_moves_with(sending.route, sending.send, addresses.create_resource_queue)
         # The operations: the parts' own methods (no call in between).
         self.resolve_address = addresses.resolve_address
         self.create_queue = addresses.create_queue
