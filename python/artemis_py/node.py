@@ -354,6 +354,8 @@ async def open_broker(
             for connection in node.cluster_connections:
                 await nursery.start(connection.run)
             await start_acceptors(node, nursery)
+            # As Artemis: the reaper starts once the server is up (PostOffice.startExpiryScanner).
+            await nursery.start(broker.expiry_reaper.run)
             warn_if_open(node)
             if web is not None:
                 await nursery.start(serve_management, node, web)
