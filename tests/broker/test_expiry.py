@@ -267,3 +267,9 @@ async def test_without_the_setting_or_a_dla_an_unrouted_message_goes_nowhere() -
     await send(broker, "nowhere", MULTI)
     assert not queue_of(broker, "DLA").messages
     assert not started(config("", dla)).sending.dead_letters_unrouted
+
+
+async def test_an_unrouted_message_does_not_make_the_dead_letter_address() -> None:
+    broker = started(config(NO_ROUTE))
+    await send(broker, "nowhere", MULTI)
+    assert broker.post_office.address("DLA") is None

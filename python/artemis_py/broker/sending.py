@@ -136,6 +136,8 @@ class Sending:
                 message.address,
             )
             return []
+        if self.post_office.address(settings.dead_letter_address) is None:
+            return []  # (Artemis routes it there without auto-creating: to nothing)
         # As Artemis: marked as its own original, its expiration reset, and the dead-letter
         # address's expiry delays applied instead.
         message.set_properties(original_properties(message, None))
