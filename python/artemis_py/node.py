@@ -377,6 +377,8 @@ async def open_broker(
             await start_acceptors(node, nursery)
             node.bridges = CoreBridges(broker, bridge_filters, discovery.groups)
             await nursery.start(node.bridges.run)
+            # As Artemis: the reaper starts once the server is up (PostOffice.startExpiryScanner).
+            await nursery.start(broker.expiry_reaper.run)
             warn_if_open(node)
             if web is not None:
                 await nursery.start(serve_management, node, web)

@@ -12,7 +12,10 @@ by reference, the delete of its LARGE_PAGE_REF record with its last queue. A can
 reference goes back to its queue with its delivery count kept in the journal; once the
 count reaches ``max-delivery-attempts`` a copy goes to the dead-letter address instead,
 stored before the original's acknowledgement, so a crash can duplicate it but never lose
-it. Expiry moves a message the same way, to the expiry address.
+it. Expiry moves a message the same way, to the expiry address. Before either move, the
+original address's queue on the target is auto-created when the settings ask for it
+(:mod:`.expiry`); a target without any binding takes nothing: the message is dropped, as
+Artemis drops it (logged once per queue).
 
 :class:`~artemis_py.broker.broker.Broker` owns one :class:`Acknowledgements`, made from the
 parts it works on (the store, the paging manager, the post office) and the broker's route and
@@ -26,9 +29,11 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Never
 
+from artemis_py.broker.expiry import ACTUAL_EXPIRY, resource_queue
 from artemis_py.broker.message import MessageReference, now_ms
 from artemis_py.broker.pending import Pending, Ticket
 from artemis_py.broker.persistence import Persistence
+from artemis_py.broker.routing.diverts import original_properties
 from artemis_py.broker.scheduling import redelivery_delay
 from artemis_py.storage import Op
 
@@ -60,13 +65,21 @@ class Acknowledgements:
         # (internal) send, given once they exist (:meth:`send_moves_with`).
         self.route: Callable[[Message], list[Queue]] = _not_yet
         self.send: Callable[..., Pending] = _not_yet
+        # Makes an auto-created expiry or dead-letter queue: (name, address, filter).
+        self.create_resource_queue: Callable[[str, str, str], None] = _not_yet
+        self._warned: set[tuple[str, str]] = set()  # (queue, why): drops logged once
 
     def send_moves_with(
-        self, route: Callable[[Message], list[Queue]], send: Callable[..., Pending]
+        self,
+        route: Callable[[Message], list[Queue]],
+        send: Callable[..., Pending],
+        create_resource_queue: Callable[[str, str, str], None],
     ) -> None:
-        """Route and send dead letters' and expired messages' copies with these."""
+        """Route and send dead letters' and expired messages' copies with these, and make
+        their auto-created queues with ``create_resource_queue``."""
         self.route = route
         self.send = send
+        self.create_resource_queue = create_resource_queue
 
     def acknowledge(self, refs: list[MessageReference], *, awaited: bool = True) -> Pending:
         """Consumers acknowledged delivered references: they are gone for good.
@@ -150,9 +163,18 @@ class Acknowledgements:
                 queue.cancel(keep)
 
     def _dead_letter(self, ref: MessageReference) -> None:
-        ref.queue.messages_killed += 1
-        settings = self.address_settings(ref.queue.address)
-        self._move(ref, settings.dead_letter_address, "dead letter")
+        queue = ref.queue
+        queue.messages_killed += 1
+        settings = self.address_settings(queue.address)
+        target = settings.dead_letter_address
+        wanted = resource_queue(
+            queue.address,
+            target,
+            settings.auto_create_dead_letter_resources,
+            settings.dead_letter_queue_prefix,
+            settings.dead_letter_queue_suffix,
+        )
+        self._move(ref, target, "dead letter", wanted)
 
     def replaced(self, ref: MessageReference) -> None:
         """A last-value queue's reference that a later one of its value replaced: gone
@@ -161,21 +183,44 @@ class Acknowledgements:
         self.acknowledge_refs([ref], awaited=False)
 
     def expire(self, ref: MessageReference) -> None:
+        """``ref`` expired (found by a delivery or the expiry reaper), handed over as a
+        delivery: it moves to the expiry address of its message's address (Artemis uses
+        the message's address settings, which differ from the queue's for a wildcard
+        subscription)."""
         ref.queue.messages_expired += 1
-        settings = self.address_settings(ref.queue.address)
-        self._move(ref, settings.expiry_address, "expiry")
+        address = ref.message.address
+        settings = self.address_settings(address)
+        target = settings.expiry_address
+        wanted = resource_queue(
+            address,
+            target,
+            settings.auto_create_expiry_resources,
+            settings.expiry_queue_prefix,
+            settings.expiry_queue_suffix,
+        )
+        self._move(ref, target, "expiry", wanted)
 
-    def _move(self, ref: MessageReference, target: str | None, why: str) -> None:
-        """Acknowledge ``ref`` and, when ``target`` is set, send a copy there."""
+    def _move(
+        self,
+        ref: MessageReference,
+        target: str | None,
+        why: str,
+        resource: tuple[str, str] | None,
+    ) -> None:
+        """Acknowledge ``ref`` and, when ``target`` has bindings, send a copy there (after
+        making the ``resource`` queue, (name, filter), if one is wanted)."""
         # Counted as expired or killed by the caller, not as acknowledged (Artemis's
         # QueueImpl keeps the three apart).
         ref.queue.delivering -= 1
-        if target:
-            copy = ref.message.with_address(self.persistence.next_id(), target)
-            copy.properties += (
-                ("_AMQ_ORIG_ADDRESS", ref.message.address),
-                ("_AMQ_ORIG_QUEUE", ref.queue.name),
-            )
+        if target and resource is not None:
+            self.create_resource_queue(resource[0], target, resource[1])
+        address = self.post_office.address(target) if target else None
+        if address is not None and (address.queues or self.post_office.remote.get(target or "")):
+            copy = ref.message.with_address(self.persistence.next_id(), target or "")
+            original = original_properties(ref.message, ref.queue.name)
+            if why == "expiry":
+                original[ACTUAL_EXPIRY] = str(now_ms())
+            copy.set_properties(original)
             queues = self.route(copy)
             if queues:
                 # Stored before the original's acknowledgement in the same journal, so a
@@ -183,20 +228,29 @@ class Acknowledgements:
                 # wait for the sync before the copy becomes visible.
                 self.paging.settle_soon(self.send(copy, queues, internal=True))
             else:
-                log.warning(
-                    "%s address %s has no queue: message %d dropped",
-                    why,
-                    target,
-                    ref.message.message_id,
-                )
+                self._dropped(ref, f"no queue on {why} address {target} takes it")
+        elif target:
+            self._dropped(ref, f"{why} address {target} has no queue")
         else:
-            log.warning(
-                "message %d dropped from queue %s: no %s address is configured",
-                ref.message.message_id,
-                ref.queue.name,
-                why,
-            )
+            self._dropped(ref, f"no {why} address is configured")
         self.acknowledge_refs([ref])
+
+    def _dropped(self, ref: MessageReference, why: str) -> None:
+        """Log a dropped message: a warning the first time per queue and reason (an
+        expiry scan may drop thousands), then at debug level (Artemis warns once too)."""
+        key = (ref.queue.name, why)
+        if len(self._warned) >= 10_000:  # (temporary queues come and go: stay bounded)
+            self._warned.clear()
+        if key in self._warned:
+            log.debug("message %d dropped from queue %s: %s", ref.message.message_id, *key)
+            return
+        self._warned.add(key)
+        log.warning(
+            "message %d dropped from queue %s: %s (further ones from this queue are "
+            "dropped without a warning)",
+            ref.message.message_id,
+            *key,
+        )
 
 
 def _not_yet(*args: object, **kwargs: object) -> Never:

@@ -186,6 +186,24 @@ class Addresses:
             self.persistence.store_queue(spec)
         return queue
 
+    def create_resource_queue(self, name: str, address_name: str, filter_text: str) -> None:
+        """An auto-created expiry or dead-letter queue (:mod:`.expiry`), unless a queue of
+        that name exists. As Artemis makes these resources: durable, of the address's
+        default queue routing type, and the address is made (or given that routing type)
+        whatever its auto-create-addresses says."""
+        if self.post_office.queue(name) is not None:
+            return
+        routing_type = self.address_settings(address_name).default_queue_routing_type
+        address = self.post_office.address(address_name)
+        if address is None:
+            self._create_address(address_name, {routing_type}, auto_created=True)
+        elif routing_type not in address.routing_types:
+            address.routing_types.add(routing_type)
+            self.persistence.store_address(address)
+        self.create_queue(
+            name, address_name, routing_type, filter_text=filter_text, auto_created=True
+        )
+
     def new_queue(self, spec: QueueSpec) -> Queue:
         """The queue ``spec`` describes (not bound yet)."""
         return Queue(

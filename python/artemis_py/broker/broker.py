@@ -24,7 +24,8 @@ Other packages (protocol sessions, the cluster) use the broker through the metho
 (:mod:`artemis_py.broker.addresses`), routing, sending and transactions
 (:mod:`artemis_py.broker.sending`, with the write order of :mod:`artemis_py.broker.write_order`;
 on a node with diverts :mod:`artemis_py.broker.diverting`),
-acknowledging, cancelling and expiring (:mod:`artemis_py.broker.acknowledging`) and reading by
+acknowledging, cancelling and expiring (:mod:`artemis_py.broker.acknowledging`, with the
+periodic scan of :mod:`artemis_py.broker.expiry_reaper`) and reading by
 offset (:mod:`artemis_py.broker.offset_reading`). Its operations are those parts' methods, bound
 once when the broker is made, so a send costs no call more than the part's own.
 """
@@ -39,6 +40,7 @@ from artemis_py.broker.addresses import Addresses
 from artemis_py.broker.adopted_streams import recovered_ref
 from artemis_py.broker.diverting import DivertingSending, compile_diverts
 from artemis_py.broker.duplicate_cache import ClientDuplicates, DuplicateIDCache
+from artemis_py.broker.expiry_reaper import ExpiryReaper
 from artemis_py.broker.grouped_sending import GroupedSending
 from artemis_py.broker.journal_recovery import RecoveredState
 from artemis_py.broker.message import Message, now_ms
@@ -84,6 +86,10 @@ class Broker:
             persistence, paging, post_office, config.address_settings_for
         )
         self.offsets = OffsetReading(self.node_id, persistence, paging, acks)
+        # Expired messages out of queues nobody consumes from (run by the node).
+        self.expiry_reaper = ExpiryReaper(
+            post_office, acks, paging, config.message_expiry_scan_period
+        )
         # Held references (scheduled delivery, redelivery delays); node.py runs its task.
         self.scheduler = Scheduler()
         self.addresses = addresses = Addresses(
@@ -94,7 +100,8 @@ class Broker:
         self.sending = sending = (
             DivertingSending(compile_diverts(config), *parts) if config.diverts else Sending(*parts)
         )
-        acks.send_moves_with(sending.route, sending.send)  # dead letters and expired ones
+        # Dead letters and expired ones, and their auto-created queues.
+        acks.send_moves_with(sending.route, sending.send, addresses.create_resource_queue)
         # The operations: the parts' own methods (no call in between).
         self.resolve_address = addresses.resolve_address
         self.create_queue = addresses.create_queue

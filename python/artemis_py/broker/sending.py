@@ -24,12 +24,14 @@ from typing import TYPE_CHECKING
 
 from artemis_py.broker.acknowledging import ack_record, by_queue, page_ref_acked, release
 from artemis_py.broker.adopted_streams import may_be_stamped
-from artemis_py.broker.message import Message, MessageReference
+from artemis_py.broker.expiry import apply_expiry_delays, configured, expiry_delays_configured
+from artemis_py.broker.message import Message, MessageReference, now_ms
 from artemis_py.broker.paging import Full, Placement
 from artemis_py.broker.pending import Pending
 from artemis_py.broker.queue import Queue
 from artemis_py.broker.records import page_tx_op
 from artemis_py.broker.routing import Destination, RemoteQueueBinding, forwarding, tag
+from artemis_py.broker.routing.diverts import original_properties
 from artemis_py.broker.write_order import Records, after, file_first, journal_after, page
 from artemis_py.config import RoutingType
 from artemis_py.exceptions import BrokerError, StorageError
@@ -77,14 +79,28 @@ class Sending:
         self.addresses = addresses
         self.duplicates = duplicates
         self.node_id = node_id
+        # Only when broker.xml uses them does routing look at these settings (:mod:`.expiry`).
+        config = addresses.config
+        self.expiry_delays = expiry_delays_configured(config)
+        self.dead_letters_unrouted = configured(config, "send_to_dla_on_no_route")
 
     def route(self, message: Message, queue_name: str | None = None) -> list[Queue]:
-        """The queues ``message`` goes to: one named queue, or by its address's bindings."""
+        """The queues ``message`` goes to: one named queue, or by its address's bindings
+        (the expiry delays of its address applied first: :mod:`.expiry`)."""
+        if self.expiry_delays:
+            settings = self.addresses.address_settings(message.address)
+            apply_expiry_delays(message, settings, now_ms())
         if queue_name is not None:
             queue = self.post_office.queue(queue_name)
             if queue is None or queue.address != message.address:
                 raise BrokerError(f"queue {message.address}::{queue_name} does not exist")
             return [queue]
+        queues = self._route_by_address(message)
+        if not queues and self.dead_letters_unrouted:
+            queues = self._dead_letter_unrouted(message)
+        return queues
+
+    def _route_by_address(self, message: Message) -> list[Queue]:
         addresses = self.addresses
         address = addresses.resolve_address(message.address, message.routing_type, for_send=True)
         if message.group_id is None:  # (the one test an ungrouped message pays for groups)
@@ -112,6 +128,32 @@ class Sending:
                     )
                 ]
         return queues
+
+    def _dead_letter_unrouted(self, message: Message) -> list[Queue]:
+        """``send-to-dla-on-no-route``: a message no queue takes goes to its address's
+        dead-letter address instead, marked with the address it was sent to, and routed
+        there once (Artemis's PostOfficeImpl.maybeSendToDLA; as there, the dead-letter
+        resources are not auto-created for it)."""
+        settings = self.addresses.address_settings(message.address)
+        if not settings.send_to_dla_on_no_route:
+            return []
+        if settings.dead_letter_address is None:
+            log.warning(
+                "message sent to %s matched no queue and no dead-letter address is set for it",
+                message.address,
+            )
+            return []
+        if self.post_office.address(settings.dead_letter_address) is None:
+            return []  # (Artemis routes it there without auto-creating: to nothing)
+        # As Artemis: marked as its own original, its expiration reset, and the dead-letter
+        # address's expiry delays applied instead.
+        message.set_properties(original_properties(message, None))
+        message.address = settings.dead_letter_address
+        message.routing_type = None
+        message.expiration = 0
+        if self.expiry_delays:
+            apply_expiry_delays(message, self.addresses.address_settings(message.address), now_ms())
+        return self._route_by_address(message)
 
     # Routing again what was routed where it was sent (a forwarded message whose bindings
     # are gone, redistribution): never through diverts, whoever overrides route().
@@ -188,7 +230,13 @@ class Sending:
                 continue
             seen.add(dup_id)
             destinations = self.resolve(targets)
-            queues = tag(message, destinations) if destinations else self.route_undiverted(message)
+            if destinations:
+                queues = tag(message, destinations)
+            else:
+                before = (message.address, message.expiration)
+                queues = self.route_undiverted(message)
+                if (message.address, message.expiration) != before:
+                    encoded = None  # routing changed it: stored and sent on as it is now
             if message.route_to:  # for a node further on: sent on as received
                 message.encoded = encoded
             accepted.append((message, queues, dup_id, encoded))

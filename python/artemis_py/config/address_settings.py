@@ -330,24 +330,12 @@ ADDRESS_SETTING_FIELDS: dict[str, SettingSpec] = {
 # line, in the one "not implemented" warning at start (a value equal to the default changes
 # nothing, so it is not named). Implementing a setting means removing it from here; a test
 # (test_config_address_settings.py) checks that every setting outside this set is read by the
-# broker and none inside it is. Honoured today: dead-letter-address, expiry-address,
-# max-delivery-attempts, redistribution-delay, auto-create-queues, auto-delete-queues,
+# broker and none inside it is. Honoured today: dead letters and expiry (every setting of
+# theirs; docs/expiry.md), max-delivery-attempts, redistribution-delay, auto-create-queues, auto-delete-queues,
 # auto-create-addresses, auto-delete-addresses, default-queue-routing-type,
 # default-address-routing-type, default-max-consumers, default-purge-on-no-consumers.
 ADDRESS_SETTINGS_NOT_IMPLEMENTED = frozenset(
     {
-        # Dead letters and expiry: only the target addresses are used.
-        "auto-create-dead-letter-resources",
-        "dead-letter-queue-prefix",
-        "dead-letter-queue-suffix",
-        "auto-create-expiry-resources",
-        "expiry-queue-prefix",
-        "expiry-queue-suffix",
-        "no-expiry",
-        "expiry-delay",
-        "min-expiry-delay",
-        "max-expiry-delay",
-        "send-to-dla-on-no-route",
         # Paging: prefetching is what max-read-page-* already bound.
         "prefetch-page-messages",
         "prefetch-page-bytes",

@@ -29,6 +29,7 @@ ID_CACHE_SIZE = 20000
 MANAGEMENT_ADDRESS = "activemq.management"  # where management operations are sent
 MAX_DISK_USAGE = 90  # percent; ActiveMQDefaultConfiguration.DEFAULT_MAX_DISK_USAGE
 DISK_SCAN_PERIOD = 5000  # ms; DEFAULT_DISK_SCAN
+MESSAGE_EXPIRY_SCAN_PERIOD = 30000  # ms; DEFAULT_MESSAGE_EXPIRY_SCAN_PERIOD (-1: never)
 
 # --- journal ------------------------------------------------------------------------------------
 # journal-buffer-timeout is in nanoseconds. Artemis: 1e9/2000 for ASYNCIO, 1e9/300 for NIO.

@@ -395,7 +395,9 @@ class BrokerConfig:
     the default (see :mod:`artemis_py.broker.paging`). ``max_disk_usage`` (percent of the
     disk used, -1: not watched), ``min_disk_free`` (bytes, -1: unset; when set it replaces
     ``max_disk_usage``) and ``disk_scan_period`` (ms, -1: never scanned) watch the disk of
-    the data directories (:mod:`artemis_py.broker.paging.disk`). ``large_messages_directory`` holds
+    the data directories (:mod:`artemis_py.broker.paging.disk`). ``message_expiry_scan_period``
+    (ms, -1: never) is how often the expiry reaper looks for expired messages
+    (:mod:`artemis_py.broker.expiry_reaper`). ``large_messages_directory`` holds
     large messages (docs/large-messages.md). ``wildcards`` is the syntax of address
     patterns, for address and security settings and, when ``wildcard_routing_enabled``
     (Artemis's default), for subscriptions on wildcard addresses
@@ -413,6 +415,7 @@ class BrokerConfig:
     max_disk_usage: int = defaults.MAX_DISK_USAGE
     min_disk_free: int = -1
     disk_scan_period: int = defaults.DISK_SCAN_PERIOD
+    message_expiry_scan_period: int = defaults.MESSAGE_EXPIRY_SCAN_PERIOD
     id_cache_size: int = defaults.ID_CACHE_SIZE
     persist_id_cache: bool = True
     # Where management operations are sent (Artemis's <management-address>).

@@ -149,6 +149,8 @@ class PagingManager:
         self._creating: set[AddressPaging] = set()  # addresses whose store is being created
         # Acks of depaged messages in transactions not submitted yet (see submitting).
         self._tx_acks: dict[int, list[Callable[[], None]]] = {}
+        # Who waits for a cursor's read to end, by queue id (the expiry reaper).
+        self._read_ended: dict[int, trio.Event] = {}
 
     # -- limits ----------------------------------------------------------------------------
 
@@ -320,6 +322,14 @@ class PagingManager:
             )
         finally:
             cursor.reading = False
+            ended = self._read_ended.pop(cursor.queue.id, None)
+            if ended is not None:
+                ended.set()
+
+    async def read_ended(self, cursor: PageCursor) -> None:
+        """Return once ``cursor`` is not reading its pages (at once when it is not)."""
+        if cursor.reading:
+            await self._read_ended.setdefault(cursor.queue.id, trio.Event()).wait()
 
     def page_read(self, paging: AddressPaging, cursor: PageCursor, page: int) -> None:
         """``cursor`` read to the end of ``page``."""

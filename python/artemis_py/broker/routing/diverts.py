@@ -151,12 +151,18 @@ def diverted_copy(message: Message, divert: Divert, address: str, message_id: in
         copy.routing_type = RoutingType.ANYCAST
     elif kind is ComponentRoutingType.MULTICAST:
         copy.routing_type = RoutingType.MULTICAST
-    original: dict[str, str] = {
-        ORIG_ADDRESS: message.address,
-        ORIG_QUEUE: divert.name,
-        ORIG_MESSAGE_ID: str(message.message_id),
-    }
+    # (a copy of a copy: the last divert's, as Artemis)
+    copy.set_properties(original_properties(message, divert.name))
+    return copy
+
+
+def original_properties(message: Message, queue: str | None) -> dict[str, str]:
+    """The ``_AMQ_ORIG_*`` properties a copy of ``message`` (or the message itself, sent
+    on elsewhere) carries: its address, id and routing type, and ``queue`` (a divert's
+    name, the queue it left) when there is one (Artemis's referenceOriginalMessage)."""
+    original = {ORIG_ADDRESS: message.address, ORIG_MESSAGE_ID: str(message.message_id)}
+    if queue is not None:
+        original[ORIG_QUEUE] = queue
     if message.routing_type is not None:
         original[ORIG_ROUTING_TYPE] = _ROUTING_TYPE_CODES[message.routing_type]
-    copy.set_properties(original)  # (a copy of a copy: the last divert's, as Artemis)
-    return copy
+    return original

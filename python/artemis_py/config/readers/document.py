@@ -155,6 +155,9 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
             checked(int32, minus_one_or_at_least(1)),
             defaults.DISK_SCAN_PERIOD,
         ),
+        message_expiry_scan_period=reader.scalar(
+            kids, "message-expiry-scan-period", _scan_period, defaults.MESSAGE_EXPIRY_SCAN_PERIOD
+        ),
         id_cache_size=id_cache_size,
         persist_id_cache=reader.scalar(kids, "persist-id-cache", parse_bool, True),
         management_address=reader.scalar(
@@ -178,6 +181,10 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
         grouping_handler=read_grouping_handler(reader, kids, cluster_connections),
     )
     return replace(config, bridges=read_bridges(reader, kids, config, unmask))
+
+
+# Artemis's MINUS_ONE_OR_GT_ZERO for a long period (-1: the scan never runs).
+_scan_period = checked(int64, minus_one_or_at_least(1))
 
 
 def _percent_or_minus_one(text: str) -> int:
