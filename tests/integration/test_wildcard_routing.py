@@ -61,6 +61,30 @@ def test_subscriptions_on_patterns_receive_what_their_addresses_are_sent(
     assert bodies(every).count("eu") == 1
 
 
+def test_a_browse_of_a_pattern_s_queue_names_each_message_s_address(
+    make_broker: Callable[..., BrokerProcess],
+) -> None:
+    node = make_broker(prefixes=False, persistence=True)
+    top, client_id = unique("news"), unique("cid")
+    owner = node.client(client_id=client_id)
+    owner.subscribe(f"{top}.#", **{"durable-subscription-name": "all", **MULTICAST})
+    owner.close()
+    send_all(
+        node,
+        [(f"{top}.eu", "eu"), (f"{top}.us.tech", "tech")],
+        persistent="true",
+        **{"destination-type": "MULTICAST"},
+    )
+    reader = node.client()
+    reader.subscribe(f"{top}.#::{client_id}.all", "b1", browser="true")
+    frames = reader.wait_messages(3)
+    assert [(f.body, f.headers["destination"]) for f in frames[:2]] == [
+        ("eu", f"{top}.eu"),
+        ("tech", f"{top}.us.tech"),
+    ]
+    assert frames[2].headers["browser"] == "end"
+
+
 def test_an_anycast_queue_on_a_pattern_shares_with_the_address_s_own_queue(
     make_broker: Callable[..., BrokerProcess],
 ) -> None:

@@ -97,12 +97,16 @@ def answer(
     assert found is not None
     assert not isinstance(found, list)
     stream = browse.stream
+    # A queue on a wildcard address names the address each message was sent to, as its
+    # subscriptions' deliveries do.
+    queue = browse.queue
+    by_message = queue is not None and broker.post_office.wildcards.is_wildcard(queue.address)
     if not browse.count_only:
         for ref in found.refs:
             headers = [
                 ("subscription", browse.sub_id),
                 ("message-id", str(ref.message.message_id)),
-                ("destination", browse.destination),
+                ("destination", ref.message.address if by_message else browse.destination),
                 ("offset", str(ref.offset)),
                 ("offset-stream", stream),
             ]
