@@ -91,8 +91,8 @@ def test_queue() -> None:
     )
     payload = r.encode_queue(spec)
     # exclusive, rebalance, pause, buckets -1, no first key, no last-value key; then ring
-    # size -1, consumers before dispatch 0, delay before dispatch -1
-    dispatch = "00300030003000" + "2d31" + "0000" + "002d31" + "0030" + "002d31"
+    # size -1, consumers before dispatch 0, delay before dispatch -1, non-destructive 0
+    dispatch = "00300030003000" + "2d31" + "0000" + "002d31" + "0030" + "002d31" + "0030"
     assert payload.hex() == (
         "713100" + ORDERS_HEX + "004100636f6c6f723d2772656427003500310030" + dispatch
     )
@@ -103,6 +103,9 @@ def test_queue() -> None:
         10, "q3", "a", ANYCAST, exclusive=True, group_buckets=8, last_value_key="stock", ring_size=3
     )
     assert r.decode_queue(10, r.encode_queue(grouped)) == grouped
+    cache = r.QueueSpec(11, "q4", "a", ANYCAST, last_value_key="stock", non_destructive=True)
+    assert r.encode_queue(cache).endswith(b"\x001")
+    assert r.decode_queue(11, r.encode_queue(cache)) == cache
 
 
 def test_a_queue_record_from_before_the_dispatch_fields_reads_with_their_defaults() -> None:
@@ -110,6 +113,13 @@ def test_a_queue_record_from_before_the_dispatch_fields_reads_with_their_default
     spec = r.decode_queue(8, old)
     assert (spec.exclusive, spec.group_buckets, spec.last_value_key) == (False, -1, None)
     assert spec.max_consumers == 5
+
+
+def test_a_queue_record_from_before_non_destructive_queues_reads_as_destructive() -> None:
+    current = r.encode_queue(r.QueueSpec(8, "q1", "a", ANYCAST, ring_size=3))
+    old = current.rpartition(b"\x00")[0]  # the sixteen fields it had
+    spec = r.decode_queue(8, old)
+    assert (spec.non_destructive, spec.ring_size, spec.delay_before_dispatch) == (False, 3, -1)
 
 
 def test_id_block() -> None:

@@ -4,18 +4,20 @@ expired.
 
 Theory of operation
 -------------------
-An acknowledgement takes effect in memory at once (the queue's counts, the reference's
-share of its address's memory) and is durable when its journal records are: for a message
-in the journal, an ACK_REF update, or its delete with the last reference; for a depaged
-message, a PAGE_ACK record (:mod:`artemis_py.broker.paging`), and for a large message paged
-by reference, the delete of its LARGE_PAGE_REF record with its last queue. A cancelled
-reference goes back to its queue with its delivery count kept in the journal; once the
-count reaches ``max-delivery-attempts`` a copy goes to the dead-letter address instead,
-stored before the original's acknowledgement, so a crash can duplicate it but never lose
-it. Expiry moves a message the same way, to the expiry address. Before either move, the
-original address's queue on the target is auto-created when the settings ask for it
-(:mod:`.expiry`); a target without any binding takes nothing: the message is dropped, as
-Artemis drops it (logged once per queue).
+An acknowledgement on a non-destructive queue (:mod:`.non_destructive`) only ends its
+delivery: nothing is written. Any other takes effect in memory at once (the queue's counts,
+the reference's share of its address's memory) and is durable when its journal records are:
+for a message in the journal, an ACK_REF update, or its delete with the last reference; for
+a depaged message, a PAGE_ACK record (:mod:`artemis_py.broker.paging`), and for a large
+message paged by reference, the delete of its LARGE_PAGE_REF record with its last queue. A
+cancelled reference goes back to its queue with its delivery count kept in the journal (on
+a non-destructive queue, neither: the delivery only ends); once the count reaches
+``max-delivery-attempts`` a copy goes to the dead-letter address instead, stored before the
+original's acknowledgement, so a crash can duplicate it but never lose it. Expiry moves a
+message the same way, to the expiry address. Before either move, the original address's
+queue on the target is auto-created when the settings ask for it (:mod:`.expiry`); a target
+without any binding takes nothing: the message is dropped, as Artemis drops it (logged once
+per queue).
 
 :class:`~artemis_py.broker.broker.Broker` owns one :class:`Acknowledgements`, made from the
 parts it works on (the store, the paging manager, the post office) and the broker's route and
@@ -90,18 +92,25 @@ class Acknowledgements:
         process crash cannot undo them; the next synced batch makes them durable, and only
         a machine crash before it can bring such a message back (redelivered, never lost).
         """
+        deleted: list[MessageReference] | None = refs
         for ref in refs:
             ref.queue.acknowledged()
+            if ref.queue.non_destructive:
+                deleted = None
+        if deleted is None:  # (an acknowledgement on a non-destructive queue deletes nothing)
+            deleted = [ref for ref in refs if not ref.queue.non_destructive]
         if awaited:
-            return Pending(tickets=self.acknowledge_refs(refs))
-        self.acknowledge_refs(refs, awaited=False)
+            return Pending(tickets=self.acknowledge_refs(deleted))
+        self.acknowledge_refs(deleted, awaited=False)
         return Pending()
 
     def acknowledge_delivered(self, ref: MessageReference) -> None:
         """``acknowledge([ref], awaited=False)`` for one delivery of an ``auto``
         subscription, the most frequent acknowledgement: without a pending to return."""
-        ref.queue.acknowledged()
-        self.acknowledge_refs([ref], awaited=False)
+        queue = ref.queue
+        queue.acknowledged()
+        if not queue.non_destructive:
+            self.acknowledge_refs([ref], awaited=False)
 
     def acknowledge_refs(self, refs: list[MessageReference], awaited: bool = True) -> list[Ticket]:
         """Release ``refs`` and queue their acknowledgement records (the queues' counts
@@ -129,8 +138,10 @@ class Acknowledgements:
         """Take ready references out of their queues and acknowledge them: gone for good."""
         for queue, queue_refs in by_queue(refs):
             queue.remove(queue_refs)
-            queue.delivering += len(queue_refs)  # acknowledged below
-        return self.acknowledge(refs)
+            queue.delivering += len(queue_refs)
+            queue.acknowledged(len(queue_refs))
+        # (deleted from a non-destructive queue too: this is no consumer's acknowledgement)
+        return Pending(tickets=self.acknowledge_refs(refs))
 
     def cancel(self, refs: list[MessageReference]) -> None:
         """Delivered references come back unacknowledged (consumer closed, NACK)."""
@@ -138,11 +149,17 @@ class Acknowledgements:
         counts = []
         for ref in refs:
             by_queue.setdefault(id(ref.queue), []).append(ref)
-            if ref.message.durable and ref.queue.durable and ref.paged is None:
-                counts.append((ref.message.message_id, ref.queue.id, ref.delivery_count))
+            queue = ref.queue
+            # (a non-destructive queue's deliveries are not counted in the journal)
+            durable = ref.message.durable and queue.durable and not queue.non_destructive
+            if durable and ref.paged is None:
+                counts.append((ref.message.message_id, queue.id, ref.delivery_count))
         self.persistence.update_delivery_counts(counts)
         for queue_refs in by_queue.values():
             queue = queue_refs[0].queue
+            if queue.non_destructive:  # the message never left: only the deliveries end
+                queue.cancel(queue_refs)
+                continue
             settings = self.address_settings(queue.address)
             max_attempts = settings.max_delivery_attempts
             keep = []

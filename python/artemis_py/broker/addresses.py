@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 from artemis_py.broker.filter import Filter
 from artemis_py.broker.message import now_ms
 from artemis_py.broker.message_groups import DispatchRules
+from artemis_py.broker.non_destructive import NonDestructiveQueue
 from artemis_py.broker.pending import Pending
 from artemis_py.broker.queue import Queue
 from artemis_py.broker.records import QueueSpec
@@ -206,7 +207,8 @@ class Addresses:
 
     def new_queue(self, spec: QueueSpec) -> Queue:
         """The queue ``spec`` describes (not bound yet)."""
-        return Queue(
+        kind = NonDestructiveQueue if spec.non_destructive else Queue
+        return kind(
             spec.queue_id,
             spec.name,
             spec.address,
@@ -292,6 +294,7 @@ def _with_dispatch(spec: QueueSpec, kind: QueueKind, settings: AddressSettings) 
         group_buckets=_chosen(kind.group_buckets, settings.default_group_buckets),
         group_first_key=kind.group_first_key or settings.default_group_first_key,
         last_value_key=last_value_key,
+        non_destructive=_chosen(kind.non_destructive, settings.default_non_destructive),
         ring_size=_chosen(kind.ring_size, settings.default_ring_size),
         consumers_before_dispatch=_chosen(
             kind.consumers_before_dispatch, settings.default_consumers_before_dispatch

@@ -303,7 +303,9 @@ class MessageReference:
     node's own stream or, when ``stream`` is set, in that stream (adopted from a node that
     scaled down, :mod:`artemis_py.broker.adopted_streams`); ``paged``:
     where the message is in its address's page files when it was depaged (its
-    acknowledgement is then a PAGE_ACK record); ``held``: its share of the address's memory.
+    acknowledgement is then a PAGE_ACK record); ``held``: its share of the address's memory;
+    ``seq``: its place in a non-destructive queue (:mod:`.non_destructive`), set only there
+    (so that other references cost nothing to make).
     """
 
     __slots__ = (
@@ -314,8 +316,11 @@ class MessageReference:
         "offset",
         "paged",
         "queue",
+        "seq",
         "stream",
     )
+
+    seq: int
 
     def __init__(
         self, message: Message, queue: Queue, delivery_count: int = 0, offset: int = 0

@@ -30,6 +30,9 @@ in :attr:`Queue.scheduled` until the node's scheduler gives it back, at the head
 A *paused* queue (the management API's pause) keeps accepting messages but delivers none
 until it is resumed, as Artemis's ``QueueControl.pause()``; the pause lasts while the node
 runs (Artemis's default, without ``persist``).
+
+A non-destructive queue (:mod:`.non_destructive`) is a subclass: its consumers each read
+every message from their own position, and acknowledgements remove nothing.
 """
 
 from __future__ import annotations
@@ -67,6 +70,9 @@ class Consumer(Protocol):
 
 class Queue:
     """A named queue bound to an address."""
+
+    #: Consuming removes nothing (:class:`~artemis_py.broker.non_destructive.NonDestructiveQueue`).
+    non_destructive = False
 
     def __init__(
         self,

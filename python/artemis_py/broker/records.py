@@ -191,15 +191,17 @@ class QueueSpec:
     ring_size: int = -1
     consumers_before_dispatch: int = 0
     delay_before_dispatch: int = -1
+    non_destructive: bool = False
 
 
 def encode_queue(spec: QueueSpec) -> bytes:
     """Name, address, routing code, filter (empty: none), max consumers, purge on no
     consumers (1/0), auto-created (1/0), then the dispatch fields: exclusive, group rebalance,
     its pause (1/0), group buckets, group first key and last-value key (empty: none), ring
-    size, consumers before dispatch and delay before dispatch: UTF-8, split by ``\\0``. A
-    record written before the dispatch fields has only the first seven, and one written
-    before the last three only the first thirteen."""
+    size, consumers before dispatch, delay before dispatch and non-destructive (1/0): UTF-8,
+    split by ``\\0``. A record written before the dispatch fields has only the first seven,
+    one written before the ring and dispatch delays only the first thirteen, and one written
+    before non-destructive queues only the first sixteen."""
     return _encode_fields(
         spec.name,
         spec.address,
@@ -217,6 +219,7 @@ def encode_queue(spec: QueueSpec) -> bytes:
         str(spec.ring_size),
         str(spec.consumers_before_dispatch),
         str(spec.delay_before_dispatch),
+        _flag(spec.non_destructive),
     )
 
 
@@ -232,6 +235,7 @@ def decode_queue(record_id: int, payload: bytes) -> QueueSpec:
         "",
     )
     ring, before_count, before_delay = fields[13:16] or ("-1", "0", "-1")
+    (non_destructive,) = fields[16:17] or ("0",)
     return QueueSpec(
         queue_id=record_id,
         name=name,
@@ -250,6 +254,7 @@ def decode_queue(record_id: int, payload: bytes) -> QueueSpec:
         ring_size=int(ring),
         consumers_before_dispatch=int(before_count),
         delay_before_dispatch=int(before_delay),
+        non_destructive=non_destructive == "1",
     )
 
 

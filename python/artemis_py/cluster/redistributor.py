@@ -85,8 +85,15 @@ class Redistributor:
     def check(self, queue: Queue) -> None:
         """Something changed that may let ``queue``'s messages move."""
         # A queue with offset marks belongs to a reader by offset: moving its messages
-        # would give them other offsets.
-        if not self.enabled or queue.temporary or not queue.messages or queue.marks:
+        # would give them other offsets. A non-destructive queue's messages stay for every
+        # consumer, here or to come: none is moved.
+        if (
+            not self.enabled
+            or queue.temporary
+            or not queue.messages
+            or queue.marks
+            or queue.non_destructive
+        ):
             return
         delay = self.broker.address_settings(queue.address).redistribution_delay
         if delay < 0:

@@ -339,8 +339,6 @@ ADDRESS_SETTINGS_NOT_IMPLEMENTED = frozenset(
         # Paging: prefetching is what max-read-page-* already bound.
         "prefetch-page-messages",
         "prefetch-page-bytes",
-        # Queue kinds (non-destructive).
-        "default-non-destructive",
         "default-consumer-window-size",  # CORE consumers only
         "retroactive-message-count",
         # Slow consumers.

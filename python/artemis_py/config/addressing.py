@@ -28,8 +28,9 @@ LAST_VALUE_PROPERTY = "_AMQ_LVQ_NAME"
 @dataclass(frozen=True, slots=True)
 class QueueKind:
     """How a queue dispatches: the ``<queue>`` attributes ``exclusive``, ``group-*``,
-    ``last-value``/``last-value-key``, ``ring-size``, ``consumers-before-dispatch`` and
-    ``delay-before-dispatch``. None: the address settings' ``default-*`` value."""
+    ``last-value``/``last-value-key``, ``non-destructive``, ``ring-size``,
+    ``consumers-before-dispatch`` and ``delay-before-dispatch``. None: the address settings'
+    ``default-*`` value."""
 
     exclusive: bool | None = None
     group_rebalance: bool | None = None
@@ -37,6 +38,7 @@ class QueueKind:
     group_buckets: int | None = None
     group_first_key: str | None = None
     last_value_key: str | None = None
+    non_destructive: bool | None = None
     ring_size: int | None = None
     consumers_before_dispatch: int | None = None
     delay_before_dispatch: int | None = None

@@ -169,9 +169,10 @@ VOCABULARIES: dict[str, Vocabulary] = {
         attributes=_names(
             "name max-consumers purge-on-no-consumers exclusive group-rebalance "
             "group-rebalance-pause-dispatch group-buckets group-first-key last-value "
-            "last-value-key ring-size consumers-before-dispatch delay-before-dispatch"
+            "last-value-key non-destructive ring-size consumers-before-dispatch "
+            "delay-before-dispatch"
         ),
-        unimplemented_attributes=_names("non-destructive enabled"),
+        unimplemented_attributes=_names("enabled"),
     ),
     "filter": Vocabulary(implemented=frozenset(), attributes=_names("string")),
     "diverts": Vocabulary(implemented=_names("divert"), repeatable=_names("divert")),

@@ -136,6 +136,7 @@ def queue_view(queue: Queue) -> dict[str, Any]:
         "exclusive": queue.rules is not None and queue.rules.exclusive,
         "groups": queue.rules.group_count() if queue.rules is not None else 0,
         "last_value_key": queue.last_values.key if queue.last_values is not None else None,
+        "non_destructive": queue.non_destructive,
     }
 
 

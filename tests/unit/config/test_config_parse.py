@@ -665,7 +665,7 @@ UNIMPLEMENTED = core(
   <address-setting match="#"><auto-create-jms-queues>true</auto-create-jms-queues></address-setting>
 </address-settings>
 <addresses><address name="a"><anycast>
-  <queue name="a" non-destructive="true"><user>bob</user></queue>
+  <queue name="a" enabled="false"><user>bob</user></queue>
 </anycast></address></addresses>"""
 )
 
@@ -679,7 +679,7 @@ def test_one_warning_lists_every_unimplemented_element_with_lines(
     assert (warning.file, warning.line, warning.element) == ("u.xml", 5, "core")
     assert warning.message.endswith(
         "security-setting-plugin (line 5), jmx-management-enabled (line 7), "
-        "auto-create-jms-queues (line 9), queue@non-destructive (line 12), user (line 12)"
+        "auto-create-jms-queues (line 9), queue@enabled (line 12), user (line 12)"
     )
     assert [r.getMessage() for r in caplog.records] == [str(warning)]
     assert config.address("a").queues[0].name == "a"  # the rest still parsed
@@ -872,3 +872,27 @@ def test_malformed_masked_cluster_password_is_refused() -> None:
     (problem,) = problems_of(core("<cluster-password>ENC(abc)</cluster-password>"))
     assert problem.element == "cluster-password"
     assert "masked" in problem.message
+
+
+def test_a_queue_is_non_destructive_by_its_attribute_or_its_address_default() -> None:
+    text = core(
+        """<address-settings>
+  <address-setting match="cache.#"><default-non-destructive>true</default-non-destructive>
+  </address-setting>
+</address-settings>
+<addresses>
+  <address name="prices"><anycast>
+    <queue name="prices" non-destructive="true" last-value-key="stock"/>
+    <queue name="ordinary"/>
+  </anycast></address>
+  <address name="cache.a"><anycast><queue name="cache.a" non-destructive="false"/></anycast>
+  </address>
+</addresses>"""
+    )
+    config = parse_config(text, "b.xml", environ={})
+    assert config.warnings == ()
+    prices, ordinary = config.address("prices").queues
+    assert (prices.kind.non_destructive, prices.kind.last_value_key) == (True, "stock")
+    assert ordinary.kind.non_destructive is None  # the address settings decide
+    assert config.address("cache.a").queues[0].kind.non_destructive is False
+    assert config.address_settings_for("cache.a").default_non_destructive

@@ -71,13 +71,13 @@ def summary_warning(config: BrokerConfig) -> ConfigProblem:
 def test_a_setting_not_implemented_is_named_with_its_line() -> None:
     text = address_setting(
         "<dead-letter-address>DLQ</dead-letter-address>",
-        "<default-non-destructive>true</default-non-destructive>",
+        "<default-consumer-window-size>1024</default-consumer-window-size>",
     )
     config = parse_config(text, "b.xml", environ={})
     warning = summary_warning(config)
     assert (warning.file, warning.line, warning.element) == ("b.xml", 6, "core")
-    assert named(config) == ["default-non-destructive (line 6)"]
-    assert config.address_settings_for("a").default_non_destructive is True  # still parsed
+    assert named(config) == ["default-consumer-window-size (line 6)"]
+    assert config.address_settings_for("a").default_consumer_window_size == 1024  # still parsed
 
 
 def test_redelivery_settings_are_implemented() -> None:
@@ -138,17 +138,17 @@ def test_per_address_id_cache_size_is_honoured_and_not_named() -> None:
 def test_each_address_setting_is_named_where_it_is_set() -> None:
     text = core(
         "<address-settings>\n"
-        "<address-setting match='#'><default-non-destructive>true</default-non-destructive>"
+        "<address-setting match='#'><default-consumer-window-size>1024</default-consumer-window-size>"
         "</address-setting>\n"
         "<address-setting match='orders.#'>\n"
-        "<default-non-destructive>true</default-non-destructive>\n"
+        "<default-consumer-window-size>1024</default-consumer-window-size>\n"
         "<max-size-bytes>-1</max-size-bytes>\n"
         "</address-setting>\n"
         "</address-settings>"
     )
     assert named(parse_config(text, environ={})) == [
-        "default-non-destructive (line 4)",
-        "default-non-destructive (line 6)",
+        "default-consumer-window-size (line 4)",
+        "default-consumer-window-size (line 6)",
     ]
 
 
@@ -285,7 +285,7 @@ def test_tls_acceptor_without_a_key_store_is_an_error() -> None:
 def test_one_warning_lists_everything_in_file_order(caplog: pytest.LogCaptureFixture) -> None:
     text = core(
         "<address-settings><address-setting match='#'>\n"
-        "<default-non-destructive>true</default-non-destructive>\n"
+        "<default-consumer-window-size>1024</default-consumer-window-size>\n"
         "</address-setting></address-settings>\n"
         "<create-journal-dir>false</create-journal-dir>\n"
         "<jmx-domain>x</jmx-domain>"
@@ -295,7 +295,7 @@ def test_one_warning_lists_everything_in_file_order(caplog: pytest.LogCaptureFix
     warning = summary_warning(config)
     assert warning.line == 4
     assert named(config) == [
-        "default-non-destructive (line 4)",
+        "default-consumer-window-size (line 4)",
         "create-journal-dir (line 6)",
         "jmx-domain (line 7)",
     ]

@@ -192,8 +192,8 @@ def _queue(
 
 
 def _queue_kind(reader: ElementReader, element: XmlElement) -> QueueKind:
-    """A ``<queue>``'s dispatch attributes (groups, exclusive, last value, ring, when
-    dispatch starts)."""
+    """A ``<queue>``'s dispatch attributes (groups, exclusive, last value, non-destructive,
+    ring, when dispatch starts)."""
     attribute = partial(reader.convert_attribute, element)
     last_value_key = attribute("last-value-key", str.strip) or None
     if last_value_key is None and attribute("last-value", parse_bool):
@@ -205,6 +205,7 @@ def _queue_kind(reader: ElementReader, element: XmlElement) -> QueueKind:
         group_buckets=attribute("group-buckets", checked(int32, minus_one_or_at_least(0))),
         group_first_key=attribute("group-first-key", str.strip) or None,
         last_value_key=last_value_key,
+        non_destructive=attribute("non-destructive", parse_bool),
         ring_size=attribute("ring-size", checked(int64, minus_one_or_at_least(0))),
         consumers_before_dispatch=attribute(
             "consumers-before-dispatch", checked(int32, minus_one_or_at_least(0))

@@ -448,8 +448,12 @@ class StompSession:
         sub.acknowledged += len(refs)
         tx_name = frame.get("transaction")
         if tx_name is not None:
-            self._transaction(tx_name).acks.extend(refs)
-            return None
+            tx = self._transaction(tx_name)
+            # On a non-destructive queue an ACK changes nothing durable, and rolling it back
+            # would not deliver the message again (Artemis): it only ends the deliveries.
+            if not sub.queue.non_destructive:
+                tx.acks.extend(refs)
+                return None
         awaited = frame.get("receipt") is not None
         self.unawaited_acks |= not awaited
         pending = self.broker.acknowledge(refs, awaited=awaited)
