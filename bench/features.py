@@ -34,9 +34,10 @@ def table(results: dict[tuple[int, str], dict[str, Any] | None], targets: list[s
         "out of order", "groups per consumer", "mean e2e ms, lowest / highest priority",
     ]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for (number, target), report in sorted(results.items()):
+    for number, target in sorted(results, key=lambda key: (key[0], targets.index(key[1]))):
+        report = results[(number, target)]
         checked = (report or {}).get("features")
-        if not checked or target not in targets:
+        if not checked:
             continue
         rate, plain = _rate(report), _rate(results.get((PLAIN, target)))
         share = f"{rate / plain:.2f}" if rate is not None and plain else "–"
