@@ -29,6 +29,10 @@ the main tables: CPU per message (artemis-py's event-loop thread, the serial cos
 other threads; each node; the load generator), scenario 3's steps, and the Amdahl model
 (bench/model.py), labelled as a model.
 
+Scenario 7 (issue 30) is scenario 2's load with priorities 0-9 and 64 message groups;
+``perf`` checks each group goes to one consumer, in order, and a table (bench/features.py)
+gives what it found and the latency per priority.
+
 ``--tls`` (issue 18, the cost of TLS): each target runs each scenario twice, plain and with
 TLS on every acceptor and connector (clients and cluster links; server certificates only,
 no client certificates), from key stores made by :mod:`artemis_py.transport.certificates`
