@@ -29,6 +29,10 @@ the main tables: CPU per message (artemis-py's event-loop thread, the serial cos
 other threads; each node; the load generator), scenario 3's steps, and the Amdahl model
 (bench/model.py), labelled as a model.
 
+Scenario 7 (issue 30) is scenario 2's load with priorities 0-9 and 64 message groups;
+``perf`` checks each group goes to one consumer, in order, and a table (bench/features.py)
+gives what it found and the latency per priority.
+
 ``--tls`` (issue 18, the cost of TLS): each target runs each scenario twice, plain and with
 TLS on every acceptor and connector (clients and cluster links; server certificates only,
 no client certificates), from key stores made by :mod:`artemis_py.transport.certificates`
@@ -67,6 +71,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import features  # bench/features.py: scenario 7's groups and priorities (issue 30)
 import model  # bench/model.py: the Amdahl model of issue 29
 import stepped  # bench/stepped.py: scenario 3 at a stepped rate
 
@@ -153,6 +158,14 @@ SCENARIOS = [
         False,
         "--url {node1} --producers 16 --consumers 1 --persistent --max-pending 8 "
         "--ack-mode client-individual",
+        "received",
+    ),
+    Scenario(
+        7,
+        "1 node, persistent, 16 producers, window of 8, priorities 0-9 and 64 groups",
+        False,
+        "--url {node1} --producers 16 --consumers 4 --persistent --max-pending 8 "
+        "--priorities 0-9 --groups 64",
         "received",
     ),
 ]
@@ -379,6 +392,8 @@ def available(target: str, scenario: Scenario) -> str | None:
     target = target.removesuffix(TLS)
     if scenario.number == 6 and target == "activemq":
         return "not run (ActiveMQ Classic limits memory per destination differently)"
+    if scenario.number == 7 and target == "activemq":
+        return "not run (ActiveMQ Classic honours priorities only with a destination policy)"
     if not scenario.cluster:
         return None
     if target == "activemq":
@@ -880,7 +895,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--targets", default=",".join(TARGETS), help="comma-separated")
     parser.add_argument(
-        "--scenarios", default=None, help="comma-separated numbers (default 1-6; --tls: 2,5)"
+        "--scenarios", default=None, help="comma-separated numbers (default 1-7; --tls: 2,5)"
     )
     parser.add_argument(
         "--tls",
@@ -918,7 +933,7 @@ def main() -> int:
         targets = [v for t in targets if t != "activemq" for v in (t, t + TLS)]
         make_tls_files()
     if args.scenarios is None:
-        args.scenarios = "2,5" if args.tls else "1,2,3" if args.metrics else "1,2,3,4,5,6"
+        args.scenarios = "2,5" if args.tls else "1,2,3" if args.metrics else "1,2,3,4,5,6,7"
     wanted = {int(n) for n in args.scenarios.split(",") if n}
     scenarios = [s for s in SCENARIOS if s.number in wanted]
     if args.results is None:
@@ -986,6 +1001,10 @@ def main() -> int:
     print()
     print(cost_table(results, scenarios, targets))
     print()
+    checked = features.table(results, targets)
+    if checked:
+        print(checked)
+        print()
     serial = serial_cost_line(results)
     if serial:
         print(f"- {serial}")

@@ -57,6 +57,37 @@ def test_perf_two_processes_counts_add_up(node, tmp_path):
     assert f"sent {totals['sent']:,}, received {totals['sent']:,}" in result.stdout
 
 
+def test_perf_priorities_and_groups_are_checked(node, tmp_path):
+    # Each group at one consumer, in order: the node keeps Artemis's promise, so no error;
+    # a node that spread the groups over the three consumers would fail this run (exit 1).
+    report_path = tmp_path / "perf.json"
+    command, env = node_command()
+    result = subprocess.run(
+        [
+            *command, "perf", "--url", f"tcp://127.0.0.1:{node.port}",
+            "--destination", f"queue://{unique('perf')}", "--producers", "2",
+            "--consumers", "3", "--processes", "2", "--max-pending", "4",
+            "--message-size", "64", "--priorities", "0-9", "--groups", "8",
+            "--duration", "2", "--warmup", "0.5", "--json", str(report_path),
+        ],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(report_path.read_text())
+    assert report["errors"] == {"count": 0, "messages": []}
+    assert report["totals"]["complete"]
+    features = report["features"]
+    assert features["groups_seen"] == 8
+    assert features["groups_on_several_consumers"] == features["out_of_order"] == 0
+    assert sum(features["groups_per_consumer"].values()) == 8
+    assert len(features["groups_per_consumer"]) > 1  # the groups did spread
+    by_priority = features["latency_by_priority"]
+    assert sorted(by_priority, key=int) == [str(p) for p in range(10)]
+    received = sum(entry["received"] for entry in by_priority.values())
+    assert received == report["latency_us"]["end_to_end"]["count"]
+    assert "0 at several consumers" in result.stdout
+
+
 def test_perf_that_cannot_connect_fails_at_once():
     port = free_port()  # nothing listens there
     command, env = node_command()

@@ -4,6 +4,8 @@ Option names follow ``artemis perf client|producer|consumer`` where they apply (
 ``--destination`` ``queue://NAME``/``topic://NAME``, ``--producers``, ``--consumers``,
 ``--message-size``, ``--persistent``, ``--rate``, ``--duration``, ``--warmup``,
 ``--tx-size``, ``--max-pending``). STOMP-specific: ``--ack-mode`` and ``--receipts``.
+Message features (:mod:`.features`): ``--priorities LO-HI`` (``--priority-order``) and
+``--groups N``; consumers then check what the features promise.
 
 Receipts (persistent or not) come in three modes:
 
@@ -53,6 +55,9 @@ _USUAL_MULTICAST_PREFIX: Final = "/topic/"
 topic when no --multicast-prefix is given: every consumer gets every message."""
 TIMESTAMP_HEADER: Final = "perf-ts"
 """The SEND header with the message's timestamp (``time.time_ns()``)."""
+PRIORITY_ORDERS: Final = ("random", "cycle")
+MAX_PRIORITY: Final = 9
+"""JMS priorities are 0-9 (Artemis reads larger values as 9)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +86,11 @@ class PerfOptions:
     password: str | None = None
     stomp_version: str = "1.2"
     monitor_pids: tuple[int, ...] = ()
+    priorities: tuple[int, int] | None = None
+    """``--priorities LO-HI``: each message gets a priority in LO..HI (None: none sent)."""
+    priority_order: str = "random"
+    groups: int = 0
+    """``--groups N``: messages go round-robin to groups ``g0``..``g<N-1>`` (0: no groups)."""
     producer_cluster: ClientUrl | None = None
     consumer_cluster: ClientUrl | None = None
     """The cluster URLs the actors' nodes were picked from (None: plain addresses)."""
@@ -111,6 +121,7 @@ class PerfOptions:
         if self.tx_size < 0:
             problems.append("--tx-size must not be negative")
         problems.extend(self._cluster_problems())
+        problems.extend(self._feature_problems())
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -127,6 +138,28 @@ class PerfOptions:
             if self.tx_size:
                 problems.append("--tx-size cannot be used with failover (ha=true) yet")
         return problems
+
+    def _feature_problems(self) -> list[str]:
+        problems = []
+        if self.priorities is not None:
+            low, high = self.priorities
+            if not 0 <= low <= high <= MAX_PRIORITY:
+                problems.append(f"--priorities must be LO-HI within 0-{MAX_PRIORITY}")
+        if self.priority_order not in PRIORITY_ORDERS:
+            problems.append(f"--priority-order must be one of {', '.join(PRIORITY_ORDERS)}")
+        if self.groups < 0:
+            problems.append("--groups must not be negative")
+        if self.groups and self.topic:
+            problems.append("--groups needs a queue: on a topic every consumer gets every group")
+        if self.has_features and self.fails_over:
+            # A failover moves a group to another consumer: the check would report it.
+            problems.append("--priorities and --groups are not checked with failover (ha=true)")
+        return problems
+
+    @property
+    def has_features(self) -> bool:
+        """Messages carry priorities or groups, and consumers check them (:mod:`.features`)."""
+        return self.priorities is not None or self.groups > 0
 
     @property
     def fails_over(self) -> bool:
@@ -208,6 +241,17 @@ def _number(kind: Callable[[str], Any], minimum: float, *, strict: bool = False)
     return convert
 
 
+def _priority_range(text: str) -> tuple[int, int]:
+    low, _, high = text.partition("-")
+    try:
+        pair = (int(low), int(high or low))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a priority range LO-HI: {text!r}") from None
+    if not 0 <= pair[0] <= pair[1] <= MAX_PRIORITY:
+        raise argparse.ArgumentTypeError(f"not a range within 0-{MAX_PRIORITY}: {text!r}")
+    return pair
+
+
 def _pids(text: str) -> list[int]:
     try:
         pids = [int(part) for part in text.split(",") if part.strip()]
@@ -222,6 +266,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The load-test options (the CLI adds ``--json``, ``--plot`` and output options)."""
     _where_arguments(parser.add_argument_group("where"))
     _load_arguments(parser.add_argument_group("load"))
+    _feature_arguments(parser.add_argument_group("message features"))
     _timing_arguments(parser.add_argument_group("timing"))
 
 
@@ -326,6 +371,31 @@ def _load_arguments(load: argparse._ArgumentGroup) -> None:
     )
 
 
+def _feature_arguments(features: argparse._ArgumentGroup) -> None:
+    features.add_argument(
+        "--priorities",
+        type=_priority_range,
+        default=None,
+        metavar="LO-HI",
+        help="send each message with a priority in LO..HI (0-9); consumers report how often "
+        "a message was overtaken by one of lower priority, and the latency per priority",
+    )
+    features.add_argument(
+        "--priority-order",
+        choices=PRIORITY_ORDERS,
+        default="random",
+        help="priorities drawn at random (default; the same sequence every run) or in turn",
+    )
+    features.add_argument(
+        "--groups",
+        type=_number(int, 0),
+        default=0,
+        metavar="N",
+        help="send messages round-robin to N message groups (JMSXGroupID g0..g<N-1>); "
+        "consumers check that each group goes to one consumer, in order (errors if not)",
+    )
+
+
 def _timing_arguments(timing: argparse._ArgumentGroup) -> None:
     timing.add_argument(
         "--duration",
@@ -423,4 +493,7 @@ def options_from_args(args: argparse.Namespace) -> PerfOptions:
         user=args.user,
         password=args.password,
         monitor_pids=tuple(pid for group in args.monitor_pid or () for pid in group),
+        priorities=args.priorities,
+        priority_order=args.priority_order,
+        groups=args.groups,
     )

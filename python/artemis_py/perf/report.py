@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from artemis_py import __version__
-from artemis_py.perf import INSTALL_EXTRA, histogram
+from artemis_py.perf import INSTALL_EXTRA, features, histogram
 from artemis_py.perf.runner import RunData
 
 __all__ = ["PlotUnavailable", "build_report", "format_summary", "plot", "write_json"]
@@ -76,6 +76,10 @@ def build_report(data: RunData) -> dict[str, Any]:
     sent = total("sent")
     expected = sent * options.expected_copies
     loadavg = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    # --priorities / --groups: a broken promise (a group split, a message out of order) is
+    # an error of the run, so the exit status and bench/run's "(!)" show it.
+    checked = features.summarize(options, results) if options.has_features else None
+    broken = checked["error_texts"] if checked else []
     return {
         "tool": "artemis-py perf",
         "version": __version__,
@@ -114,9 +118,10 @@ def build_report(data: RunData) -> dict[str, Any]:
             "resends": int(sum(r.get("resends", 0) for r in results)),
         },
         "errors": {
-            "count": total("errors"),
-            "messages": [text for r in results for text in r["error_texts"]],
+            "count": total("errors") + (checked["errors"] if checked else 0),
+            "messages": [text for r in results for text in r["error_texts"]] + broken,
         },
+        "features": checked,
         "warnings": [text for r in results for text in r.get("warning_texts", ())],
         "generator": _generator(data),
         "monitored": {
@@ -180,6 +185,8 @@ def format_summary(report: dict[str, Any]) -> str:
             f"  failover: {failover.get('failovers', 0)} failover(s), "
             f"{failover.get('resends', 0)} send(s) resent"
         )
+    if report.get("features"):
+        lines.extend(features.summary_lines(report["features"]))
     errors = report["errors"]
     lines.append(f"  errors: {errors['count']}")
     lines.extend(f"    {text}" for text in errors["messages"])

@@ -50,6 +50,7 @@ from artemis_py.client.errors import connect_failure
 from artemis_py.config.tls_params import TlsParams
 from artemis_py.perf import histogram
 from artemis_py.perf.cluster import failover_consumer, failover_producer
+from artemis_py.perf.features import Check, Plan, Stamper
 from artemis_py.perf.options import TIMESTAMP_HEADER, PerfOptions
 
 __all__ = ["SLOTS", "Assignment", "Control", "assign", "worker_main"]
@@ -174,6 +175,9 @@ class _Worker:
         repeats = options.message_size // len(_FILLER) + 1
         self.payload = (_FILLER * repeats)[: options.message_size]
         self.headers_base = [("persistent", "true" if options.persistent else "false")]
+        # --priorities / --groups (.features): stamped SENDs, checked deliveries.
+        self.plan = Plan.of(options) if options.has_features else None
+        self.check = Check(self.plan, self._in_window) if self.plan else None
 
     # -- shared counters -------------------------------------------------------------------
 
@@ -285,6 +289,7 @@ class _Worker:
             "cpu_seconds_total": time.process_time(),
             "receipt_latency": self.receipt_latency.encode(),
             "e2e_latency": self.e2e_latency.encode(),
+            "features": self.check.result() if self.check else None,
         }
 
     # -- producers -------------------------------------------------------------------------
@@ -340,12 +345,13 @@ class _Worker:
                 await self.started.wait()
                 next_ts = self._schedule(number)
                 node = str(url)
+                headers = self._headers_of(number)
                 if options.tx_size:
-                    await self._send_transactions(conn, next_ts, node)
+                    await self._send_transactions(conn, next_ts, headers, node)
                 else:
                     async with trio.open_nursery() as senders:
                         for _ in range(window):
-                            senders.start_soon(self._send_loop, conn, next_ts, node)
+                            senders.start_soon(self._send_loop, conn, next_ts, headers, node)
                 await conn.flush_receipts()
                 try:
                     await conn.disconnect()
@@ -363,8 +369,19 @@ class _Worker:
     def _headers(self, ts: int) -> list[tuple[str, str]]:
         return [*self.headers_base, (TIMESTAMP_HEADER, str(ts))]
 
+    def _headers_of(self, number: int) -> Callable[[int], list[tuple[str, str]]]:
+        """Producer ``number``'s headers for a message sent at ``ts``: the plain ones, or
+        stamped with its sequence, group and priority (:class:`Stamper`)."""
+        if self.plan is None:
+            return self._headers
+        return Stamper(self.plan, number, self.headers_base).headers
+
     async def _send_loop(
-        self, conn: ClientConnection, next_ts: Callable[[], int | None], node: str
+        self,
+        conn: ClientConnection,
+        next_ts: Callable[[], int | None],
+        headers: Callable[[int], list[tuple[str, str]]],
+        node: str,
     ) -> None:
         options = self.options
         tally = self.tally
@@ -378,7 +395,7 @@ class _Worker:
                 return
             if rate_limited:
                 await self._wait_ns(ts)
-            await conn.send(destination, payload, headers=self._headers(ts), receipt=receipts)
+            await conn.send(destination, payload, headers=headers(ts), receipt=receipts)
             tally.sent += 1
             tally.node_sent[node] += 1
             in_window = self._in_window(ts)
@@ -393,7 +410,11 @@ class _Worker:
                     self.receipt_latency.record((done - ts) // 1000)
 
     async def _send_transactions(
-        self, conn: ClientConnection, next_ts: Callable[[], int | None], node: str
+        self,
+        conn: ClientConnection,
+        next_ts: Callable[[], int | None],
+        headers: Callable[[int], list[tuple[str, str]]],
+        node: str,
     ) -> None:
         options = self.options
         tally = self.tally
@@ -409,7 +430,7 @@ class _Worker:
                 await conn.send(
                     options.stomp_destination,
                     self.payload,
-                    headers=self._headers(ts),
+                    headers=headers(ts),
                     transaction=tx,
                     receipt=False,
                 )
@@ -440,6 +461,7 @@ class _Worker:
         node = str(url)
         ack_mode = options.ack_mode
         tx_size = options.tx_size if ack_mode != "auto" else 0
+        check = self.check
         consuming = trio.CancelScope()
         self.consumer_scopes.append(consuming)
         try:
@@ -460,6 +482,8 @@ class _Worker:
                             ts = int(stamp)
                             if self._in_window(ts):
                                 self.e2e_latency.record((now - ts) // 1000)
+                            if check is not None:
+                                check.observe(number, message, now, ts)
                         if ack_mode == "auto":
                             continue
                         if tx_size:
