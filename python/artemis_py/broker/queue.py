@@ -263,12 +263,7 @@ class Queue:
             for ref in refs:
                 self._replace(self.last_values.arrived(ref))
                 self.messages.append(ref)
-        if self.index is not None:
-            for ref in refs:
-                self.index.add(ref)
-        self.deliver()
-        if self.messages and self.on_undelivered is not None:
-            self.on_undelivered(self)
+        self._offer(refs)
 
     def cancel(self, refs: list[MessageReference]) -> None:
         """Return delivered, unacknowledged references to the head, in their order."""
@@ -290,12 +285,7 @@ class Queue:
         self.messages.extendleft(reversed(refs))
         if self._rebalancing and self.delivering <= 0:
             self._rebalancing = False
-        if self.index is not None:
-            for ref in refs:
-                self.index.add(ref)
-        self.deliver()
-        if self.messages and self.on_undelivered is not None:
-            self.on_undelivered(self)
+        self._offer(refs)
 
     def add_due(self, refs: list[MessageReference]) -> None:
         """Held references whose time came (the scheduler): back at the head, in order."""
@@ -308,12 +298,7 @@ class Queue:
             for ref in refs:
                 self._replace(self.last_values.arrived(ref))
         self.messages.extendleft(reversed(refs))
-        if self.index is not None:
-            for ref in refs:
-                self.index.add(ref)
-        self.deliver()
-        if self.messages and self.on_undelivered is not None:
-            self.on_undelivered(self)
+        self._offer(refs)
 
     def redeliver_later(self, refs: list[MessageReference], due_ms: list[int]) -> None:
         """Delivered references that came back, each held until its time (a redelivery
@@ -423,9 +408,17 @@ class Queue:
         """Deliver again what arrived while paused."""
         if self.paused:
             self.paused = False
-            self.deliver()
-            if self.messages and self.on_undelivered is not None:
-                self.on_undelivered(self)
+            self._offer(())
+
+    def _offer(self, refs: Iterable[MessageReference]) -> None:
+        """``refs`` joined the ready ones (in the offset index too): deliver, and tell
+        redistribution about what no consumer took."""
+        if self.index is not None:
+            for ref in refs:
+                self.index.add(ref)
+        self.deliver()
+        if self.messages and self.on_undelivered is not None:
+            self.on_undelivered(self)
 
     def deliver(self) -> None:
         """Hand ready references to consumers with credit until none can take more."""
