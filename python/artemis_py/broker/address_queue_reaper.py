@@ -65,13 +65,12 @@ class Lifetime:
     created_ms: int
     # A queue: when its last consumer left; an address: when its last binding went.
     emptied_ms: int = -1
-    # When a scan found it deletable and it has stayed so since (-1: not swept).
+    # When a scan found it deletable, if it has stayed so since (-1: not swept). A
+    # consumer or binding that came and went since clears it (as Artemis's addConsumer).
     swept_ms: int = -1
 
     def swept(self) -> bool:
-        """Found deletable by an earlier scan, and no consumer or binding came and went
-        since (Artemis's addConsumer clears the swept flag)."""
-        return self.swept_ms != -1 and self.emptied_ms <= self.swept_ms
+        return self.swept_ms != -1
 
 
 class Lifetimes:
@@ -97,10 +96,12 @@ class Lifetimes:
         return found
 
     def consumer_removed(self, queue: Queue) -> None:
-        self.of_queue(queue).emptied_ms = self.clock_ms()
+        lifetime = self.of_queue(queue)
+        lifetime.emptied_ms, lifetime.swept_ms = self.clock_ms(), -1
 
     def binding_removed(self, address: Address) -> None:
-        self.of_address(address).emptied_ms = self.clock_ms()
+        lifetime = self.of_address(address)
+        lifetime.emptied_ms, lifetime.swept_ms = self.clock_ms(), -1
 
 
 class AddressQueueReaper:
@@ -129,23 +130,27 @@ class AddressQueueReaper:
         deleted = 0
         for queue in list(self.post_office.queues.values()):
             if self.post_office.queue(queue.name) is queue and self._reap_queue(queue, initial):
-                deleted += await self._delete(queue.name, self.addresses.reap_queue(queue))
+                deleted += await self._delete(
+                    f"queue {queue.name}", self.addresses.reap_queue(queue)
+                )
         for address in list(self.post_office.addresses.values()):
             if self.post_office.address(address.name) is address and self._reap_address(
                 address, initial
             ):
-                deleted += await self._delete(address.name, self.addresses.delete_address(address))
+                deleted += await self._delete(
+                    f"address {address.name}", self.addresses.delete_address(address)
+                )
         self.scans += 1
         return deleted
 
     @staticmethod
-    async def _delete(name: str, pending: Pending) -> int:
+    async def _delete(what: str, pending: Pending) -> int:
         try:
             await pending.settled()
         except ArtemisError as exc:  # (the journal refused: the next start tries again)
-            log.error("cannot delete %s: %s", name, exc)
+            log.error("cannot delete %s: %s", what, exc)
             return 0
-        log.info("deleted %s: auto-delete (its address settings)", name)
+        log.info("%s deleted: auto-delete (its address settings)", what)
         return 1
 
     def _reap_queue(self, queue: Queue, initial: bool) -> bool:
