@@ -215,7 +215,8 @@ async def test_the_initial_check_takes_empty_ones_at_once() -> None:
     assert await broker.address_queue_reaper.scan(initial=True) == 3  # empty, its address, bare
     assert not exists(broker, "empty")
     assert not exists(broker, address="bare")
-    assert exists(broker, "full") and full.message_count == 1
+    assert exists(broker, "full")
+    assert full.message_count == 1
 
 
 async def test_purge_on_no_consumers_empties_the_queue_and_counts_kills() -> None:

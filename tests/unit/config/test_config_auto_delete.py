@@ -40,7 +40,8 @@ def test_the_defaults_are_artemis() -> None:
     )
     assert (s.auto_delete_queues_delay, s.auto_delete_addresses_delay) == (0, 0)
     assert s.auto_delete_queues_message_count == 0
-    assert not (s.auto_delete_queues_skip_usage_check or s.auto_delete_addresses_skip_usage_check)
+    assert not s.auto_delete_queues_skip_usage_check
+    assert not s.auto_delete_addresses_skip_usage_check
 
 
 @pytest.mark.parametrize(("text", "period"), [("100", 100), ("-1", -1), ("${P:250}", 250)])
@@ -75,7 +76,8 @@ def test_the_auto_delete_settings_are_read_and_not_named() -> None:
     assert s.auto_delete_created_queues
     assert (s.auto_delete_queues_delay, s.auto_delete_addresses_delay) == (5000, 7000)
     assert s.auto_delete_queues_message_count == -1
-    assert s.auto_delete_queues_skip_usage_check and s.auto_delete_addresses_skip_usage_check
+    assert s.auto_delete_queues_skip_usage_check
+    assert s.auto_delete_addresses_skip_usage_check
 
 
 @pytest.mark.parametrize(
