@@ -140,6 +140,10 @@ class AddressQueueReaper:
                 deleted += await self._delete(
                     f"address {address.name}", self.addresses.delete_address(address)
                 )
+        # (An address the management API deleted leaves its lifetime behind.)
+        live = {address.id for address in self.post_office.addresses.values()}
+        for stale in self.lifetimes.addresses.keys() - live:
+            del self.lifetimes.addresses[stale]
         self.scans += 1
         return deleted
 
