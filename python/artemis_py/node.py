@@ -371,6 +371,9 @@ async def open_broker(
             await nursery.start(paging.run)
             await nursery.start(paging.disk.run)  # scanned once before clients are served
             await nursery.start(broker.scheduler.run)  # held references go back on time
+            # Its initial check deletes empty auto-delete queues before clients are served
+            # (Artemis's startAddressQueueScanner).
+            await nursery.start(broker.address_queue_reaper.run)
             node = Node(broker, nursery)
             node.authenticator, node.authorizer = authenticator, authorizer
             discovery = await start_cluster(node, nursery)

@@ -10,9 +10,13 @@ durable one is recorded, and its records are written before any message that nam
 (:mod:`artemis_py.broker.persistence`).
 
 Removing a queue acknowledges what it holds and removes its paging cursor and offset marks;
-an auto-created address goes with its last queue when its settings say so (Artemis's
-auto-delete). A queue that loses its last consumer may go too (temporary, auto-created and
-empty), or lose its messages (purge-on-no-consumers).
+an auto-created address goes with its last queue when its settings say so and their
+``auto-delete-addresses-delay`` is 0 (as Artemis's session and management deletions), else
+the reaper takes it later. A temporary queue goes with its last consumer; a
+purge-on-no-consumers queue loses its messages then, those in page files too
+(:meth:`.PagingManager.purge_soon`). Auto-created queues and addresses that fall out of use
+are deleted by the periodic scan of :mod:`artemis_py.broker.address_queue_reaper`, which
+reads the times kept in :attr:`Addresses.lifetimes`.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
+from artemis_py.broker.address_queue_reaper import Lifetimes
 from artemis_py.broker.filter import Filter
 from artemis_py.broker.message import now_ms
 from artemis_py.broker.message_groups import DispatchRules
@@ -69,6 +74,11 @@ class Addresses:
         self.acks = acks
         self.offsets = offsets
         self.scheduler = scheduler
+        # When queues and addresses were created and emptied (the reaper's business).
+        self.lifetimes = Lifetimes()
+        # Queues broker.xml declares: never auto-deleted (Artemis's configuration-managed).
+        self._configured = {q.name for a in config.addresses for q in a.queues}
+        self._diverted = {d.address for d in config.diverts}
 
     def address_settings(self, address: str) -> AddressSettings:
         return self.config.address_settings_for(address)
@@ -141,6 +151,7 @@ class Addresses:
         )
         self.post_office.add_address(address)
         self.persistence.store_address(address)
+        self.lifetimes.of_address(address)
         return address
 
     def create_queue(
@@ -183,6 +194,7 @@ class Addresses:
         spec = _with_dispatch(spec, kind or QueueKind(), settings)
         queue = self.new_queue(spec)
         self.post_office.add_queue(queue)
+        self.lifetimes.of_queue(queue)
         if queue.durable:
             self.persistence.store_queue(spec)
         return queue
@@ -231,10 +243,13 @@ class Addresses:
             delay_before_dispatch=spec.delay_before_dispatch,
         )
 
-    def delete_queue(self, queue: Queue) -> Pending:
-        """Remove a queue and every message reference it holds."""
+    def delete_queue(self, queue: Queue, *, with_address: bool = True) -> Pending:
+        """Remove a queue and every message reference it holds; its auto-created address
+        too when nothing else is bound to it and its settings delete it at once
+        (``with_address``)."""
         pending = Pending()
         self.post_office.remove_queue(queue)
+        self.lifetimes.queues.pop(queue.id, None)
         refs = queue.remove_all()
         if refs:
             queue.delivering += len(refs)
@@ -245,36 +260,84 @@ class Addresses:
         if queue.durable:
             pending.tickets += self.persistence.delete_queue(queue.id)
         address = self.post_office.address(queue.address)
+        if address is None:
+            return pending
+        self.lifetimes.binding_removed(address)
+        settings = self.address_settings(address.name)
         if (
-            address is not None
+            with_address
             and address.auto_created
-            and not address.queues
-            and self.address_settings(address.name).auto_delete_addresses
+            and settings.auto_delete_addresses
+            and settings.auto_delete_addresses_delay == 0
+            and not self.bound(address)
         ):
-            self.post_office.remove_address(address.name)
-            pending.tickets += self.persistence.delete_address(address.id)
+            pending.tickets += self.delete_address(address).tickets
         return pending
 
+    def reap_queue(self, queue: Queue) -> Pending:
+        """Delete ``queue`` for the reaper: its address stays for a later scan (Artemis's
+        ``QueueManagerImpl.performAutoDeleteQueue`` leaves it to the next sweeps)."""
+        return self.delete_queue(queue, with_address=False)
+
+    def delete_address(self, address: Address) -> Pending:
+        """Remove an address (its queues are gone)."""
+        self.post_office.remove_address(address.name)
+        self.lifetimes.addresses.pop(address.id, None)
+        return Pending(tickets=self.persistence.delete_address(address.id))
+
+    def bound(self, address: Address) -> bool:
+        """Whether a queue, here or on another node, or a divert is bound to ``address``
+        (Artemis's ``isAddressBound``)."""
+        return bool(
+            address.queues
+            or self.post_office.remote.get(address.name)
+            or address.name in self._diverted
+        )
+
+    def auto_delete(self, queue: Queue, settings: AddressSettings) -> bool:
+        """Whether ``queue`` is one its settings delete once unused: not declared in
+        broker.xml, and auto-created (``auto-delete-queues``) or created on purpose
+        (``auto-delete-created-queues``). Temporary queues go with their consumer."""
+        if queue.temporary or queue.name in self._configured:
+            return False
+        if queue.auto_created:
+            return settings.auto_delete_queues
+        return settings.auto_delete_created_queues
+
     def queue_lost_consumer(self, queue: Queue) -> Pending | None:
-        """Artemis's auto-delete and purge-on-no-consumers when a consumer leaves."""
+        """A consumer left ``queue``: with none left, a temporary queue goes and a
+        purge-on-no-consumers one is purged (Artemis's ``QueueManagerImpl``); the
+        reaper deletes auto-delete queues later (:mod:`.address_queue_reaper`)."""
         if queue.consumers or self.post_office.queue(queue.name) is not queue:
             return None
+        self.lifetimes.consumer_removed(queue)
         if queue.temporary:
             return self.delete_queue(queue)
-        settings = self.address_settings(queue.address)
-        if (
-            queue.auto_created
-            and settings.auto_delete_queues
-            and queue.message_count == 0
-            and not queue.arriving  # a send routed here before the consumer left
-            and queue.routing_type is RoutingType.ANYCAST
-        ):
-            return self.delete_queue(queue)
-        if queue.purge_on_no_consumers and queue.messages:
-            refs = queue.remove_all()
-            queue.delivering += len(refs)
-            return Pending(tickets=self.acks.acknowledge_refs(refs))
+        if queue.purge_on_no_consumers:
+            return self._purge(queue)
         return None
+
+    def _purge(self, queue: Queue) -> Pending:
+        """Purge-on-no-consumers: every message of ``queue`` is acknowledged and counted
+        as killed (Artemis purges with the reason KILLED); those still in page files below
+        the queue's stable end (every send settled so far) are acknowledged in the pages by
+        a task (:meth:`.PagingManager.purge_soon`)."""
+        refs = queue.remove_all()
+        queue.messages_killed += len(refs)
+        pending = Pending(tickets=self.acks.acknowledge_refs(refs))
+        if queue.paged > 0:
+            self.paging.purge_soon(queue, self.offsets.stable_end(queue), self._purge_below)
+        return pending
+
+    def _purge_below(self, queue: Queue, offset: int) -> int:
+        """Purge the ready references of ``queue`` below ``offset`` that came into memory
+        from its pages meanwhile; how many."""
+        refs = [ref for ref in queue.messages if ref.offset < offset]
+        if refs:
+            queue.remove(refs)
+            queue.messages_killed += len(refs)
+            self.acks.acknowledge_refs(refs, awaited=False)
+        return len(refs)
 
 
 def _with_dispatch(spec: QueueSpec, kind: QueueKind, settings: AddressSettings) -> QueueSpec:

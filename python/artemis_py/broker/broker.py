@@ -25,7 +25,8 @@ Other packages (protocol sessions, the cluster) use the broker through the metho
 (:mod:`artemis_py.broker.sending`, with the write order of :mod:`artemis_py.broker.write_order`;
 on a node with diverts :mod:`artemis_py.broker.diverting`),
 acknowledging, cancelling and expiring (:mod:`artemis_py.broker.acknowledging`, with the
-periodic scan of :mod:`artemis_py.broker.expiry_reaper`) and reading by
+periodic scan of :mod:`artemis_py.broker.expiry_reaper`; auto-deletion's is
+:mod:`artemis_py.broker.address_queue_reaper`) and reading by
 offset (:mod:`artemis_py.broker.offset_reading`). Its operations are those parts' methods, bound
 once when the broker is made, so a send costs no call more than the part's own.
 """
@@ -36,6 +37,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from artemis_py.broker.acknowledging import Acknowledgements
+from artemis_py.broker.address_queue_reaper import AddressQueueReaper
 from artemis_py.broker.addresses import Addresses
 from artemis_py.broker.adopted_streams import recovered_ref
 from artemis_py.broker.diverting import DivertingSending, compile_diverts
@@ -95,6 +97,8 @@ class Broker:
         self.addresses = addresses = Addresses(
             config, persistence, post_office, paging, acks, self.offsets, self.scheduler
         )
+        # Unused auto-created queues and addresses deleted (run by the node).
+        self.address_queue_reaper = AddressQueueReaper(addresses, config.address_queue_scan_period)
         parts = (persistence, paging, post_office, addresses, self.duplicates, self.node_id)
         # Without diverts, sends pay nothing for them (broker/diverting.py).
         self.sending = sending = (

@@ -331,8 +331,10 @@ ADDRESS_SETTING_FIELDS: dict[str, SettingSpec] = {
 # nothing, so it is not named). Implementing a setting means removing it from here; a test
 # (test_config_address_settings.py) checks that every setting outside this set is read by the
 # broker and none inside it is. Honoured today: dead letters and expiry (every setting of
-# theirs; docs/expiry.md), max-delivery-attempts, redistribution-delay, auto-create-queues, auto-delete-queues,
-# auto-create-addresses, auto-delete-addresses, default-queue-routing-type,
+# theirs; docs/expiry.md), max-delivery-attempts, redistribution-delay, auto-create-queues,
+# auto-create-addresses, auto-deletion (auto-delete-queues, auto-delete-created-queues,
+# auto-delete-addresses and their -delay, -message-count and -skip-usage-check settings;
+# broker/address_queue_reaper.py), default-queue-routing-type,
 # default-address-routing-type, default-max-consumers, default-purge-on-no-consumers.
 ADDRESS_SETTINGS_NOT_IMPLEMENTED = frozenset(
     {
@@ -346,13 +348,7 @@ ADDRESS_SETTINGS_NOT_IMPLEMENTED = frozenset(
         "slow-consumer-threshold-measurement-unit",
         "slow-consumer-policy",
         "slow-consumer-check-period",
-        # Automatic deletion refinements and configuration reloading.
-        "auto-delete-created-queues",
-        "auto-delete-queues-delay",
-        "auto-delete-queues-message-count",
-        "auto-delete-queues-skip-usage-check",
-        "auto-delete-addresses-delay",
-        "auto-delete-addresses-skip-usage-check",
+        # Configuration reloading.
         "config-delete-queues",
         "config-delete-addresses",
         "config-delete-diverts",

@@ -30,6 +30,7 @@ MANAGEMENT_ADDRESS = "activemq.management"  # where management operations are se
 MAX_DISK_USAGE = 90  # percent; ActiveMQDefaultConfiguration.DEFAULT_MAX_DISK_USAGE
 DISK_SCAN_PERIOD = 5000  # ms; DEFAULT_DISK_SCAN
 MESSAGE_EXPIRY_SCAN_PERIOD = 30000  # ms; DEFAULT_MESSAGE_EXPIRY_SCAN_PERIOD (-1: never)
+ADDRESS_QUEUE_SCAN_PERIOD = 30000  # ms; DEFAULT_ADDRESS_QUEUE_SCAN_PERIOD (-1: never)
 
 # --- journal ------------------------------------------------------------------------------------
 # journal-buffer-timeout is in nanoseconds. Artemis: 1e9/2000 for ASYNCIO, 1e9/300 for NIO.

@@ -397,7 +397,9 @@ class BrokerConfig:
     ``max_disk_usage``) and ``disk_scan_period`` (ms, -1: never scanned) watch the disk of
     the data directories (:mod:`artemis_py.broker.paging.disk`). ``message_expiry_scan_period``
     (ms, -1: never) is how often the expiry reaper looks for expired messages
-    (:mod:`artemis_py.broker.expiry_reaper`). ``large_messages_directory`` holds
+    (:mod:`artemis_py.broker.expiry_reaper`), ``address_queue_scan_period`` (ms, -1: never)
+    how often empty auto-created queues and addresses are looked for and deleted
+    (:mod:`artemis_py.broker.address_queue_reaper`). ``large_messages_directory`` holds
     large messages (docs/large-messages.md). ``wildcards`` is the syntax of address
     patterns, for address and security settings and, when ``wildcard_routing_enabled``
     (Artemis's default), for subscriptions on wildcard addresses
@@ -416,6 +418,7 @@ class BrokerConfig:
     min_disk_free: int = -1
     disk_scan_period: int = defaults.DISK_SCAN_PERIOD
     message_expiry_scan_period: int = defaults.MESSAGE_EXPIRY_SCAN_PERIOD
+    address_queue_scan_period: int = defaults.ADDRESS_QUEUE_SCAN_PERIOD
     id_cache_size: int = defaults.ID_CACHE_SIZE
     persist_id_cache: bool = True
     # Where management operations are sent (Artemis's <management-address>).

@@ -57,7 +57,7 @@ CORE_IMPLEMENTED = _names(
     journal-buffer-size journal-buffer-timeout journal-max-io journal-datasync
     journal-sync-transactional journal-sync-non-transactional journal-compact-min-files
     journal-compact-percentage id-cache-size persist-id-cache global-max-size global-max-messages
-    max-disk-usage min-disk-free disk-scan-period message-expiry-scan-period
+    max-disk-usage min-disk-free disk-scan-period message-expiry-scan-period address-queue-scan-period
     cluster-user cluster-password mask-password password-codec connection-ttl-override
     wild-card-routing-enabled
     management-address
@@ -80,7 +80,7 @@ CORE_UNIMPLEMENTED = _names(
     connection-ttl-check-interval configuration-file-refresh-period temporary-queue-namespace
     uuid-namespace async-connection-execution-enabled transaction-timeout
     transaction-timeout-scan-period message-expiry-thread-priority
-    address-queue-scan-period remoting-incoming-interceptors remoting-outgoing-interceptors
+    remoting-incoming-interceptors remoting-outgoing-interceptors
     persist-delivery-count-before-delivery max-redelivery-records populate-validated-user
     reject-empty-validated-user mqtt-session-scan-interval mqtt-session-state-persistence-timeout
     mqtt-subscription-persistence-enabled queues federations broker-connections

@@ -26,10 +26,14 @@ Theory of operation
   the cursor then completes the pages it passed (PAGE_COMPLETE) and they are deleted once
   every queue is done with them, with or without a consumer. Depaging and acknowledging
   both move the cursor only if it is still where their read started (else they read again).
+* **Purging** (purge-on-no-consumers) acknowledges up to the queue's stable end when its
+  last consumer left, as above, and the messages a depaging brought into memory meanwhile;
+  it stops when a consumer comes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -228,3 +232,38 @@ def _pass(
         ops += persistence.large.page_acked(paging.address, position, queue.id, None)
         queue.messages_acknowledged += 1
     return ops, False
+
+
+async def purge_below(
+    paging: AddressPaging,
+    cursor: PageCursor,
+    offset: int,
+    purge_memory: Callable[[Queue, int], int],
+) -> int:
+    """Acknowledge every message of the cursor's queue below ``offset``, in its pages or
+    brought into memory by a depaging meanwhile (``purge_memory(queue, offset)`` takes
+    those and says how many), until none is left or the queue has a consumer again or is
+    deleted; how many were acknowledged in the pages. Raises what the page reads raise."""
+    queue = cursor.queue
+    manager = paging.manager
+    purged = 0
+    while not queue.consumers and paging.cursors.get(queue.id) is cursor:
+        await manager.read_ended(cursor)  # a depaging under way lands in memory first
+        in_memory = purge_memory(queue, offset)
+        low = await lowest(paging, cursor)
+        if low is None or low >= offset:
+            if not in_memory:
+                break
+            continue  # (their acknowledgements may have started another depaging)
+        acknowledged, position = queue.messages_acknowledged, cursor.position
+        await manager.persistence.wait(await acknowledge_below(paging, cursor, offset))
+        # Counted as killed, as Artemis's purge (no consumer acknowledged anything).
+        passed = queue.messages_acknowledged - acknowledged
+        queue.messages_acknowledged, queue.messages_killed = (
+            acknowledged,
+            queue.messages_killed + passed,
+        )
+        purged += passed
+        if cursor.position == position and not in_memory:
+            break  # no progress (a page being deleted): the next purge carries on
+    return purged

@@ -24,7 +24,7 @@ import trio
 
 from artemis_py.broker.adopted_streams import adopt
 from artemis_py.broker.message import MessageReference
-from artemis_py.broker.paging import recovery
+from artemis_py.broker.paging import by_offset, recovery
 from artemis_py.broker.paging.address import (
     BLOCK,
     DROP,
@@ -460,6 +460,38 @@ class PagingManager:
         self._delete_completed(paging)
         self.check_paging_ended(paging)
         return ops if queue.durable else []
+
+    def purge_soon(
+        self, queue: Queue, below: int, purge_memory: Callable[[Queue, int], int]
+    ) -> None:
+        """Purge-on-no-consumers' paged part: a task acknowledges ``queue``'s messages in
+        its page files below the offset ``below``, as :func:`.by_offset.purge_below`
+        does (``purge_memory`` purges those that came into memory meanwhile)."""
+        paging = self.addresses.get(queue.address)
+        cursor = paging.cursors.get(queue.id) if paging is not None else None
+        if paging is None or cursor is None or self._nursery is None:
+            return
+        self._nursery.start_soon(self._purge, paging, cursor, below, purge_memory)
+
+    async def _purge(
+        self,
+        paging: AddressPaging,
+        cursor: PageCursor,
+        below: int,
+        purge_memory: Callable[[Queue, int], int],
+    ) -> None:
+        try:
+            purged = await by_offset.purge_below(paging, cursor, below, purge_memory)
+        except Exception as exc:  # a broken page must not stop the node
+            log.error(
+                "address %s: cannot purge the paged messages of queue %s: %s",
+                paging.address,
+                cursor.queue.name,
+                exc,
+            )
+            return
+        if purged:
+            log.debug("queue %s: %d paged message(s) purged", cursor.queue.name, purged)
 
     def _release_page_refs(self, queue: Queue) -> None:
         """``queue`` will never read its paged large messages: the LARGE_PAGE_REF records

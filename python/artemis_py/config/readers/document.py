@@ -127,6 +127,7 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
     routing_wildcards = wildcards if routing_enabled else None
     addresses = read_addresses(reader, kids, routing_wildcards)
     queue_names = {q.name for a in addresses for q in a.queues}
+    disk_scan_period, expiry_scan_period, address_queue_scan_period = _scan_periods(reader, kids)
     config = BrokerConfig(
         name=reader.scalar(kids, "name", str.strip, defaults.BROKER_NAME),
         persistence_enabled=reader.scalar(kids, "persistence-enabled", parse_bool, True),
@@ -149,15 +150,9 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
         min_disk_free=reader.scalar(
             kids, "min-disk-free", checked(bytes64, minus_one_or_at_least(1)), -1
         ),
-        disk_scan_period=reader.scalar(
-            kids,
-            "disk-scan-period",
-            checked(int32, minus_one_or_at_least(1)),
-            defaults.DISK_SCAN_PERIOD,
-        ),
-        message_expiry_scan_period=reader.scalar(
-            kids, "message-expiry-scan-period", _scan_period, defaults.MESSAGE_EXPIRY_SCAN_PERIOD
-        ),
+        disk_scan_period=disk_scan_period,
+        message_expiry_scan_period=expiry_scan_period,
+        address_queue_scan_period=address_queue_scan_period,
         id_cache_size=id_cache_size,
         persist_id_cache=reader.scalar(kids, "persist-id-cache", parse_bool, True),
         management_address=reader.scalar(
@@ -185,6 +180,25 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
 
 # Artemis's MINUS_ONE_OR_GT_ZERO for a long period (-1: the scan never runs).
 _scan_period = checked(int64, minus_one_or_at_least(1))
+
+
+def _scan_periods(reader: ElementReader, kids: Children) -> tuple[int, int, int]:
+    """``disk-scan-period`` (an int there), ``message-expiry-scan-period`` and
+    ``address-queue-scan-period`` (ms; -1: never)."""
+    return (
+        reader.scalar(
+            kids,
+            "disk-scan-period",
+            checked(int32, minus_one_or_at_least(1)),
+            defaults.DISK_SCAN_PERIOD,
+        ),
+        reader.scalar(
+            kids, "message-expiry-scan-period", _scan_period, defaults.MESSAGE_EXPIRY_SCAN_PERIOD
+        ),
+        reader.scalar(
+            kids, "address-queue-scan-period", _scan_period, defaults.ADDRESS_QUEUE_SCAN_PERIOD
+        ),
+    )
 
 
 def _percent_or_minus_one(text: str) -> int:
