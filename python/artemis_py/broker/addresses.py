@@ -114,12 +114,15 @@ class Addresses:
         A wildcard address is for subscriptions: sending to one is refused, as Artemis
         refuses it (what would match is the addresses it stands for, not the pattern)."""
         wildcards = self.post_office.wildcards
-        if for_send and wildcards.is_wildcard(name):
+        address = self.post_office.address(name)
+        # (a pattern that exists is one of the wildcards' matchers: a dict test per send)
+        if for_send and (
+            name in wildcards.matchers or (address is None and wildcards.is_wildcard(name))
+        ):
             raise BrokerError(
                 f"cannot send to {name}: it is a wildcard address; messages are sent to an "
                 "address it matches and reach the queues bound to it from there"
             )
-        address = self.post_office.address(name)
         settings = self.address_settings(name)
         if address is None:
             problem = wildcards.problem(name)

@@ -78,13 +78,14 @@ def sent_message(
     control = CONTROL_HEADERS if OFFSET_FROM not in first else _CONTROL_AND_OFFSET
     durable = first.get("persistent")
     properties = tuple([h for h in headers if h[0] not in control])
-    group_id = first.get(CLIENT_GROUP_ID)
-    if group_id is not None:  # stored under Artemis's own name, as Artemis does
+    group_id = None  # ("in" tests: cheaper than two dict.get calls on every send)
+    if CLIENT_GROUP_ID in first:  # stored under Artemis's own name, as Artemis does
+        group_id = first[CLIENT_GROUP_ID]
         properties = tuple(
             (GROUP_ID_PROPERTY if k == CLIENT_GROUP_ID else k, v) for k, v in properties
         )
-    else:
-        group_id = first.get(GROUP_ID_PROPERTY)
+    elif GROUP_ID_PROPERTY in first:
+        group_id = first[GROUP_ID_PROPERTY]
     if scheduled:
         properties += ((SCHEDULED_PROPERTY, str(scheduled)),)
     return Message(
