@@ -133,3 +133,11 @@ def test_an_exclusive_queue_feeds_one_consumer_until_it_leaves(
         other.wait_messages(1)
         assert [m.body for m in other.messages] == ["after"]
         other.close()
+
+
+def test_a_group_id_far_too_long_is_refused(make_broker: Callable[..., BrokerProcess]) -> None:
+    node = make_broker(prefixes=False)
+    client = node.client()
+    client.conn.send(unique("orders"), "x", headers={"JMSXGroupID": "g" * 5000, "receipt": "r"})
+    error = client.wait_error()
+    assert "at most 1024" in error.headers.get("message", "") + error.body

@@ -53,6 +53,9 @@ CONTROL_HEADERS = frozenset(
     }
 )
 _CONTROL_AND_OFFSET = CONTROL_HEADERS | {OFFSET_FROM}
+#: The longest group id a SEND may give (Artemis has no limit; a far longer one is refused
+#: rather than kept in every queue's owners and in the grouping handler's journal).
+MAX_GROUP_ID = 1024
 
 
 def sent_message(
@@ -86,6 +89,11 @@ def sent_message(
         )
     elif GROUP_ID_PROPERTY in first:
         group_id = first[GROUP_ID_PROPERTY]
+    if group_id is not None and len(group_id) > MAX_GROUP_ID:
+        raise StompError(
+            f"{CLIENT_GROUP_ID} is {len(group_id)} characters long: a group id has at most "
+            f"{MAX_GROUP_ID} (every queue and the cluster's grouping keep one per group)"
+        )
     if scheduled:
         properties += ((SCHEDULED_PROPERTY, str(scheduled)),)
     return Message(
