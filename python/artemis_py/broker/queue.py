@@ -215,6 +215,10 @@ class Queue:
         self._on_hold(ref, due_ms)
         return True
 
+    def _not_held(self, refs: Iterable[MessageReference]) -> list[MessageReference]:
+        """``refs`` but those held until their delivery time."""
+        return [r for r in refs if not (r.message.scheduled and self._held(r, r.message.scheduled))]
+
     def add(self, ref: MessageReference) -> None:
         message = ref.message
         if message.scheduled and self._held(ref, message.scheduled):
@@ -239,7 +243,7 @@ class Queue:
     def add_many(self, refs: Iterable[MessageReference]) -> None:
         """Add references in order (recovery), delivering once at the end."""
         held_before = len(self.scheduled)
-        refs = [r for r in refs if not (r.message.scheduled and self._held(r, r.message.scheduled))]
+        refs = self._not_held(refs)
         self.messages_added += len(self.scheduled) - held_before
         self._prioritise(refs)
         for ref in refs:
@@ -255,7 +259,7 @@ class Queue:
 
     def add_paged(self, refs: list[MessageReference]) -> None:
         """Depaged references, at the tail in page order (counted as added when paged)."""
-        refs = [r for r in refs if not (r.message.scheduled and self._held(r, r.message.scheduled))]
+        refs = self._not_held(refs)
         self._prioritise(refs)
         if self.last_values is None:
             self.messages.extend(refs)

@@ -377,8 +377,8 @@ def _feature_arguments(features: argparse._ArgumentGroup) -> None:
         type=_priority_range,
         default=None,
         metavar="LO-HI",
-        help="send each message with a priority in LO..HI (0-9); consumers report how often "
-        "a message was overtaken by one of lower priority, and the latency per priority",
+        help="send each message with a priority in LO..HI (0-9); consumers report the "
+        "mean end-to-end latency per priority",
     )
     features.add_argument(
         "--priority-order",
