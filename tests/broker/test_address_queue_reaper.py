@@ -222,10 +222,9 @@ async def test_the_initial_check_takes_empty_ones_at_once() -> None:
 async def test_purge_on_no_consumers_empties_the_queue_and_counts_kills() -> None:
     broker, _ = started("<default-purge-on-no-consumers>true</default-purge-on-no-consumers>")
     queue = auto_created(broker, "p")
-    await send(broker, "p", 4)
     consumer = Consumer()
     queue.add_consumer(consumer)
-    queue.deliver()
+    await send(broker, "p", 4)
     assert len(consumer.got) == 4
     queue.remove_consumer(consumer)
     broker.cancel(consumer.got)  # back in the queue, as when a session closes
@@ -233,6 +232,18 @@ async def test_purge_on_no_consumers_empties_the_queue_and_counts_kills() -> Non
     assert pending is not None
     await pending.settled()
     assert (queue.message_count, queue.messages_killed, queue.delivering) == (0, 4, 0)
+
+
+async def test_a_purge_on_no_consumers_queue_takes_nothing_without_a_consumer() -> None:
+    # Artemis's queue drops such a message at routing (AMQ224149), to no other queue.
+    broker, _ = started("<default-purge-on-no-consumers>true</default-purge-on-no-consumers>")
+    queue = auto_created(broker, "p")
+    await send(broker, "p", 2)
+    assert (queue.message_count, queue.messages_added) == (0, 0)
+    consumer = Consumer()
+    queue.add_consumer(consumer)
+    await send(broker, "p", 3)
+    assert len(consumer.got) == 3
 
 
 async def test_a_period_of_minus_one_runs_only_the_initial_check() -> None:

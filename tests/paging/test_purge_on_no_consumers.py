@@ -48,9 +48,12 @@ def test_the_paged_part_is_purged_when_the_last_consumer_leaves(make_broker, cli
     wait_for(lambda: len(page_files(node)) <= 1, message=lambda: f"{page_files(node)}")
     node.restart()
     assert stats()["messages"] == 0, "a purged message came back from the pages"
+    producer = clients(node)
+    # Without a consumer the queue takes nothing (Artemis drops it at routing).
+    producer.send(f"/queue/{q}", "unheard", persistent="true")
+    assert stats()["added"] == 0
     late = clients(node)
     late.subscribe(f"/queue/{q}")
-    producer = clients(node)
     producer.send(f"/queue/{q}", "after", persistent="true")
     late.wait_messages(1)
     late.sync()

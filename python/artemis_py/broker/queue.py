@@ -37,6 +37,7 @@ every message from their own position, and acknowledgements remove nothing.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
@@ -52,6 +53,9 @@ from artemis_py.exceptions import ArtemisError
 if TYPE_CHECKING:
     from artemis_py.broker.filter import Filter
     from artemis_py.broker.message import MessageReference
+
+
+log = logging.getLogger(__name__)
 
 
 class MaxConsumersReachedError(ArtemisError):
@@ -106,6 +110,7 @@ class Queue:
         self.temporary = temporary
         self.max_consumers = max_consumers
         self.purge_on_no_consumers = purge_on_no_consumers
+        self._told_dropping = False  # the log says once that such a queue drops messages
         self.auto_created = auto_created
         # Ready references: a deque while all have the default priority, else by priority.
         self.messages: deque[MessageReference] | PriorityRefs = deque()
@@ -168,7 +173,18 @@ class Queue:
         return len(self.consumers)
 
     def accepts(self, lookup: Callable[[str], object]) -> bool:
-        """Whether the queue's filter lets a message in."""
+        """Whether the queue's filter lets a message in; a purge-on-no-consumers queue
+        takes nothing while it has no consumer (Artemis's queue drops it at routing)."""
+        if self.purge_on_no_consumers and not self.consumers:
+            if not self._told_dropping:
+                self._told_dropping = True
+                log.info(
+                    "AMQ224149: messages to address %s are not kept in queue %s: it is "
+                    "purge-on-no-consumers and has no consumer",
+                    self.address,
+                    self.name,
+                )
+            return False
         return self.filter is None or self.filter.matches(lookup)
 
     def stable_end(self, next_id: int) -> int:
