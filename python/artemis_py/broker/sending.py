@@ -308,8 +308,7 @@ class Sending:
             return self.commit(tx)
         except StorageError:
             for queue, refs in grouped:
-                queue.delivering -= len(refs)
-                queue.cancel(refs)
+                queue.cancel(refs)  # (counts them out of delivering again)
             raise
 
     def commit(self, tx: Transaction, *, from_client: bool = False) -> Pending:

@@ -231,8 +231,7 @@ async def move(node: Node, name: str, to: str) -> Outcome:
         try:
             pending = broker.commit(Transaction(sends=sends, acks=refs))
         except (BrokerError, StorageError):
-            queue.delivering -= len(refs)
-            queue.cancel(refs)
+            queue.cancel(refs)  # (counts them out of delivering again)
             raise
         await pending.settled()
 
