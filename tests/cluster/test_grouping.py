@@ -3,7 +3,8 @@ node 0 has the LOCAL grouping handler, nodes 1 and 2 REMOTE ones, a consumer on 
 
 A group's messages reach one consumer on one node wherever they are sent; different groups
 spread; the arbiter keeps its decisions across a restart; its reaper forgets idle groups;
-with the arbiter down a new group's send fails after the handler's timeout.
+with the arbiter down a new group's send fails after the handler's timeout, and a COMMIT refused so
+redelivers what it acknowledged.
 """
 
 from __future__ import annotations
@@ -145,3 +146,24 @@ def test_a_new_group_fails_after_timeout_while_the_arbiter_is_down(
     assert f"{TIMEOUT_MS} ms" in error.body
     assert waited >= TIMEOUT_MS / 1000 - 0.1, waited
     assert "Traceback" not in nodes[1].log()
+
+
+def test_a_refused_commit_gives_its_acknowledgements_back(nodes: Cluster, clients: Any) -> None:
+    # A COMMIT held for a group's decision and refused after the timeout did not happen:
+    # the message it acknowledged is delivered again, not kept as delivering for ever.
+    q, jobs = unique("txdown"), unique("jobs")
+    consume_everywhere(nodes, clients, q)
+    worker = clients(nodes[1])
+    worker.subscribe(f"/queue/{jobs}", ack="client-individual")
+    clients(nodes[1]).send(f"/queue/{jobs}", "job")
+    job = worker.wait_messages(1)[0]
+    nodes[0].stop()
+    worker.begin("t")
+    worker.ack(job, transaction="t")
+    worker.conn.send(f"/queue/{q}", "new:0", headers={"JMSXGroupID": "fresh", "transaction": "t"})
+    worker.conn.commit("t")
+    assert "LOCAL grouping handler" in worker.wait_error(timeout=10).body
+    again = clients(nodes[1])
+    again.subscribe(f"/queue/{jobs}")
+    again.wait_messages(1)
+    assert again.bodies() == ["job"]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -40,7 +40,7 @@ from artemis_py.broker.authorization import UNCHECKED, Authorizer, Permission, s
 from artemis_py.broker.broker import Broker, BrokerError, Transaction
 from artemis_py.broker.duplicate_cache import DUPLICATE_ID_HEADER, Claim, duplicate_id
 from artemis_py.broker.filter import Filter, FilterSyntaxError
-from artemis_py.broker.message import Message
+from artemis_py.broker.message import Message, MessageReference
 from artemis_py.broker.offset_reading import OffsetReadError
 from artemis_py.broker.pending import Pending
 from artemis_py.broker.queue import MaxConsumersReachedError
@@ -511,6 +511,8 @@ class StompSession:
             if isinstance(exc, StorageError) and tx.acks:
                 self.broker.cancel(tx.acks)
             raise
+        if pending.gate is not None and tx.acks:
+            pending.gate = _cancelling_if_refused(pending.gate, tx.acks, self.broker.cancel)
         for sub in self.subscriptions.values():
             sub.queue.deliver()
         return pending
@@ -522,6 +524,26 @@ class StompSession:
         # Acknowledgements of an aborted transaction did not happen: redeliver them.
         if tx.acks:
             self.broker.cancel(tx.acks)
+
+
+def _cancelling_if_refused(
+    gate: Callable[[], Awaitable[None]],
+    acks: list[MessageReference],
+    cancel: Callable[[list[MessageReference]], None],
+) -> Callable[[], Awaitable[None]]:
+    """The gate of a COMMIT held back (room on a full disk or address, a group's
+    decision): if it is refused once it could go on, or the connection closes meanwhile,
+    its acknowledgements did not happen and the messages are delivered again (their
+    duplicate ids are freed when the connection closes)."""
+
+    async def gate_or_cancel() -> None:
+        try:
+            await gate()
+        except BaseException:
+            cancel(acks)
+            raise
+
+    return gate_or_cancel
 
 
 # What each command does: one table for every session (a dict of bound methods in each
