@@ -8,8 +8,8 @@ import pytest
 
 from artemis_py.broker.broker import Broker
 from artemis_py.broker.persistence import Persistence
-from artemis_py.broker.store import MemoryStore
 from artemis_py.broker.sending import Transaction
+from artemis_py.broker.store import MemoryStore
 from artemis_py.config import RoutingType, parse_config
 from artemis_py.exceptions import StorageError
 

@@ -77,6 +77,8 @@ class Queue:
 
     #: Consuming removes nothing (:class:`~artemis_py.broker.non_destructive.NonDestructiveQueue`).
     non_destructive = False
+    #: The log said that this purge-on-no-consumers queue drops messages (said once).
+    _told_dropping = False
 
     def __init__(
         self,
@@ -110,7 +112,6 @@ class Queue:
         self.temporary = temporary
         self.max_consumers = max_consumers
         self.purge_on_no_consumers = purge_on_no_consumers
-        self._told_dropping = False  # the log says once that such a queue drops messages
         self.auto_created = auto_created
         # Ready references: a deque while all have the default priority, else by priority.
         self.messages: deque[MessageReference] | PriorityRefs = deque()
