@@ -273,7 +273,8 @@ def _queue_stat_parser(group: argparse._SubParsersAction[argparse.ArgumentParser
         "Print a table of the queues: CONSUMER_COUNT (consumers), MESSAGE_COUNT (messages "
         "on the queue, in delivery included), MESSAGES_ADDED (added since the node "
         "started), DELIVERING_COUNT (delivered, not yet acknowledged), MESSAGES_ACKED "
-        "(acknowledged). Filter with --queueName X (names containing X) or with --field, "
+        "(acknowledged), SCHEDULED_COUNT (held until their delivery time, counted in "
+        "MESSAGE_COUNT too). Filter with --queueName X (names containing X) or with --field, "
         "--operation and --value.",
     )
     stat.add_argument(

@@ -26,9 +26,11 @@ STAT_FIELDS: Final = (
     ("MESSAGES_ADDED", "added"),
     ("DELIVERING_COUNT", "delivering"),
     ("MESSAGES_ACKED", "acknowledged"),
+    ("SCHEDULED_COUNT", "scheduled"),
     ("ROUTING_TYPE", "routing_type"),
 )
-"""``queue stat``'s columns: Artemis's titles, and the API's field each shows."""
+"""``queue stat``'s columns: Artemis's titles, and the API's field each shows (Artemis
+added SCHEDULED_COUNT and ROUTING_TYPE together, ARTEMIS-2387 in 2.10)."""
 
 # Artemis's `queue stat --field` also takes its JSON names (messageCount, ...).
 _ARTEMIS_JSON_NAMES: Final = {
@@ -37,6 +39,7 @@ _ARTEMIS_JSON_NAMES: Final = {
     "messagesadded": "added",
     "deliveringcount": "delivering",
     "messagesacked": "acknowledged",
+    "scheduledcount": "scheduled",
     "routingtype": "routing_type",
 }
 

@@ -34,7 +34,7 @@ def _queue(name: str, **counts: Any) -> dict[str, Any]:
         "name": name, "address": name, "routing_type": "ANYCAST", "durable": True,
         "filter": None, "consumers": 0, "messages": 0, "delivering": 0, "added": 0,
         "acknowledged": 0, "expired": 0, "killed": 0, "paused": False, "max_consumers": -1,
-        "auto_created": False,
+        "auto_created": False, "scheduled": 0,
     }  # fmt: skip
     queue.update(counts)
     return queue
@@ -46,7 +46,7 @@ class FakeApi:
     def __init__(self) -> None:
         self.queues = {
             "orders": _queue("orders", consumers=2, messages=7, delivering=3, added=12,
-                             acknowledged=5),
+                             acknowledged=5, scheduled=2),
             "DLQ": _queue("DLQ"),
             "events.audit": _queue("events.audit", address="events", routing_type="MULTICAST",
                                    messages=1, added=1),
@@ -201,13 +201,13 @@ def test_queue_stat_prints_artemis_table_sorted_by_name(api, capsys):
     lines = out.splitlines()
     assert lines[0].split("|")[1:-1] == [
         "NAME         ", "ADDRESS ", "CONSUMER_COUNT ", "MESSAGE_COUNT ", "MESSAGES_ADDED ",
-        "DELIVERING_COUNT ", "MESSAGES_ACKED ", "ROUTING_TYPE ",
+        "DELIVERING_COUNT ", "MESSAGES_ACKED ", "SCHEDULED_COUNT ", "ROUTING_TYPE ",
     ]  # fmt: skip
     rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in lines[1:]]
     assert rows == [
-        ["DLQ", "DLQ", "0", "0", "0", "0", "0", "ANYCAST"],
-        ["events.audit", "events", "0", "1", "1", "0", "0", "MULTICAST"],
-        ["orders", "orders", "2", "7", "12", "3", "5", "ANYCAST"],
+        ["DLQ", "DLQ", "0", "0", "0", "0", "0", "0", "ANYCAST"],
+        ["events.audit", "events", "0", "1", "1", "0", "0", "0", "MULTICAST"],
+        ["orders", "orders", "2", "7", "12", "3", "5", "2", "ANYCAST"],
     ]
 
 
@@ -228,8 +228,13 @@ def test_queue_stat_json_is_the_api_objects(api, capsys):
         (["--field", "ADDRESS", "--operation", "NOT_CONTAINS", "--value", "e"], ["DLQ"]),
         (["--field", "messages_acked", "--operation", "LESS_THAN", "--value", "1"],
          ["DLQ", "events.audit"]),
+        (["--field", "SCHEDULED_COUNT", "--operation", "GREATER_THAN", "--value", "0"],
+         ["orders"]),
+        (["--field", "scheduledCount", "--operation", "EQUALS", "--value", "0"],
+         ["DLQ", "events.audit"]),
     ],
-    ids=["queueName", "greater", "artemis-json-name", "not-contains", "less"],
+    ids=["queueName", "greater", "artemis-json-name", "not-contains", "less", "scheduled",
+         "scheduled-json-name"],
 )  # fmt: skip
 def test_queue_stat_filters_as_artemis(api, capsys, options, names):
     _, url = api
