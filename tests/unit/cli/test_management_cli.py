@@ -34,7 +34,9 @@ def _queue(name: str, **counts: Any) -> dict[str, Any]:
         "name": name, "address": name, "routing_type": "ANYCAST", "durable": True,
         "filter": None, "consumers": 0, "messages": 0, "delivering": 0, "added": 0,
         "acknowledged": 0, "expired": 0, "killed": 0, "paused": False, "max_consumers": -1,
-        "auto_created": False, "scheduled": 0,
+        "auto_created": False, "temporary": False, "paged": 0, "internal": False,
+        "scheduled": 0, "replaced": 0, "exclusive": False, "groups": 0,
+        "last_value_key": None, "non_destructive": False,
     }  # fmt: skip
     queue.update(counts)
     return queue
@@ -104,6 +106,8 @@ class FakeApi:
                          "auto_created": False}  # fmt: skip
         if parts[:1] == ["queues"] and len(parts) >= 2 and parts[1] not in self.queues:
             return 404, {"error": f"no queue named {parts[1]!r}"}
+        if method == "GET" and parts[:1] == ["queues"] and len(parts) == 2:
+            return 200, self.queues[parts[1]]
         if method == "DELETE" and parts[:1] == ["queues"]:
             if self.queues[parts[1]]["consumers"] and query.get("force") != ["true"]:
                 return 409, {"error": f"queue {parts[1]!r} has consumers: use ?force=true"}
@@ -308,6 +312,49 @@ def test_queue_stat_bad_filter_is_a_usage_error(api, capsys, options, needle):
     assert code == EXIT_USAGE
     assert out == ""
     assert needle in one_line(err)
+
+
+# -- queue show -------------------------------------------------------------------------------
+
+
+def test_queue_show_prints_the_counts_and_the_kind(api, capsys):
+    state, url = api
+    state.queues["prices"] = _queue(
+        "prices", consumers=1, max_consumers=4, messages=5, delivering=1, scheduled=2,
+        added=9, acknowledged=1, replaced=3, groups=2, last_value_key="stock",
+        non_destructive=True, filter="region = 'EU'",
+    )  # fmt: skip
+    code, out, err = run(capsys, url, "queue", "show", "--name", "prices")
+    assert code == 0, err
+    assert out.splitlines() == [
+        "queue prices",
+        "  address: prices, routing type: ANYCAST, durable: yes",
+        "  filter: region = 'EU'",
+        "  consumers: 1 (at most: 4), paused: no",
+        "  messages: 5 (delivering: 1, scheduled: 2, paged: 0)",
+        "  added: 9, acknowledged: 1, expired: 0, killed: 0, replaced: 3",
+        "  exclusive: no, non-destructive: yes, last-value key: stock",
+        "  groups with an owner: 2",
+        "  auto-created: no, temporary: no, internal: no",
+    ]
+
+
+def test_queue_show_of_a_plain_queue_and_as_json(api, capsys):
+    state, url = api
+    state.queues["jobs"] = _queue("jobs", exclusive=True)
+    _, out, _ = run(capsys, url, "queue", "show", "--name", "jobs")
+    assert "  consumers: 0 (at most: no limit), paused: no" in out.splitlines()
+    assert "  exclusive: yes, non-destructive: no, last-value key: none" in out.splitlines()
+    code, out, _ = run(capsys, url, "queue", "show", "--name", "jobs", "--json")
+    assert code == 0
+    assert json.loads(out) == state.queues["jobs"]
+
+
+def test_queue_show_unknown_queue_is_one_line(api, capsys):
+    _, url = api
+    code, out, err = run(capsys, url, "queue", "show", "--name", "nope")
+    assert (code, out) == (EXIT_REFUSED, "")
+    assert one_line(err) == "Failed to show queue nope. Reason: no queue named 'nope'"
 
 
 # -- queue create, delete, purge --------------------------------------------------------------
