@@ -288,7 +288,7 @@ def _queue_stat_parser(group: argparse._SubParsersAction[argparse.ArgumentParser
         "on the queue, in delivery included), MESSAGES_ADDED (added since the node "
         "started), DELIVERING_COUNT (delivered, not yet acknowledged), MESSAGES_ACKED "
         "(acknowledged), SCHEDULED_COUNT (held until their delivery time, counted in "
-        "MESSAGE_COUNT too). Filter with --queueName X (names containing X) or with --field, "
+        "MESSAGE_COUNT too), ROUTING_TYPE and INTERNAL. Filter with --queueName X (names containing X) or with --field, "
         "--operation and --value.",
     )
     stat.add_argument(

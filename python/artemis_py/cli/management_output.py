@@ -30,9 +30,10 @@ STAT_FIELDS: Final = (
     ("MESSAGES_ACKED", "acknowledged"),
     ("SCHEDULED_COUNT", "scheduled"),
     ("ROUTING_TYPE", "routing_type"),
+    ("INTERNAL", "internal"),
 )
 """``queue stat``'s columns: Artemis's titles, and the API's field each shows (Artemis
-added SCHEDULED_COUNT and ROUTING_TYPE together, ARTEMIS-2387 in 2.10)."""
+added SCHEDULED_COUNT and ROUTING_TYPE together in 2.10, INTERNAL later)."""
 
 # Artemis's `queue stat --field` also takes its JSON names (messageCount, ...).
 _ARTEMIS_JSON_NAMES: Final = {
@@ -43,6 +44,7 @@ _ARTEMIS_JSON_NAMES: Final = {
     "messagesacked": "acknowledged",
     "scheduledcount": "scheduled",
     "routingtype": "routing_type",
+    "internalqueue": "internal",
 }
 
 OPERATIONS: Final = ("CONTAINS", "NOT_CONTAINS", "EQUALS", "GREATER_THAN", "LESS_THAN")

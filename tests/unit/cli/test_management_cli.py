@@ -205,13 +205,13 @@ def test_queue_stat_prints_artemis_table_sorted_by_name(api, capsys):
     lines = out.splitlines()
     assert lines[0].split("|")[1:-1] == [
         "NAME         ", "ADDRESS ", "CONSUMER_COUNT ", "MESSAGE_COUNT ", "MESSAGES_ADDED ",
-        "DELIVERING_COUNT ", "MESSAGES_ACKED ", "SCHEDULED_COUNT ", "ROUTING_TYPE ",
+        "DELIVERING_COUNT ", "MESSAGES_ACKED ", "SCHEDULED_COUNT ", "ROUTING_TYPE ", "INTERNAL ",
     ]  # fmt: skip
     rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in lines[1:]]
     assert rows == [
-        ["DLQ", "DLQ", "0", "0", "0", "0", "0", "0", "ANYCAST"],
-        ["events.audit", "events", "0", "1", "1", "0", "0", "0", "MULTICAST"],
-        ["orders", "orders", "2", "7", "12", "3", "5", "2", "ANYCAST"],
+        ["DLQ", "DLQ", "0", "0", "0", "0", "0", "0", "ANYCAST", "false"],
+        ["events.audit", "events", "0", "1", "1", "0", "0", "0", "MULTICAST", "false"],
+        ["orders", "orders", "2", "7", "12", "3", "5", "2", "ANYCAST", "false"],
     ]
 
 
