@@ -1,5 +1,5 @@
-// The queues: a form to create one, the table (counts from GET /api/queues, live) with each
-// queue's operations, and the browse panel (a few messages, read without consuming).
+// The queues: a form to create one, the table (counts and kind from GET /api/queues, live)
+// with each queue's operations, and the browse panel (a few messages, read without consuming).
 import { useState } from "preact/hooks";
 import { api } from "./api.js";
 import { colour } from "./charts.jsx";
@@ -11,6 +11,51 @@ const fmt = (n) => (n == null ? "–" : Number(n).toLocaleString("en"));
 const KILLED =
   "Messages killed: removed for good after max-delivery-attempts (sent to the dead-letter " +
   "address, or dropped without one) and removed by a purge, as Artemis counts them";
+
+// Messages held until their time, as the API's `scheduled` and the metric
+// artemis_queue_scheduled_messages count them (docs/queues.md, "Scheduled delivery").
+const SCHEDULED =
+  "Scheduled: messages held until their delivery time (sent with AMQ_SCHEDULED_DELAY or " +
+  "AMQ_SCHEDULED_TIME, or waiting out a redelivery delay); they count in Messages too";
+
+// The queue's kind as badges beside its name: [data-kind, label, what it means], from the
+// API's exclusive, last_value_key, non_destructive and groups (docs/queues.md).
+function kinds(q) {
+  const found = [];
+  if (q.exclusive) {
+    found.push(["exclusive", "exclusive", "Exclusive queue: every message goes to one consumer, " +
+      "the first to receive one; when it leaves, the next one takes over"]);
+  }
+  if (q.last_value_key != null) {
+    found.push(["last-value", `last-value: ${q.last_value_key}`, "Last-value queue: of the " +
+      `waiting messages with one value of the header “${q.last_value_key}”, only the latest is ` +
+      `kept; ${fmt(q.replaced)} replaced by a newer one so far`]);
+  }
+  if (q.non_destructive) {
+    found.push(["non-destructive", "non-destructive", "Non-destructive queue: consuming a " +
+      "message does not remove it, every consumer reads every message; messages leave by " +
+      "expiry, a newer last value, the ring size or an operation here"]);
+  }
+  if (q.groups > 0) {
+    found.push(["groups", `groups: ${fmt(q.groups)}`, `${fmt(q.groups)} message group(s) ` +
+      "owned by a consumer: each group's messages go to its owner, in order"]);
+  }
+  return found;
+}
+
+function Kinds({ queue }) {
+  const found = kinds(queue);
+  if (!found.length) return null;
+  return (
+    <span class="kinds">
+      {found.map(([kind, label, title]) => (
+        <span key={kind} class="pill kind" data-kind={kind} title={title}>
+          {label}
+        </span>
+      ))}
+    </span>
+  );
+}
 
 export function CreateQueue({ ask }) {
   const [name, setName] = useState("");
@@ -124,10 +169,13 @@ export function QueuesTable({ queues, charted, toggleChart, ask, browse }) {
         <thead>
           <tr>
             <th scope="col">Chart</th>
-            <th scope="col">Name · address, routing</th>
+            <th scope="col" class="name-col">Name · address, routing</th>
             <th scope="col" class="num">Consumers</th>
             <th scope="col" class="num">Messages</th>
             <th scope="col" class="num">Delivering</th>
+            <th scope="col" class="num">
+              <abbr title={SCHEDULED}>Scheduled</abbr>
+            </th>
             <th scope="col" class="num">Added</th>
             <th scope="col" class="num">Acked</th>
             <th scope="col" class="num">
@@ -153,6 +201,7 @@ export function QueuesTable({ queues, charted, toggleChart, ask, browse }) {
                 <th scope="row">
                   <span class="name">{q.name}</span>
                   {q.paused && <span class="pill">paused</span>}
+                  <Kinds queue={q} />
                   <br />
                   <small>
                     {q.address === q.name ? "" : `${q.address} · `}
@@ -164,6 +213,9 @@ export function QueuesTable({ queues, charted, toggleChart, ask, browse }) {
                 <td class="num consumers">{fmt(q.consumers)}</td>
                 <td class="num messages">{fmt(q.messages)}</td>
                 <td class="num">{fmt(q.delivering)}</td>
+                <td class="num scheduled" title={SCHEDULED}>
+                  {fmt(q.scheduled)}
+                </td>
                 <td class="num">{fmt(q.added)}</td>
                 <td class="num">{fmt(q.acknowledged)}</td>
                 <td class="num killed" title={KILLED}>

@@ -1,5 +1,6 @@
 """The web console in a real browser: headless Chromium (Debian's ``chromium`` and
-``chromium-driver``) driven by selenium against a running three-node symmetric cluster.
+``chromium-driver``) driven by selenium against a running three-node symmetric cluster, and
+single nodes of their own where a test needs its own broker.xml (security, queue kinds).
 
 The console is built (by the package build's own code, as ``console/build`` does) when its
 output, ``python/artemis_py/management/console_dist/``, is missing or older than its
@@ -35,7 +36,7 @@ from cluster.conftest import (
     use_shared,
     wait_binding,
 )
-from integration.conftest import ROOT, unique, wait_for
+from integration.conftest import DEFAULT_ADDRESSES, ROOT, BrokerProcess, unique, wait_for
 
 DIST = ROOT / "python" / "artemis_py" / "management" / "console_dist"
 # Builds only when console_dist is older than a source (console/build forces a build).
@@ -124,7 +125,7 @@ def no_console_errors(driver: Any) -> None:
     assert not errors, f"the console logged errors: {errors}"
 
 
-def open_console(driver: Any, node: ClusterNode) -> None:
+def open_console(driver: Any, node: BrokerProcess) -> None:
     driver.get(node.web_url + "/console")
     wait_for(lambda: css(driver, "header .facts"), 15, 0.1, "the console to show the node")
 
@@ -429,3 +430,98 @@ def test_the_page_speaks_stomp_over_websocket_to_the_stomp_acceptor(
     assert result["frames"][-1].endswith("\n\nhello from the page")
     assert f"\ndestination:{queue}\n" in result["frames"][-1]
     no_console_errors(browser)
+
+
+# Queues of each kind the table tells (docs/queues.md): a latest-value cache and an exclusive
+# queue, configured in broker.xml as a user would.
+PRICES, JOBS = "console-prices", "console-jobs"
+KIND_ADDRESSES = (
+    DEFAULT_ADDRESSES
+    + f'<address name="{PRICES}"><anycast><queue name="{PRICES}" last-value-key="stock" '
+    'non-destructive="true"/></anycast></address>'
+    + f'<address name="{JOBS}"><anycast><queue name="{JOBS}" exclusive="true"/></anycast>'
+    "</address>"
+)
+
+
+def badges(driver: Any, queue: str) -> dict[str, tuple[str, str]]:
+    """The kind badges of ``queue``'s row: {kind: (text, tooltip)}."""
+    return {
+        e.get_attribute("data-kind"): (e.text, e.get_attribute("title"))
+        for e in css(driver, f'tr[data-queue="{queue}"] .kind')
+    }
+
+
+def test_the_queues_table_shows_held_messages_and_each_queues_kind(
+    make_broker: Any, browser: Any, clients: Any
+) -> None:
+    node = make_broker(web=True, addresses=KIND_ADDRESSES)
+    producer = clients(node)
+    for n, stock in enumerate(["IBM", "AAPL", "IBM"]):
+        producer.send(f"/queue/{PRICES}", f"{stock}-{n}", stock=stock)
+    producer.send(f"/queue/{JOBS}", "later", AMQ_SCHEDULED_DELAY="60000")
+    grouped = unique("console-grouped")
+    consumer = clients(node)
+    consumer.subscribe(f"/queue/{grouped}", ack="client-individual")
+    for group in ("eu", "us", "eu"):
+        producer.send(f"/queue/{grouped}", group, JMSXGroupID=group)
+    consumer.wait_messages(3)
+
+    open_console(browser, node)
+    wait_rows_value(browser, f'tr[data-queue="{JOBS}"] td.scheduled', "1")
+    wait_rows_value(browser, f'tr[data-queue="{JOBS}"] td.messages', "1")
+    wait_rows_value(browser, f'tr[data-queue="{PRICES}"] td.scheduled', "0")
+    assert "Scheduled" in [e.text for e in css(browser, "table.queues thead th")]
+    wait_for(
+        lambda: badges(browser, grouped),
+        10,
+        0.1,
+        lambda: f"the groups' badge; the row: {text_of(browser, f'tr[data-queue={grouped!r}]')}",
+    )
+    assert badges(browser, grouped)["groups"][0] == "groups: 2"
+    assert "2 message group(s) owned by a consumer" in badges(browser, grouped)["groups"][1]
+    assert list(badges(browser, JOBS)) == ["exclusive"]
+    assert "one consumer" in badges(browser, JOBS)["exclusive"][1]
+    kinds = badges(browser, PRICES)
+    assert list(kinds) == ["last-value", "non-destructive"], kinds
+    assert kinds["last-value"][0] == "last-value: stock"
+    assert "1 replaced by a newer one" in kinds["last-value"][1], kinds
+    assert badges(browser, "DLQ") == {}
+    screenshot(browser, "queue-kinds", css(browser, "#queues")[0])
+    narrow_screen_keeps_the_names_in_view(browser, PRICES)
+    no_console_errors(browser)
+
+
+def narrow_screen_keeps_the_names_in_view(driver: Any, queue: str) -> None:
+    """On a phone-wide window the table scrolls sideways while the name column stays at its
+    left edge, and the kind badges stay inside that column."""
+    size = driver.get_window_size()
+    driver.set_window_size(420, 900)
+    try:
+        scroller = css(driver, "#queues .scroll")[0]
+        wait_for(
+            lambda: driver.execute_script(
+                "return arguments[0].scrollWidth > arguments[0].clientWidth", scroller
+            ),
+            5,
+            0.1,
+            "the table to scroll sideways in a narrow window",
+        )
+        driver.execute_script("arguments[0].scrollLeft = arguments[0].scrollWidth", scroller)
+        name = css(driver, f'tr[data-queue="{queue}"] th')[0]
+        box = driver.execute_script(
+            "const [s, n] = [arguments[0], arguments[1]].map((e) => e.getBoundingClientRect());"
+            "return {scroller: s.left, name: n.left, right: n.right,"
+            " badges: Math.max(...[...arguments[1].querySelectorAll('.kind')]"
+            ".map((b) => b.getBoundingClientRect().right))}",
+            scroller,
+            name,
+        )
+        assert driver.execute_script("return arguments[0].scrollLeft", scroller) > 0
+        page = "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+        wide, seen = driver.execute_script(page)
+        assert wide <= seen, f"the page scrolls sideways: {wide} px in a {seen} px window"
+        assert abs(box["name"] - box["scroller"]) <= 1, box
+        assert box["badges"] <= box["right"], box
+    finally:
+        driver.set_window_size(size["width"], size["height"])

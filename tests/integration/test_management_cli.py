@@ -14,7 +14,14 @@ import pytest
 from artemis_py.cli import main
 from artemis_py.cli.api_client import EXIT_REFUSED, EXIT_USAGE
 
-from .conftest import ALL_PERMISSIONS, BrokerProcess, artemis_py, unique, wait_for
+from .conftest import (
+    ALL_PERMISSIONS,
+    DEFAULT_ADDRESSES,
+    BrokerProcess,
+    artemis_py,
+    unique,
+    wait_for,
+)
 
 ADMIN = ("admin", "admin-secret")
 APP = ("app", "app-secret")  # sends and consumes; no manage
@@ -26,6 +33,15 @@ SECURITY_SETTINGS = (
         for p in ALL_PERMISSIONS
     )
     + "</security-setting>"
+)
+# Queues of the kinds `queue show` tells (docs/queues.md): a latest-value cache, an exclusive one.
+PRICES, JOBS = "cli-prices", "cli-jobs"
+KIND_ADDRESSES = (
+    DEFAULT_ADDRESSES
+    + f'<address name="{PRICES}"><anycast><queue name="{PRICES}" last-value-key="stock" '
+    'non-destructive="true"/></anycast></address>'
+    + f'<address name="{JOBS}"><anycast><queue name="{JOBS}" exclusive="true"/></anycast>'
+    "</address>"
 )
 
 
@@ -39,6 +55,7 @@ def web_node(directory, name: str) -> BrokerProcess:
         users=USERS,
         roles={"admins": [ADMIN[0]], "apps": [APP[0]]},
         security_settings=SECURITY_SETTINGS,
+        addresses=KIND_ADDRESSES,
     )
     node.start()
     return node
@@ -100,8 +117,54 @@ def test_queue_stat_counts_are_what_stomp_clients_did(node, capsys, clients):
     assert header.startswith("|NAME")
     assert "|CONSUMER_COUNT |MESSAGE_COUNT |" in header
     assert [c.strip() for c in row.split("|")[1:-1]] == [
-        queue, queue, "1", "3", "5", "3", "2", "ANYCAST",
+        queue, queue, "1", "3", "5", "3", "2", "0", "ANYCAST",
     ]  # fmt: skip
+
+
+# -- queue show: the queue's kind and what it holds -------------------------------------------
+
+
+def test_queue_show_tells_the_kind_and_the_held_messages(node, capsys, clients):
+    producer = clients(node, login=APP[0], passcode=APP[1])
+    for n, stock in enumerate(["IBM", "AAPL", "IBM", "IBM"]):
+        producer.send(f"/queue/{PRICES}", f"{stock}-{n}", stock=stock)
+    producer.send(f"/queue/{PRICES}", "later", AMQ_SCHEDULED_DELAY="60000")
+    code, out, err = cli(capsys, node, "queue", "show", "--name", PRICES)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"queue {PRICES}"
+    # The two latest prices wait, the scheduled message is held; two prices were replaced.
+    assert "  messages: 3 (delivering: 0, scheduled: 1, paged: 0)" in lines, out
+    assert "  added: 5, acknowledged: 0, expired: 0, killed: 0, replaced: 2" in lines, out
+    assert "  exclusive: no, non-destructive: yes, last-value key: stock" in lines, out
+    code, out, err = cli(capsys, node, "queue", "show", "--name", JOBS)
+    assert "  exclusive: yes, non-destructive: no, last-value key: none" in out.splitlines()
+    # queue stat's SCHEDULED_COUNT column and filter see the held message too.
+    held = api_json(
+        capsys, node, "queue", "stat", "--field", "SCHEDULED_COUNT", "--operation",
+        "GREATER_THAN", "--value", "0",
+    )  # fmt: skip
+    assert [q["name"] for q in held] == [PRICES]
+    _, out, _ = cli(capsys, node, "queue", "stat", "--queueName", PRICES)
+    assert [c.strip() for c in out.splitlines()[1].split("|")[1:-1]][3:9] == [
+        "3", "5", "0", "0", "1", "ANYCAST",
+    ]  # fmt: skip
+
+
+def test_queue_show_counts_the_groups_with_an_owner(node, capsys, clients):
+    queue = unique("grouped")
+    consumer = clients(node, login=APP[0], passcode=APP[1])
+    consumer.subscribe(f"/queue/{queue}", ack="client-individual")
+    producer = clients(node, login=APP[0], passcode=APP[1])
+    for group in ("eu", "us", "eu"):
+        producer.send(f"/queue/{queue}", group, JMSXGroupID=group)
+    consumer.wait_messages(3)
+    code, out, err = cli(capsys, node, "queue", "show", "--name", queue)
+    assert code == 0, err
+    assert "  groups with an owner: 2" in out.splitlines(), out
+    code, _, err = cli(capsys, node, "queue", "show", "--name", unique("none"))
+    assert code == EXIT_REFUSED
+    assert one_line(err).startswith("Failed to show queue ")
 
 
 # -- queue create, purge, delete --------------------------------------------------------------

@@ -35,6 +35,7 @@ from artemis_py.cli.management_output import (
     render_addresses,
     render_cluster,
     render_connections,
+    render_queue,
     render_stat,
     select_queues,
 )
@@ -234,12 +235,25 @@ def _queue_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     group = _command_group(
         commands,
         "queue",
-        "queue stat, create, delete, purge (over the management API)",
+        "queue stat, show, create, delete, purge (over the management API)",
         "Show and change a node's queues through its HTTP management API, "
         "as Artemis's 'artemis queue' does.",
-        "stat, create, delete, purge",
+        "stat, show, create, delete, purge",
     )
     _queue_stat_parser(group)
+    show = _leaf(
+        group,
+        "show",
+        "show one queue's counts and kind",
+        _queue_show,
+        lambda args: f"show queue {args.name}",
+        "Print every count and setting of one queue: its messages (delivering, scheduled, "
+        "paged), what happened to them (added, acknowledged, expired, killed, replaced by a "
+        "newer last value) and its kind (exclusive, non-destructive, last-value key, "
+        "message groups with an owner). Not in Artemis's CLI, whose 'queue stat' has the "
+        "counts only.",
+    )
+    _name_argument(show, "queue")
     _queue_create_parser(group)
     delete = _leaf(
         group, "delete", "delete a queue", _queue_delete, lambda a: f"delete queue {a.name}"
@@ -273,7 +287,8 @@ def _queue_stat_parser(group: argparse._SubParsersAction[argparse.ArgumentParser
         "Print a table of the queues: CONSUMER_COUNT (consumers), MESSAGE_COUNT (messages "
         "on the queue, in delivery included), MESSAGES_ADDED (added since the node "
         "started), DELIVERING_COUNT (delivered, not yet acknowledged), MESSAGES_ACKED "
-        "(acknowledged). Filter with --queueName X (names containing X) or with --field, "
+        "(acknowledged), SCHEDULED_COUNT (held until their delivery time, counted in "
+        "MESSAGE_COUNT too), ROUTING_TYPE and INTERNAL. Filter with --queueName X (names containing X) or with --field, "
         "--operation and --value.",
     )
     stat.add_argument(
@@ -369,6 +384,12 @@ def _queue_stat(client: ManagementClient, args: argparse.Namespace) -> Any:
                 "display more queues."
             )
     return shown
+
+
+def _queue_show(client: ManagementClient, args: argparse.Namespace) -> Any:
+    queue = client.get(_path("queues", args.name))
+    _say(args, render_queue(queue))
+    return queue
 
 
 def _queue_create(client: ManagementClient, args: argparse.Namespace) -> Any:

@@ -1,5 +1,6 @@
 """What the management commands print (:mod:`.management`): Artemis's ``queue stat`` table
-and its filter, and the address and connection listings, from the management API's JSON."""
+and its filter, one queue's whole state, and the address and connection listings, from the
+management API's JSON."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ __all__ = [
     "render_address",
     "render_addresses",
     "render_connections",
+    "render_queue",
     "render_stat",
     "select_queues",
     "table",
@@ -26,9 +28,12 @@ STAT_FIELDS: Final = (
     ("MESSAGES_ADDED", "added"),
     ("DELIVERING_COUNT", "delivering"),
     ("MESSAGES_ACKED", "acknowledged"),
+    ("SCHEDULED_COUNT", "scheduled"),
     ("ROUTING_TYPE", "routing_type"),
+    ("INTERNAL", "internal"),
 )
-"""``queue stat``'s columns: Artemis's titles, and the API's field each shows."""
+"""``queue stat``'s columns: Artemis's titles, and the API's field each shows (Artemis
+added SCHEDULED_COUNT and ROUTING_TYPE together in 2.10, INTERNAL later)."""
 
 # Artemis's `queue stat --field` also takes its JSON names (messageCount, ...).
 _ARTEMIS_JSON_NAMES: Final = {
@@ -37,7 +42,9 @@ _ARTEMIS_JSON_NAMES: Final = {
     "messagesadded": "added",
     "deliveringcount": "delivering",
     "messagesacked": "acknowledged",
+    "scheduledcount": "scheduled",
     "routingtype": "routing_type",
+    "internalqueue": "internal",
 }
 
 OPERATIONS: Final = ("CONTAINS", "NOT_CONTAINS", "EQUALS", "GREATER_THAN", "LESS_THAN")
@@ -209,6 +216,40 @@ def render_address(address: dict[str, Any]) -> str:
             f"  size: {address.get('size_bytes')} bytes, paging: "
             + ("yes" if address.get("paging") else "no"),
             "  auto-created: " + ("yes" if address.get("auto_created") else "no"),
+        ]
+    )
+
+
+def _yes(value: object) -> str:
+    return "yes" if value else "no"
+
+
+def _limit(value: object) -> str:
+    return "no limit" if value in (None, -1) else str(value)
+
+
+def render_queue(queue: dict[str, Any]) -> str:
+    """``queue show --name X``: every count and setting of one queue, its kind included
+    (docs/queues.md: exclusive, last-value, non-destructive, groups, held messages)."""
+    q = queue.get
+    key = q("last_value_key")
+    return "\n".join(
+        [
+            f"queue {q('name')}",
+            f"  address: {q('address')}, routing type: {q('routing_type')}, "
+            f"durable: {_yes(q('durable'))}",
+            f"  filter: {q('filter') or 'none'}",
+            f"  consumers: {q('consumers')} (at most: {_limit(q('max_consumers'))}), "
+            f"paused: {_yes(q('paused'))}",
+            f"  messages: {q('messages')} (delivering: {q('delivering')}, "
+            f"scheduled: {q('scheduled')}, paged: {q('paged')})",
+            f"  added: {q('added')}, acknowledged: {q('acknowledged')}, "
+            f"expired: {q('expired')}, killed: {q('killed')}, replaced: {q('replaced')}",
+            f"  exclusive: {_yes(q('exclusive'))}, non-destructive: "
+            f"{_yes(q('non_destructive'))}, last-value key: {key if key is not None else 'none'}",
+            f"  groups with an owner: {q('groups')}",
+            f"  auto-created: {_yes(q('auto_created'))}, temporary: {_yes(q('temporary'))}, "
+            f"internal: {_yes(q('internal'))}",
         ]
     )
 

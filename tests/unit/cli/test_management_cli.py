@@ -34,7 +34,9 @@ def _queue(name: str, **counts: Any) -> dict[str, Any]:
         "name": name, "address": name, "routing_type": "ANYCAST", "durable": True,
         "filter": None, "consumers": 0, "messages": 0, "delivering": 0, "added": 0,
         "acknowledged": 0, "expired": 0, "killed": 0, "paused": False, "max_consumers": -1,
-        "auto_created": False,
+        "auto_created": False, "temporary": False, "paged": 0, "internal": False,
+        "scheduled": 0, "replaced": 0, "exclusive": False, "groups": 0,
+        "last_value_key": None, "non_destructive": False,
     }  # fmt: skip
     queue.update(counts)
     return queue
@@ -46,7 +48,7 @@ class FakeApi:
     def __init__(self) -> None:
         self.queues = {
             "orders": _queue("orders", consumers=2, messages=7, delivering=3, added=12,
-                             acknowledged=5),
+                             acknowledged=5, scheduled=2),
             "DLQ": _queue("DLQ"),
             "events.audit": _queue("events.audit", address="events", routing_type="MULTICAST",
                                    messages=1, added=1),
@@ -104,6 +106,8 @@ class FakeApi:
                          "auto_created": False}  # fmt: skip
         if parts[:1] == ["queues"] and len(parts) >= 2 and parts[1] not in self.queues:
             return 404, {"error": f"no queue named {parts[1]!r}"}
+        if method == "GET" and parts[:1] == ["queues"] and len(parts) == 2:
+            return 200, self.queues[parts[1]]
         if method == "DELETE" and parts[:1] == ["queues"]:
             if self.queues[parts[1]]["consumers"] and query.get("force") != ["true"]:
                 return 409, {"error": f"queue {parts[1]!r} has consumers: use ?force=true"}
@@ -201,13 +205,13 @@ def test_queue_stat_prints_artemis_table_sorted_by_name(api, capsys):
     lines = out.splitlines()
     assert lines[0].split("|")[1:-1] == [
         "NAME         ", "ADDRESS ", "CONSUMER_COUNT ", "MESSAGE_COUNT ", "MESSAGES_ADDED ",
-        "DELIVERING_COUNT ", "MESSAGES_ACKED ", "ROUTING_TYPE ",
+        "DELIVERING_COUNT ", "MESSAGES_ACKED ", "SCHEDULED_COUNT ", "ROUTING_TYPE ", "INTERNAL ",
     ]  # fmt: skip
     rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in lines[1:]]
     assert rows == [
-        ["DLQ", "DLQ", "0", "0", "0", "0", "0", "ANYCAST"],
-        ["events.audit", "events", "0", "1", "1", "0", "0", "MULTICAST"],
-        ["orders", "orders", "2", "7", "12", "3", "5", "ANYCAST"],
+        ["DLQ", "DLQ", "0", "0", "0", "0", "0", "0", "ANYCAST", "false"],
+        ["events.audit", "events", "0", "1", "1", "0", "0", "0", "MULTICAST", "false"],
+        ["orders", "orders", "2", "7", "12", "3", "5", "2", "ANYCAST", "false"],
     ]
 
 
@@ -228,8 +232,13 @@ def test_queue_stat_json_is_the_api_objects(api, capsys):
         (["--field", "ADDRESS", "--operation", "NOT_CONTAINS", "--value", "e"], ["DLQ"]),
         (["--field", "messages_acked", "--operation", "LESS_THAN", "--value", "1"],
          ["DLQ", "events.audit"]),
+        (["--field", "SCHEDULED_COUNT", "--operation", "GREATER_THAN", "--value", "0"],
+         ["orders"]),
+        (["--field", "scheduledCount", "--operation", "EQUALS", "--value", "0"],
+         ["DLQ", "events.audit"]),
     ],
-    ids=["queueName", "greater", "artemis-json-name", "not-contains", "less"],
+    ids=["queueName", "greater", "artemis-json-name", "not-contains", "less", "scheduled",
+         "scheduled-json-name"],
 )  # fmt: skip
 def test_queue_stat_filters_as_artemis(api, capsys, options, names):
     _, url = api
@@ -303,6 +312,49 @@ def test_queue_stat_bad_filter_is_a_usage_error(api, capsys, options, needle):
     assert code == EXIT_USAGE
     assert out == ""
     assert needle in one_line(err)
+
+
+# -- queue show -------------------------------------------------------------------------------
+
+
+def test_queue_show_prints_the_counts_and_the_kind(api, capsys):
+    state, url = api
+    state.queues["prices"] = _queue(
+        "prices", consumers=1, max_consumers=4, messages=5, delivering=1, scheduled=2,
+        added=9, acknowledged=1, replaced=3, groups=2, last_value_key="stock",
+        non_destructive=True, filter="region = 'EU'",
+    )  # fmt: skip
+    code, out, err = run(capsys, url, "queue", "show", "--name", "prices")
+    assert code == 0, err
+    assert out.splitlines() == [
+        "queue prices",
+        "  address: prices, routing type: ANYCAST, durable: yes",
+        "  filter: region = 'EU'",
+        "  consumers: 1 (at most: 4), paused: no",
+        "  messages: 5 (delivering: 1, scheduled: 2, paged: 0)",
+        "  added: 9, acknowledged: 1, expired: 0, killed: 0, replaced: 3",
+        "  exclusive: no, non-destructive: yes, last-value key: stock",
+        "  groups with an owner: 2",
+        "  auto-created: no, temporary: no, internal: no",
+    ]
+
+
+def test_queue_show_of_a_plain_queue_and_as_json(api, capsys):
+    state, url = api
+    state.queues["jobs"] = _queue("jobs", exclusive=True)
+    _, out, _ = run(capsys, url, "queue", "show", "--name", "jobs")
+    assert "  consumers: 0 (at most: no limit), paused: no" in out.splitlines()
+    assert "  exclusive: yes, non-destructive: no, last-value key: none" in out.splitlines()
+    code, out, _ = run(capsys, url, "queue", "show", "--name", "jobs", "--json")
+    assert code == 0
+    assert json.loads(out) == state.queues["jobs"]
+
+
+def test_queue_show_unknown_queue_is_one_line(api, capsys):
+    _, url = api
+    code, out, err = run(capsys, url, "queue", "show", "--name", "nope")
+    assert (code, out) == (EXIT_REFUSED, "")
+    assert one_line(err) == "Failed to show queue nope. Reason: no queue named 'nope'"
 
 
 # -- queue create, delete, purge --------------------------------------------------------------
