@@ -14,6 +14,12 @@ earliest, and at that time each due reference goes back to its queue, at the hea
 puts scheduled messages back. A reference its queue no longer holds (purged, moved, the queue
 deleted) is skipped. The time is the wall clock's (epoch milliseconds), as Artemis's is: the
 schedule of a persisted message survives a restart, and one due meanwhile goes at once.
+
+A redelivery delay's hold survives a restart too: its time is journaled beside the message
+(a SCHEDULED_DELIVERY_TIME update per queue, written by :mod:`.acknowledging`, read back by
+:mod:`.journal_recovery`), as Artemis's QueueImpl does with updateScheduledDeliveryTime.
+Not for a depaged reference (Artemis skips paged ones too): its message is in the page
+files, with no journal record to update, so after a restart it is delivered at once.
 """
 
 from __future__ import annotations
