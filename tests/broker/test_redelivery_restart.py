@@ -3,7 +3,7 @@
 The broker over the in-memory store journals when a held reference is due (a
 SCHEDULED_DELIVERY_TIME update of its message, per queue), and a broker made again from
 the same store holds it until that time, as Artemis reloads its SET_SCHEDULED_DELIVERY_TIME
-records.
+records. A scale-down's copy of a held reference keeps the time as its schedule.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 from artemis_py.broker import records as r
 from artemis_py.broker.broker import Broker
-from artemis_py.broker.message import Message, MessageReference, now_ms
+from artemis_py.broker.message import SCHEDULED_PROPERTY, Message, MessageReference, now_ms
 from artemis_py.broker.persistence import Persistence
 from artemis_py.broker.queue import Queue
 from artemis_py.broker.store import MemoryStore
@@ -155,3 +155,18 @@ async def test_a_hold_of_what_the_journal_does_not_keep_is_not_recorded() -> Non
     broker.cancel([not_durable, depaged])
     assert len(queue.scheduled) == 2  # both held ...
     assert updates(store, r.SCHEDULED_DELIVERY_TIME) == []  # ... neither journaled
+
+
+async def test_a_moved_held_reference_keeps_its_time_as_its_copy_schedule() -> None:
+    broker = started(MemoryStore(messages=True))
+    queue = broker.create_queue("q", "q", ANYCAST)
+    await send(broker, [queue], b"nacked")
+    [nacked] = delivered_once(queue)
+    broker.cancel([nacked])
+    due = queue.scheduled[nacked]
+    # Routed by address again: the copy lands in the same queue, under a new id.
+    await broker.redistribute([(nacked, None)]).settled()
+    [(copy, time)] = queue.scheduled.items()
+    assert copy is not nacked
+    assert time == copy.message.scheduled == due
+    assert copy.message.property(SCHEDULED_PROPERTY) == str(due)
