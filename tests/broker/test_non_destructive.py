@@ -88,7 +88,7 @@ def test_an_acknowledgement_or_a_cancel_only_ends_the_delivery() -> None:
     assert other.bodies() == [b"0", b"1"]
     assert [r.delivery_count for r in other.got] == [2, 2]  # one count per reference
     q.redeliver_later(other.got, [now_ms() + 60_000] * 2)  # (no hold: the message stays)
-    assert (q.delivering, len(q.messages), q.scheduled) == (0, 2, set())
+    assert (q.delivering, len(q.messages), q.scheduled) == (0, 2, {})
 
 
 def test_a_selector_picks_from_every_message_without_taking_any() -> None:

@@ -48,7 +48,7 @@ def test_a_removed_held_reference_is_not_given_back() -> None:
     scheduler = Scheduler(clock_ms=lambda: 2**60)
     q = Queue(1, "q", "a", RoutingType.ANYCAST, on_hold=scheduler.hold)
     ref = MessageReference(Message(1, "a", scheduled=2**59), q)
-    q.scheduled.add(ref)
+    q.scheduled[ref] = 2**59
     scheduler.hold(ref, 2**59)
     assert q.remove_all() == [ref]
     scheduler.release_due()

@@ -4,9 +4,13 @@ checks the same with real processes and journals)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import trio
 import trio.testing
 
+from artemis_py.broker.message import MessageReference, now_ms
+from artemis_py.broker.queue import Queue
 from conftest import wait_for
 
 from .conftest import MULTICAST, open_cluster, wait_consumers
@@ -75,3 +79,36 @@ async def test_with_no_other_node_nothing_is_lost(autojump_clock: trio.testing.M
         assert not report.complete
         assert "no node to scale down to is reachable" in report.summary()
         assert departing.depth("kept") == 4  # still in its own queue
+
+
+async def test_a_held_redelivery_keeps_its_time_on_the_target(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A reference held for a redelivery delay moves as a message scheduled for the time it
+    was held until (Artemis's scale-down gives the time to _AMQ_SCHED_DELIVERY)."""
+    async with open_cluster(2, scale_down=True) as nodes:
+        await wait_for(nodes.formed, 10)
+        departing = nodes[1]
+        queue = departing.queue("work")
+        await departing.send("work", 2)
+        [held, other] = delivered_once(queue)
+        due = now_ms() + 3_600_000  # (the wall clock's: the scheduler's own)
+        queue.redeliver_later([held], [due])
+        queue.cancel([other])  # (back at once: moved as a ready one)
+        await nodes.stop(1)
+        [report] = departing.node.scale_down_reports
+        assert report.complete, report.summary()
+        await wait_for(lambda: nodes[0].depth("work") == 2, 10)
+        target = nodes[0].broker.queue("work")
+        assert target is not None
+        assert [(r.message.body, t) for r, t in target.scheduled.items()] == [(b"m-0", due)]
+        assert [r.message.body for r in target.messages] == [b"m-1"]
+
+
+def delivered_once(queue: Queue) -> list[MessageReference]:
+    """Every ready reference of ``queue``, delivered to a consumer that then leaves."""
+    refs: list[MessageReference] = []
+    consumer = SimpleNamespace(selector=None, has_credit=lambda: True, deliver=refs.append)
+    queue.add_consumer(consumer)
+    queue.remove_consumer(consumer)
+    return refs

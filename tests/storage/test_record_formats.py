@@ -59,6 +59,7 @@ def test_numbers_are_unique_per_journal_and_named_once() -> None:
         19: "CLIENT_DUPLICATE_ID",
         20: "SEALED_STREAM",
         21: "ROUTE_TO",
+        22: "SCHEDULED_DELIVERY_TIME",
         30: "LARGE_MESSAGE",
         31: "LARGE_PAGE_REF",
     }
@@ -177,6 +178,13 @@ def test_route_to() -> None:
     assert r.decode_route_to(payload) == (8, ("q1@n2", "orders"))
     none = r.route_to_op(42, 8, ())  # no binding named: routed by address over there
     assert r.decode_route_to(none[3]) == (8, ())
+
+
+def test_scheduled_delivery_time() -> None:
+    op = r.scheduled_time_op(42, 8, 1700000005000)
+    payload = bytes.fromhex("0800000000000000" + "887be5cf8b010000")  # queue id, epoch ms
+    assert op == Op.update(42, 22, payload)
+    assert r.decode_scheduled_time(payload) == (8, 1700000005000)
 
 
 def test_message_with_the_old_routing_property() -> None:

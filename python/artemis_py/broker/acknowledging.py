@@ -10,8 +10,9 @@ the reference's share of its address's memory) and is durable when its journal r
 for a message in the journal, an ACK_REF update, or its delete with the last reference; for
 a depaged message, a PAGE_ACK record (:mod:`artemis_py.broker.paging`), and for a large
 message paged by reference, the delete of its LARGE_PAGE_REF record with its last queue. A
-cancelled reference goes back to its queue with its delivery count kept in the journal (on
-a non-destructive queue, neither: the delivery only ends); once the count reaches
+cancelled reference goes back to its queue with its delivery count kept in the journal, or
+is held for its ``redelivery-delay`` with the time it is due kept there too (on a
+non-destructive queue, neither: the delivery only ends); once the count reaches
 ``max-delivery-attempts`` a copy goes to the dead-letter address instead, stored before the
 original's acknowledgement, so a crash can duplicate it but never lose it. Expiry moves a
 message the same way, to the expiry address. Before either move, the original address's
@@ -173,11 +174,32 @@ class Acknowledgements:
             if self.post_office.queue(queue.name) is not queue:  # deleted meanwhile
                 self.acknowledge_refs(keep)
             elif settings.redelivery_delay > 0:  # each waits its delay; later ones flow
-                now = now_ms()
-                due = [now + redelivery_delay(settings, ref.delivery_count) for ref in keep]
-                queue.redeliver_later(keep, due)
+                self._redeliver_later(queue, keep, settings)
             else:
                 queue.cancel(keep)
+
+    def _redeliver_later(
+        self, queue: Queue, refs: list[MessageReference], settings: AddressSettings
+    ) -> None:
+        """Hold ``refs`` in ``queue`` for their redelivery delay, and journal when each
+        durable one is due (a SCHEDULED_DELIVERY_TIME update), so that the hold survives a
+        restart (Artemis's updateScheduledDeliveryTime in QueueImpl's redelivery check).
+
+        A depaged reference's hold is not journaled, as Artemis skips paged references:
+        its message is in the page files, with no journal record to update, so after a
+        restart it is delivered without waiting.
+        """
+        now = now_ms()
+        due = [now + redelivery_delay(settings, ref.delivery_count) for ref in refs]
+        held = set(queue.redeliver_later(refs, due))
+        if not (held and queue.durable):
+            return
+        times = [
+            (ref.message.message_id, queue.id, at)
+            for ref, at in zip(refs, due, strict=True)
+            if ref in held and ref.paged is None and ref.message.durable and ref.message.stored
+        ]
+        self.persistence.update_scheduled_times(times)
 
     def _dead_letter(self, ref: MessageReference) -> None:
         queue = ref.queue

@@ -191,7 +191,10 @@ class Broker:
             queue = next((q for q in self.post_office.queues.values() if q.id == queue_id), None)
             if queue is None:
                 continue
-            queue.add_many(recovered_ref(queue, *ref, self.node_id) for ref in refs)
+            queue.add_many(
+                (recovered_ref(queue, *ref, self.node_id) for ref in refs),
+                state.held_until.get(queue_id),  # held for a redelivery delay: until then
+            )
             restored += len(refs)
         self._recovered = state
         # A LOCAL grouping handler's decisions, for the cluster's grouping to take up.

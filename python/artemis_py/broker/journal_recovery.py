@@ -2,10 +2,11 @@
 
 Recovery is Artemis's: the bindings journal gives the addresses, queues and the id block;
 the messages journal gives the live messages minus their acknowledged references (an
-ADD_REF update per queue, an ACK_REF per acknowledgement), with their delivery counts and
-offsets and, in a store-and-forward queue, the bindings on the neighbour a message is for
-(ROUTE_TO), and beside them the duplicate ids, the paging cursors (PAGE_ACK, PAGE_COMPLETE,
-PAGE_TX), offset marks and sealed streams, and the large messages (whose bodies are files).
+ADD_REF update per queue, an ACK_REF per acknowledgement), with their delivery counts,
+offsets, the times a redelivery delay holds them until (SCHEDULED_DELIVERY_TIME) and, in
+a store-and-forward queue, the bindings on the neighbour a message is for (ROUTE_TO), and
+beside them the duplicate ids, the paging cursors (PAGE_ACK, PAGE_COMPLETE, PAGE_TX),
+offset marks and sealed streams, and the large messages (whose bodies are files).
 
 A message's references to deleted queues are removed, and a message left without any is
 deleted (:attr:`MessagesRead.orphans`); a queue whose address has no record (a damaged or
@@ -39,6 +40,8 @@ class RecoveredState:
     # queue id -> (message, delivery count, offset, stamped by a scale-down: .streams),
     # in offset order
     messages_by_queue: dict[int, list[tuple[Message, int, int, bool]]] = field(default_factory=dict)
+    # queue id -> {message id -> epoch ms}: the references a redelivery delay held, until when
+    held_until: dict[int, dict[int, int]] = field(default_factory=dict)
     # (record id, duplicate id) of the duplicate-id cache
     duplicate_ids: list[tuple[int, bytes]] = field(default_factory=list)
     # (record id, payload) of the client sends' duplicate ids (decoded by duplicate_cache)
@@ -167,6 +170,7 @@ def _read_references(
     counts: dict[int, int] = {}
     offsets: dict[int, int] = {}
     route_to: dict[int, tuple[str, ...]] = {}
+    held: dict[int, int] = {}
     for update in record.updates:
         if update.record_type == r.ADD_REF:
             queue_id, offsets[queue_id] = r.decode_add_ref(record.id, update.payload)
@@ -179,6 +183,8 @@ def _read_references(
         elif update.record_type == r.DELIVERY_COUNT:
             queue_id, count = r.decode_delivery_count(update.payload)
             counts[queue_id] = count
+        elif update.record_type == r.SCHEDULED_DELIVERY_TIME:
+            queue_id, held[queue_id] = r.decode_scheduled_time(update.payload)
     live = [qid for qid, n in refs.items() if n > 0 and qid in queue_ids]
     if not live:
         read.orphans.append(Op.delete(record.id))
@@ -192,6 +198,8 @@ def _read_references(
         state.messages_by_queue.setdefault(qid, []).append(
             (message, counts.get(qid, 0), offsets[qid], stamped)
         )
+        if qid in held:  # (the latest time recorded for the queue wins)
+            state.held_until.setdefault(qid, {})[record.id] = held[qid]
     for qid, n in refs.items():
         if n > 0 and qid not in queue_ids:  # its queue is gone
             read.orphans.append(r.ack_ref_op(record.id, qid))

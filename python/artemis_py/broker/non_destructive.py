@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from artemis_py.broker.queue import Queue
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
     from artemis_py.broker.message import MessageReference
     from artemis_py.broker.queue import Consumer
@@ -85,7 +85,11 @@ class NonDestructiveQueue(Queue):
         if not (message.scheduled and self._held(ref, message.scheduled)):
             self._append_all((ref,))
 
-    def add_many(self, refs: Iterable[MessageReference]) -> None:
+    def add_many(
+        self, refs: Iterable[MessageReference], held_until: Mapping[int, int] | None = None
+    ) -> None:
+        # (``held_until`` is never given here: no redelivery delay holds this queue's
+        # deliveries, so none is recorded for it)
         refs = list(refs)
         self.messages_added += len(refs)
         self._append_all(
@@ -100,15 +104,19 @@ class NonDestructiveQueue(Queue):
     def add_due(self, refs: list[MessageReference]) -> None:
         """Held references whose time came: at the tail, where every position reaches them."""
         refs = [r for r in refs if r in self.scheduled]
-        self.scheduled.difference_update(refs)
+        for ref in refs:
+            del self.scheduled[ref]
         self._append_all(refs)
 
     def cancel(self, refs: list[MessageReference]) -> None:
         """Deliveries given back: they end; the references never left the queue."""
         self._ended(len(refs))
 
-    def redeliver_later(self, refs: list[MessageReference], due_ms: list[int]) -> None:
+    def redeliver_later(
+        self, refs: list[MessageReference], due_ms: list[int]
+    ) -> list[MessageReference]:
         self._ended(len(refs))
+        return []  # (the message never left: no delay, see the module docstring)
 
     def acknowledged(self, count: int = 1) -> None:
         """Deliveries acknowledged: they end (not counted as acknowledged, as Artemis)."""

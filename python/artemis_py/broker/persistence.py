@@ -4,7 +4,8 @@ Bindings journal (``bindings-directory``): addresses, queues, id-block reservati
 LOCAL grouping handler's decisions (:mod:`.routing.grouping`).
 Messages journal (``journal-directory``): a message is one *add* record; each queue it is
 routed to is an *update* (ADD_REF); an acknowledgement is an ACK_REF update, or deletes the
-message when it was the last reference; a cancelled delivery records its delivery count.
+message when it was the last reference; a cancelled delivery records its delivery count,
+and the time a redelivery delay holds it until (SCHEDULED_DELIVERY_TIME).
 This is Artemis's layout, so recovery (:mod:`.journal_recovery`) is: live messages minus
 acknowledged references. Paged messages' cursors are add records of their own in the messages
 journal (PAGE_ACK, PAGE_COMPLETE, PAGE_TX). A large message is a LARGE_MESSAGE add record
@@ -426,6 +427,20 @@ class Persistence:
         """Record delivery counts of cancelled deliveries (not synced, as Artemis)."""
         ops = [r.delivery_count_op(*count) for count in counts]
         self._submit_messages(ops, sync=False)
+
+    def update_scheduled_times(self, times: list[tuple[int, int, int]]) -> None:
+        """Record when references held for a redelivery delay are due: (message id, queue
+        id, epoch ms) each, read back by recovery (:mod:`.journal_recovery`).
+
+        Not synced on its own and waited for by nobody, as the delivery counts: a record
+        lost to a machine crash before the next synced batch only lets its message come
+        back sooner after the restart, never loses or duplicates it. (Artemis appends it
+        with journal-sync-non-transactional; here nothing waits for a cancel's records.)
+        Written at once (``flush``), so a process killed right after the NACK or the
+        disconnect keeps the hold.
+        """
+        ops = [r.scheduled_time_op(*time) for time in times]
+        self._submit_messages(ops, sync=False, flush=True)
 
     def written(self) -> list[Ticket]:
         """Tickets done once every messages-journal record submitted so far is written:

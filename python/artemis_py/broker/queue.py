@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from artemis_py.broker.last_values import LastValues
@@ -124,8 +124,8 @@ class Queue:
         self.last_values = LastValues(last_value_key) if last_value_key else None
         self._on_replaced = on_replaced
         self.messages_replaced = 0  # by a later message of the same last value
-        # References held until a time (the scheduler's ``hold``; None: nothing is held).
-        self.scheduled: set[MessageReference] = set()
+        # Held references and their time (epoch ms), when ``on_hold`` (a scheduler) gives them back.
+        self.scheduled: dict[MessageReference, int] = {}
         self._on_hold = on_hold
         self.ring_size = ring_size  # at most this many waiting: the oldest go (replaced)
         # Dispatch waits for this many consumers, or this long after the first came (ms),
@@ -228,12 +228,17 @@ class Queue:
         """Whether ``ref`` waits until ``due_ms`` (not yet due, and a scheduler holds it)."""
         if self._on_hold is None or due_ms <= now_ms():
             return False
-        self.scheduled.add(ref)
+        self.scheduled[ref] = due_ms
         self._on_hold(ref, due_ms)
         return True
 
-    def _not_held(self, refs: Iterable[MessageReference]) -> list[MessageReference]:
-        """``refs`` but those held until their delivery time."""
+    def _not_held(
+        self, refs: Iterable[MessageReference], held_until: Mapping[int, int] | None = None
+    ) -> list[MessageReference]:
+        """``refs`` but those held until their delivery time or, for a message id in
+        ``held_until``, the later of that and the time given there."""
+        if held_until:
+            return [r for r in refs if not self._held(r, _due(r, held_until))]
         return [r for r in refs if not (r.message.scheduled and self._held(r, r.message.scheduled))]
 
     def add(self, ref: MessageReference) -> None:
@@ -257,10 +262,13 @@ class Queue:
         if self.messages and self.on_undelivered is not None:
             self.on_undelivered(self)
 
-    def add_many(self, refs: Iterable[MessageReference]) -> None:
-        """Add references in order (recovery), delivering once at the end."""
+    def add_many(
+        self, refs: Iterable[MessageReference], held_until: Mapping[int, int] | None = None
+    ) -> None:
+        """Add references in order (recovery), delivering once at the end; ``held_until``:
+        message id -> the time a recovered redelivery delay holds its reference until."""
         held_before = len(self.scheduled)
-        refs = self._not_held(refs)
+        refs = self._not_held(refs, held_until)
         self.messages_added += len(self.scheduled) - held_before
         self._prioritise(refs)
         for ref in refs:
@@ -313,7 +321,8 @@ class Queue:
         refs = [r for r in refs if r in self.scheduled]
         if not refs:
             return
-        self.scheduled.difference_update(refs)
+        for ref in refs:
+            del self.scheduled[ref]
         self._prioritise(refs)
         if self.last_values is not None:
             for ref in refs:
@@ -321,17 +330,19 @@ class Queue:
         self.messages.extendleft(reversed(refs))
         self._offer(refs)
 
-    def redeliver_later(self, refs: list[MessageReference], due_ms: list[int]) -> None:
+    def redeliver_later(
+        self, refs: list[MessageReference], due_ms: list[int]
+    ) -> list[MessageReference]:
         """Delivered references that came back, each held until its time (a redelivery
-        delay); returned at once if nothing can hold them."""
-        now = []
+        delay); returned at once if nothing can hold them. The ones held."""
+        now: list[MessageReference] = []
+        held: list[MessageReference] = []
         for ref, due in zip(refs, due_ms, strict=True):
-            self.delivering -= 1
-            if not self._held(ref, due):
-                self.delivering += 1
-                now.append(ref)
+            (held if self._held(ref, due) else now).append(ref)
+        self.delivering -= len(held)
         if now:
             self.cancel(now)
+        return held
 
     def acknowledged(self, count: int = 1) -> None:
         """Delivered references were acknowledged (the broker has persisted that)."""
@@ -343,12 +354,12 @@ class Queue:
 
     def held(self) -> list[MessageReference]:
         """The held references, earliest first."""
-        return sorted(self.scheduled, key=_by_time)
+        return sorted(self.scheduled, key=self.scheduled.__getitem__)
 
     def remove_all(self) -> list[MessageReference]:
         """Take every ready and held reference out (purge, queue deletion)."""
         refs = list(self.messages) + self.held()
-        self.scheduled = set()
+        self.scheduled = {}
         self.messages = deque()
         if self.index is not None:
             self.index.clear()
@@ -367,9 +378,10 @@ class Queue:
             for ref in refs:
                 self.last_values.left(ref)
         if self.scheduled:
-            held = self.scheduled.intersection(refs)
+            held = self.scheduled.keys() & refs
             if held:
-                self.scheduled -= held
+                for ref in held:
+                    del self.scheduled[ref]
                 refs = [r for r in refs if r not in held]
         if len(refs) <= len(messages) and all(a is b for a, b in zip(refs, messages, strict=False)):
             for _ in refs:  # the usual case: the oldest ones
@@ -593,5 +605,6 @@ class Queue:
         )
 
 
-def _by_time(ref: MessageReference) -> int:
-    return ref.message.scheduled
+def _due(ref: MessageReference, held_until: Mapping[int, int]) -> int:
+    """When ``ref`` may be delivered: its message's time, or a later one in ``held_until``."""
+    return max(ref.message.scheduled, held_until.get(ref.message.message_id, 0))

@@ -1,10 +1,10 @@
 """Every journal record type of the broker, numbered in one table, with its codec.
 
 The broker writes two journals (:mod:`artemis_py.storage`): the *bindings* journal (addresses,
-queues, id-block reservations, message groups' decisions) and the *messages* journal (messages, their references in
-queues, acknowledgements, duplicate ids, paging cursors, offset marks, large messages). A
-record has a type number; an *update* of a record (``Op.update``) has a type number of its
-own. :data:`RECORD_TYPES` lists them all, so a number is taken in one place and
+queues, id-block reservations, message groups' decisions) and the *messages* journal
+(messages, their references in queues, acknowledgements, delivery counts and redelivery
+times, duplicate ids, paging cursors, offset marks, large messages). A record has a type
+number; an *update* of a record (``Op.update``) has a type number of its own. :data:`RECORD_TYPES` lists them all, so a number is taken in one place and
 ``artemis-py data print`` names every record from this table; the codecs below it are the
 only code that lays out or reads a record's payload. Where a record's meaning is explained:
 the module named in its table entry.
@@ -61,6 +61,7 @@ OFFSET_MARK = 18
 CLIENT_DUPLICATE_ID_RECORD = 19
 SEALED_STREAM = 20
 ROUTE_TO = 21
+SCHEDULED_DELIVERY_TIME = 22  # Artemis's SET_SCHEDULED_DELIVERY_TIME
 LARGE_MESSAGE_RECORD = 30
 LARGE_PAGE_REF = 31
 
@@ -78,6 +79,13 @@ RECORD_TYPES: tuple[RecordType, ...] = (
     RecordType(ACK_REF, "ACK_REF", _M, "acknowledging", update_of=MESSAGE_RECORD),
     RecordType(DELIVERY_COUNT, "DELIVERY_COUNT", _M, "acknowledging", update_of=MESSAGE_RECORD),
     RecordType(ROUTE_TO, "ROUTE_TO", _M, "routing.forwarding", update_of=MESSAGE_RECORD),
+    RecordType(
+        SCHEDULED_DELIVERY_TIME,
+        "SCHEDULED_DELIVERY_TIME",
+        _M,
+        "scheduling",
+        update_of=MESSAGE_RECORD,
+    ),
     RecordType(DUPLICATE_ID_RECORD, "DUPLICATE_ID", _M, "duplicate_cache"),
     RecordType(PAGE_ACK, "PAGE_ACK", _M, "paging.cursor"),
     RecordType(PAGE_COMPLETE, "PAGE_COMPLETE", _M, "paging.cursor"),
@@ -106,6 +114,7 @@ _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
 _REF_COUNT = struct.Struct("<QI")
 _ADD_REF = struct.Struct("<QQ")
+_SCHEDULED_TIME = struct.Struct("<QQ")
 _PAGE_ACK = struct.Struct("<QQQ")
 _PAGE_COMPLETE = struct.Struct("<QQ")
 _MARK = struct.Struct("<QQ")
@@ -367,6 +376,19 @@ def decode_delivery_count(payload: bytes) -> tuple[int, int]:
     """DELIVERY_COUNT: (queue id, count)."""
     queue_id, count = _REF_COUNT.unpack(payload)
     return queue_id, count
+
+
+def scheduled_time_op(message_id: int, queue_id: int, due_ms: int) -> Op:
+    """The SCHEDULED_DELIVERY_TIME update: the reference of message ``message_id`` in a
+    queue is held until ``due_ms`` (epoch ms; a redelivery delay, :mod:`.scheduling`);
+    ``<QQ`` queue id, time. The latest one of a queue wins."""
+    return Op.update(message_id, SCHEDULED_DELIVERY_TIME, _SCHEDULED_TIME.pack(queue_id, due_ms))
+
+
+def decode_scheduled_time(payload: bytes) -> tuple[int, int]:
+    """SCHEDULED_DELIVERY_TIME: (queue id, time in epoch ms)."""
+    queue_id, due_ms = _SCHEDULED_TIME.unpack(payload)
+    return queue_id, due_ms
 
 
 # -- messages journal: duplicate ids ---------------------------------------------------------

@@ -14,6 +14,14 @@ earliest, and at that time each due reference goes back to its queue, at the hea
 puts scheduled messages back. A reference its queue no longer holds (purged, moved, the queue
 deleted) is skipped. The time is the wall clock's (epoch milliseconds), as Artemis's is: the
 schedule of a persisted message survives a restart, and one due meanwhile goes at once.
+
+A redelivery delay's hold survives a restart too: its time is journaled beside the message
+(a SCHEDULED_DELIVERY_TIME update per queue, written by :mod:`.acknowledging`, read back by
+:mod:`.journal_recovery`), as Artemis's QueueImpl does with updateScheduledDeliveryTime.
+Not for a depaged reference (Artemis skips paged ones too): its message is in the page
+files, with no journal record to update, so after a restart it is delivered at once. A held
+reference moved to another node (scale-down) keeps its time there as its copy's
+:attr:`Message.scheduled` (:func:`carry_hold`).
 """
 
 from __future__ import annotations
@@ -27,10 +35,10 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from artemis_py.broker.message import now_ms
+from artemis_py.broker.message import SCHEDULED_PROPERTY, now_ms
 
 if TYPE_CHECKING:
-    from artemis_py.broker.message import MessageReference
+    from artemis_py.broker.message import Message, MessageReference
     from artemis_py.config import AddressSettings
 
 #: The latest delivery time a message may ask for (the last millisecond of year 9999).
@@ -79,6 +87,17 @@ class Scheduler:
             self._wake = trio.Event()
             with trio.move_on_after(wait):
                 await self._wake.wait()
+
+
+def carry_hold(ref: MessageReference, copy: Message) -> None:
+    """``copy`` of ``ref``'s message leaves for another queue (scale-down): a hold of
+    ``ref`` later than the message's own schedule becomes the copy's schedule. Artemis's
+    scale-down does the same: it gives a held reference's time to its message's
+    _AMQ_SCHED_DELIVERY before sending it (QueueImpl.deliverScheduledMessages)."""
+    due = ref.queue.scheduled.get(ref, 0)
+    if due > copy.scheduled:
+        copy.set_properties({SCHEDULED_PROPERTY: str(due)})
+        copy.scheduled = due
 
 
 def redelivery_delay(settings: AddressSettings, delivery_count: int) -> int:

@@ -32,6 +32,7 @@ from artemis_py.broker.queue import Queue
 from artemis_py.broker.records import page_tx_op
 from artemis_py.broker.routing import Destination, RemoteQueueBinding, forwarding, tag
 from artemis_py.broker.routing.diverts import original_properties
+from artemis_py.broker.scheduling import carry_hold
 from artemis_py.broker.write_order import Records, after, file_first, journal_after, page
 from artemis_py.config import RoutingType
 from artemis_py.exceptions import BrokerError, StorageError
@@ -284,7 +285,8 @@ class Sending:
     def redistribute(
         self, moves: list[tuple[MessageReference, list[Destination] | None]]
     ) -> Pending:
-        """Move ready references elsewhere, all or nothing.
+        """Move ready references elsewhere (held ones too, in a scale-down: a copy is
+        held until the same time there), all or nothing.
 
         Each move is a reference and its destinations (None: route by address again),
         usually the store-and-forward queue of a neighbour with the names of the bindings
@@ -295,6 +297,7 @@ class Sending:
         sends: list[tuple[Message, list[Queue]]] = []
         for ref, destinations in moves:
             copy = ref.message.copy(self.persistence.next_id())
+            carry_hold(ref, copy)
             queues = (
                 self.route_undiverted(copy) if destinations is None else tag(copy, destinations)
             )

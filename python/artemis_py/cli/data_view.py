@@ -20,6 +20,7 @@ import struct
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -248,6 +249,9 @@ class Inventory:
             elif utype == rec.DELIVERY_COUNT:
                 queue_id, count = rec.decode_delivery_count(update.payload)
                 udetail = f"queue={self.queue_name(queue_id)} count={count}"
+            elif utype == rec.SCHEDULED_DELIVERY_TIME:
+                queue_id, due_ms = rec.decode_scheduled_time(update.payload)
+                udetail = f"queue={self.queue_name(queue_id)} time={_time(due_ms)}"
             elif utype == rec.ROUTE_TO:
                 queue_id, names = rec.decode_route_to(update.payload)
                 udetail = f"queue={self.queue_name(queue_id)} bindings={','.join(names)}"
@@ -452,6 +456,15 @@ def _torn(report: LoadReport) -> Iterator[str]:
 
 def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
+
+
+def _time(epoch_ms: int) -> str:
+    """An epoch-ms time as recorded, and readable (UTC)."""
+    try:
+        moment = datetime.fromtimestamp(epoch_ms / 1000, UTC)
+    except (OverflowError, OSError, ValueError):
+        return str(epoch_ms)
+    return f"{epoch_ms} ({moment.isoformat(timespec='milliseconds').replace('+00:00', 'Z')})"
 
 
 def _size(path: Path) -> int:

@@ -392,7 +392,7 @@ async def _move_all(connection: ClusterConnection, target: str, report: ScaleDow
     while True:
         for queue in _movable(connection):
             if queue.name in has:
-                # (held ones too: a scheduled message keeps its time over there)
+                # (held ones too: each keeps its time over there, a redelivery delay's too)
                 for ref in [*queue.messages, *queue.held()]:
                     if connection.scale_down_committed != target:
                         _usable(connection, target)  # (Retarget: what is moved stays moved)

@@ -67,6 +67,7 @@ async def _write(root: Path) -> None:
         # message 1 acknowledged by audit, message 2 redelivered twice to orders-eu
         await persistence.wait(persistence.acknowledge([(1, AUDIT, False)]))
         persistence.update_delivery_counts([(2, ORDERS, 2)])
+        persistence.update_scheduled_times([(2, ORDERS, 1767225600000)])  # (a redelivery delay)
         journal = storage.messages
         await journal.append(
             [
@@ -119,6 +120,10 @@ def test_print_journal_shows_messages_references_and_cursors(root, capsys) -> No
     assert f"1   ADD_REF queue={ORDERS}(orders-eu) offset=3" in lines
     assert f"1   ACK_REF queue={AUDIT}(audit)" in lines
     assert f"2   DELIVERY_COUNT queue={ORDERS}(orders-eu) count=2" in lines
+    assert (
+        f"2   SCHEDULED_DELIVERY_TIME queue={ORDERS}(orders-eu) "
+        "time=1767225600000 (2026-01-01T00:00:00.000Z)"
+    ) in lines
     assert f"10 PAGE_ACK queue={ORDERS}(orders-eu) address=orders page=1 offset=0" in lines
     assert f"11 PAGE_COMPLETE queue={AUDIT}(audit) address=orders page=1" in lines
     assert "12 PAGE_TX tx=77" in lines
