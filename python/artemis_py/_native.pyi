@@ -186,6 +186,9 @@ class BackupLock:
 def read_activation_state(directory: str | os.PathLike[str]) -> str:
     """``server.state``: "not-started", "live", "paused" or "failing-back"."""
 
+def read_node_id(directory: str | os.PathLike[str]) -> str | None:
+    """The node ID in ``server.lock``, read without locking; None if there is none yet."""
+
 def write_activation_state(directory: str | os.PathLike[str], state: str) -> None:
     """Write ``server.state`` durably (fsync)."""
 

@@ -131,3 +131,11 @@ pub fn write_activation_state(py: Python<'_>, directory: PathBuf, state: &str) -
     py.detach(|| shared_store::write_state(&directory, state))
         .map_err(|e| nodeid_error(py, &e))
 }
+
+/// The node ID in `directory`'s `server.lock`, read without locking; None if there is none.
+#[pyfunction]
+pub fn read_node_id(py: Python<'_>, directory: PathBuf) -> PyResult<Option<String>> {
+    py.detach(|| nodeid::read_node_id(&directory))
+        .map(|id| id.map(|id| id.to_string()))
+        .map_err(|e| nodeid_error(py, &e))
+}

@@ -178,6 +178,25 @@ pub(crate) fn try_flock(file: &File) -> io::Result<bool> {
     }
 }
 
+/// The node ID in `dir`'s `server.lock` without locking it (`Ok(None)` if there is none
+/// yet): a waiting shared-store backup names the node it backs up. The file is never
+/// rewritten once published, so reading it unlocked is safe.
+pub fn read_node_id(dir: &Path) -> Result<Option<Uuid>> {
+    let path = dir.join(SERVER_LOCK);
+    let file = match File::open(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err("open", &path)(e)),
+    };
+    let mut bytes = Vec::with_capacity(FILE_LEN + 1);
+    file.take(FILE_LEN as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io_err("read", &path))?;
+    decode(&bytes)
+        .map(Some)
+        .map_err(|reason| Error::Corrupted { path, reason })
+}
+
 pub(crate) fn create_directory(dir: &Path) -> Result<()> {
     if dir.is_dir() {
         return Ok(());

@@ -347,3 +347,11 @@ fn one_backup_lock_at_a_time() {
     assert!(BackupLock::try_acquire(tmp.path()).unwrap().is_some());
     assert!(tmp.path().join(BACKUP_LOCK).exists());
 }
+
+#[test]
+fn read_node_id_reads_without_locking() {
+    let tmp = tempfile::tempdir().unwrap();
+    assert_eq!(nodeid::read_node_id(tmp.path()).unwrap(), None);
+    let nm = NodeManager::open(tmp.path()).unwrap();
+    assert_eq!(nodeid::read_node_id(tmp.path()).unwrap(), Some(nm.node_id()));
+}
