@@ -68,7 +68,8 @@ class PairNode(BrokerProcess):
         )
 
     def wait_live(self, timeout: float = 20) -> None:
-        """Wait for the STOMP acceptor of a node that became live after starting."""
+        """Wait for the STOMP acceptor (and the web server, if any) of a node that became
+        live after starting."""
         self.wait_ready(timeout)
 
 
@@ -84,10 +85,15 @@ def pair(tmp_path: Path) -> Iterator[Callable[..., tuple[PairNode, PairNode]]]:
     nodes: list[PairNode] = []
     shared = tmp_path / "shared"
 
-    def factory(primary: str = "", backup: str = "") -> tuple[PairNode, PairNode]:
+    def factory(
+        primary: str = "", backup: str = "", *, web: bool = False
+    ) -> tuple[PairNode, PairNode]:
+        """``web``: both serve the management API (security off, on 127.0.0.1)."""
         made = (
-            PairNode(tmp_path / "primary", role="primary", settings=primary, data_dir=shared),
-            PairNode(tmp_path / "backup", role="backup", settings=backup, data_dir=shared),
+            PairNode(
+                tmp_path / "primary", role="primary", settings=primary, data_dir=shared, web=web
+            ),
+            PairNode(tmp_path / "backup", role="backup", settings=backup, data_dir=shared, web=web),
         )
         for node in made:
             nodes.append(node)

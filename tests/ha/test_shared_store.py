@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Callable
 
+import httpx
 import pytest
 
 from .conftest import (
@@ -208,3 +209,20 @@ def test_either_may_start_first(pair: Pair, first: str) -> None:
     assert BACKUP_LIVE not in backup.log()
     primary.kill()
     backup.wait_live()
+
+
+def test_management_says_which_side_is_live(pair: Pair) -> None:
+    primary, backup = pair(web=True)
+    primary.start()
+    backup.start_waiting()
+    assert not port_open(backup.web_port), "a waiting backup serves no API either"
+    ha = httpx.get(f"{primary.web_url}/api/node", timeout=10).json()["ha"]
+    assert ha == {"policy": "shared-store", "role": "primary", "state": "live"}
+    primary.kill()
+    backup.wait_live()
+    cluster = httpx.get(f"{backup.web_url}/api/cluster", timeout=10).json()
+    assert cluster["node"]["ha"] == {"policy": "shared-store", "role": "backup", "state": "live"}
+    metrics = httpx.get(f"{backup.web_url}/metrics", timeout=10).text
+    assert re.search(
+        r'artemis_ha_live\{node="[0-9a-f-]+",policy="shared-store",role="backup"\} 1\.0', metrics
+    ), metrics
