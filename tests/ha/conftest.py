@@ -23,6 +23,7 @@ from integration.conftest import (  # the same module object pytest loaded for t
     BrokerProcess,
     Client,
     _used_by_this_test,
+    free_port,
     pytest_runtest_makereport,  # noqa: F401 - re-exported: attaches node logs to failures
     pytest_runtest_setup,  # noqa: F401 - re-exported: resets the per-test node list
     stays,
@@ -30,7 +31,19 @@ from integration.conftest import (  # the same module object pytest loaded for t
     wait_for,
 )
 
-__all__ = ["Client", "PairNode", "port_open", "stays", "unique", "wait_for"]
+__all__ = [
+    "REPO",
+    "Client",
+    "PairNode",
+    "_used_by_this_test",
+    "free_port",
+    "port_open",
+    "stays",
+    "unique",
+    "wait_for",
+]
+
+REPO = Path(__file__).resolve().parents[2]
 
 # Artemis's codes this harness waits for (docs/high-availability.md).
 BACKUP_WAITING = "AMQ221109"

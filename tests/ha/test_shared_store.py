@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,8 +20,11 @@ from .conftest import (
     BACKUP_LIVE,
     BACKUP_WAITING,
     PRIMARY_LIVE,
+    REPO,
     Client,
     PairNode,
+    _used_by_this_test,
+    free_port,
     port_open,
     stays,
     unique,
@@ -226,3 +230,28 @@ def test_management_says_which_side_is_live(pair: Pair) -> None:
     assert re.search(
         r'artemis_ha_live\{node="[0-9a-f-]+",policy="shared-store",role="backup"\} 1\.0', metrics
     ), metrics
+
+
+def test_the_sample_pair_in_etc_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARTEMIS_SHARED_DATA", str(tmp_path / "shared"))
+    nodes = []
+    for role in ("primary", "backup"):
+        port = free_port()
+        monkeypatch.setenv(f"{role.upper()}_STOMP_PORT", str(port))
+        config = REPO / "etc" / "ha" / f"shared-store-{role}.xml"
+        node = PairNode(tmp_path / role, role=role, settings="", config_path=config, port=port)
+        nodes.append(node)
+        _used_by_this_test.append((node, 0))
+    primary, backup = nodes
+    try:
+        primary.start()
+        backup.start_waiting()
+        producer = primary.client()
+        send_all(producer, "/queue/orders", ["one", "two"])
+        producer.close()
+        primary.kill()
+        backup.wait_live()
+        assert sorted(drain(backup, "/queue/orders", 2)) == ["one", "two"]
+    finally:
+        for node in nodes:
+            node.close()

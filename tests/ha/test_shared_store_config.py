@@ -68,8 +68,13 @@ def test_every_primary_element() -> None:
         "<wait-for-activation>false</wait-for-activation>\n"
         "</primary></shared-store>"
     )
-    settings = parse_config(text, environ={}).ha_policy.shared_store
-    assert settings == SharedStoreConfig(failover_on_shutdown=True, wait_for_activation=False)
+    config = parse_config(text, environ={})
+    assert config.ha_policy.shared_store == SharedStoreConfig(
+        failover_on_shutdown=True, wait_for_activation=False
+    )
+    # A node always waits until it is live (open_broker returns then): false is named.
+    (warning,) = config.warnings
+    assert "wait-for-activation (line 8)" in warning.message
 
 
 def test_every_backup_element() -> None:

@@ -75,6 +75,8 @@ def _shared_store(
     failover = reader.scalar(rkids, "failover-on-shutdown", parse_bool, False)
     if name == "primary":
         wait = reader.scalar(rkids, "wait-for-activation", parse_bool, True)
+        if not wait:  # a node always waits: open_broker returns once it is live
+            reader.not_implemented("wait-for-activation", rkids["wait-for-activation"][0].line)
         settings = SharedStoreConfig(failover_on_shutdown=failover, wait_for_activation=wait)
     else:
         settings = SharedStoreConfig(
