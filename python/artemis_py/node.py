@@ -47,7 +47,7 @@ from artemis_py.config.defaults import CLUSTER_PASSWORD
 from artemis_py.ha import SharedStore, open_shared_store
 from artemis_py.management.bootstrap import WebConfig
 from artemis_py.management.server import serve_management
-from artemis_py.storage import JournalSettings, open_storage
+from artemis_py.storage import JournalSettings, NodeManager, open_storage
 from artemis_py.storage.large_message_files import open_large_message_store
 from artemis_py.storage.paging import open_page_stores
 from artemis_py.transport.acceptor import Clients, serve_acceptor
@@ -320,6 +320,40 @@ async def start_cluster(node: Node, nursery: trio.Nursery) -> Discovery:
     return discovery
 
 
+async def open_persistence(
+    config: BrokerConfig, base: Path, stack: AsyncExitStack, node_manager: NodeManager | None
+) -> tuple[Persistence, PagingManager]:
+    """The node's persistence and paging, closed by ``stack``: the journals, large messages
+    and page stores under ``base`` (locked by ``node_manager`` when given: a shared-store
+    node's), or memory when persistence is disabled."""
+    if not config.persistence_enabled:
+        persistence = Persistence(MemoryStore(), str(uuid.uuid4()))
+        return persistence, PagingManager(config, persistence, None)
+    storage = await stack.enter_async_context(
+        open_storage(
+            base / config.journal.directory,
+            base / config.journal.bindings_directory,
+            journal_settings(config),
+            node_manager=node_manager,
+        )
+    )
+    # Entered after the journals, so it closes first: its deletes wait for them.
+    large_messages = await stack.enter_async_context(
+        open_large_message_store(base / config.large_messages_directory)
+    )
+    persistence = Persistence(JournalStore(storage, large_messages), storage.node_id)
+    paging_directory = base / config.paging_directory
+    stores = await open_page_stores(
+        paging_directory,
+        page_size_for=lambda a: config.address_settings_for(a).page_size_bytes,
+    )
+    paging = PagingManager(
+        config, persistence, paging_directory, stores, watched_disk(config, base)
+    )
+    stack.push_async_callback(paging.close)  # before the journals close
+    return persistence, paging
+
+
 @asynccontextmanager
 async def open_broker(
     config: BrokerConfig | None = None,
@@ -348,32 +382,8 @@ async def open_broker(
             shared_store = await stack.enter_async_context(open_shared_store(config, base))
         if shared_store is not None and shared_store.node_manager is None:
             await shared_store.acquire()
-        if config.persistence_enabled:
-            storage = await stack.enter_async_context(
-                open_storage(
-                    base / config.journal.directory,
-                    base / config.journal.bindings_directory,
-                    journal_settings(config),
-                    node_manager=shared_store.node_manager if shared_store else None,
-                )
-            )
-            # Entered after the journals, so it closes first: its deletes wait for them.
-            large_messages = await stack.enter_async_context(
-                open_large_message_store(base / config.large_messages_directory)
-            )
-            persistence = Persistence(JournalStore(storage, large_messages), storage.node_id)
-            paging_directory = base / config.paging_directory
-            stores = await open_page_stores(
-                paging_directory,
-                page_size_for=lambda a: config.address_settings_for(a).page_size_bytes,
-            )
-            paging = PagingManager(
-                config, persistence, paging_directory, stores, watched_disk(config, base)
-            )
-            stack.push_async_callback(paging.close)  # before the journals close
-        else:
-            persistence = Persistence(MemoryStore(), str(uuid.uuid4()))
-            paging = PagingManager(config, persistence, None)
+        node_manager = shared_store.node_manager if shared_store else None
+        persistence, paging = await open_persistence(config, base, stack, node_manager)
         broker = Broker(config, persistence, paging)
         bridge_filters = compile_filters(config.bridges, config)  # a bad one stops the node
         broker.recover()

@@ -278,7 +278,10 @@ fn try_open_gives_none_while_another_holds_the_lock() {
     let id = first.node_id();
     drop(first);
     assert_eq!(
-        NodeManager::try_open(tmp.path()).unwrap().unwrap().node_id(),
+        NodeManager::try_open(tmp.path())
+            .unwrap()
+            .unwrap()
+            .node_id(),
         id
     );
 }
@@ -316,7 +319,9 @@ fn the_state_file_leaves_server_lock_alone() {
     let id = NodeManager::open(tmp.path()).unwrap().node_id();
     write_state(tmp.path(), ActivationState::Paused).unwrap();
     assert_eq!(
-        std::fs::metadata(tmp.path().join(SERVER_LOCK)).unwrap().len(),
+        std::fs::metadata(tmp.path().join(SERVER_LOCK))
+            .unwrap()
+            .len(),
         32
     );
     assert_eq!(NodeManager::open(tmp.path()).unwrap().node_id(), id);
@@ -353,5 +358,8 @@ fn read_node_id_reads_without_locking() {
     let tmp = tempfile::tempdir().unwrap();
     assert_eq!(nodeid::read_node_id(tmp.path()).unwrap(), None);
     let nm = NodeManager::open(tmp.path()).unwrap();
-    assert_eq!(nodeid::read_node_id(tmp.path()).unwrap(), Some(nm.node_id()));
+    assert_eq!(
+        nodeid::read_node_id(tmp.path()).unwrap(),
+        Some(nm.node_id())
+    );
 }
