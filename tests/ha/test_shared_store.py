@@ -255,3 +255,19 @@ def test_the_sample_pair_in_etc_runs(tmp_path: Path, monkeypatch: pytest.MonkeyP
     finally:
         for node in nodes:
             node.close()
+
+
+def test_a_primary_stopped_while_waiting_withdraws_its_failback_request(pair: Pair) -> None:
+    primary, backup = pair(backup="<allow-failback>false</allow-failback>")
+    primary.start()
+    backup.start_waiting()
+    primary.kill()
+    backup.wait_live()
+    state = backup.data_dir / "journal" / "server.state"
+    assert state.read_bytes() == b"L"
+    primary.start_waiting()
+    assert state.read_bytes() == b"F"  # its request, which this backup does not grant
+    assert primary.stop(timeout=5) == 0
+    assert state.read_bytes() == b"L", "the live backup's pair must read as live again"
+    assert backup.running
+    assert port_open(backup.port)
