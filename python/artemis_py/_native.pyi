@@ -161,6 +161,9 @@ class NodeManager:
     @staticmethod
     def open(directory: str | os.PathLike[str]) -> NodeManager:
         """Lock (creating the directory and the node ID if needed). Blocks; GIL released."""
+    @staticmethod
+    def try_open(directory: str | os.PathLike[str]) -> NodeManager | None:
+        """As ``open``, but None while another holder has the lock. Blocks; GIL released."""
     @property
     def node_id(self) -> str: ...
     @property
@@ -169,6 +172,25 @@ class NodeManager:
     def locked(self) -> bool: ...
     def close(self) -> None:
         """Release the lock. Idempotent."""
+
+@final
+class BackupLock:
+    """A shared-store backup's lock (``server.backup.lock``), held until ``close()``."""
+
+    @staticmethod
+    def try_acquire(directory: str | os.PathLike[str]) -> BackupLock | None:
+        """The lock, or None while another backup holds it. Blocks briefly; GIL released."""
+    def close(self) -> None:
+        """Release the lock. Idempotent."""
+
+def read_activation_state(directory: str | os.PathLike[str]) -> str:
+    """``server.state``: "not-started", "live", "paused" or "failing-back"."""
+
+def read_node_id(directory: str | os.PathLike[str]) -> str | None:
+    """The node ID in ``server.lock``, read without locking; None if there is none yet."""
+
+def write_activation_state(directory: str | os.PathLike[str], state: str) -> None:
+    """Write ``server.state`` durably (fsync)."""
 
 @final
 class PageStore(GroupCommitStore):

@@ -44,9 +44,10 @@ from artemis_py.cluster.scale_down import ScaleDownReport, scale_down
 from artemis_py.cluster.topology import client_urls, stomp_urls
 from artemis_py.config import BrokerConfig, MessageLoadBalancing, default_config
 from artemis_py.config.defaults import CLUSTER_PASSWORD
+from artemis_py.ha import SharedStore, open_shared_store
 from artemis_py.management.bootstrap import WebConfig
 from artemis_py.management.server import serve_management
-from artemis_py.storage import JournalSettings, open_storage
+from artemis_py.storage import JournalSettings, NodeManager, open_storage
 from artemis_py.storage.large_message_files import open_large_message_store
 from artemis_py.storage.paging import open_page_stores
 from artemis_py.transport.acceptor import Clients, serve_acceptor
@@ -71,6 +72,7 @@ class Node:
         self.authenticator = Authenticator(False)  # the node's users (set by open_broker)
         self.authorizer = Authorizer(False)
         self.web_url: str | None = None  # where the management web server listens
+        self.shared_store: SharedStore | None = None  # its side of a shared-store HA pair
         self._nursery = nursery
         self._left: trio.Event | None = None
         self._shutting_down = False
@@ -318,6 +320,40 @@ async def start_cluster(node: Node, nursery: trio.Nursery) -> Discovery:
     return discovery
 
 
+async def open_persistence(
+    config: BrokerConfig, base: Path, stack: AsyncExitStack, node_manager: NodeManager | None
+) -> tuple[Persistence, PagingManager]:
+    """The node's persistence and paging, closed by ``stack``: the journals, large messages
+    and page stores under ``base`` (locked by ``node_manager`` when given: a shared-store
+    node's), or memory when persistence is disabled."""
+    if not config.persistence_enabled:
+        persistence = Persistence(MemoryStore(), str(uuid.uuid4()))
+        return persistence, PagingManager(config, persistence, None)
+    storage = await stack.enter_async_context(
+        open_storage(
+            base / config.journal.directory,
+            base / config.journal.bindings_directory,
+            journal_settings(config),
+            node_manager=node_manager,
+        )
+    )
+    # Entered after the journals, so it closes first: its deletes wait for them.
+    large_messages = await stack.enter_async_context(
+        open_large_message_store(base / config.large_messages_directory)
+    )
+    persistence = Persistence(JournalStore(storage, large_messages), storage.node_id)
+    paging_directory = base / config.paging_directory
+    stores = await open_page_stores(
+        paging_directory,
+        page_size_for=lambda a: config.address_settings_for(a).page_size_bytes,
+    )
+    paging = PagingManager(
+        config, persistence, paging_directory, stores, watched_disk(config, base)
+    )
+    stack.push_async_callback(paging.close)  # before the journals close
+    return persistence, paging
+
+
 @asynccontextmanager
 async def open_broker(
     config: BrokerConfig | None = None,
@@ -325,6 +361,7 @@ async def open_broker(
     instance_dir: Path | None = None,
     config_dir: Path | None = None,
     web: WebConfig | None = None,
+    shared_store: SharedStore | None = None,
 ) -> AsyncIterator[Node]:
     """Start a node from ``config`` (default: the embedded single-node default).
 
@@ -332,35 +369,21 @@ async def open_broker(
     (default: the current directory); ``config_dir`` is where ``artemis-users.properties``
     is looked up when security is enabled. ``web``: serve the management API, metrics and
     console there (docs/management.md), in the node's nursery, stopped with the node.
+
+    A shared-store node (docs/high-availability.md) first waits until it may be live
+    (a backup: until its primary fails); ``shared_store`` is its side of the pair when the
+    caller made it (``artemis-py run`` waits for it under its signal handling), which the
+    caller then releases.
     """
     config = config if config is not None else default_config()
     base = instance_dir or Path.cwd()
     async with AsyncExitStack() as stack:
-        if config.persistence_enabled:
-            storage = await stack.enter_async_context(
-                open_storage(
-                    base / config.journal.directory,
-                    base / config.journal.bindings_directory,
-                    journal_settings(config),
-                )
-            )
-            # Entered after the journals, so it closes first: its deletes wait for them.
-            large_messages = await stack.enter_async_context(
-                open_large_message_store(base / config.large_messages_directory)
-            )
-            persistence = Persistence(JournalStore(storage, large_messages), storage.node_id)
-            paging_directory = base / config.paging_directory
-            stores = await open_page_stores(
-                paging_directory,
-                page_size_for=lambda a: config.address_settings_for(a).page_size_bytes,
-            )
-            paging = PagingManager(
-                config, persistence, paging_directory, stores, watched_disk(config, base)
-            )
-            stack.push_async_callback(paging.close)  # before the journals close
-        else:
-            persistence = Persistence(MemoryStore(), str(uuid.uuid4()))
-            paging = PagingManager(config, persistence, None)
+        if shared_store is None:
+            shared_store = await stack.enter_async_context(open_shared_store(config, base))
+        if shared_store is not None and shared_store.node_manager is None:
+            await shared_store.acquire()
+        node_manager = shared_store.node_manager if shared_store else None
+        persistence, paging = await open_persistence(config, base, stack, node_manager)
         broker = Broker(config, persistence, paging)
         bridge_filters = compile_filters(config.bridges, config)  # a bad one stops the node
         broker.recover()
@@ -376,6 +399,7 @@ async def open_broker(
             await nursery.start(broker.address_queue_reaper.run)
             node = Node(broker, nursery)
             node.authenticator, node.authorizer = authenticator, authorizer
+            node.shared_store = shared_store
             discovery = await start_cluster(node, nursery)
             await start_acceptors(node, nursery)
             node.bridges = CoreBridges(broker, bridge_filters, discovery.groups)
@@ -385,6 +409,9 @@ async def open_broker(
             warn_if_open(node)
             if web is not None:
                 await nursery.start(serve_management, node, web)
+            if shared_store is not None:
+                await shared_store.activated()
+                nursery.start_soon(shared_store.watch_for_failback, node.stop)
             log.info(
                 "node %s (%s) started: %s",
                 config.name or "artemis-py",

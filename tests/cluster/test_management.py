@@ -36,7 +36,11 @@ def test_cluster_lists_the_members_and_counts_what_their_bridges_forward(
     nodes = cluster(3, policy="ON_DEMAND", web=True)
     ids = [node_id(n) for n in nodes]
     data = api(nodes[0], "/api/cluster")
-    assert data["node"] == {"node_id": ids[0], "name": "node0"}
+    assert data["node"] == {
+        "node_id": ids[0],
+        "name": "node0",
+        "ha": {"policy": "primary-only", "role": "primary", "state": "live"},
+    }
     (connection,) = data["cluster_connections"]
     assert connection["message_load_balancing"] == "ON_DEMAND"
     assert connection["connector"] == nodes[0].connector

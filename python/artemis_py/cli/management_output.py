@@ -289,6 +289,8 @@ def render_cluster(data: dict[str, Any]) -> str:
     """``cluster status --url http://...``: the management API's ``/api/cluster``."""
     node = data.get("node") or {}
     lines = [f"node {node.get('node_id')} ({node.get('name')})"]
+    if ha := node.get("ha"):
+        lines[0] += f", {ha.get('policy')} {ha.get('role')}, {ha.get('state')}"
     for cc in data.get("cluster_connections") or []:
         members = cc.get("members") or []
         at = f" at {cc['connector']}" if cc.get("connector") else ""

@@ -9,7 +9,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import trio
@@ -17,8 +17,9 @@ import trio
 from artemis_py.cluster.scale_down import ScaleDownReport
 from artemis_py.config import BrokerConfig, default_config, load_config
 from artemis_py.exceptions import ArtemisError, ConfigError, leaves
+from artemis_py.ha import open_shared_store
 from artemis_py.management.bootstrap import BOOTSTRAP_FILE, WebConfig, read_bootstrap, web_from_uri
-from artemis_py.node import open_broker
+from artemis_py.node import Node, open_broker
 
 log = logging.getLogger("artemis_py.cli")
 
@@ -159,20 +160,70 @@ def command(args: argparse.Namespace) -> int:
 async def serve(
     config: BrokerConfig, config_path: Path | None, web: WebConfig | None = None
 ) -> list[ScaleDownReport]:
-    """Run until a signal, then stop gracefully; a second signal abandons a scale-down."""
+    """Run until a signal, then stop gracefully; a second signal abandons a scale-down.
+
+    A shared-store node first waits until it may be live (a signal ends the wait), and a
+    live backup that gave its primary the role back waits as backup again when
+    restart-backup says so (docs/high-availability.md).
+    """
     base = instance_dir(config_path)
     config_dir = config_path.parent.absolute() if config_path else None
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with open_broker(config, instance_dir=base, config_dir=config_dir, web=web) as node:
-            freeze_startup_objects()
-            async for signum in signals:
-                log.info("%s received: stopping", signal.Signals(signum).name)
-                break
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(_abandon_on_second_signal, signals, nursery.cancel_scope)
-                await node.shut_down()
-                nursery.cancel_scope.cancel()
-        return node.scale_down_reports
+        while True:
+            async with open_shared_store(config, base) as shared_store:
+                if shared_store is not None and not await _unless_signalled(
+                    signals, shared_store.acquire
+                ):
+                    return []
+                async with open_broker(
+                    config,
+                    instance_dir=base,
+                    config_dir=config_dir,
+                    web=web,
+                    shared_store=shared_store,
+                ) as node:
+                    freeze_startup_objects()
+                    await _until_signal_then_stop(signals, node)
+            if not (
+                shared_store and shared_store.failed_back and shared_store.settings.restart_backup
+            ):
+                return node.scale_down_reports
+
+
+async def _until_signal_then_stop(signals: AsyncIterator[int], node: Node) -> None:
+    """Wait for a signal, then stop ``node`` gracefully (a second one abandons that).
+    The node may also stop itself (cancelling this): a cluster asking it to, a failback."""
+    async for signum in signals:
+        log.info("%s received: stopping", signal.Signals(signum).name)
+        break
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_abandon_on_second_signal, signals, nursery.cancel_scope)
+        await node.shut_down()
+        nursery.cancel_scope.cancel()
+
+
+async def _unless_signalled(
+    signals: AsyncIterator[int], wait: Callable[[], Awaitable[object]]
+) -> bool:
+    """Run ``wait()`` unless a signal comes first (it is then cancelled): whether it ran to
+    the end with no signal received."""
+    signalled = False
+
+    async def on_signal(cancel_scope: trio.CancelScope) -> None:
+        nonlocal signalled
+        async for signum in signals:
+            log.info(
+                "%s received while waiting to become live: stopping", signal.Signals(signum).name
+            )
+            signalled = True
+            cancel_scope.cancel()
+            return
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(on_signal, nursery.cancel_scope)
+        await wait()
+        nursery.cancel_scope.cancel()
+    return not signalled
 
 
 async def _abandon_on_second_signal(

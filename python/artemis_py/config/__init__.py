@@ -45,6 +45,7 @@ from .model import (
     QueueConfig,
     QueueKind,
     ScaleDownConfig,
+    SharedStoreConfig,
 )
 from .parse import default_config, load_config, parse_config
 from .problems import ConfigFileError, ConfigProblem
@@ -92,6 +93,7 @@ __all__ = [
     "QueueKind",
     "RoutingType",
     "ScaleDownConfig",
+    "SharedStoreConfig",
     "SlowConsumerPolicy",
     "SlowConsumerThresholdMeasurementUnit",
     "WildcardSyntax",

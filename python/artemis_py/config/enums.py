@@ -108,7 +108,8 @@ class JournalType(enum.StrEnum):
 
 
 class HAPolicy(enum.StrEnum):
-    """The ``<ha-policy>`` kinds. Only PRIMARY_ONLY (formerly ``live-only``) is implemented."""
+    """The ``<ha-policy>`` kinds. PRIMARY_ONLY (formerly ``live-only``) and SHARED_STORE are
+    implemented; REPLICATION is not."""
 
     PRIMARY_ONLY = "primary-only"
     REPLICATION = "replication"

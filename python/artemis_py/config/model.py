@@ -49,6 +49,7 @@ __all__ = [
     "QueueConfig",
     "QueueKind",
     "ScaleDownConfig",
+    "SharedStoreConfig",
 ]
 
 #: The protocol names Artemis accepts in an acceptor's ``protocols`` parameter.
@@ -375,15 +376,41 @@ class ScaleDownConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class SharedStoreConfig:
+    """``<shared-store><primary/>`` or ``<backup/>`` (docs/high-availability.md).
+
+    Defaults are what Artemis's configuration classes start from (the schema says
+    restart-backup false, but Artemis's parser and classes default it to true). The primary
+    reads ``failover_on_shutdown`` and ``wait_for_activation``; the backup reads the other
+    fields and its own ``failover_on_shutdown`` (for when it is live). A backup's
+    ``scale_down`` is parsed and named in a warning: it is not implemented.
+    """
+
+    backup: bool = False
+    failover_on_shutdown: bool = False
+    wait_for_activation: bool = True
+    allow_failback: bool = True
+    restart_backup: bool = True
+    scale_down: ScaleDownConfig | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class HAPolicyConfig:
     """``<ha-policy>``. Absent means primary-only without scale-down (Artemis's default).
 
-    Only ``PRIMARY_ONLY`` is implemented; a replication or shared-store policy is reported with a
-    warning and the node runs as primary-only.
+    ``PRIMARY_ONLY`` (with its ``scale_down``) and ``SHARED_STORE`` (``shared_store``) are
+    implemented; a replication policy is reported with a warning and the node runs as
+    primary-only.
     """
 
     policy: HAPolicy = HAPolicy.PRIMARY_ONLY
     scale_down: ScaleDownConfig | None = None
+    shared_store: SharedStoreConfig | None = None
+
+    @property
+    def shared_store_backup(self) -> bool:
+        """Whether this node is the backup of a shared-store pair."""
+        return self.shared_store is not None and self.shared_store.backup
 
 
 @dataclass(frozen=True, slots=True)

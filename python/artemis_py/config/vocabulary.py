@@ -255,6 +255,17 @@ VOCABULARIES: dict[str, Vocabulary] = {
     ),
     "ha-policy": Vocabulary(implemented=_names("primary-only live-only replication shared-store")),
     "primary-only": Vocabulary(implemented=_names("scale-down")),
+    "shared-store": Vocabulary(
+        implemented=_names("primary master backup slave"), unimplemented=_names("colocated")
+    ),
+    "shared-store/primary": Vocabulary(
+        implemented=_names("failover-on-shutdown wait-for-activation"),
+        unimplemented=_names("failback-delay"),
+    ),
+    "shared-store/backup": Vocabulary(
+        implemented=_names("allow-failback failover-on-shutdown restart-backup scale-down"),
+        unimplemented=_names("failback-delay"),
+    ),
     "live-only": Vocabulary(implemented=_names("scale-down")),
     "scale-down": Vocabulary(
         implemented=_names("enabled group-name discovery-group-ref connectors commit-interval")

@@ -46,6 +46,7 @@ from prometheus_client.registry import Collector
 
 from artemis_py import __version__
 from artemis_py.broker.storage_views import JournalReport, journal_reports
+from artemis_py.management import views
 from artemis_py.sessions.stomp.errors import ERROR_KINDS
 
 if TYPE_CHECKING:
@@ -99,6 +100,15 @@ class NodeCollector(Collector):
             {"node": node_id, "name": self.node.config.name or "", "version": __version__},
         )
         yield info
+        ha = views.ha_view(self.node)
+        live = _gauge(
+            "artemis_ha_live",
+            "1 while the node is live (serving clients), 0 otherwise; policy and role are "
+            "its <ha-policy> and its side of a pair",
+            ["node", "policy", "role"],
+        )
+        live.add_metric([node_id, ha["policy"], ha["role"]], 1 if ha["state"] == "live" else 0)
+        yield live
 
     def _queues(self, node_id: str) -> Iterator[Metric]:
         messages = _gauge(

@@ -65,7 +65,18 @@ def node_view(node: Node) -> dict[str, Any]:
         "security_enabled": config.security_enabled,
         "persistence_enabled": config.persistence_enabled,
         "disk": disk_view(node),
+        "ha": ha_view(node),
     }
+
+
+def ha_view(node: Node) -> dict[str, str]:
+    """The node's high-availability side (docs/high-availability.md): its policy, its role
+    in a pair and its state. The API serves only a live node: a waiting backup opens no
+    port, this one included."""
+    store = node.shared_store
+    if store is None:
+        return {"policy": "primary-only", "role": "primary", "state": "live"}
+    return {"policy": "shared-store", "role": store.role, "state": store.status}
 
 
 def disk_view(node: Node) -> dict[str, Any]:
@@ -244,7 +255,11 @@ def bridge_view(cluster: ClusterConnection, node_id: str) -> dict[str, Any]:
 
 def cluster_view(node: Node) -> dict[str, Any]:
     return {
-        "node": {"node_id": node.node_id, "name": node.config.name or "artemis-py"},
+        "node": {
+            "node_id": node.node_id,
+            "name": node.config.name or "artemis-py",
+            "ha": ha_view(node),
+        },
         "cluster_connections": [
             {
                 "name": cluster.name,

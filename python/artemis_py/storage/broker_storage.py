@@ -9,7 +9,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
 from artemis_py.storage.journal import Journal, open_journal
-from artemis_py.storage.node_manager import open_node_manager
+from artemis_py.storage.node_manager import NodeManager, open_node_manager
 from artemis_py.storage.settings import JournalSettings, MiB
 
 # Artemis (JournalStorageManager.init) opens the bindings journal with fixed 1 MiB files and
@@ -36,14 +36,20 @@ async def open_storage(
     journal_directory: str | os.PathLike[str],
     bindings_directory: str | os.PathLike[str],
     settings: JournalSettings | None = None,
+    *,
+    node_manager: NodeManager | None = None,
 ) -> AsyncIterator[Storage]:
     """Lock the journal directory (``server.lock``), then open and recover both journals.
 
-    On exit the journals are closed first and the lock is released last.
+    On exit the journals are closed first and the lock is released last. A ``node_manager``
+    already holding the lock (a shared-store node's, :mod:`artemis_py.ha.shared_store`) is
+    used instead, and left to its owner to release.
     """
     settings = settings if settings is not None else JournalSettings()
     async with AsyncExitStack() as stack:
-        node = await stack.enter_async_context(open_node_manager(journal_directory))
+        node = node_manager
+        if node is None:
+            node = await stack.enter_async_context(open_node_manager(journal_directory))
         messages = await stack.enter_async_context(open_journal(journal_directory, settings))
         bindings = await stack.enter_async_context(
             open_journal(

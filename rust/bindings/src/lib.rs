@@ -37,6 +37,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::PyGroupCommitStore>()?;
     m.add_class::<journal::PyJournal>()?;
     m.add_class::<node_manager::PyNodeManager>()?;
+    m.add_class::<node_manager::PyBackupLock>()?;
+    m.add_function(wrap_pyfunction!(node_manager::read_activation_state, m)?)?;
+    m.add_function(wrap_pyfunction!(node_manager::read_node_id, m)?)?;
+    m.add_function(wrap_pyfunction!(node_manager::write_activation_state, m)?)?;
     m.add_class::<paging::PyPageStore>()?;
     m.add_function(wrap_pyfunction!(paging::read_page_file, m)?)?;
     m.add_class::<report::PyLoadReport>()?;

@@ -20,6 +20,10 @@
 //! * **Corruption.** A `server.lock` with a wrong size, magic, version or checksum is reported
 //!   as [`Error::Corrupted`] and left untouched: silently minting a new ID would make the
 //!   cluster see a new node owning the old node's messages.
+//! * **Shared store.** Two nodes of a shared-store HA pair use one directory: the `flock` on
+//!   `server.lock` is "the right to be live", and [`shared_store`] adds the activation state
+//!   and the backup's own lock beside it, in files of their own, so this file and its format
+//!   stay as they are.
 //!
 //! # File format (32 bytes, little endian)
 //!
@@ -38,6 +42,8 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use uuid::Uuid;
+
+pub mod shared_store;
 
 /// Name of the lock/identity file inside the data directory (as in Artemis).
 pub const SERVER_LOCK: &str = "server.lock";
@@ -72,7 +78,7 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
-fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Error + 'a {
+pub(crate) fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Error + 'a {
     move |source| Error::Io {
         op,
         path: path.to_path_buf(),
@@ -95,6 +101,14 @@ impl NodeManager {
     /// Fails with [`Error::Locked`] if another `NodeManager` — in this or another process —
     /// holds the directory, and with [`Error::Corrupted`] if `server.lock` is not valid.
     pub fn open(dir: &Path) -> Result<NodeManager> {
+        Self::try_open(dir)?.ok_or_else(|| Error::Locked {
+            directory: dir.to_path_buf(),
+        })
+    }
+
+    /// As [`NodeManager::open`], but `Ok(None)` when another holder has the lock: what a
+    /// shared-store backup polls while its primary is alive (no error built per poll).
+    pub fn try_open(dir: &Path) -> Result<Option<NodeManager>> {
         create_directory(dir)?;
         let path = dir.join(SERVER_LOCK);
         // A few rounds cover the race where another process publishes the file between our
@@ -116,18 +130,9 @@ impl NodeManager {
         })
     }
 
-    fn lock_and_read(dir: &Path, path: &Path, mut file: File) -> Result<NodeManager> {
-        // SAFETY: flock on a descriptor we own; no memory is passed.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc != 0 {
-            let e = io::Error::last_os_error();
-            return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                Error::Locked {
-                    directory: dir.to_path_buf(),
-                }
-            } else {
-                io_err("flock", path)(e)
-            });
+    fn lock_and_read(dir: &Path, path: &Path, mut file: File) -> Result<Option<NodeManager>> {
+        if !try_flock(&file).map_err(io_err("flock", path))? {
+            return Ok(None);
         }
         let mut bytes = Vec::with_capacity(FILE_LEN + 1);
         // Read one byte more than the format so an over-long file is detected.
@@ -140,11 +145,11 @@ impl NodeManager {
             reason,
         })?;
         remove_stale_temporaries(dir);
-        Ok(NodeManager {
+        Ok(Some(NodeManager {
             directory: dir.to_path_buf(),
             node_id,
             _lock_file: file,
-        })
+        }))
     }
 
     /// The node's ID; `to_string()` gives the canonical lowercase hyphenated form.
@@ -158,7 +163,41 @@ impl NodeManager {
     }
 }
 
-fn create_directory(dir: &Path) -> Result<()> {
+/// `flock(LOCK_EX | LOCK_NB)`: `Ok(false)` when another open file description holds it.
+pub(crate) fn try_flock(file: &File) -> io::Result<bool> {
+    // SAFETY: flock on a descriptor we own; no memory is passed.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(e)
+    }
+}
+
+/// The node ID in `dir`'s `server.lock` without locking it (`Ok(None)` if there is none
+/// yet): a waiting shared-store backup names the node it backs up. The file is never
+/// rewritten once published, so reading it unlocked is safe.
+pub fn read_node_id(dir: &Path) -> Result<Option<Uuid>> {
+    let path = dir.join(SERVER_LOCK);
+    let file = match File::open(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err("open", &path)(e)),
+    };
+    let mut bytes = Vec::with_capacity(FILE_LEN + 1);
+    file.take(FILE_LEN as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io_err("read", &path))?;
+    decode(&bytes)
+        .map(Some)
+        .map_err(|reason| Error::Corrupted { path, reason })
+}
+
+pub(crate) fn create_directory(dir: &Path) -> Result<()> {
     if dir.is_dir() {
         return Ok(());
     }
@@ -170,7 +209,7 @@ fn create_directory(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-fn fsync_dir(dir: &Path) -> Result<()> {
+pub(crate) fn fsync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io_err("fsync directory", dir))

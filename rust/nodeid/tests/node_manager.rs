@@ -263,3 +263,103 @@ fn concurrent_first_starts_agree_on_one_id() {
         assert!(ids.windows(2).all(|w| w[0] == w[1]), "{ids:?}");
     }
 }
+
+// -- shared store ---------------------------------------------------------------------------
+
+use nodeid::shared_store::{
+    read_state, write_state, ActivationState, BackupLock, BACKUP_LOCK, STATE_FILE,
+};
+
+#[test]
+fn try_open_gives_none_while_another_holds_the_lock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = NodeManager::try_open(tmp.path()).unwrap().unwrap();
+    assert!(NodeManager::try_open(tmp.path()).unwrap().is_none());
+    let id = first.node_id();
+    drop(first);
+    assert_eq!(
+        NodeManager::try_open(tmp.path())
+            .unwrap()
+            .unwrap()
+            .node_id(),
+        id
+    );
+}
+
+#[test]
+fn try_open_gives_none_while_a_child_process_holds_the_lock_and_some_once_it_is_killed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut holder = LockHolder::spawn(tmp.path());
+    assert!(NodeManager::try_open(tmp.path()).unwrap().is_none());
+    holder.child.kill().unwrap();
+    holder.child.wait().unwrap();
+    let nm = NodeManager::try_open(tmp.path()).unwrap().unwrap();
+    assert_eq!(nm.node_id().to_string(), holder.node_id);
+}
+
+#[test]
+fn the_state_is_not_started_until_written_and_then_reads_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    assert_eq!(read_state(tmp.path()).unwrap(), ActivationState::NotStarted);
+    for state in [
+        ActivationState::FailingBack,
+        ActivationState::Live,
+        ActivationState::Paused,
+        ActivationState::Live,
+    ] {
+        write_state(tmp.path(), state).unwrap();
+        assert_eq!(read_state(tmp.path()).unwrap(), state);
+    }
+    assert_eq!(std::fs::read(tmp.path().join(STATE_FILE)).unwrap(), b"L");
+}
+
+#[test]
+fn the_state_file_leaves_server_lock_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let id = NodeManager::open(tmp.path()).unwrap().node_id();
+    write_state(tmp.path(), ActivationState::Paused).unwrap();
+    assert_eq!(
+        std::fs::metadata(tmp.path().join(SERVER_LOCK))
+            .unwrap()
+            .len(),
+        32
+    );
+    assert_eq!(NodeManager::open(tmp.path()).unwrap().node_id(), id);
+}
+
+#[test]
+fn a_bad_state_file_is_reported_as_corrupted() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (contents, part) in [(&b"X"[..], "unknown activation state"), (b"LL", "one byte")] {
+        std::fs::write(tmp.path().join(STATE_FILE), contents).unwrap();
+        match read_state(tmp.path()) {
+            Err(Error::Corrupted { reason, .. }) => assert!(reason.contains(part), "{reason}"),
+            other => panic!("expected Corrupted, got {other:?}"),
+        }
+    }
+    std::fs::write(tmp.path().join(STATE_FILE), b"").unwrap();
+    assert_eq!(read_state(tmp.path()).unwrap(), ActivationState::NotStarted);
+}
+
+#[test]
+fn one_backup_lock_at_a_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = BackupLock::try_acquire(tmp.path()).unwrap().unwrap();
+    assert!(BackupLock::try_acquire(tmp.path()).unwrap().is_none());
+    // The backup lock is not the live lock.
+    assert!(NodeManager::try_open(tmp.path()).unwrap().is_some());
+    drop(first);
+    assert!(BackupLock::try_acquire(tmp.path()).unwrap().is_some());
+    assert!(tmp.path().join(BACKUP_LOCK).exists());
+}
+
+#[test]
+fn read_node_id_reads_without_locking() {
+    let tmp = tempfile::tempdir().unwrap();
+    assert_eq!(nodeid::read_node_id(tmp.path()).unwrap(), None);
+    let nm = NodeManager::open(tmp.path()).unwrap();
+    assert_eq!(
+        nodeid::read_node_id(tmp.path()).unwrap(),
+        Some(nm.node_id())
+    );
+}

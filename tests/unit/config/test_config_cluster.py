@@ -364,7 +364,7 @@ def test_live_only_is_the_old_name() -> None:
     assert "old name of <primary-only>" in config.warnings[0].message
 
 
-@pytest.mark.parametrize("policy", ["replication", "shared-store"])
+@pytest.mark.parametrize("policy", ["replication"])
 def test_other_ha_policies_warn_not_implemented(policy: str) -> None:
     text = core(f"<ha-policy><{policy}><primary><anything/></primary></{policy}></ha-policy>")
     config = parse_config(text, environ={})
