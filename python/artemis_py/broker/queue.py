@@ -3,12 +3,12 @@
 Theory of operation
 -------------------
 A queue holds *ready* references in arrival order (redelivered ones go back to the head,
-in their original order), higher message priorities first (:mod:`.priority_refs`). Delivery is push-based and synchronous: whenever something
-changes that could let a message move (a message arrives, a consumer is added, a consumer
-gets credit back), :meth:`Queue.deliver` hands ready references to consumers until no
-consumer can take more. Consumers compete round robin: each delivery starts looking at the
-consumer after the one that took the previous message, so consumers with credit share the
-load evenly (Artemis's QueueImpl does the same).
+in their original order), higher message priorities first (:mod:`.priority_refs`).
+Delivery is push-based and synchronous: whenever a message could move (it arrives, a
+consumer comes or gets credit back), :meth:`Queue.deliver` hands ready references to
+consumers until no consumer can take more. Consumers compete round robin: each delivery
+starts looking at the consumer after the one that took the previous message, so consumers
+with credit share the load evenly (Artemis's QueueImpl does the same).
 
 A consumer may carry a selector; a reference that no consumer's selector matches stays in
 the queue, in place, and does not block the ones behind it. Message groups and exclusive
@@ -20,16 +20,15 @@ Delivered references belong to their consumer until it acknowledges them (the br
 deletes them) or goes away (they are cancelled back to the head of the queue with their
 delivery count kept, so the next delivery is marked redelivered).
 
-Every reference has an offset (:mod:`artemis_py.broker.offset_reading`); a queue that readers
-browse by offset keeps its ready references in an :class:`~artemis_py.broker.offset_index.OffsetIndex` as well.
+Every reference has an offset (:mod:`.offset_reading`); a queue that readers browse by
+offset keeps its ready references in an :class:`~.offset_index.OffsetIndex` as well.
 
 A reference with a delivery time ahead (scheduled delivery, a redelivery delay) is *held*
 in :attr:`Queue.scheduled` until the node's scheduler gives it back, at the head
 (:mod:`.scheduling`); it counts as the queue's message meanwhile.
 
-A *paused* queue (the management API's pause) keeps accepting messages but delivers none
-until it is resumed, as Artemis's ``QueueControl.pause()``; the pause lasts while the node
-runs (Artemis's default, without ``persist``).
+A *paused* queue (the management API's pause, as Artemis's ``QueueControl.pause()``)
+takes messages and delivers none until resumed, while the node runs.
 
 A non-destructive queue (:mod:`.non_destructive`) is a subclass: its consumers each read
 every message from their own position, and acknowledgements remove nothing.
@@ -179,12 +178,7 @@ class Queue:
         if self.purge_on_no_consumers and not self.consumers:
             if not self._told_dropping:
                 self._told_dropping = True
-                log.info(
-                    "AMQ224149: messages to address %s are not kept in queue %s: it is "
-                    "purge-on-no-consumers and has no consumer",
-                    self.address,
-                    self.name,
-                )
+                log.info("AMQ224149: queue %s is purge-on-no-consumers: drops messages", self.name)
             return False
         return self.filter is None or self.filter.matches(lookup)
 
@@ -238,7 +232,9 @@ class Queue:
         """``refs`` but those held until their delivery time or, for a message id in
         ``held_until``, the later of that and the time given there."""
         if held_until:
-            return [r for r in refs if not self._held(r, _due(r, held_until))]
+            refs, due = list(refs), held_until.get
+            times = [max(r.message.scheduled, due(r.message.message_id, 0)) for r in refs]
+            return [r for r, t in zip(refs, times, strict=True) if not self._held(r, t)]
         return [r for r in refs if not (r.message.scheduled and self._held(r, r.message.scheduled))]
 
     def add(self, ref: MessageReference) -> None:
@@ -377,12 +373,10 @@ class Queue:
         if self.last_values is not None:
             for ref in refs:
                 self.last_values.left(ref)
-        if self.scheduled:
-            held = self.scheduled.keys() & refs
-            if held:
-                for ref in held:
-                    del self.scheduled[ref]
-                refs = [r for r in refs if r not in held]
+        if self.scheduled and (held := self.scheduled.keys() & refs):
+            for ref in held:
+                del self.scheduled[ref]
+            refs = [r for r in refs if r not in held]
         if len(refs) <= len(messages) and all(a is b for a, b in zip(refs, messages, strict=False)):
             for _ in refs:  # the usual case: the oldest ones
                 messages.popleft()
@@ -603,8 +597,3 @@ class Queue:
             f"Queue({self.name!r}, address={self.address!r}, {self.routing_type.name}, "
             f"messages={self.message_count}, consumers={len(self.consumers)})"
         )
-
-
-def _due(ref: MessageReference, held_until: Mapping[int, int]) -> int:
-    """When ``ref`` may be delivered: its message's time, or a later one in ``held_until``."""
-    return max(ref.message.scheduled, held_until.get(ref.message.message_id, 0))
