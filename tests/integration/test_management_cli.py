@@ -117,7 +117,7 @@ def test_queue_stat_counts_are_what_stomp_clients_did(node, capsys, clients):
     assert header.startswith("|NAME")
     assert "|CONSUMER_COUNT |MESSAGE_COUNT |" in header
     assert [c.strip() for c in row.split("|")[1:-1]] == [
-        queue, queue, "1", "3", "5", "3", "2", "0", "ANYCAST",
+        queue, queue, "1", "3", "5", "3", "2", "0", "ANYCAST", "false",
     ]  # fmt: skip
 
 
