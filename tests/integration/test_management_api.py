@@ -197,6 +197,27 @@ def test_move_hands_every_message_to_the_other_queue(
     stays(lambda: len(consumer.messages) == 3, 0.3, message="each message once")
 
 
+def test_purge_and_move_take_the_held_messages_too(
+    api: httpx.Client, stomp: Callable[[], Client]
+):
+    # As Artemis's removeAllMessages and moveMessages: scheduled messages are the queue's.
+    purged, source, target = new_queue(api), new_queue(api), new_queue(api)
+    producer = stomp()
+    for name in (purged, source):
+        producer.send(f"/queue/{name}", "now")
+        producer.send(f"/queue/{name}", "later", AMQ_SCHEDULED_DELAY="60000")
+    assert ok(api.post(f"/api/queues/{purged}/purge")) == {"removed": 2, "remaining": 0}
+    assert (queue(api, purged)["messages"], queue(api, purged)["scheduled"]) == (0, 0)
+    assert ok(api.post(f"/api/queues/{source}/move", json={"to": target}))["moved"] == 2
+    assert queue(api, source)["messages"] == 0
+    view = queue(api, target)
+    assert (view["messages"], view["scheduled"]) == (2, 1)  # held there until its time
+    consumer = stomp()
+    consumer.subscribe(f"/queue/{target}")
+    consumer.wait_messages(1)
+    stays(lambda: consumer.bodies() == ["now"], 0.5, message="the held copy stays held")
+
+
 def test_pause_stops_delivery_and_resume_restarts_it(
     api: httpx.Client, stomp: Callable[[], Client]
 ):

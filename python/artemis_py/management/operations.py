@@ -12,13 +12,16 @@ never hold the loop for long, and each step is durable before the next starts:
   said it created is there after a crash;
 * *delete* a queue: the broker's ``delete_queue`` (its references are acknowledged and its
   record deleted), awaited, so a deleted durable queue stays deleted after a restart;
-* *purge*: the queue's ready references are acknowledged in batches of :data:`BATCH`, each
-  batch awaited (Artemis's ``removeAllMessages``: messages being delivered stay). Paged
-  messages come into memory as the purged ones leave it, and are purged in turn;
+* *purge*: the queue's ready references, then those held until a delivery time, are
+  acknowledged in batches of :data:`BATCH`, each batch awaited (Artemis's
+  ``removeAllMessages``: messages being delivered stay). Paged messages come into memory
+  as the purged ones leave it, and are purged in turn;
 * *move*: each batch is one journal transaction that stores a copy of every message, under a
   new id and the target queue's address, for the target queue, and acknowledges the
   originals (the move redistribution and scale-down make): after a crash each message is in
-  exactly one of the two queues, never lost and never twice.
+  exactly one of the two queues, never lost and never twice. A held message's copy is held
+  until the same time in the target queue (Artemis moves scheduled messages with their
+  schedule).
 
 Purge and move stop after :data:`DEADLINE` seconds (a huge paged queue) and say how many
 messages are left; calling again carries on.
@@ -40,6 +43,7 @@ from artemis_py.broker.message import MessageReference
 from artemis_py.broker.pending import Pending, durable
 from artemis_py.broker.queue import Queue
 from artemis_py.broker.routing import Address, is_internal
+from artemis_py.broker.scheduling import carry_hold
 from artemis_py.config import RoutingType
 from artemis_py.exceptions import StorageError
 
@@ -224,6 +228,7 @@ async def move(node: Node, name: str, to: str) -> Outcome:
         for ref in refs:
             copy = ref.message.with_address(broker.next_id(), target.address)
             copy.expiration = ref.message.expiration
+            carry_hold(ref, copy)
             copy.set_properties({"_AMQ_ORIG_ADDRESS": ref.message.address, "_AMQ_ORIG_QUEUE": name})
             sends.append((copy, [target]))
         queue.remove(refs)
@@ -242,11 +247,12 @@ async def _in_batches(
     queue: Queue, step: Callable[[list[MessageReference]], Awaitable[None]]
 ) -> Outcome:
     """Run ``step`` on the queue's ready references, :data:`BATCH` at a time, paged ones
-    included as they come into memory, until none are left or :data:`DEADLINE` passes."""
+    included as they come into memory, then on its held ones, until none are left or
+    :data:`DEADLINE` passes."""
     outcome = Outcome()
     with trio.move_on_after(DEADLINE):
         while True:
-            refs = list(islice(queue.messages, BATCH))
+            refs = list(islice(queue.messages, BATCH)) or queue.held()[:BATCH]
             if refs:
                 # Shielded: a batch's records are submitted at once, and its effects (the
                 # moved copies reaching their queue) must follow when they are durable.
@@ -261,5 +267,5 @@ async def _in_batches(
                     await trio.sleep(0.01)
             if not queue.messages:
                 break  # nothing came into memory (memory full): report what is left
-    outcome.remaining = len(queue.messages) + queue.paged
+    outcome.remaining = len(queue.messages) + queue.paged + len(queue.scheduled)
     return outcome
