@@ -170,3 +170,20 @@ async def test_a_moved_held_reference_keeps_its_time_as_its_copy_schedule() -> N
     assert copy is not nacked
     assert time == copy.message.scheduled == due
     assert copy.message.property(SCHEDULED_PROPERTY) == str(due)
+
+
+async def test_past_max_redelivery_records_nothing_more_is_journaled() -> None:
+    # Artemis's max-redelivery-records: a message redelivered for ever must not grow its
+    # journal records for ever; its count and time stay in memory past the limit.
+    store = MemoryStore(messages=True)
+    broker = started(store)
+    broker.acks.max_redelivery_records = 2
+    queue = broker.create_queue("q", "q", ANYCAST)
+    await send(broker, [queue], b"poison")
+    for _ in range(5):
+        [ref] = delivered_once(queue)
+        broker.cancel([ref])  # held for its redelivery delay
+        queue.add_due([ref])  # (its time come: ready again)
+    assert ref.delivery_count == 5
+    assert len(updates(store, r.DELIVERY_COUNT)) == 2
+    assert len(updates(store, r.SCHEDULED_DELIVERY_TIME)) == 2

@@ -71,6 +71,10 @@ class Acknowledgements:
         # Makes an auto-created expiry or dead-letter queue: (name, address, filter).
         self.create_resource_queue: Callable[[str, str, str], None] = _not_yet
         self._warned: set[tuple[str, str]] = set()  # (queue, why): drops logged once
+        # Past this many deliveries a message's count and redelivery time stay in memory
+        # (Artemis's max-redelivery-records: a message redelivered for ever must not grow
+        # its journal records for ever; -1: always journaled).
+        self.max_redelivery_records = -1
 
     def send_moves_with(
         self,
@@ -153,7 +157,7 @@ class Acknowledgements:
             queue = ref.queue
             # (a non-destructive queue's deliveries are not counted in the journal)
             durable = ref.message.durable and queue.durable and not queue.non_destructive
-            if durable and ref.paged is None:
+            if durable and ref.paged is None and self._journals(ref):
                 counts.append((ref.message.message_id, queue.id, ref.delivery_count))
         self.persistence.update_delivery_counts(counts)
         for queue_refs in by_queue.values():
@@ -197,9 +201,18 @@ class Acknowledgements:
         times = [
             (ref.message.message_id, queue.id, at)
             for ref, at in zip(refs, due, strict=True)
-            if ref in held and ref.paged is None and ref.message.durable and ref.message.stored
+            if ref in held
+            and ref.paged is None
+            and ref.message.durable
+            and ref.message.stored
+            and self._journals(ref)
         ]
         self.persistence.update_scheduled_times(times)
+
+    def _journals(self, ref: MessageReference) -> bool:
+        """Whether ``ref``'s redelivery is journaled (within ``max-redelivery-records``)."""
+        limit = self.max_redelivery_records
+        return limit < 0 or ref.delivery_count <= limit
 
     def _dead_letter(self, ref: MessageReference) -> None:
         queue = ref.queue

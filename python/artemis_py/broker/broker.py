@@ -87,6 +87,7 @@ class Broker:
         self.acks = acks = Acknowledgements(
             persistence, paging, post_office, config.address_settings_for
         )
+        acks.max_redelivery_records = config.max_redelivery_records
         self.offsets = OffsetReading(self.node_id, persistence, paging, acks)
         # Expired messages out of queues nobody consumes from (run by the node).
         self.expiry_reaper = ExpiryReaper(

@@ -26,6 +26,9 @@ BROKER_NAME = "localhost"  # ConfigurationImpl.name
 CLUSTER_USER = "ACTIVEMQ.CLUSTER.ADMIN.USER"
 CLUSTER_PASSWORD = "CHANGE ME!!"  # Artemis warns on every start while this is unchanged
 ID_CACHE_SIZE = 20000
+# Deliveries after which a message's delivery count and redelivery time are no longer
+# journaled (Artemis's max-redelivery-records; -1: always).
+MAX_REDELIVERY_RECORDS = 10
 MANAGEMENT_ADDRESS = "activemq.management"  # where management operations are sent
 MAX_DISK_USAGE = 90  # percent; ActiveMQDefaultConfiguration.DEFAULT_MAX_DISK_USAGE
 DISK_SCAN_PERIOD = 5000  # ms; DEFAULT_DISK_SCAN

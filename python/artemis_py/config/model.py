@@ -447,6 +447,7 @@ class BrokerConfig:
     message_expiry_scan_period: int = defaults.MESSAGE_EXPIRY_SCAN_PERIOD
     address_queue_scan_period: int = defaults.ADDRESS_QUEUE_SCAN_PERIOD
     id_cache_size: int = defaults.ID_CACHE_SIZE
+    max_redelivery_records: int = defaults.MAX_REDELIVERY_RECORDS
     persist_id_cache: bool = True
     # Where management operations are sent (Artemis's <management-address>).
     management_address: str = defaults.MANAGEMENT_ADDRESS

@@ -56,7 +56,7 @@ CORE_IMPLEMENTED = _names(
     create-journal-dir create-bindings-dir journal-file-size journal-min-files journal-pool-files
     journal-buffer-size journal-buffer-timeout journal-max-io journal-datasync
     journal-sync-transactional journal-sync-non-transactional journal-compact-min-files
-    journal-compact-percentage id-cache-size persist-id-cache global-max-size global-max-messages
+    journal-compact-percentage id-cache-size persist-id-cache max-redelivery-records global-max-size global-max-messages
     max-disk-usage min-disk-free disk-scan-period message-expiry-scan-period address-queue-scan-period
     cluster-user cluster-password mask-password password-codec connection-ttl-override
     wild-card-routing-enabled
@@ -81,7 +81,7 @@ CORE_UNIMPLEMENTED = _names(
     uuid-namespace async-connection-execution-enabled transaction-timeout
     transaction-timeout-scan-period message-expiry-thread-priority
     remoting-incoming-interceptors remoting-outgoing-interceptors
-    persist-delivery-count-before-delivery max-redelivery-records populate-validated-user
+    persist-delivery-count-before-delivery populate-validated-user
     reject-empty-validated-user mqtt-session-scan-interval mqtt-session-state-persistence-timeout
     mqtt-subscription-persistence-enabled queues federations broker-connections
     connection-routers purge-page-folders page-max-concurrent-io read-whole-page

@@ -154,6 +154,9 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
         message_expiry_scan_period=expiry_scan_period,
         address_queue_scan_period=address_queue_scan_period,
         id_cache_size=id_cache_size,
+        max_redelivery_records=reader.scalar(
+            kids, "max-redelivery-records", _count_or_minus_one, defaults.MAX_REDELIVERY_RECORDS
+        ),
         persist_id_cache=reader.scalar(kids, "persist-id-cache", parse_bool, True),
         management_address=reader.scalar(
             kids, "management-address", non_empty, defaults.MANAGEMENT_ADDRESS
@@ -199,6 +202,9 @@ def _scan_periods(reader: ElementReader, kids: Children) -> tuple[int, int, int]
             kids, "address-queue-scan-period", _scan_period, defaults.ADDRESS_QUEUE_SCAN_PERIOD
         ),
     )
+
+
+_count_or_minus_one = checked(int32, minus_one_or_at_least(0))
 
 
 def _percent_or_minus_one(text: str) -> int:
