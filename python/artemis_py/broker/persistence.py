@@ -424,9 +424,12 @@ class Persistence:
         self._submit_messages(ops)
 
     def update_delivery_counts(self, counts: list[tuple[int, int, int]]) -> None:
-        """Record delivery counts of cancelled deliveries (not synced, as Artemis)."""
+        """Record delivery counts of cancelled deliveries: written at once (``flush``), so
+        a process killed right after a NACK keeps the count, but not synced on their own
+        (Artemis syncs them with journal-sync-non-transactional; a count lost to a machine
+        crash only lets its message be delivered once more before the dead-letter address)."""
         ops = [r.delivery_count_op(*count) for count in counts]
-        self._submit_messages(ops, sync=False)
+        self._submit_messages(ops, sync=False, flush=True)
 
     def update_scheduled_times(self, times: list[tuple[int, int, int]]) -> None:
         """Record when references held for a redelivery delay are due: (message id, queue
