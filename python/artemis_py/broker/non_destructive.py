@@ -54,8 +54,10 @@ class NonDestructiveQueue(Queue):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._sequence = itertools.count()
-        # Per consumer (by id): the sequence number of the last reference it was given.
+        # Per consumer (by id): the sequence number of the last reference it was given, and
+        # that reference's index then (a hint: right while nothing before it left).
         self._positions: dict[int, int] = {}
+        self._hints: dict[int, int] = {}
 
     @property
     def message_count(self) -> int:
@@ -133,6 +135,7 @@ class NonDestructiveQueue(Queue):
     def remove_consumer(self, consumer: Consumer) -> None:
         super().remove_consumer(consumer)
         self._positions.pop(id(consumer), None)
+        self._hints.pop(id(consumer), None)
         self.deliver()  # (an exclusive queue's next consumer takes over)
 
     # -- delivery ----------------------------------------------------------------------
@@ -152,14 +155,21 @@ class NonDestructiveQueue(Queue):
         messages = self.messages
         selector = consumer.selector
         position = self._positions.get(id(consumer), -1)
+        hint = self._hints.get(id(consumer), -1)
         while consumer.has_credit():
-            at = bisect_right(messages, position, key=_seq)
+            # The next one follows the last one given, if that is still where it was: a
+            # deque's middle is slow to index, and a bisection indexes it ~log2(n) times.
+            if 0 <= hint < len(messages) and messages[hint].seq == position:
+                at = hint + 1
+            else:
+                at = bisect_right(messages, position, key=_seq)
             if at >= len(messages):
                 return
             ref = messages[at]
             if ref.message.expiration and self._expired_out(ref, at):
                 continue
             position = self._positions[id(consumer)] = ref.seq
+            hint = self._hints[id(consumer)] = at
             if selector is not None and not selector.matches(ref.message.filter_value):
                 continue
             self.delivering += 1
