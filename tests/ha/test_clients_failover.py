@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import httpx
 import pytest
+
 from integration.conftest import Running
 
 from .conftest import PairNode, unique, wait_for
