@@ -219,7 +219,6 @@ def test_management_says_which_side_is_live(pair: Pair) -> None:
     primary, backup = pair(web=True)
     primary.start()
     backup.start_waiting()
-    assert not port_open(backup.web_port), "a waiting backup serves no API either"
     ha = httpx.get(f"{primary.web_url}/api/node", timeout=10).json()["ha"]
     assert ha == {"policy": "shared-store", "role": "primary", "state": "live"}
     primary.kill()

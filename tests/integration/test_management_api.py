@@ -197,9 +197,7 @@ def test_move_hands_every_message_to_the_other_queue(
     stays(lambda: len(consumer.messages) == 3, 0.3, message="each message once")
 
 
-def test_purge_and_move_take_the_held_messages_too(
-    api: httpx.Client, stomp: Callable[[], Client]
-):
+def test_purge_and_move_take_the_held_messages_too(api: httpx.Client, stomp: Callable[[], Client]):
     # As Artemis's removeAllMessages and moveMessages: scheduled messages are the queue's.
     purged, source, target = new_queue(api), new_queue(api), new_queue(api)
     producer = stomp()

@@ -4,7 +4,9 @@ Theory of operation
 -------------------
 Per URL, one producer and one consumer task, each on a connection of its own made with
 :mod:`artemis_py.client`, which reconnects (after ``retry_interval``) whenever its
-connection fails, so a node that goes away and comes back is used again.
+connection fails, so a node that goes away and comes back is used again. A URL may name
+one node's primary and backup (``failover``): each reconnection then tries the next of its
+addresses, pausing only after a round of them, so the client follows the pair's live side.
 
 * **Producers** take the next number from the shared :class:`~.history.History` (so the
   numbers are unique and spread over the nodes as fast as each node confirms) and send
@@ -68,6 +70,8 @@ class CheckOptions:
     passcode: str | None = None
     heartbeat_ms: int = 2000
     tls: tuple[TlsParams, ...] = ()  # per URL, its TLS parameters (none: plain TCP)
+    # Per URL, the other addresses of the same node (a shared-store backup), in order.
+    failover: tuple[tuple[BrokerUrl, ...], ...] = ()
 
 
 class Stalled(Exception):
@@ -99,14 +103,19 @@ class _Run:
         self.sending = True
         self.consuming = True
 
-    def describe(self, exc: BaseException, node: int) -> str:
-        url = self.options.urls[node]
+    def describe(self, exc: BaseException, node: int, url: BrokerUrl) -> str:
         if isinstance(exc, OSError):
             return f"node {node} ({url}): cannot connect: {connect_failure(exc)}"
         return f"node {node} ({url}): {exc}"
 
-    def connection(self, node: int) -> AbstractAsyncContextManager[ClientConnection]:
-        url = self.options.urls[node]
+    def addresses(self, node: int) -> tuple[BrokerUrl, ...]:
+        """The addresses of ``node``: its URL's, then its failover ones."""
+        failover = self.options.failover
+        return (self.options.urls[node], *(failover[node] if node < len(failover) else ()))
+
+    def connection(
+        self, node: int, url: BrokerUrl
+    ) -> AbstractAsyncContextManager[ClientConnection]:
         beat = self.options.heartbeat_ms
         tls = self.options.tls[node] if node < len(self.options.tls) else None
         return open_stomp_connection(
@@ -122,15 +131,20 @@ class _Run:
 
     async def keep_going(self, role: str, node: int, work: Work) -> None:
         """Run ``work(conn)`` on a connection to ``node`` until it returns; reconnect after
-        a failure."""
+        a failure (to its next address, if it has several)."""
+        addresses = self.addresses(node)
+        current = 0
         while self.sending if role == "producer" else self.consuming:
+            url = addresses[current]
             try:
-                async with self.connection(node) as conn:
+                async with self.connection(node, url) as conn:
                     await work(conn)
                 return
             except (OSError, ClientError, Stalled) as exc:
-                self.history.error(f"{role} {self.describe(exc, node)}")
-            await trio.sleep(self.options.retry_interval)
+                self.history.error(f"{role} {self.describe(exc, node, url)}")
+            current = (current + 1) % len(addresses)
+            if current == 0:  # every address failed once: pause before the next round
+                await trio.sleep(self.options.retry_interval)
 
     async def produce(self, node: int) -> None:
         options, history = self.options, self.history

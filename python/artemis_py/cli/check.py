@@ -4,6 +4,8 @@ Sends uniquely numbered persistent messages with receipts to every ``--url``, co
 from every ``--url``, and reports sent, receipted, received, lost, unexpected and duplicated
 (text, or ``--json``). Exit code 0 when nothing receipted was lost and nothing unexpected
 arrived, 1 when something was, 2 for bad options or when no send was ever receipted.
+A ``--url`` of a primary/backup pair, ``(tcp://PRIMARY,tcp://BACKUP)``, is one node whose
+clients reconnect to whichever side is live (docs/high-availability.md "Clients").
 docs/check.md says how to read the report.
 """
 
@@ -22,7 +24,7 @@ import trio
 
 from artemis_py.checker import CheckOptions, History, Verdict, run_check
 from artemis_py.cli.clients import int_at_least, positive_number
-from artemis_py.client import ANYCAST, DEFAULT_URL, BrokerUrl, Destination
+from artemis_py.client import ANYCAST, DEFAULT_URL, Destination
 from artemis_py.client.url import ClientUrl, parse_client_url
 from artemis_py.exceptions import ArtemisError, leaves
 
@@ -36,14 +38,16 @@ SHOWN: Final = 10  # lost numbers and client errors listed in the text report
 
 
 def _url(text: str) -> ClientUrl:
-    """One node's STOMP acceptor, with its TLS parameters if any (docs/tls.md)."""
+    """One node's STOMP acceptor, with its TLS parameters if any (docs/tls.md), or a
+    primary/backup pair's, ``(tcp://PRIMARY,tcp://BACKUP)``: one node that fails over."""
     try:
         url = parse_client_url(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    if url.discovery is not None or len(url.addresses) != 1:
+    if url.discovery is not None:
         raise argparse.ArgumentTypeError(
-            f"{text!r}: one node per --url (tcp://HOST:PORT, TLS parameters after '?')"
+            f"{text!r}: one node per --url (tcp://HOST:PORT, or (tcp://PRIMARY,tcp://BACKUP) "
+            "for a primary/backup pair; TLS parameters after '?')"
         )
     return url
 
@@ -74,7 +78,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         metavar="URL",
         help=f"STOMP acceptors of the nodes, tcp://HOST:PORT, with TLS parameters after '?' "
-        f"as in docs/tls.md (repeatable; default {DEFAULT_URL})",
+        "as in docs/tls.md; a primary/backup pair is one node, '(tcp://PRIMARY,tcp://BACKUP)': "
+        "its producer and consumer reconnect to whichever side is live "
+        f"(repeatable; default {DEFAULT_URL})",
     )
     parser.add_argument(
         "--queue",
@@ -127,6 +133,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def check_command(args: argparse.Namespace) -> int:
     given: list[ClientUrl] = args.url or [parse_client_url(DEFAULT_URL)]
     urls = tuple(url.addresses[0] for url in given)
+    names = tuple(str(url) for url in given)  # a pair as (primary,backup)
     count = args.count if args.count is not None else None if args.duration else DEFAULT_COUNT
     options = CheckOptions(
         urls=urls,
@@ -139,6 +146,7 @@ def check_command(args: argparse.Namespace) -> int:
         login=args.user,
         passcode=args.password,
         tls=tuple(url.options.tls for url in given),
+        failover=tuple(url.addresses[1:] for url in given),
     )
     run_id = uuid.uuid4().hex[:12]
     history = History(prefix=f"artemis-py-check {run_id} ")
@@ -157,16 +165,16 @@ def check_command(args: argparse.Namespace) -> int:
         document = {
             "run": run_id,
             "queue": args.queue,
-            "urls": [str(u) for u in urls],
+            "urls": list(names),
             "seconds": round(seconds, 3),
             **verdict.to_json(),
             "first_client_errors": history.errors[:SHOWN],
         }
-        for entry, url in zip(document["nodes"], urls, strict=False):
-            entry["url"] = str(url)
+        for entry, name in zip(document["nodes"], names, strict=False):
+            entry["url"] = name
         print(json.dumps(document, indent=2))
     else:
-        print(_text(verdict, history, urls, args.queue, run_id, seconds))
+        print(_text(verdict, history, names, args.queue, run_id, seconds))
     if not verdict.receipted:
         print("artemis-py check: no send was receipted (are the URLs right?)", file=sys.stderr)
         return EXIT_UNUSABLE
@@ -201,7 +209,7 @@ async def _stop_on_signals(stop: threading.Event, scope: trio.CancelScope) -> No
 def _text(
     verdict: Verdict,
     history: History,
-    urls: tuple[BrokerUrl, ...],
+    urls: tuple[str, ...],
     queue: str,
     run_id: str,
     seconds: float,

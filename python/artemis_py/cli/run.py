@@ -10,15 +10,20 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import trio
 
+from artemis_py.broker.authentication import Authenticator
+from artemis_py.broker.authorization import Authorizer
 from artemis_py.cluster.scale_down import ScaleDownReport
 from artemis_py.config import BrokerConfig, default_config, load_config
 from artemis_py.exceptions import ArtemisError, ConfigError, leaves
 from artemis_py.ha import open_shared_store
 from artemis_py.management.bootstrap import BOOTSTRAP_FILE, WebConfig, read_bootstrap, web_from_uri
+from artemis_py.management.server import serve_management
+from artemis_py.management.site import ManagementSite
 from artemis_py.node import Node, open_broker
 
 log = logging.getLogger("artemis_py.cli")
@@ -164,30 +169,71 @@ async def serve(
 
     A shared-store node first waits until it may be live (a signal ends the wait), and a
     live backup that gave its primary the role back waits as backup again when
-    restart-backup says so (docs/high-availability.md).
+    restart-backup says so (docs/high-availability.md). Its web server runs all along.
     """
     base = instance_dir(config_path)
     config_dir = config_path.parent.absolute() if config_path else None
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        while True:
-            async with open_shared_store(config, base) as shared_store:
-                if shared_store is not None and not await _unless_signalled(
-                    signals, shared_store.acquire
+        async with open_standby_site(config, config_dir, web) as site:
+            while True:
+                async with open_shared_store(config, base) as shared_store:
+                    if site is not None:
+                        site.shared_store = shared_store
+                    if shared_store is not None and not await _unless_signalled(
+                        signals, shared_store.acquire
+                    ):
+                        return []
+                    async with open_broker(
+                        config,
+                        instance_dir=base,
+                        config_dir=config_dir,
+                        web=web if site is None else None,  # the site's server serves it
+                        shared_store=shared_store,
+                    ) as node:
+                        freeze_startup_objects()
+                        await _serve_until_signal(signals, node, site)
+                if not (
+                    shared_store
+                    and shared_store.failed_back
+                    and shared_store.settings.restart_backup
                 ):
-                    return []
-                async with open_broker(
-                    config,
-                    instance_dir=base,
-                    config_dir=config_dir,
-                    web=web,
-                    shared_store=shared_store,
-                ) as node:
-                    freeze_startup_objects()
-                    await _until_signal_then_stop(signals, node)
-            if not (
-                shared_store and shared_store.failed_back and shared_store.settings.restart_backup
-            ):
-                return node.scale_down_reports
+                    return node.scale_down_reports
+
+
+@asynccontextmanager
+async def open_standby_site(
+    config: BrokerConfig, config_dir: Path | None, web: WebConfig | None
+) -> AsyncIterator[ManagementSite | None]:
+    """The web server of a shared-store node, serving for the life of the process: a
+    waiting node's state meanwhile, the full API while it is live (management/site.py).
+    None for any other node: its web server starts with its broker (node.py)."""
+    shared = config.ha_policy.shared_store is not None and config.persistence_enabled
+    if web is None or not shared:
+        yield None
+        return
+    site = ManagementSite(
+        config,
+        Authenticator.from_directory(config.security_enabled, config_dir),
+        Authorizer.from_config(config, config_dir),
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(serve_management, site, web)
+        yield site
+        nursery.cancel_scope.cancel()
+
+
+async def _serve_until_signal(
+    signals: AsyncIterator[int], node: Node, site: ManagementSite | None
+) -> None:
+    """:func:`_until_signal_then_stop` with ``node`` behind ``site`` meanwhile."""
+    if site is None:
+        await _until_signal_then_stop(signals, node)
+        return
+    site.attach(node)
+    try:
+        await _until_signal_then_stop(signals, node)
+    finally:
+        site.detach()
 
 
 async def _until_signal_then_stop(signals: AsyncIterator[int], node: Node) -> None:

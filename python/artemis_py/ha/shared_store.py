@@ -66,6 +66,7 @@ class SharedStore:
         self.node_manager: NodeManager | None = None  # the live lock, once acquired
         self.live = False  # serving clients
         self.failed_back = False  # this live backup stepped down for its primary
+        self.node_id: str | None = None  # server.lock's, for a waiting node's management view
         self._backup_lock: _native.BackupLock | None = None
         self._state_before: ActivationState | None = None  # what a primary overwrote
 
@@ -105,7 +106,7 @@ class SharedStore:
         log.info("AMQ221032: waiting to become the backup node of %s", self.directory)
         await poll(self._try_backup_lock, POLL_INTERVAL)  # another backup may wait first
         log.info("AMQ221033: got the backup lock")
-        node_id = await read_node_id(self.directory)
+        node_id = self.node_id = await read_node_id(self.directory)
         log.info(
             "AMQ221109: artemis-py backup server version %s [%s] started; waiting for its "
             "primary to fail before it becomes live (no acceptor is open meanwhile)",
@@ -126,6 +127,8 @@ class SharedStore:
         """Hold the live lock if the primary died or failed over; False to wait on."""
         if await read_activation_state(self.directory) is not ActivationState.LIVE:
             return False  # paused, failing back or never started: leave the lock alone
+        if self.node_id is None:  # a primary ran here since this backup started
+            self.node_id = await read_node_id(self.directory)
         if not await self._try_lock():
             return False  # the live node is alive
         # The state again, under the lock: the live node may have paused and let go

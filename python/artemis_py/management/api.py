@@ -30,6 +30,7 @@ from artemis_py.management.console import console_app
 from artemis_py.management.metrics import scrape
 from artemis_py.management.operations import OperationError, QueueRequest
 from artemis_py.management.origin import SameOrigin
+from artemis_py.management.site import ManagementSite
 
 if TYPE_CHECKING:
     from artemis_py.management.bootstrap import WebConfig
@@ -42,8 +43,16 @@ MAX_BROWSE = 1000
 MAX_BODY = 64 * 1024  # bytes of a request body
 
 
+def _site(request: Request) -> ManagementSite:
+    site: ManagementSite = request.app.state.site
+    return site
+
+
 def _node(request: Request) -> Node:
-    node: Node = request.app.state.node
+    """The live node; 503 while there is none (a waiting backup: management/site.py)."""
+    node = _site(request).node
+    if node is None:
+        raise OperationError(503, _site(request).not_live_reason())
     return node
 
 
@@ -100,7 +109,10 @@ def _force(request: Request) -> bool:
 
 
 async def get_node(request: Request) -> Response:
-    return JSONResponse(views.node_view(_node(request)))
+    site = _site(request)
+    if site.node is None:  # a waiting backup says who it is and what it waits for
+        return JSONResponse(site.node_view())
+    return JSONResponse(views.node_view(site.node))
 
 
 async def list_addresses(request: Request) -> Response:
@@ -256,7 +268,9 @@ async def scale_down(request: Request) -> Response:
 
 async def metrics(request: Request) -> Response:
     # The state is read on the loop, the text encoded in a worker thread (metrics.py).
-    body, content_type = await scrape(_node(request), request.headers.get("accept"))
+    site = _site(request)
+    target = site.node if site.node is not None else site  # a waiting backup: ha_live 0
+    body, content_type = await scrape(target, request.headers.get("accept"))
     return Response(body, media_type=content_type)
 
 
@@ -416,8 +430,8 @@ def routes() -> list[Route | Mount]:
     ]
 
 
-def application(node: Node, web: WebConfig) -> Starlette:
-    """The ASGI application of ``node``'s management web server."""
+def application(site: ManagementSite, web: WebConfig) -> Starlette:
+    """The ASGI application of a management web server serving ``site``'s node."""
 
     async def root(request: Request) -> Response:
         return RedirectResponse(f"/{web.root_redirect}")
@@ -430,10 +444,10 @@ def application(node: Node, web: WebConfig) -> Starlette:
         ],
         middleware=[
             Middleware(SameOrigin, web=web),
-            Middleware(BasicAuth, node=node, web=web),
+            Middleware(BasicAuth, site=site, web=web),
             Middleware(_Unexpected),
         ],
         exception_handlers={OperationError: _operation_error, HTTPException: _http_error},
     )
-    app.state.node = node
+    app.state.site = site
     return app

@@ -28,7 +28,7 @@ from artemis_py.config.permissions import Permission
 
 if TYPE_CHECKING:
     from artemis_py.management.bootstrap import WebConfig
-    from artemis_py.node import Node
+    from artemis_py.management.site import ManagementSite
 
 REALM = "artemis-py"
 
@@ -61,13 +61,13 @@ class BasicAuth:
     """ASGI middleware: refuses a request before it reaches a route unless its user may
     manage the node (see the module doc)."""
 
-    def __init__(self, app: ASGIApp, node: Node, web: WebConfig) -> None:
+    def __init__(self, app: ASGIApp, site: ManagementSite, web: WebConfig) -> None:
         self.app = app
-        self.node = node
+        self.site = site  # its config and users, whether or not a node is live behind it
         self.open_metrics = web.loopback
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.node.config.security_enabled:
+        if scope["type"] != "http" or not self.site.config.security_enabled:
             await self.app(scope, receive, send)
             return
         path: str = scope.get("path", "")
@@ -83,12 +83,12 @@ class BasicAuth:
             await _respond(send, 401, "authentication required (HTTP Basic)", True)
             return
         user, password = credentials
-        authenticator = self.node.authenticator
+        authenticator = self.site.authenticator
         if not await trio.to_thread.run_sync(authenticator.authenticate, user, password):
             await _respond(send, 401, "authentication failed", True)
             return
-        address = self.node.config.management_address
-        if not self.node.authorizer.subject(user).allowed(Permission.MANAGE, address):
+        address = self.site.config.management_address
+        if not self.site.authorizer.subject(user).allowed(Permission.MANAGE, address):
             await _respond(
                 send,
                 403,

@@ -47,6 +47,7 @@ from prometheus_client.registry import Collector
 from artemis_py import __version__
 from artemis_py.broker.storage_views import JournalReport, journal_reports
 from artemis_py.management import views
+from artemis_py.management.site import ManagementSite
 from artemis_py.sessions.stomp.errors import ERROR_KINDS
 
 if TYPE_CHECKING:
@@ -75,6 +76,23 @@ def histogram_buckets(report: JournalReport) -> list[tuple[str, float]]:
     return buckets
 
 
+def identity(node_id: str, name: str | None, ha: dict[str, str], live: bool) -> Iterator[Metric]:
+    """``artemis_node`` (who the node is) and ``artemis_ha_live`` (whether it serves)."""
+    info = InfoMetricFamily(
+        "artemis_node", "The node: its id, name (broker.xml <name>) and version"
+    )
+    info.add_metric([], {"node": node_id, "name": name or "", "version": __version__})
+    yield info
+    gauge = _gauge(
+        "artemis_ha_live",
+        "1 while the node is live (serving clients), 0 otherwise; policy and role are "
+        "its <ha-policy> and its side of a pair",
+        ["node", "policy", "role"],
+    )
+    gauge.add_metric([node_id, ha["policy"], ha["role"]], 1 if live else 0)
+    yield gauge
+
+
 class NodeCollector(Collector):
     """Reads one node's counters and state at scrape time."""
 
@@ -92,23 +110,8 @@ class NodeCollector(Collector):
         yield from self._connections(node_id)
 
     def _node(self, node_id: str) -> Iterator[Metric]:
-        info = InfoMetricFamily(
-            "artemis_node", "The node: its id, name (broker.xml <name>) and version"
-        )
-        info.add_metric(
-            [],
-            {"node": node_id, "name": self.node.config.name or "", "version": __version__},
-        )
-        yield info
         ha = views.ha_view(self.node)
-        live = _gauge(
-            "artemis_ha_live",
-            "1 while the node is live (serving clients), 0 otherwise; policy and role are "
-            "its <ha-policy> and its side of a pair",
-            ["node", "policy", "role"],
-        )
-        live.add_metric([node_id, ha["policy"], ha["role"]], 1 if ha["state"] == "live" else 0)
-        yield live
+        yield from identity(node_id, self.node.config.name, ha, ha["state"] == "live")
 
     def _queues(self, node_id: str) -> Iterator[Metric]:
         messages = _gauge(
@@ -333,6 +336,19 @@ class NodeCollector(Collector):
         yield from (connections, sessions, opened, frames_in, frames_out, errors)
 
 
+class StandbyCollector(Collector):
+    """A site with no live node (a waiting backup, site.py): who it is, and
+    ``artemis_ha_live 0``; nothing else exists without a broker."""
+
+    def __init__(self, site: ManagementSite) -> None:
+        self.site = site
+
+    def collect(self) -> Iterable[Metric]:
+        store = self.site.shared_store
+        node_id = (store.node_id if store is not None else None) or ""
+        yield from identity(node_id, self.site.config.name, self.site.ha(), False)
+
+
 class _Collected(Collector):
     """Families collected already (on the loop), for an encoder in a worker thread."""
 
@@ -344,11 +360,12 @@ class _Collected(Collector):
 
 
 class NodeMetrics:
-    """One node's registry: its :class:`NodeCollector` and the process collectors."""
+    """One node's registry: its :class:`NodeCollector` (or :class:`StandbyCollector`) and
+    the process collectors."""
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, collector: Collector) -> None:
         self.registry = CollectorRegistry()
-        self.registry.register(NodeCollector(node))
+        self.registry.register(collector)
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
 
@@ -366,14 +383,20 @@ class NodeMetrics:
         return body, content_type
 
 
-_registries: weakref.WeakKeyDictionary[Node, NodeMetrics] = weakref.WeakKeyDictionary()
+_registries: weakref.WeakKeyDictionary[Node | ManagementSite, NodeMetrics] = (
+    weakref.WeakKeyDictionary()
+)
 
 
-def metrics_of(node: Node) -> NodeMetrics:
-    """The node's metrics, made on first use (one registry per node)."""
+def metrics_of(node: Node | ManagementSite) -> NodeMetrics:
+    """The metrics of a node, or of a site with no live node (one registry per each, made
+    on first use)."""
     metrics = _registries.get(node)
     if metrics is None:
-        metrics = _registries[node] = NodeMetrics(node)
+        collector = (
+            StandbyCollector(node) if isinstance(node, ManagementSite) else NodeCollector(node)
+        )
+        metrics = _registries[node] = NodeMetrics(collector)
     return metrics
 
 
@@ -383,7 +406,9 @@ def exposition(node: Node, registry_accept_header: str | None = None) -> tuple[b
     return metrics_of(node).exposition(registry_accept_header)
 
 
-async def scrape(node: Node, accept_header: str | None = None) -> tuple[bytes, str]:
+async def scrape(
+    node: Node | ManagementSite, accept_header: str | None = None
+) -> tuple[bytes, str]:
     """:func:`exposition` for a request handler on the node's loop: the state is read on the
     loop, the text encoded in a worker thread."""
     return await metrics_of(node).scrape(accept_header)

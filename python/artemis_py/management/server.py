@@ -24,9 +24,11 @@ import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve
 
+from artemis_py.config import BrokerConfig
 from artemis_py.exceptions import ArtemisError, leaves
 from artemis_py.management.api import application
 from artemis_py.management.bootstrap import WebConfig
+from artemis_py.management.site import ManagementSite
 from artemis_py.transport.tls_contexts import TlsSetupError, server_context
 
 if TYPE_CHECKING:
@@ -54,9 +56,9 @@ class _Config(Config):
         return self.context
 
 
-def check_security(node: Node, web: WebConfig) -> None:
+def check_security(config: BrokerConfig, web: WebConfig) -> None:
     """Refuse a web server that anyone on the network could use without a password."""
-    if not node.config.security_enabled and not web.loopback:
+    if not config.security_enabled and not web.loopback:
         raise WebServerError(
             f"the management web server would listen on {web.host} (not a loopback address) "
             "with security-enabled false: anyone who reaches it could manage the node. Bind "
@@ -66,14 +68,16 @@ def check_security(node: Node, web: WebConfig) -> None:
 
 
 async def serve_management(
-    node: Node,
+    target: Node | ManagementSite,
     web: WebConfig,
     *,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve the management API, metrics and console on ``web``'s binding until cancelled;
+    """Serve the management API, metrics and console of ``target`` (a live node, or a site
+    a node is attached to once live: site.py) on ``web``'s binding until cancelled;
     ``task_status.started`` gets the URL it listens on (the real port when ``web.port`` is 0)."""
-    check_security(node, web)
+    site = target if isinstance(target, ManagementSite) else ManagementSite.of(target)
+    check_security(site.config, web)
     config = _Config()
     config.bind = [f"[{web.host}]:{web.port}" if ":" in web.host else f"{web.host}:{web.port}"]
     config.accesslog = None
@@ -86,7 +90,7 @@ async def serve_management(
         except TlsSetupError as exc:
             raise WebServerError(f"management web server {web.uri}: {exc}") from None
         config.context.set_alpn_protocols(["http/1.1"])
-    app = application(node, web)
+    app = application(site, web)
     async with trio.open_nursery() as nursery:
         try:
             binds = await nursery.start(partial(serve, app, config, mode="asgi"))  # type: ignore[arg-type]
@@ -97,6 +101,8 @@ async def serve_management(
                 f"{getattr(failure, 'strerror', None) or failure}"
             ) from None
         url = binds[0] if binds else web.uri
-        node.web_url = url
+        site.web_url = url
+        if site.node is not None:
+            site.node.web_url = url
         log.info("management web server listening on %s (console at %s/console)", url, url)
         task_status.started(url)
