@@ -896,3 +896,30 @@ def test_a_queue_is_non_destructive_by_its_attribute_or_its_address_default() ->
     assert ordinary.kind.non_destructive is None  # the address settings decide
     assert config.address("cache.a").queues[0].kind.non_destructive is False
     assert config.address_settings_for("cache.a").default_non_destructive
+
+
+# -- max-redelivery-records: Artemis's default (10), -1 or a count ------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("", 10),
+        ("<max-redelivery-records>1</max-redelivery-records>", 1),
+        ("<max-redelivery-records>0</max-redelivery-records>", 0),
+        ("<max-redelivery-records>-1</max-redelivery-records>", -1),
+    ],
+)
+def test_max_redelivery_records_values_and_no_warning(body: str, expected: int) -> None:
+    config = parse_config(core(body), environ={})
+    assert config.max_redelivery_records == expected
+    assert config.warnings == ()  # honoured: not named in the "not implemented" warning
+
+
+@pytest.mark.parametrize("value", ["-2", "ten", "3000000000"])
+def test_a_bad_max_redelivery_records_names_its_line(value: str) -> None:
+    text = core(f"<max-redelivery-records>{value}</max-redelivery-records>")
+    with pytest.raises(ConfigFileError) as info:
+        parse_config(text, "broker.xml", environ={})
+    [problem] = info.value.problems
+    assert (problem.line, problem.element) == (3, "max-redelivery-records")
