@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Apache ActiveMQ Artemis as a benchmark peer: install | start | stop | status  [single|cluster]
+# Apache ActiveMQ Artemis as a benchmark peer: install | start | stop | status  [single|cluster|ha]
 #
 #   (BENCH_PORT_SHIFT=N adds N to every port. BENCH_TLS_DIR=DIR and BENCH_TLS_PASSWORD=P: TLS
 #   instances of their own, every acceptor with DIR/NODE-keystore.p12 and every connector
@@ -9,8 +9,14 @@
 #             node (STOMP 61613) and a three-node symmetric cluster (STOMP 61613/61713/61813,
 #             CORE 61616/61716/61816; port offsets 0/100/200, static cluster connectors,
 #             ON_DEMAND, non-default cluster credentials)
+#             ha: a shared-store pair (ha-primary, ha-backup) whose broker.xml files are
+#             copies of the repository's etc/ha/shared-store-primary.xml and -backup.xml, made
+#             again at every install (bench/failover.py); the data directory and the STOMP
+#             ports (61613, 61623) are given as system properties, filling those files'
+#             ${ARTEMIS_SHARED_DATA}, ${PRIMARY_STOMP_PORT} and ${BACKUP_STOMP_PORT}
 #   start     start the single node or the three cluster nodes (installs first if needed),
-#             then wait until every STOMP port accepts connections
+#             then wait until every STOMP port accepts connections (ha: the primary's port,
+#             then the backup's AMQ221109, "waiting for its primary")
 #   stop      stop them (Artemis's own `artemis-service stop`, then wait for the ports to close)
 #   status    exit 0 if every STOMP port of the layout accepts connections
 #
@@ -42,7 +48,9 @@ layout=${2:-single}
 case $layout in
     single) NODES=(single); OFFSETS=($((SHIFT))) ;;
     cluster) NODES=(node1 node2 node3); OFFSETS=($((SHIFT)) $((SHIFT + 100)) $((SHIFT + 200))) ;;
-    *) die "unknown layout '$layout' (single or cluster)" ;;
+    # The pair's STOMP ports are 61613 and 61623 (etc/ha's defaults), both moved by the shift.
+    ha) NODES=(ha-primary ha-backup); OFFSETS=($((SHIFT)) $((SHIFT + 10))) ;;
+    *) die "unknown layout '$layout' (single, cluster or ha)" ;;
 esac
 
 download() {
@@ -89,6 +97,8 @@ create_instance() { # NAME OFFSET [cluster]
         args+=(--clustered --host localhost --cluster-user "$CLUSTER_USER"
             --cluster-password "$CLUSTER_PASSWORD" --message-load-balancing ON_DEMAND
             --max-hops 1 --staticCluster "$(IFS=,; echo "${peers[*]}")" --java-memory 768M)
+    elif [[ $layout == ha ]]; then
+        args+=(--java-memory 512M) # two JVMs at once; broker.xml is replaced (ha_config)
     else
         args+=(--java-memory 1G)
     fi
@@ -96,6 +106,7 @@ create_instance() { # NAME OFFSET [cluster]
     mkdir -p "$(dirname "$dir")"
     "$HOME_DIR/bin/artemis" "${args[@]}" >"$dir.create.log" 2>&1 ||
         { cat "$dir.create.log" >&2; die "artemis create failed for $name"; }
+    [[ $layout == ha ]] && return 0 # its broker.xml is etc/ha's (ha_config)
     # STOMP clients name /queue/X and /topic/X: give the STOMP acceptor the usual prefixes
     # (as artemis-py's etc/broker.xml does), otherwise /queue/X is a multicast address.
     sed -i -E '/<acceptor name="stomp">/ s:(protocols=STOMP[^<]*):\1;anycastPrefix=/queue/;multicastPrefix=/topic/:' \
@@ -133,11 +144,32 @@ paging_setting() { # DIR
     grep -q 'match="bench6"' "$xml" || die "could not add the bench6 address-setting to $xml"
 }
 
+# The ha layout runs the repository's own pair files, unchanged: copied over the instance's
+# broker.xml at every install so that they never lag behind the repository.
+ha_config() { # NAME
+    local role=${1#ha-} dir
+    dir=$(instance_dir "$1")
+    cp "../../etc/ha/shared-store-$role.xml" "$dir/etc/broker.xml"
+}
+
+# The values of the pair files' ${...}: JVM system properties, which Artemis substitutes in
+# broker.xml as artemis-py does environment variables. The bin/artemis script appends
+# JAVA_ARGS_APPEND to the JVM's arguments (bench/failover.py sets its own).
+ha_properties() {
+    local data=${ARTEMIS_SHARED_DATA:-$ROOT/instances/$VERSION/ha-shared$SUFFIX}
+    echo "-DARTEMIS_SHARED_DATA=$data -DPRIMARY_STOMP_PORT=$((61613 + SHIFT))" \
+        "-DBACKUP_STOMP_PORT=$((61623 + SHIFT))"
+}
+
 install() {
     download
     for i in "${!NODES[@]}"; do
         create_instance "${NODES[$i]}" "${OFFSETS[$i]}"
-        paging_setting "$(instance_dir "${NODES[$i]}")"
+        if [[ $layout == ha ]]; then
+            ha_config "${NODES[$i]}"
+        else
+            paging_setting "$(instance_dir "${NODES[$i]}")"
+        fi
     done
 }
 
@@ -145,6 +177,29 @@ install() {
 line_count() { if [[ -f $1 ]]; then wc -l <"$1"; else echo 0; fi; }
 
 stomp_port() { echo $((61613 + OFFSETS[$1])); }
+
+# The pair: the primary, once it serves STOMP, then the backup, until it logs AMQ221109 (it
+# waits with no acceptor open, so `status` reports its port down).
+start_ha() {
+    install
+    export JAVA_ARGS_APPEND
+    JAVA_ARGS_APPEND=$(ha_properties)
+    local dir log skip deadline
+    dir=$(instance_dir ha-primary)
+    port_open "$(stomp_port 0)" || "$dir/bin/artemis-service" start >/dev/null 2>&1 || true
+    wait_port "$(stomp_port 0)" 120 || die "ha-primary did not open STOMP $(stomp_port 0); see $dir/log"
+    dir=$(instance_dir ha-backup)
+    log=$dir/log/artemis.log
+    skip=$(line_count "$log")
+    "$dir/bin/artemis-service" start >/dev/null 2>&1 || true
+    deadline=$((SECONDS + 120))
+    until tail -n +$((skip + 1)) "$log" 2>/dev/null | grep -q AMQ221109; do
+        ((SECONDS < deadline)) || die "ha-backup did not log AMQ221109 (waiting as backup); see $log"
+        (($(line_count "$log") >= skip)) || skip=0
+        sleep 0.5
+    done
+    log "ha-primary serves STOMP $(stomp_port 0); ha-backup waits (STOMP $(stomp_port 1) once live)"
+}
 
 status() {
     local i ok=0
@@ -204,8 +259,8 @@ stop() {
 
 case ${1:-} in
     install) install ;;
-    start) start ;;
+    start) if [[ $layout == ha ]]; then start_ha; else start; fi ;;
     stop) stop ;;
     status) status ;;
-    *) die "usage: $0 install|start|stop|status [single|cluster]" ;;
+    *) die "usage: $0 install|start|stop|status [single|cluster|ha]" ;;
 esac
