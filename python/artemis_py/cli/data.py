@@ -172,7 +172,7 @@ def stopped(journal_dir: Path) -> Iterator[None]:
 def _copy_files(source: Path, target: Path) -> None:
     target.mkdir()
     for entry in source.iterdir():
-        if entry.name != SERVER_LOCK and entry.is_file():
+        if entry.name not in data_view.NODE_FILES and entry.is_file():
             shutil.copyfile(entry, target / entry.name)
 
 

@@ -478,8 +478,13 @@ def _store_bytes(store: PageStoreFiles) -> int:
     return sum(_size(path) for _, path in store.pages)
 
 
+# The node's identity and lock files beside the journal (shared-store HA adds two; see
+# docs/high-availability.md): not the journal's.
+NODE_FILES = frozenset({"server.lock", "server.state", "server.backup.lock"})
+
+
 def _journal_files(directory: Path) -> dict[str, Any]:
-    files = [f for f in directory.iterdir() if f.is_file() and f.name != "server.lock"]
+    files = [f for f in directory.iterdir() if f.is_file() and f.name not in NODE_FILES]
     return {
         "directory": str(directory),
         "files": len(files),

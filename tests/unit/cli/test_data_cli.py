@@ -28,7 +28,7 @@ from artemis_py.broker.records import (
 )
 from artemis_py.broker.routing.post_office import Address
 from artemis_py.broker.store import JournalStore
-from artemis_py.cli import data, main
+from artemis_py.cli import data, data_view, main
 from artemis_py.config import RoutingType
 from artemis_py.storage import Op, open_storage
 
@@ -270,3 +270,10 @@ def test_summary_counts_paged_messages_minus_acks_completions_and_open_transacti
     # audit completed page 1: only 32
     assert "queue audit id=102 address=orders journal=1 paged=1 total=2" in out
     assert "address orders store=0123abcd pages=2 bytes=20 records=4 uncommitted=1" in out
+
+
+def test_the_node_files_beside_the_journal_are_not_counted_as_its_files(tmp_path: Path) -> None:
+    # server.lock, and shared-store HA's server.state and server.backup.lock.
+    for name in ("server.lock", "server.state", "server.backup.lock", "activemq-data-1.amq"):
+        (tmp_path / name).write_bytes(b"x" * 10)
+    assert data_view._journal_files(tmp_path)["files"] == 1
