@@ -19,6 +19,7 @@ from artemis_py import __version__
 from artemis_py.broker.authentication import Authenticator
 from artemis_py.broker.authorization import Authorizer
 from artemis_py.config import BrokerConfig
+from artemis_py.management.views import acceptor_view
 
 if TYPE_CHECKING:
     from artemis_py.ha import SharedStore
@@ -94,16 +95,7 @@ class ManagementSite:
             "node_id": self.shared_store.node_id if self.shared_store is not None else None,
             "version": __version__,
             "uptime_seconds": round(time.monotonic() - self.started, 3),
-            "acceptors": [
-                {
-                    "name": a.name,
-                    "url": f"tcp://{','.join(a.hosts)}:{a.port}",
-                    "listening": [],
-                    "protocols": sorted(a.protocols) if a.protocols is not None else None,
-                    "tls": a.tls.enabled,
-                }
-                for a in config.acceptors
-            ],
+            "acceptors": [acceptor_view(a, []) for a in config.acceptors],
             "web": self.web_url,
             "security_enabled": config.security_enabled,
             "persistence_enabled": config.persistence_enabled,

@@ -14,7 +14,7 @@ from artemis_py.broker.queue import Queue
 from artemis_py.broker.routing import Address, is_internal
 from artemis_py.cluster.cluster_connection import ClusterConnection
 from artemis_py.cluster.topology import connector
-from artemis_py.config import DivertConfig
+from artemis_py.config import AcceptorConfig, DivertConfig
 from artemis_py.sessions.stomp import StompSession
 
 if TYPE_CHECKING:
@@ -41,6 +41,18 @@ class ClientConnection(Protocol):
     def frames_out(self) -> int: ...
 
 
+def acceptor_view(acceptor: AcceptorConfig, listening: list[str]) -> dict[str, Any]:
+    """An acceptor as ``/api/node`` shows it, with the addresses it ``listening`` on."""
+    return {
+        "name": acceptor.name,
+        # Not the URL as written: its parameters may hold key store passwords.
+        "url": f"tcp://{','.join(acceptor.hosts)}:{acceptor.port}",
+        "listening": listening,
+        "protocols": sorted(acceptor.protocols) if acceptor.protocols is not None else None,
+        "tls": acceptor.tls.enabled,
+    }
+
+
 def node_view(node: Node) -> dict[str, Any]:
     from artemis_py import __version__
 
@@ -51,14 +63,7 @@ def node_view(node: Node) -> dict[str, Any]:
         "version": __version__,
         "uptime_seconds": round(time.monotonic() - node.started, 3),
         "acceptors": [
-            {
-                "name": a.name,
-                # Not the URL as written: its parameters may hold key store passwords.
-                "url": f"tcp://{','.join(a.hosts)}:{a.port}",
-                "listening": [f"{h}:{p}" for h, p in node.addresses(a.name)],
-                "protocols": sorted(a.protocols) if a.protocols is not None else None,
-                "tls": a.tls.enabled,
-            }
+            acceptor_view(a, [f"{h}:{p}" for h, p in node.addresses(a.name)])
             for a in config.acceptors
         ],
         "web": node.web_url,
