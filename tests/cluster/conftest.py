@@ -40,6 +40,7 @@ from integration.conftest import (  # the same module object pytest loaded for t
     _used_by_this_test,
     artemis_py,
     clients,  # noqa: F401 - re-exported fixture: clients(node) -> Client, closed after the test
+    close_nodes,
     free_port,
     node_command,  # noqa: F401 - re-exported: tests run the CLI from this checkout
     pytest_runtest_makereport,  # noqa: F401 - re-exported: attaches node logs to failures
@@ -58,6 +59,7 @@ __all__ = [
     "binding",
     "bridge",
     "cli",
+    "close_nodes",
     "status",
     "stays",
     "unique",
@@ -373,13 +375,7 @@ class Cluster(list[ClusterNode]):
         wait_formed(self, timeout)
 
     def close(self) -> list[str]:
-        errors = []
-        for node in self:
-            try:
-                node.close()
-            except AssertionError as exc:
-                errors.append(str(exc))
-        return errors
+        return close_nodes(self)
 
 
 def make_cluster(

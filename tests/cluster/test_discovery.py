@@ -26,6 +26,7 @@ from artemis_py.transport.link import LinkError
 
 from .conftest import (
     ClusterNode,
+    close_nodes,
     node_id,
     status,
     unique,
@@ -343,12 +344,7 @@ def _dns_nodes(tmp_path: Path, named: bool, extra_core: str = "") -> Iterator[li
     try:
         yield nodes
     finally:
-        errors = []
-        for n in nodes:
-            try:
-                n.close()
-            except AssertionError as exc:
-                errors.append(str(exc))
+        errors = close_nodes(nodes)
         assert not errors, "\n".join(errors)
 
 

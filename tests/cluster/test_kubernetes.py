@@ -21,7 +21,7 @@ import trio
 
 from artemis_py.cluster.status import fetch_status
 
-from .conftest import BrokerProcess, Client, _used_by_this_test, unique, wait_for
+from .conftest import BrokerProcess, Client, _used_by_this_test, close_nodes, unique, wait_for
 from .hosts import CLUSTER_PORT, STOMP_PORT, Host, Network, _make_network
 
 DEPLOY = Path(__file__).resolve().parents[2] / "etc" / "kubernetes"
@@ -83,12 +83,7 @@ def pods(tmp_path: Path) -> Iterator[list[Pod]]:
             _used_by_this_test.append((nodes[-1], 0))  # its log is attached to a failure
         yield nodes
     finally:
-        errors = []
-        for node in nodes:
-            try:
-                node.close()
-            except AssertionError as exc:
-                errors.append(str(exc))
+        errors = close_nodes(nodes)
         for etc in names:
             shutil.rmtree(etc, ignore_errors=True)
         leftovers = network.close()

@@ -23,6 +23,7 @@ from integration.conftest import (  # the same module object pytest loaded for t
     BrokerProcess,
     Client,
     _used_by_this_test,
+    close_nodes,
     free_port,
     pytest_runtest_makereport,  # noqa: F401 - re-exported: attaches node logs to failures
     pytest_runtest_setup,  # noqa: F401 - re-exported: resets the per-test node list
@@ -114,10 +115,5 @@ def pair(tmp_path: Path) -> Iterator[Callable[..., tuple[PairNode, PairNode]]]:
         return made
 
     yield factory
-    errors = []
-    for node in nodes:
-        try:
-            node.close()
-        except AssertionError as exc:
-            errors.append(str(exc))
+    errors = close_nodes(nodes)
     assert not errors, "\n".join(errors)

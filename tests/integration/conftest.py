@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -522,6 +522,18 @@ class BrokerProcess:
         return RawStomp(port or self.port, **kwargs)
 
 
+def close_nodes(nodes: Iterable[BrokerProcess]) -> list[str]:
+    """Close every node, even after one complains; what each complained of (an ERROR it
+    logged, a traceback, an exit code)."""
+    errors = []
+    for node in nodes:
+        try:
+            node.close()
+        except AssertionError as exc:
+            errors.append(str(exc))
+    return errors
+
+
 class PortTaken(Exception):
     pass
 
@@ -559,12 +571,7 @@ def make_broker(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
         return node
 
     yield factory
-    errors = []
-    for node in nodes:
-        try:
-            node.close()
-        except AssertionError as exc:
-            errors.append(str(exc))
+    errors = close_nodes(nodes)
     assert not errors, "\n".join(errors)
 
 
