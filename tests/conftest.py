@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import inspect
 import signal
+import tempfile
 from collections.abc import Awaitable, Callable, Generator
+from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
@@ -17,6 +19,9 @@ import pytest
 import pytest_timeout
 import trio
 from hypothesis import HealthCheck, settings
+
+from artemis_py.broker.paging.disk import human_bytes, measure
+from artemis_py.config import defaults
 
 # Property tests check behaviour, not speed: a per-example deadline only fails them on a
 # loaded machine (the tests themselves still bound their sizes).
@@ -57,6 +62,39 @@ async def wait_for(
 def wait_for_fixture() -> Callable[..., Awaitable[object]]:
     """The :func:`wait_for` helper, as a fixture so any test module can ask for it."""
     return wait_for
+
+
+# --- the disk the suite writes to ------------------------------------------------------------
+# Nodes run with Artemis's default max-disk-usage (90%, of f_blocks as Artemis counts it, not
+# df's figure): on a disk past it every node holds its producers and the suite fails in
+# scattered timeouts. Say so once, at the start, with the figure.
+
+_DISK_MARGIN = 2  # percent below the limit, for what the run itself writes
+
+
+def _temp_disk() -> tuple[float, str]:
+    usages, problems = measure([Path(tempfile.gettempdir())])
+    if not usages:
+        return 0.0, "; ".join(problems)
+    usage = usages[0]
+    return usage.used * 100, (
+        f"{human_bytes(usage.usable)} free of {human_bytes(usage.total)} "
+        f"({usage.used * 100:.1f}% used as Artemis counts it) under {usage.directory}"
+    )
+
+
+def pytest_report_header() -> str:
+    return f"disk: {_temp_disk()[1]}"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    used, text = _temp_disk()
+    if used >= defaults.MAX_DISK_USAGE - _DISK_MARGIN:
+        pytest.exit(
+            f"the disk is too full for the suite: {text}; nodes hold producers from "
+            f"max-disk-usage {defaults.MAX_DISK_USAGE}% (Artemis's default). Free some room.",
+            returncode=1,
+        )
 
 
 # --- per-test timeouts (pytest-timeout, [tool.pytest.ini_options] timeout) -------------------
