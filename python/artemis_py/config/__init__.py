@@ -44,6 +44,7 @@ from .model import (
     JournalConfig,
     QueueConfig,
     QueueKind,
+    ReplicationConfig,
     ScaleDownConfig,
     SharedStoreConfig,
 )
@@ -91,6 +92,7 @@ __all__ = [
     "PageFullPolicy",
     "QueueConfig",
     "QueueKind",
+    "ReplicationConfig",
     "RoutingType",
     "ScaleDownConfig",
     "SharedStoreConfig",

@@ -108,8 +108,8 @@ class JournalType(enum.StrEnum):
 
 
 class HAPolicy(enum.StrEnum):
-    """The ``<ha-policy>`` kinds. PRIMARY_ONLY (formerly ``live-only``) and SHARED_STORE are
-    implemented; REPLICATION is not."""
+    """The ``<ha-policy>`` kinds: PRIMARY_ONLY (formerly ``live-only``), SHARED_STORE and
+    REPLICATION."""
 
     PRIMARY_ONLY = "primary-only"
     REPLICATION = "replication"

@@ -48,6 +48,7 @@ __all__ = [
     "JournalConfig",
     "QueueConfig",
     "QueueKind",
+    "ReplicationConfig",
     "ScaleDownConfig",
     "SharedStoreConfig",
 ]
@@ -395,22 +396,62 @@ class SharedStoreConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplicationConfig:
+    """``<replication><primary/>`` or ``<backup/>`` (shared nothing: the primary sends its
+    journal to the backup over the network).
+
+    Defaults are what Artemis's parser yields for an empty element (``FileConfigurationParser``
+    with ``ActiveMQDefaultConfiguration`` and the ``Replicated``/``ReplicaPolicyConfiguration``
+    classes), which in three places is not what the schema says: ``allow_failback`` is false
+    and ``restart_backup`` true (the schema: true, false), and an absent
+    ``retry-replication-wait`` takes ``vote-retry-wait``'s value (the schema: 2000).
+    ``cluster_name`` names the cluster-connection whose connectors find the pair (``None``:
+    the first one); ``quorum_size`` -1 means the cluster's size; ``quorum_vote_wait`` is in
+    seconds, the other waits and timeouts in milliseconds. The primary reads
+    ``check_for_active_server``, the backup ``allow_failback``, ``restart_backup`` and
+    ``scale_down``; both read the rest. A backup's ``scale_down`` is parsed and named in a
+    warning: it is not implemented.
+    """
+
+    backup: bool = False
+    group_name: str | None = None
+    cluster_name: str | None = None
+    check_for_active_server: bool = False
+    initial_replication_sync_timeout: int = 30000
+    allow_failback: bool = False
+    restart_backup: bool = True
+    max_saved_replicated_journals_size: int = 2
+    vote_on_replication_failure: bool = False
+    quorum_size: int = -1
+    quorum_vote_wait: int = 30
+    vote_retries: int = 12
+    vote_retry_wait: int = 5000
+    retry_replication_wait: int = 5000
+    scale_down: ScaleDownConfig | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class HAPolicyConfig:
     """``<ha-policy>``. Absent means primary-only without scale-down (Artemis's default).
 
-    ``PRIMARY_ONLY`` (with its ``scale_down``) and ``SHARED_STORE`` (``shared_store``) are
-    implemented; a replication policy is reported with a warning and the node runs as
-    primary-only.
+    ``PRIMARY_ONLY`` comes with its ``scale_down``, ``SHARED_STORE`` with ``shared_store``
+    and ``REPLICATION`` with ``replication`` (the other two fields are then ``None``).
     """
 
     policy: HAPolicy = HAPolicy.PRIMARY_ONLY
     scale_down: ScaleDownConfig | None = None
     shared_store: SharedStoreConfig | None = None
+    replication: ReplicationConfig | None = None
 
     @property
     def shared_store_backup(self) -> bool:
         """Whether this node is the backup of a shared-store pair."""
         return self.shared_store is not None and self.shared_store.backup
+
+    @property
+    def replication_backup(self) -> bool:
+        """Whether this node is the backup of a replication pair."""
+        return self.replication is not None and self.replication.backup
 
 
 @dataclass(frozen=True, slots=True)
