@@ -189,11 +189,3 @@ def test_deprecated_failback_delay_and_colocated_are_named() -> None:
     text = ha("<shared-store>\n<colocated/>\n</shared-store>")
     messages = [w.message for w in parse_config(text, environ={}).warnings]
     assert any("colocated (line 7)" in m for m in messages), messages
-
-
-def test_replication_still_warns_not_implemented() -> None:
-    config = parse_config(ha("<replication><primary/></replication>"), environ={})
-    assert config.ha_policy.policy is HAPolicy.REPLICATION
-    assert config.ha_policy.shared_store is None
-    (warning,) = config.warnings
-    assert "not implemented" in warning.message

@@ -128,6 +128,13 @@ ADDRESS_SETTING_IMPLEMENTED = _names(
     """
 )
 
+# The children of both <replication><primary> and <backup>.
+_REPLICATION_COMMON = """
+    group-name cluster-name max-saved-replicated-journals-size initial-replication-sync-timeout
+    vote-on-replication-failure quorum-size vote-retries vote-retry-wait quorum-vote-wait
+    retry-replication-wait
+"""
+
 VOCABULARIES: dict[str, Vocabulary] = {
     "configuration": Vocabulary(implemented=_names("core"), unimplemented=_names("jms")),
     "core": Vocabulary(implemented=CORE_IMPLEMENTED, unimplemented=CORE_UNIMPLEMENTED),
@@ -265,6 +272,20 @@ VOCABULARIES: dict[str, Vocabulary] = {
     "shared-store/backup": Vocabulary(
         implemented=_names("allow-failback failover-on-shutdown restart-backup scale-down"),
         unimplemented=_names("failback-delay"),
+    ),
+    "replication": Vocabulary(
+        implemented=_names("primary master backup slave"), unimplemented=_names("colocated")
+    ),
+    # check-for-live-server is the old name of check-for-active-server; manager and
+    # coordination-id choose Artemis's pluggable-quorum replication, which is not implemented.
+    "replication/primary": Vocabulary(
+        implemented=_names(f"{_REPLICATION_COMMON} check-for-active-server check-for-live-server"),
+        unimplemented=_names("manager coordination-id"),
+    ),
+    # failback-delay is deprecated (Artemis ignores it too).
+    "replication/backup": Vocabulary(
+        implemented=_names(f"{_REPLICATION_COMMON} scale-down restart-backup allow-failback"),
+        unimplemented=_names("failback-delay manager"),
     ),
     "live-only": Vocabulary(implemented=_names("scale-down")),
     "scale-down": Vocabulary(

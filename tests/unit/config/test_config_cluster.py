@@ -364,16 +364,6 @@ def test_live_only_is_the_old_name() -> None:
     assert "old name of <primary-only>" in config.warnings[0].message
 
 
-@pytest.mark.parametrize("policy", ["replication"])
-def test_other_ha_policies_warn_not_implemented(policy: str) -> None:
-    text = core(f"<ha-policy><{policy}><primary><anything/></primary></{policy}></ha-policy>")
-    config = parse_config(text, environ={})
-    assert config.ha_policy.policy is HAPolicy(policy)
-    (warning,) = config.warnings
-    assert (warning.line, warning.element) == (8, policy)
-    assert "not implemented" in warning.message
-
-
 def test_scale_down_reference_errors() -> None:
     text = core(
         "<ha-policy><primary-only><scale-down>\n"

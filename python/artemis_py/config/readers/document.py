@@ -120,7 +120,9 @@ def _read_core(reader: ElementReader, core: XmlElement) -> BrokerConfig:
     cluster_connections = read_cluster_connections(reader, kids, connector_names, discovery_names)
     cluster_password = _read_cluster_password(reader, kids, unmask, bool(cluster_connections))
     broadcast_groups = read_broadcast_groups(reader, kids, connector_names)
-    ha_policy = read_ha_policy(reader, kids, connector_names, discovery_names)
+    ha_policy = read_ha_policy(
+        reader, kids, connector_names, discovery_names, {c.name for c in cluster_connections}
+    )
     check_discovery_use(
         reader, kids, broadcast_groups, discovery_groups, cluster_connections, ha_policy
     )

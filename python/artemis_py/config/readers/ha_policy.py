@@ -1,40 +1,52 @@
-"""``<ha-policy>``: primary-only (``live-only``) with an optional ``<scale-down>``, and the
-shared-store pair (``<shared-store><primary/>`` or ``<backup/>``).
+"""``<ha-policy>``: primary-only (``live-only``) with an optional ``<scale-down>``, the
+shared-store pair (``<shared-store><primary/>`` or ``<backup/>``) and the replication pair
+(``<replication><primary/>`` or ``<backup/>``).
 
-Replication is a valid Artemis policy that artemis-py does not implement: it gets its own
-warning and the node runs as primary-only. The old names Artemis still accepts
-(``live-only``, ``master``, ``slave``) are read with a warning naming the new one.
+A backup's ``<scale-down>`` (either pair) is parsed and gets its own warning: it is not
+implemented. ``<colocated>`` (either pair) is named in the not-implemented summary and the
+node runs as primary-only. A replication pair finds itself through a cluster-connection: one
+must exist, and a ``<cluster-name>`` must name one. The old names Artemis still accepts
+(``live-only``, ``master``, ``slave``, ``check-for-live-server``) are read with a warning
+naming the new one.
 """
 
 from __future__ import annotations
 
 from ..element_reader import Children, ElementReader
 from ..enums import HAPolicy
-from ..model import HAPolicyConfig, ScaleDownConfig, SharedStoreConfig
-from ..values import checked, int32, minus_one_or_at_least, parse_bool
+from ..model import HAPolicyConfig, ReplicationConfig, ScaleDownConfig, SharedStoreConfig
+from ..values import at_least, checked, int32, int64, minus_one_or_at_least, parse_bool
 from ..xmlreader import XmlElement
 from .discovery import read_discovery_ref
 
 __all__ = ["read_ha_policy"]
 
-# Artemis's deprecated names of the shared-store roles, and the names that replace them.
+# Artemis's deprecated names of the shared-store and replication roles, and their new names.
 _OLD_ROLE_NAMES = {"master": "primary", "slave": "backup"}
+
+# Artemis's validators of the replication settings (GT_ZERO on a long, MINUS_ONE_OR_GE_ZERO
+# and MINUS_ONE_OR_GT_ZERO on an int).
+_positive_long = checked(int64, at_least(1))
+_positive_int = checked(int32, at_least(1))
+_count_or_minus_one = checked(int32, minus_one_or_at_least(0))
+_size_or_minus_one = checked(int32, minus_one_or_at_least(1))
 
 
 def read_ha_policy(
-    reader: ElementReader, kids: Children, connectors: set[str], groups: set[str]
+    reader: ElementReader,
+    kids: Children,
+    connectors: set[str],
+    groups: set[str],
+    clusters: set[str],
 ) -> HAPolicyConfig:
+    """``clusters`` are the names of the cluster-connections (a replication pair's)."""
     if "ha-policy" not in kids:
         return HAPolicyConfig()
     policy = _only_child(reader, kids["ha-policy"][0], "<ha-policy> takes one policy")
     if policy is None:
         return HAPolicyConfig()
     if policy.tag == "replication":
-        reader.warn(
-            policy,
-            f"ha-policy <{policy.tag}> is not implemented; this node runs as primary-only",
-        )
-        return HAPolicyConfig(policy=HAPolicy(policy.tag))
+        return _replication(reader, policy, connectors, groups, clusters)
     if policy.tag == "shared-store":
         return _shared_store(reader, policy, connectors, groups)
     if policy.tag == "live-only":
@@ -89,10 +101,95 @@ def _shared_store(
     return HAPolicyConfig(policy=HAPolicy.SHARED_STORE, shared_store=settings)
 
 
+def _replication(
+    reader: ElementReader,
+    element: XmlElement,
+    connectors: set[str],
+    groups: set[str],
+    clusters: set[str],
+) -> HAPolicyConfig:
+    role = _only_child(reader, element, "<replication> takes one role")
+    if role is None:
+        # As Artemis: colocated is named in the not-implemented summary by the vocabulary
+        # check; without a role, no policy is set.
+        reader.warn(
+            element,
+            "<replication> names no <primary> or <backup>; this node runs as primary-only",
+        )
+        return HAPolicyConfig()
+    name = _OLD_ROLE_NAMES.get(role.tag, role.tag)
+    if role.tag != name:
+        reader.warn(role, f"<{role.tag}> is the old name of <{name}>")
+    rkids = reader.children(role, f"replication/{name}")
+    # Each role's vocabulary holds only its own elements: the other role's read as defaults.
+    vote_retry_wait = reader.scalar(rkids, "vote-retry-wait", _positive_long, 5000)
+    settings = ReplicationConfig(
+        backup=name == "backup",
+        group_name=reader.optional(rkids, "group-name"),
+        cluster_name=_cluster_name(reader, role, rkids, clusters),
+        check_for_active_server=_check_for_active_server(reader, rkids),
+        initial_replication_sync_timeout=reader.scalar(
+            rkids, "initial-replication-sync-timeout", _positive_long, 30000
+        ),
+        allow_failback=reader.scalar(rkids, "allow-failback", parse_bool, False),
+        restart_backup=reader.scalar(rkids, "restart-backup", parse_bool, True),
+        max_saved_replicated_journals_size=reader.scalar(
+            rkids, "max-saved-replicated-journals-size", _count_or_minus_one, 2
+        ),
+        vote_on_replication_failure=reader.scalar(
+            rkids, "vote-on-replication-failure", parse_bool, False
+        ),
+        quorum_size=reader.scalar(rkids, "quorum-size", _size_or_minus_one, -1),
+        quorum_vote_wait=reader.scalar(rkids, "quorum-vote-wait", _positive_int, 30),
+        vote_retries=reader.scalar(rkids, "vote-retries", _count_or_minus_one, 12),
+        vote_retry_wait=vote_retry_wait,
+        # As Artemis's parser: an absent retry-replication-wait takes vote-retry-wait's value.
+        retry_replication_wait=reader.scalar(
+            rkids, "retry-replication-wait", _positive_long, vote_retry_wait
+        ),
+        scale_down=_backup_scale_down(reader, rkids, connectors, groups, "replication"),
+    )
+    return HAPolicyConfig(policy=HAPolicy.REPLICATION, replication=settings)
+
+
+def _cluster_name(
+    reader: ElementReader, role: XmlElement, kids: Children, clusters: set[str]
+) -> str | None:
+    """The cluster-connection the pair finds itself through (``None``: the first one)."""
+    name = reader.optional(kids, "cluster-name")
+    if not clusters:
+        reader.error(
+            role,
+            "replication needs a <cluster-connection>: the primary and its backup find each "
+            "other through its connectors; add one to <cluster-connections>",
+        )
+        return name
+    if name is not None and name not in clusters:
+        element = kids["cluster-name"][0]
+        reader.error(element, reader.undefined("cluster-connection", name, clusters))
+    return name
+
+
+def _check_for_active_server(reader: ElementReader, kids: Children) -> bool:
+    """``check-for-active-server``, or its old name ``check-for-live-server``."""
+    old, new = "check-for-live-server", "check-for-active-server"
+    if old not in kids:
+        return reader.scalar(kids, new, parse_bool, False)
+    if new in kids:
+        reader.error(kids[old][0], f"<{old}> is the old name of <{new}>; give only <{new}>")
+    else:
+        reader.warn(kids[old][0], f"<{old}> is the old name of <{new}>")
+    return reader.scalar(kids, old, parse_bool, False)
+
+
 def _backup_scale_down(
-    reader: ElementReader, kids: Children, connectors: set[str], groups: set[str]
+    reader: ElementReader,
+    kids: Children,
+    connectors: set[str],
+    groups: set[str],
+    pair: str = "shared-store",
 ) -> ScaleDownConfig | None:
-    """A shared-store backup's ``<scale-down>``: parsed, and named once at start-up."""
+    """A backup's ``<scale-down>``: parsed, and named once at start-up."""
     if "scale-down" not in kids:
         return None
     element = kids["scale-down"][0]
@@ -100,7 +197,7 @@ def _backup_scale_down(
     if settings.enabled:
         reader.warn(
             element,
-            "a shared-store backup's <scale-down> is not implemented: when its primary fails, "
+            f"a {pair} backup's <scale-down> is not implemented: when its primary fails, "
             "this backup becomes live instead of moving the primary's messages to another node",
         )
     return settings
