@@ -23,6 +23,8 @@ from collections.abc import Sized
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Literal, TypeAlias
 
+from artemis_py.protocol.cluster.framing import FrameType
+
 __all__ = [
     "NEED_DATA",
     "AddressIds",
@@ -67,30 +69,6 @@ addresses here, and only Confirm comes back; ``cluster_name`` is then the bridge
 RoutingType: TypeAlias = Literal["ANYCAST", "MULTICAST"]
 
 _REPR_BYTES = 32
-
-
-class FrameType(enum.IntEnum):
-    """The frame-type byte. Control frames are small numbers, the binary hot path 0x20+."""
-
-    HELLO = 1
-    CHALLENGE = 2
-    AUTH = 3
-    WELCOME = 4
-    REJECT = 5
-    ERROR = 6
-    PING = 7
-    TOPOLOGY = 8
-    BINDINGS = 9
-    CONSUMERS = 10
-    STATUS = 11
-    LEAVING = 12
-    CREATE_QUEUES = 13
-    SEALED = 14
-    PROPOSAL = 15
-    PROPOSAL_RESPONSE = 16
-    UNPROPOSAL = 17
-    MESSAGE = 0x20
-    CONFIRM = 0x21
 
 
 # --- handshake ----------------------------------------------------------------------------

@@ -48,7 +48,6 @@ from artemis_py.protocol.cluster.frames import (
     CreateQueues,
     Error,
     Frame,
-    FrameType,
     Hello,
     Leaving,
     Member,
@@ -65,6 +64,14 @@ from artemis_py.protocol.cluster.frames import (
     Unproposal,
     Welcome,
 )
+from artemis_py.protocol.cluster.framing import (
+    HEAD,
+    HEADER_SIZE,
+    U64_MAX,
+    FrameFormatError,
+    FrameType,
+)
+from artemis_py.protocol.cluster.framing import fail as _fail
 from artemis_py.protocol.errors import LocalProtocolError, RemoteProtocolError
 
 __all__ = [
@@ -81,26 +88,14 @@ __all__ = [
 MAGIC: Final = b"ARTPYC\r\n"
 #: Largest ``length`` accepted by default (type byte + body): 128 MiB.
 DEFAULT_MAX_FRAME_SIZE: Final = 128 * 1024 * 1024
-#: The u32 length and the type byte.
-HEADER_SIZE: Final = 5
 
-_U64_MAX: Final = 2**64 - 1
 _U16_MAX: Final = 0xFFFF
 _I32_MAX: Final = 2**31 - 1
-_HEAD: Final = struct.Struct(">IB")
 _MESSAGE_HEAD: Final = struct.Struct(">QQH")  # seq, message_id, len(dup_id)
 _U16: Final = struct.Struct(">H")
 _U64: Final = struct.Struct(">Q")
 _CONFIRM_FRAME: Final = struct.Struct(">IBQ")
 _HEX64: Final = re.compile(r"[0-9a-f]{64}")
-
-
-class FrameFormatError(Exception):
-    """A frame body that does not follow the layout (internal; never escapes the package)."""
-
-
-def _fail(message: str) -> NoReturn:
-    raise FrameFormatError(message)
 
 
 # --- field readers: JSON value -> field value, or FrameFormatError ------------------------
@@ -366,7 +361,7 @@ def encode_parts(frame: Frame) -> list[bytes]:
         return _encode_message(cast(Message, frame))
     if cls is Confirm:
         seq = cast(Confirm, frame).seq
-        if type(seq) is not int or not 0 <= seq <= _U64_MAX:
+        if type(seq) is not int or not 0 <= seq <= U64_MAX:
             _fail(f"Confirm.seq must be a u64 integer, got {seq!r}")
         return [_CONFIRM_FRAME.pack(9, FrameType.CONFIRM, seq)]
     schema = _JSON_FRAMES.get(cls)
@@ -379,15 +374,15 @@ def encode_parts(frame: Frame) -> list[bytes]:
         body = text.encode("utf-8")
     except (TypeError, ValueError, RecursionError) as exc:  # Status.data not JSON-able
         _fail(f"{cls.__name__} cannot be encoded as JSON: {exc}")
-    return [_HEAD.pack(1 + len(body), frame.TYPE) + body]
+    return [HEAD.pack(1 + len(body), frame.TYPE) + body]
 
 
 def _encode_message(message: Message) -> list[bytes]:
     seq, message_id = message.seq, message.message_id
     dup_id, targets, payload = message.dup_id, message.targets, message.payload
-    if type(seq) is not int or not 0 <= seq <= _U64_MAX:
+    if type(seq) is not int or not 0 <= seq <= U64_MAX:
         _fail(f"Message.seq must be a u64 integer, got {seq!r}")
-    if type(message_id) is not int or not 0 <= message_id <= _U64_MAX:
+    if type(message_id) is not int or not 0 <= message_id <= U64_MAX:
         _fail(f"Message.message_id must be a u64 integer, got {message_id!r}")
     if not isinstance(dup_id, bytes) or len(dup_id) > _U16_MAX:
         _fail(f"Message.dup_id must be bytes of at most {_U16_MAX} bytes")
@@ -414,7 +409,7 @@ def _encode_message(message: Message) -> list[bytes]:
     length = len(head) - 4 + len(payload) + (len(message.body_file) if message.body_file else 0)
     if length > 0xFFFFFFFF:
         _fail("Message larger than 4 GiB")
-    _HEAD.pack_into(head, 0, length, FrameType.MESSAGE)
+    HEAD.pack_into(head, 0, length, FrameType.MESSAGE)
     return [bytes(head), payload] if payload else [bytes(head)]
 
 
@@ -503,7 +498,7 @@ def decode_frame(data: bytes | bytearray | memoryview) -> Frame:
     with memoryview(data) as view, view.cast("B") as raw:
         if len(raw) < HEADER_SIZE:
             raise RemoteProtocolError(f"a frame needs at least {HEADER_SIZE} bytes")
-        length, frame_type = _HEAD.unpack_from(raw)
+        length, frame_type = HEAD.unpack_from(raw)
         if length != len(raw) - 4:
             raise RemoteProtocolError(
                 f"frame length field says {length} bytes, but {len(raw) - 4} follow it"
