@@ -20,7 +20,7 @@ U64_MAX: Final = 2**64 - 1
 
 
 class FrameType(enum.IntEnum):
-    """The frame-type byte. Control frames are small numbers, the binary hot path 0x20+."""
+    """The frame-type byte. Control frames are small numbers, binary frames 0x20+."""
 
     HELLO = 1
     CHALLENGE = 2
@@ -39,8 +39,13 @@ class FrameType(enum.IntEnum):
     PROPOSAL = 15
     PROPOSAL_RESPONSE = 16
     UNPROPOSAL = 17
+    SYNC_DONE = 18
+    SYNCED = 19
     MESSAGE = 0x20
     CONFIRM = 0x21
+    SYNC_FILE = 0x22
+    RECORDS = 0x23
+    REPLICATED = 0x24
 
 
 class FrameFormatError(Exception):

@@ -14,12 +14,16 @@ comes. Then, both ways::
 Control frames have a UTF-8 JSON object as body, keys = field names (compact separators, no
 NaN/Infinity). Unknown keys are ignored so a later version may add optional fields; missing
 keys (other than such optional fields, see ``_OPTIONAL``) and wrong types are errors. The
-two hot-path frames are binary, big-endian:
+two hot-path frames and three of journal replication's are binary, big-endian:
 
 ``MESSAGE``  ``u64 seq, u64 message_id, u16 n, dup_id[n], u16 count, count x (u16 m,
              utf-8 target[m]), payload`` -- the payload is the rest of the frame, so it needs
              no length of its own and is appended to the output without re-packing.
 ``CONFIRM``  ``u64 seq`` (exactly 8 bytes).
+``SYNC_FILE``, ``RECORDS``, ``REPLICATED``  (journal replication): see :mod:`.replication`,
+             which encodes and decodes them; ``u8 journal, u64 size, u64 offset, u8 n,
+             utf-8 name[n], data`` / ``u8 journal, data`` (data: the rest of the frame,
+             appended without re-packing) / ``u8 journal, u64 ticket`` (exactly 9 bytes).
 
 Decoding never trusts a length: each one is checked against the bytes the frame actually
 has, and every failure (bad UTF-8, bad JSON, deep nesting, wrong field types, lone
@@ -35,7 +39,7 @@ import json
 import re
 import struct
 from collections.abc import Callable
-from typing import Any, Final, NoReturn, cast
+from typing import Any, Final, NoReturn, cast, get_args
 
 from artemis_py.protocol.cluster.frames import (
     AddressIds,
@@ -56,10 +60,16 @@ from artemis_py.protocol.cluster.frames import (
     Ping,
     Proposal,
     ProposalResponse,
+    Purpose,
+    Records,
     Reject,
+    Replicated,
     Sealed,
     SealedStream,
     Status,
+    SyncDone,
+    Synced,
+    SyncFile,
     Topology,
     Unproposal,
     Welcome,
@@ -72,6 +82,7 @@ from artemis_py.protocol.cluster.framing import (
     FrameType,
 )
 from artemis_py.protocol.cluster.framing import fail as _fail
+from artemis_py.protocol.cluster.replication import decode_replication, encode_replication
 from artemis_py.protocol.errors import LocalProtocolError, RemoteProtocolError
 
 __all__ = [
@@ -96,6 +107,9 @@ _U16: Final = struct.Struct(">H")
 _U64: Final = struct.Struct(">Q")
 _CONFIRM_FRAME: Final = struct.Struct(">IBQ")
 _HEX64: Final = re.compile(r"[0-9a-f]{64}")
+_BINARY_REPLICATION: Final = frozenset(
+    {FrameType.SYNC_FILE, FrameType.RECORDS, FrameType.REPLICATED}
+)
 
 
 # --- field readers: JSON value -> field value, or FrameFormatError ------------------------
@@ -274,7 +288,7 @@ _SEALED_STREAM: Final[_Schema] = (
 _JSON_FRAMES: Final[dict[type, _Schema]] = {
     Hello: (
         ("versions", _array(_version, non_empty=True)),
-        ("purpose", _choice("link", "status", "stop", "bridge")),
+        ("purpose", _choice(*get_args(Purpose))),
         ("cluster_name", _text),
         ("node_id", _text),
         ("instance_id", _text),
@@ -319,6 +333,8 @@ _JSON_FRAMES: Final[dict[type, _Schema]] = {
         ("alternative", _opt_text),
     ),
     Unproposal: (("group_id", _text), ("cluster_name", _text)),
+    SyncDone: (("files", _count),),
+    Synced: (),
 }
 #: Fields added after version 1 of the protocol, which a frame may lack (dataclass default).
 _OPTIONAL: Final[dict[type, frozenset[str]]] = {
@@ -354,7 +370,7 @@ def _reject_constant(name: str) -> NoReturn:
 
 def encode_parts(frame: Frame) -> list[bytes]:
     """The wire bytes of ``frame`` as a list of pieces to concatenate (a Message's payload
-    is its own piece, so it is copied once, into the output). Checks every field the way the
+    (or a replication frame's data) is its own piece, so it is copied once, into the output). Checks every field the way the
     receiver will; raises :class:`FrameFormatError`. The size limit is the caller's."""
     cls = type(frame)
     if cls is Message:
@@ -364,6 +380,8 @@ def encode_parts(frame: Frame) -> list[bytes]:
         if type(seq) is not int or not 0 <= seq <= U64_MAX:
             _fail(f"Confirm.seq must be a u64 integer, got {seq!r}")
         return [_CONFIRM_FRAME.pack(9, FrameType.CONFIRM, seq)]
+    if cls is SyncFile or cls is Records or cls is Replicated:
+        return encode_replication(cast(SyncFile | Records | Replicated, frame))
     schema = _JSON_FRAMES.get(cls)
     if schema is None:
         _fail(f"not a cluster frame: {frame!r}")
@@ -441,6 +459,8 @@ def decode_body(frame_type: int, body: memoryview) -> Frame:
         if len(body) != 8:
             _fail(f"malformed CONFIRM frame: body of {len(body)} bytes, expected 8")
         return Confirm(_U64.unpack_from(body)[0])
+    if frame_type in _BINARY_REPLICATION:
+        return decode_replication(frame_type, body)
     cls = _JSON_BY_TYPE.get(frame_type)
     if cls is None:
         _fail(f"unknown frame type {frame_type}")
