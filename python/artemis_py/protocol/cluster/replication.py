@@ -165,7 +165,9 @@ def _file_name(name: str, length: int) -> None:
 
 def _within(size: int, offset: int, length: int) -> None:
     if offset + length > size:
-        fail(f"SyncFile chunk of {length} bytes at offset {offset} overruns the file's {size}")
+        fail(
+            f"SyncFile chunk of {length} bytes at offset {offset} overruns the file's {size} bytes"
+        )
 
 
 # --- encoding -----------------------------------------------------------------------------
