@@ -41,12 +41,17 @@ from artemis_py.protocol.cluster import (
     Ping,
     Proposal,
     ProposalResponse,
+    Records,
     Reject,
     RemoteProtocolError,
+    Replicated,
     Sealed,
     SealedStream,
     ServerConnection,
     Status,
+    SyncDone,
+    Synced,
+    SyncFile,
     Topology,
     Unproposal,
     Welcome,
@@ -494,6 +499,11 @@ EVERY_FRAME: list[Frame] = [
     ProposalResponse("g1.orders", "orders@node-a"),
     ProposalResponse("g1.orders", "orders@node-b", "orders@node-a"),
     Unproposal("g1.orders", "orders@node-a"),
+    SyncFile(0, "activemq-data-1.amq", 2**64 - 1, 2**64 - 4, b"abc"),
+    SyncDone(7),
+    Records(1, bytes(range(256))),
+    Synced(),
+    Replicated(1, 2**64 - 1),
 ]
 
 
@@ -506,7 +516,7 @@ def test_every_frame_round_trips(frame: Frame) -> None:
 
 
 def test_frame_types_are_distinct_and_cover_every_frame() -> None:
-    assert len(set(FrameType)) == 19
+    assert len(set(FrameType)) == 24
     assert {type(frame).TYPE for frame in EVERY_FRAME} == set(FrameType)
 
 

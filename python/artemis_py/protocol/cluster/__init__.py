@@ -5,7 +5,8 @@ the :class:`ClientConnection` (it sends messages, receives bindings and topology
 accepting end the :class:`ServerConnection`. Both authenticate with a challenge-response over
 the cluster user and password (:mod:`.auth`), then exchange frames (:mod:`.frames`; byte
 layout in :mod:`.wire`; states and rules in :mod:`.connection`; the two ends and their
-handshake in :mod:`.handshake`).
+handshake in :mod:`.handshake`). A backup dials its primary the same way, with purpose
+``"replication"``, for journal replication's frames (:mod:`.replication`).
 
 * Connections: ``receive_data(bytes)``, ``next_event()``, ``send(frame)``,
   ``data_to_send() -> bytes``, ``state``; the client's ``start()`` queues preamble + Hello.
@@ -49,12 +50,17 @@ from artemis_py.protocol.cluster.frames import (
     Proposal,
     ProposalResponse,
     Purpose,
+    Records,
     Reject,
+    Replicated,
     RoutingType,
     Sealed,
     SealedStream,
     Sentinel,
     Status,
+    SyncDone,
+    Synced,
+    SyncFile,
     Topology,
     Unproposal,
     Welcome,
@@ -105,8 +111,10 @@ __all__ = [
     "ProposalResponse",
     "ProtocolError",
     "Purpose",
+    "Records",
     "Reject",
     "RemoteProtocolError",
+    "Replicated",
     "Role",
     "RoutingType",
     "Sealed",
@@ -114,6 +122,9 @@ __all__ = [
     "Sentinel",
     "ServerConnection",
     "Status",
+    "SyncDone",
+    "SyncFile",
+    "Synced",
     "Topology",
     "Unproposal",
     "Welcome",

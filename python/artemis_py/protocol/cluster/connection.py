@@ -31,9 +31,15 @@ violation is a :class:`LocalProtocolError` in :meth:`Connection.send` and a
 :class:`RemoteProtocolError` in :meth:`Connection.next_event`, detected from the 5-byte frame
 header, before the body arrives.
 
+*Purpose.* A link of purpose ``"replication"`` (:mod:`.replication`: a backup dialled its
+primary) carries SyncFile, SyncDone and Records (server to client), Synced and Replicated
+(client to server), Ping and Error, and nothing else; a link of any other purpose carries no
+replication frame. Checked the same way, both ways, from the :class:`Established` purpose.
+
 *Sequence numbers.* Message seqs strictly increase on one connection, and Confirm, being
 cumulative, never goes backwards and never confirms a seq that was not sent. These are checked
 both ways: a Confirm beyond what was sent would make the client forget unsent messages.
+Likewise a journal's Replicated tickets never decrease.
 
 *States* (:class:`ConnectionState`, one for the connection): IDLE (client before
 :meth:`ClientConnection.start`) -> HANDSHAKING -> ESTABLISHED -> CLOSED when a Reject or Error
@@ -69,8 +75,10 @@ from artemis_py.protocol.cluster.frames import (
     Hello,
     Message,
     Reject,
+    Replicated,
     Sentinel,
 )
+from artemis_py.protocol.cluster.replication import REPLICATION_FRAMES
 from artemis_py.protocol.cluster.wire import (
     HEADER_SIZE,
     FrameFormatError,
@@ -135,10 +143,14 @@ _EITHER: Final = frozenset(
 )
 #: Frames each role may send at all (the handshake ones included).
 _FROM: Final = {
-    Role.CLIENT: _EITHER | {_T.HELLO, _T.AUTH, _T.MESSAGE, _T.CREATE_QUEUES, _T.SEALED},
+    Role.CLIENT: _EITHER
+    | {_T.HELLO, _T.AUTH, _T.MESSAGE, _T.CREATE_QUEUES, _T.SEALED, _T.SYNCED, _T.REPLICATED},
     Role.SERVER: _EITHER
-    | {_T.CHALLENGE, _T.WELCOME, _T.REJECT, _T.CONFIRM, _T.BINDINGS, _T.CONSUMERS, _T.STATUS},
+    | {_T.CHALLENGE, _T.WELCOME, _T.REJECT, _T.CONFIRM, _T.BINDINGS, _T.CONSUMERS, _T.STATUS}
+    | {_T.SYNC_FILE, _T.SYNC_DONE, _T.RECORDS},
 }
+#: What a link of purpose "replication" carries; no other link carries REPLICATION_FRAMES.
+_REPLICATION_LINK: Final = REPLICATION_FRAMES | {_T.ERROR, _T.PING}
 _HANDSHAKE_FRAMES: Final = frozenset({_T.HELLO, _T.CHALLENGE, _T.AUTH, _T.WELCOME, _T.REJECT})
 #: Frames each role may pass to send() once established.
 _SENDABLE: Final = {role: frames - _HANDSHAKE_FRAMES for role, frames in _FROM.items()}
@@ -179,6 +191,7 @@ class Connection:
         "_peer_closed",
         "_pos",
         "_state",
+        "_tickets",
         "_version",
         "_waiting_for",
         "_we_closed",
@@ -209,6 +222,7 @@ class Connection:
         self._version: int | None = None
         self._last_seq: int | None = None  # highest Message seq sent (client) / received
         self._last_confirm: int | None = None  # highest Confirm seq received / sent
+        self._tickets: dict[int, int] = {}  # journal -> highest Replicated ticket sent / received
 
     # --- state ---------------------------------------------------------------------------
 
@@ -352,6 +366,9 @@ class Connection:
         if self._peer_closed:
             return RemoteProtocolError(f"{name} frame after the peer's {self._closed_by}")
         if self._state is _ESTABLISHED:
+            off_purpose = self._off_purpose(frame_type, name)
+            if off_purpose is not None:
+                return RemoteProtocolError(off_purpose)
             return RemoteProtocolError(f"{name} frame after the handshake completed")
         return RemoteProtocolError(
             f"{name} frame before the handshake completed (expected {self._waiting_for})"
@@ -380,6 +397,13 @@ class Connection:
                 )
             self._last_confirm = frame.seq
             return frame
+        if kind is Replicated:
+            assert isinstance(frame, Replicated)
+            backwards = self._ticket_backwards(frame)
+            if backwards is not None:
+                raise RemoteProtocolError(backwards)
+            self._tickets[frame.journal] = frame.ticket
+            return frame
         if kind is Error or kind is Reject:
             assert isinstance(frame, (Error, Reject))
             self._peer_closed = True
@@ -398,11 +422,34 @@ class Connection:
     def _become_established(self, event: Established) -> Established:
         self._established = event
         self._state = _ESTABLISHED
-        self._expect = _FROM[Role.SERVER if self.role is Role.CLIENT else Role.CLIENT] - (
-            _HANDSHAKE_FRAMES
-        )
+        expect = _FROM[Role.SERVER if self.role is Role.CLIENT else Role.CLIENT]
+        if event.purpose == "replication":
+            self._expect = expect & _REPLICATION_LINK
+        else:
+            self._expect = expect - _HANDSHAKE_FRAMES - REPLICATION_FRAMES
         self._waiting_for = "nothing"
         return event
+
+    def _off_purpose(self, frame_type: int, name: str) -> str | None:
+        """Why this established link, given its purpose, carries no ``name`` frames (None:
+        it carries them)."""
+        if self._established is None:
+            return None  # only Error may be sent then, and it goes on any link
+        purpose = self._established.purpose
+        if purpose == "replication":
+            if frame_type not in _REPLICATION_LINK:
+                return f"a replication link carries no {name} frames"
+        elif frame_type in REPLICATION_FRAMES:
+            return f"only a replication link carries {name} frames (this one is a {purpose} link)"
+        return None
+
+    def _ticket_backwards(self, frame: Replicated) -> str | None:
+        """Why ``frame`` goes back on its journal's last Replicated ticket (None: it does not)."""
+        journal, ticket = frame.journal, frame.ticket
+        last = self._tickets.get(journal) if type(journal) is int else None
+        if last is not None and type(ticket) is int and ticket < last:
+            return f"Replicated ticket {ticket} of journal {journal} after ticket {last}"
+        return None
 
     # --- sending -------------------------------------------------------------------------
 
@@ -439,6 +486,9 @@ class Connection:
         elif frame_type is _T.CONFIRM:
             assert isinstance(frame, Confirm)
             self._last_confirm = frame.seq
+        elif frame_type is _T.REPLICATED:
+            assert isinstance(frame, Replicated)
+            self._tickets[frame.journal] = frame.ticket
 
     def _check_send(self, frame: Frame, frame_type: FrameType | None) -> None:
         if frame_type is None:
@@ -450,6 +500,14 @@ class Connection:
             raise LocalProtocolError(f"a cluster {self.role.value} may not send {name} frames")
         if self._state is not _ESTABLISHED and frame_type is not _T.ERROR:
             raise LocalProtocolError(f"cannot send {name} before the handshake completed")
+        off_purpose = self._off_purpose(frame_type, name)
+        if off_purpose is not None:
+            raise LocalProtocolError(off_purpose)
+        if frame_type is _T.REPLICATED:
+            assert isinstance(frame, Replicated)
+            backwards = self._ticket_backwards(frame)
+            if backwards is not None:
+                raise LocalProtocolError(backwards)
         if frame_type is _T.MESSAGE:
             assert isinstance(frame, Message)
             last = self._last_seq

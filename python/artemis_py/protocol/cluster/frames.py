@@ -3,7 +3,8 @@
 Every frame is a frozen dataclass with slots whose class attribute ``TYPE`` is its
 :class:`FrameType` (the byte on the wire). Control frames travel as JSON objects whose keys
 are the field names; :class:`Message` and :class:`Confirm`, the per-message hot path, have a
-binary layout (see :mod:`.wire`).
+binary layout (see :mod:`.wire`), as have three of journal replication's frames
+(:mod:`.replication`, re-exported here).
 
 Who sends what (enforced by the connection, both when sending and when receiving):
 
@@ -13,7 +14,11 @@ Who sends what (enforced by the connection, both when sending and when receiving
 * client only: :class:`Message`, :class:`CreateQueues`, :class:`Sealed`;
 * server only: :class:`Confirm`, :class:`Bindings`, :class:`Consumers`, :class:`Status`;
 * either side: :class:`Ping`, :class:`Topology`, :class:`Leaving`, :class:`Error`, and
-  clustered grouping's :class:`Proposal`, :class:`ProposalResponse` and :class:`Unproposal`.
+  clustered grouping's :class:`Proposal`, :class:`ProposalResponse` and :class:`Unproposal`;
+* on a link of purpose ``"replication"`` (a backup dialled its primary), and on no other:
+  :class:`SyncFile`, :class:`SyncDone` and :class:`Records` from the server (the primary),
+  :class:`Synced` and :class:`Replicated` from the client (the backup); besides them such a
+  link carries Ping and Error only.
 """
 
 from __future__ import annotations
@@ -22,6 +27,15 @@ import enum
 from collections.abc import Sized
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Literal, TypeAlias
+
+from artemis_py.protocol.cluster.framing import FrameType
+from artemis_py.protocol.cluster.replication import (
+    Records,
+    Replicated,
+    SyncDone,
+    Synced,
+    SyncFile,
+)
 
 __all__ = [
     "NEED_DATA",
@@ -48,49 +62,32 @@ __all__ = [
     "Proposal",
     "ProposalResponse",
     "Purpose",
+    "Records",
     "Reject",
+    "Replicated",
     "RoutingType",
     "Sentinel",
     "Status",
+    "SyncDone",
+    "SyncFile",
+    "Synced",
     "Topology",
     "Unproposal",
     "Welcome",
 ]
 
-Purpose: TypeAlias = Literal["link", "status", "stop", "bridge"]
+Purpose: TypeAlias = Literal["link", "status", "stop", "bridge", "replication"]
 """Why a client connects: ``"link"`` (a cluster connection carrying messages and bindings) or
 ``"status"`` (the ``cluster status`` command: authenticate, read :class:`Status`, leave) or
 ``"stop"`` (the ``cluster stop`` command: the same, and the node then stops gracefully) or
 ``"bridge"`` (a core bridge of a node in no cluster with this one: it sends messages for
-addresses here, and only Confirm comes back; ``cluster_name`` is then the bridge's name)."""
+addresses here, and only Confirm comes back; ``cluster_name`` is then the bridge's name) or
+``"replication"`` (a backup dialled its primary for journal replication, naming a cluster
+connection of the primary: :mod:`.replication`)."""
 
 RoutingType: TypeAlias = Literal["ANYCAST", "MULTICAST"]
 
 _REPR_BYTES = 32
-
-
-class FrameType(enum.IntEnum):
-    """The frame-type byte. Control frames are small numbers, the binary hot path 0x20+."""
-
-    HELLO = 1
-    CHALLENGE = 2
-    AUTH = 3
-    WELCOME = 4
-    REJECT = 5
-    ERROR = 6
-    PING = 7
-    TOPOLOGY = 8
-    BINDINGS = 9
-    CONSUMERS = 10
-    STATUS = 11
-    LEAVING = 12
-    CREATE_QUEUES = 13
-    SEALED = 14
-    PROPOSAL = 15
-    PROPOSAL_RESPONSE = 16
-    UNPROPOSAL = 17
-    MESSAGE = 0x20
-    CONFIRM = 0x21
 
 
 # --- handshake ----------------------------------------------------------------------------
@@ -435,6 +432,11 @@ Frame: TypeAlias = (
     | Proposal
     | ProposalResponse
     | Unproposal
+    | SyncFile
+    | SyncDone
+    | Records
+    | Synced
+    | Replicated
 )
 
 
@@ -494,6 +496,11 @@ Event: TypeAlias = (
     | Proposal
     | ProposalResponse
     | Unproposal
+    | SyncFile
+    | SyncDone
+    | Records
+    | Synced
+    | Replicated
 )
 """What ``next_event`` returns besides :data:`NEED_DATA` (handshake frames are answered by
 the connection itself and never returned)."""

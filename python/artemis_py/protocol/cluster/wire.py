@@ -14,12 +14,16 @@ comes. Then, both ways::
 Control frames have a UTF-8 JSON object as body, keys = field names (compact separators, no
 NaN/Infinity). Unknown keys are ignored so a later version may add optional fields; missing
 keys (other than such optional fields, see ``_OPTIONAL``) and wrong types are errors. The
-two hot-path frames are binary, big-endian:
+two hot-path frames and three of journal replication's are binary, big-endian:
 
 ``MESSAGE``  ``u64 seq, u64 message_id, u16 n, dup_id[n], u16 count, count x (u16 m,
              utf-8 target[m]), payload`` -- the payload is the rest of the frame, so it needs
              no length of its own and is appended to the output without re-packing.
 ``CONFIRM``  ``u64 seq`` (exactly 8 bytes).
+``SYNC_FILE``, ``RECORDS``, ``REPLICATED``  (journal replication): see :mod:`.replication`,
+             which encodes and decodes them; ``u8 journal, u64 size, u64 offset, u8 n,
+             utf-8 name[n], data`` / ``u8 journal, data`` (data: the rest of the frame,
+             appended without re-packing) / ``u8 journal, u64 ticket`` (exactly 9 bytes).
 
 Decoding never trusts a length: each one is checked against the bytes the frame actually
 has, and every failure (bad UTF-8, bad JSON, deep nesting, wrong field types, lone
@@ -35,7 +39,7 @@ import json
 import re
 import struct
 from collections.abc import Callable
-from typing import Any, Final, NoReturn, cast
+from typing import Any, Final, NoReturn, cast, get_args
 
 from artemis_py.protocol.cluster.frames import (
     AddressIds,
@@ -48,7 +52,6 @@ from artemis_py.protocol.cluster.frames import (
     CreateQueues,
     Error,
     Frame,
-    FrameType,
     Hello,
     Leaving,
     Member,
@@ -57,14 +60,29 @@ from artemis_py.protocol.cluster.frames import (
     Ping,
     Proposal,
     ProposalResponse,
+    Purpose,
+    Records,
     Reject,
+    Replicated,
     Sealed,
     SealedStream,
     Status,
+    SyncDone,
+    Synced,
+    SyncFile,
     Topology,
     Unproposal,
     Welcome,
 )
+from artemis_py.protocol.cluster.framing import (
+    HEAD,
+    HEADER_SIZE,
+    U64_MAX,
+    FrameFormatError,
+    FrameType,
+)
+from artemis_py.protocol.cluster.framing import fail as _fail
+from artemis_py.protocol.cluster.replication import decode_replication, encode_replication
 from artemis_py.protocol.errors import LocalProtocolError, RemoteProtocolError
 
 __all__ = [
@@ -81,26 +99,17 @@ __all__ = [
 MAGIC: Final = b"ARTPYC\r\n"
 #: Largest ``length`` accepted by default (type byte + body): 128 MiB.
 DEFAULT_MAX_FRAME_SIZE: Final = 128 * 1024 * 1024
-#: The u32 length and the type byte.
-HEADER_SIZE: Final = 5
 
-_U64_MAX: Final = 2**64 - 1
 _U16_MAX: Final = 0xFFFF
 _I32_MAX: Final = 2**31 - 1
-_HEAD: Final = struct.Struct(">IB")
 _MESSAGE_HEAD: Final = struct.Struct(">QQH")  # seq, message_id, len(dup_id)
 _U16: Final = struct.Struct(">H")
 _U64: Final = struct.Struct(">Q")
 _CONFIRM_FRAME: Final = struct.Struct(">IBQ")
 _HEX64: Final = re.compile(r"[0-9a-f]{64}")
-
-
-class FrameFormatError(Exception):
-    """A frame body that does not follow the layout (internal; never escapes the package)."""
-
-
-def _fail(message: str) -> NoReturn:
-    raise FrameFormatError(message)
+_BINARY_REPLICATION: Final = frozenset(
+    {FrameType.SYNC_FILE, FrameType.RECORDS, FrameType.REPLICATED}
+)
 
 
 # --- field readers: JSON value -> field value, or FrameFormatError ------------------------
@@ -279,7 +288,7 @@ _SEALED_STREAM: Final[_Schema] = (
 _JSON_FRAMES: Final[dict[type, _Schema]] = {
     Hello: (
         ("versions", _array(_version, non_empty=True)),
-        ("purpose", _choice("link", "status", "stop", "bridge")),
+        ("purpose", _choice(*get_args(Purpose))),
         ("cluster_name", _text),
         ("node_id", _text),
         ("instance_id", _text),
@@ -324,6 +333,8 @@ _JSON_FRAMES: Final[dict[type, _Schema]] = {
         ("alternative", _opt_text),
     ),
     Unproposal: (("group_id", _text), ("cluster_name", _text)),
+    SyncDone: (("files", _count),),
+    Synced: (),
 }
 #: Fields added after version 1 of the protocol, which a frame may lack (dataclass default).
 _OPTIONAL: Final[dict[type, frozenset[str]]] = {
@@ -359,16 +370,18 @@ def _reject_constant(name: str) -> NoReturn:
 
 def encode_parts(frame: Frame) -> list[bytes]:
     """The wire bytes of ``frame`` as a list of pieces to concatenate (a Message's payload
-    is its own piece, so it is copied once, into the output). Checks every field the way the
+    (or a replication frame's data) is its own piece, so it is copied once, into the output). Checks every field the way the
     receiver will; raises :class:`FrameFormatError`. The size limit is the caller's."""
     cls = type(frame)
     if cls is Message:
         return _encode_message(cast(Message, frame))
     if cls is Confirm:
         seq = cast(Confirm, frame).seq
-        if type(seq) is not int or not 0 <= seq <= _U64_MAX:
+        if type(seq) is not int or not 0 <= seq <= U64_MAX:
             _fail(f"Confirm.seq must be a u64 integer, got {seq!r}")
         return [_CONFIRM_FRAME.pack(9, FrameType.CONFIRM, seq)]
+    if cls is SyncFile or cls is Records or cls is Replicated:
+        return encode_replication(cast(SyncFile | Records | Replicated, frame))
     schema = _JSON_FRAMES.get(cls)
     if schema is None:
         _fail(f"not a cluster frame: {frame!r}")
@@ -379,15 +392,15 @@ def encode_parts(frame: Frame) -> list[bytes]:
         body = text.encode("utf-8")
     except (TypeError, ValueError, RecursionError) as exc:  # Status.data not JSON-able
         _fail(f"{cls.__name__} cannot be encoded as JSON: {exc}")
-    return [_HEAD.pack(1 + len(body), frame.TYPE) + body]
+    return [HEAD.pack(1 + len(body), frame.TYPE) + body]
 
 
 def _encode_message(message: Message) -> list[bytes]:
     seq, message_id = message.seq, message.message_id
     dup_id, targets, payload = message.dup_id, message.targets, message.payload
-    if type(seq) is not int or not 0 <= seq <= _U64_MAX:
+    if type(seq) is not int or not 0 <= seq <= U64_MAX:
         _fail(f"Message.seq must be a u64 integer, got {seq!r}")
-    if type(message_id) is not int or not 0 <= message_id <= _U64_MAX:
+    if type(message_id) is not int or not 0 <= message_id <= U64_MAX:
         _fail(f"Message.message_id must be a u64 integer, got {message_id!r}")
     if not isinstance(dup_id, bytes) or len(dup_id) > _U16_MAX:
         _fail(f"Message.dup_id must be bytes of at most {_U16_MAX} bytes")
@@ -414,7 +427,7 @@ def _encode_message(message: Message) -> list[bytes]:
     length = len(head) - 4 + len(payload) + (len(message.body_file) if message.body_file else 0)
     if length > 0xFFFFFFFF:
         _fail("Message larger than 4 GiB")
-    _HEAD.pack_into(head, 0, length, FrameType.MESSAGE)
+    HEAD.pack_into(head, 0, length, FrameType.MESSAGE)
     return [bytes(head), payload] if payload else [bytes(head)]
 
 
@@ -446,6 +459,8 @@ def decode_body(frame_type: int, body: memoryview) -> Frame:
         if len(body) != 8:
             _fail(f"malformed CONFIRM frame: body of {len(body)} bytes, expected 8")
         return Confirm(_U64.unpack_from(body)[0])
+    if frame_type in _BINARY_REPLICATION:
+        return decode_replication(frame_type, body)
     cls = _JSON_BY_TYPE.get(frame_type)
     if cls is None:
         _fail(f"unknown frame type {frame_type}")
@@ -503,7 +518,7 @@ def decode_frame(data: bytes | bytearray | memoryview) -> Frame:
     with memoryview(data) as view, view.cast("B") as raw:
         if len(raw) < HEADER_SIZE:
             raise RemoteProtocolError(f"a frame needs at least {HEADER_SIZE} bytes")
-        length, frame_type = _HEAD.unpack_from(raw)
+        length, frame_type = HEAD.unpack_from(raw)
         if length != len(raw) - 4:
             raise RemoteProtocolError(
                 f"frame length field says {length} bytes, but {len(raw) - 4} follow it"
