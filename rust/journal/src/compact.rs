@@ -110,6 +110,11 @@ fn snapshot(inner: &Inner) -> Result<Option<Snapshot>> {
     if st.writing.closing {
         return Err(Error::Closed);
     }
+    // Replication: the files listed to the backup must stay as they are (a compaction
+    // asked for meanwhile does nothing).
+    if st.repl.is_some() {
+        return Ok(None);
+    }
     let current = st.files[&st.current].clone();
     // Replay order: compacted files first, then normal files, each by id.
     let mut inputs: Vec<DataFile> = st

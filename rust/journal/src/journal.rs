@@ -28,6 +28,7 @@ use crate::format::{self, FILE_HEADER_LEN};
 use crate::index::{FileId, Index};
 use crate::logical::Logical;
 use crate::recovery::Recovered;
+use crate::replication::Tap;
 use crate::writer::{Role, WriterCore};
 use crate::{
     housekeeper, recovery, CompactionReport, Error, JournalConfig, JournalStats, LoadReport, Op,
@@ -63,6 +64,9 @@ pub(crate) struct State {
     pub compacting: bool,
     /// The housekeeper has work (pre-allocation, reclaim, compaction check).
     pub housekeeping: bool,
+    /// Replication is active: the tap (every submit's ops, encoded as frames) and what
+    /// it holds back (reclaim and compaction pause while it is `Some`; see `replication`).
+    pub repl: Option<Tap>,
 }
 
 impl State {
@@ -84,6 +88,7 @@ impl State {
             first_queued: None,
             compacting: false,
             housekeeping: true,
+            repl: None,
         }
     }
 
@@ -92,6 +97,10 @@ impl State {
     /// sequences through them, and a gap left in the middle would read as lost batches.
     /// Compacted files are replayed one by one, so any of them may go.
     pub(crate) fn reclaimable(&self) -> Option<FileId> {
+        // Replication: the files listed to the backup must stay as they are.
+        if self.repl.is_some() {
+            return None;
+        }
         let oldest_normal = self.files.values().find(|f| !f.compacted).map(|f| f.id);
         self.files
             .values()
@@ -368,7 +377,7 @@ impl How {
 
 /// The journal. `Send + Sync`; every method takes `&self`. Dropping it closes it.
 pub struct Journal {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl Journal {
@@ -489,6 +498,9 @@ impl Journal {
         }
         st.logical.apply_all(&ops)?;
         let ticket = st.writing.next_ticket();
+        if let Some(tap) = &mut st.repl {
+            tap.push(ticket, how.sync, how.flush, &ops, bytes);
+        }
         let submit = Submit {
             ticket,
             ops,
@@ -558,6 +570,7 @@ impl Journal {
         let inner = &*self.inner;
         let mut closed = lock(&inner.closed);
         if !*closed {
+            self.replication_stop();
             group::close(&inner.group);
             inner.abort_compaction.store(true, Ordering::Relaxed);
             inner.housekeeper_cv.notify_all();
