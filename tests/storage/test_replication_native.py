@@ -56,7 +56,8 @@ async def test_copy_then_apply_gives_the_primary_state(tmp_path: Path) -> None:
             # Tickets issued natively, past the facade's own count: wait on the native.
             await trio.to_thread.run_sync(backup._native.wait, local)
     async with open_journal(primary_dir, SMALL) as p, open_journal(backup_dir, SMALL) as b:
-        assert p.loaded is not None and b.loaded is not None
+        assert p.loaded is not None
+        assert b.loaded is not None
         assert state(p.loaded) == state(b.loaded)
         assert 101 in {r.id for r in b.loaded.records}
 
@@ -84,7 +85,7 @@ async def test_the_gate_holds_completion_until_replicated(
         with trio.fail_after(5):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(journal.wait, second)
-                await trio.sleep(0)
+                await trio.lowlevel.checkpoint()
                 native.replication_gate(False)  # pokes the eventfd: the waiter wakes
         s = native.replication_state()
         assert (s.active, s.gate, s.replicated_through) == (False, False, ticket)

@@ -74,6 +74,11 @@ pub(crate) fn compact(inner: &Arc<Inner>) -> Result<CompactionReport> {
     if inner.abort_compaction.load(Ordering::Relaxed) {
         return Err(Error::Closed);
     }
+    // Replication: the files listed to the backup must stay as they are, so a compaction
+    // asked for meanwhile does nothing (it starts only under the lock we hold).
+    if inner.state().repl.is_some() {
+        return Ok(CompactionReport::default());
+    }
     let Some(snap) = snapshot(inner)? else {
         return Ok(CompactionReport::default());
     };
@@ -109,11 +114,6 @@ fn snapshot(inner: &Inner) -> Result<Option<Snapshot>> {
     }
     if st.writing.closing {
         return Err(Error::Closed);
-    }
-    // Replication: the files listed to the backup must stay as they are (a compaction
-    // asked for meanwhile does nothing).
-    if st.repl.is_some() {
-        return Ok(None);
     }
     let current = st.files[&st.current].clone();
     // Replay order: compacted files first, then normal files, each by id.

@@ -28,7 +28,6 @@ use crate::format::{self, FILE_HEADER_LEN};
 use crate::index::{FileId, Index};
 use crate::logical::Logical;
 use crate::recovery::Recovered;
-use crate::replication::Tap;
 use crate::writer::{Role, WriterCore};
 use crate::{
     housekeeper, recovery, CompactionReport, Error, JournalConfig, JournalStats, LoadReport, Op,
@@ -64,9 +63,8 @@ pub(crate) struct State {
     pub compacting: bool,
     /// The housekeeper has work (pre-allocation, reclaim, compaction check).
     pub housekeeping: bool,
-    /// Replication is active: the tap (every submit's ops, encoded as frames) and what
-    /// it holds back (reclaim and compaction pause while it is `Some`; see `replication`).
-    pub repl: Option<Tap>,
+    /// While replication runs: its tap; reclaim and compaction pause (see `replication`).
+    pub repl: Option<crate::replication::Tap>,
 }
 
 impl State {
@@ -95,16 +93,13 @@ impl State {
     /// Whether a file before the current one could be reclaimed now. Of the normal
     /// (uncompacted) files only the oldest may go: replay follows one chain of batch
     /// sequences through them, and a gap left in the middle would read as lost batches.
-    /// Compacted files are replayed one by one, so any of them may go.
+    /// Compacted files are replayed one by one, so any of them may go. None while
+    /// replication runs: the files listed to the backup stay as they are.
     pub(crate) fn reclaimable(&self) -> Option<FileId> {
-        // Replication: the files listed to the backup must stay as they are.
-        if self.repl.is_some() {
-            return None;
-        }
         let oldest_normal = self.files.values().find(|f| !f.compacted).map(|f| f.id);
         self.files
             .values()
-            .filter(|f| f.id != self.current && !f.busy)
+            .filter(|f| f.id != self.current && !f.busy && self.repl.is_none())
             .filter(|f| f.compacted || Some(f.id) == oldest_normal)
             .find(|f| {
                 self.index
