@@ -263,3 +263,47 @@ impl<E> Completion<E> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    #[test]
+    fn the_gate_holds_back_what_is_not_replicated() {
+        let c: Completion<()> = Completion::default();
+        let pokes = Arc::new(AtomicUsize::new(0));
+        let p = pokes.clone();
+        c.set_listener(Box::new(move || {
+            p.fetch_add(1, Ordering::SeqCst);
+        }));
+        c.complete(2);
+        // Tickets up to 5 were issued when the gate went on: never held back.
+        c.set_gate(Some(5));
+        c.complete(4);
+        assert_eq!(c.completed(), 4);
+        c.complete(8);
+        assert_eq!(c.completed(), 5);
+        let before = pokes.load(Ordering::SeqCst);
+        c.replicated(7);
+        assert_eq!(c.completed(), 7);
+        assert_eq!(pokes.load(Ordering::SeqCst), before + 1);
+        c.replicated(6); // lower: ignored, nobody poked
+        assert_eq!((c.completed(), c.gate()), (7, (true, 7)));
+        assert_eq!(pokes.load(Ordering::SeqCst), before + 1);
+        c.replicated(20); // beyond what is written: written caps it
+        assert_eq!(c.completed(), 8);
+        c.complete(30);
+        assert_eq!(c.completed(), 20);
+        c.set_gate(None);
+        assert_eq!(c.completed(), 30);
+        // Off while off still calls nobody; on then off always calls the listener.
+        let before = pokes.load(Ordering::SeqCst);
+        c.set_gate(None);
+        assert_eq!(pokes.load(Ordering::SeqCst), before);
+        c.set_gate(Some(30));
+        c.set_gate(None);
+        assert_eq!(pokes.load(Ordering::SeqCst), before + 1);
+    }
+}
