@@ -103,6 +103,30 @@ class CompactionReport:
     @property
     def records_moved(self) -> int: ...
 
+@final
+class ReplicationStart:
+    """What ``Journal.replication_start()`` returns."""
+
+    @property
+    def files(self) -> list[str]: ...  # absolute paths of the data files to copy, by file id
+    @property
+    def through(self) -> int: ...  # ticket of the last submit before the tap (0 if none)
+
+@final
+class ReplicationState:
+    """Replication as metrics see it (``Journal.replication_state()``)."""
+
+    @property
+    def active(self) -> bool: ...
+    @property
+    def gate(self) -> bool: ...
+    @property
+    def through(self) -> int: ...
+    @property
+    def replicated_through(self) -> int: ...
+    @property
+    def pending_bytes(self) -> int: ...
+
 class GroupCommitStore:
     """The base of Journal and PageStore: their tickets' completion, as the facade's
     waiters see it (the shared group-commit writer)."""
@@ -151,6 +175,25 @@ class Journal(GroupCommitStore):
     def compact(self) -> CompactionReport:
         """Blocks; GIL released."""
     def stats(self) -> JournalStats: ...
+    def replication_start(self) -> ReplicationStart:
+        """Tap every later submit as a frame; write everything before into ``files``, which
+        stay untouched (reclaim and compaction pause) until replication_stop(). Wait for
+        ``through``, then copy them into the backup's directory. Blocks; GIL released.
+        ReplicationError if already started."""
+    def replication_take(self) -> bytes:
+        """The frames tapped since the last take, concatenated (b"" if none). No I/O."""
+    def replication_gate(self, on: bool) -> None:
+        """While on, a ticket issued after the switch completes only once replicated."""
+    def replicated(self, ticket: int) -> None:
+        """The backup has every ticket up to ``ticket`` durably (lower values ignored)."""
+    def replication_stop(self) -> None:
+        """Tap off (pending frames dropped), gate off, reclaim resumes. Idempotent."""
+    def replication_state(self) -> ReplicationState: ...
+    def apply_replicated(self, frames: bytes) -> tuple[int, int]:
+        """Backup: verify, then submit each frame's ops as the primary did. Returns (primary
+        ticket of the last frame, local ticket of its submit), (0, 0) for b"". A corrupt
+        frame raises ReplicationError before anything is applied; a refused one after the
+        frames before it are applied. No I/O; GIL released."""
     def close(self) -> None:
         """Flush, stop the writer, fsync, release files. Idempotent. Blocks; GIL released."""
 

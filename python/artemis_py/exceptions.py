@@ -72,6 +72,13 @@ class RecordTooLargeError(StorageError):
     """A record does not fit in one journal file (records never span files)."""
 
 
+class ReplicationError(StorageError):
+    """Journal replication failed: started twice, or a replication stream the backup cannot
+    apply (a corrupt or truncated frame, or ops its journal refuses). The message names the
+    frame and what is wrong with it.
+    """
+
+
 class PageFileCorruptedError(JournalCorruptedError):
     """A page file (or a page store's directory) holds what is neither valid nor a torn tail
     of the last page: another format or version, or a bad record before the end.

@@ -110,6 +110,7 @@ pub fn journal_error(py: Python<'_>, err: &journal::Error) -> PyErr {
         E::Failed(cause) => failed(py, "JournalFailedError", message, journal_error(py, cause)),
         E::Closed => artemis_error(py, "JournalClosedError", message, &[]),
         E::InvalidConfig(_) => PyValueError::new_err(message),
+        E::Replication(_) => artemis_error(py, "ReplicationError", message, &[]),
     }
 }
 

@@ -4,7 +4,9 @@
 //! owned data and then release the GIL for the whole call, so the Trio loop — which calls
 //! them only through `trio.to_thread.run_sync` — and every other Python thread keep running.
 //! `submit`, `progress`, `error`, `stats` and `fileno` never touch the disk and keep the GIL:
-//! they are what the event loop itself calls.
+//! they are what the event loop itself calls; so are `replication_take`, `replication_gate`,
+//! `replicated`, `replication_stop` and `replication_state`. `replication_start` blocks
+//! (GIL released); `apply_replicated` does no I/O but releases the GIL while it decodes.
 //!
 //! Completion notification: the eventfd of `store.rs`.
 
@@ -14,9 +16,11 @@ use std::time::Duration;
 
 use journal::{Journal, JournalConfig};
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
 use crate::error::journal_error;
 use crate::ops::ops_from_py;
+use crate::replication::{PyReplicationStart, PyReplicationState};
 use crate::report::{LoadData, PyCompactionReport, PyJournalStats, PyLoadReport};
 use crate::store::{CompletionFd, PyGroupCommitStore};
 
@@ -139,6 +143,54 @@ impl PyJournal {
 
     fn stats(&self) -> PyJournalStats {
         self.journal.stats().into()
+    }
+
+    /// Start replication: every later submit is tapped as a frame; everything before is
+    /// written into the files listed (absolute paths, file-id order), which stay untouched
+    /// (reclaim and compaction pause) until `replication_stop`. Wait for `through`, then copy
+    /// them byte for byte into the backup's journal directory. Blocks (a running compaction
+    /// finishes first); GIL released. Raises `ReplicationError` if already started.
+    fn replication_start(&self, py: Python<'_>) -> PyResult<PyReplicationStart> {
+        py.detach(|| self.journal.replication_start())
+            .map(PyReplicationStart::from)
+            .map_err(|e| journal_error(py, &e))
+    }
+
+    /// The frames tapped since the last take, concatenated (b"" if none). Never blocks.
+    fn replication_take<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.journal.replication_take())
+    }
+
+    /// While on, a ticket completes (progress, wait, the eventfd) only once written and
+    /// replicated, or issued before the gate went on. Off releases every written ticket.
+    fn replication_gate(&self, on: bool) {
+        self.journal.replication_gate(on);
+    }
+
+    /// The backup has every ticket up to `ticket` durably (lower values are ignored).
+    fn replicated(&self, ticket: u64) {
+        self.journal.replicated(ticket);
+    }
+
+    /// Tap off (pending frames dropped), gate off, reclaim and compaction resume.
+    /// Idempotent; `close` implies it.
+    fn replication_stop(&self) {
+        self.journal.replication_stop();
+    }
+
+    fn replication_state(&self) -> PyReplicationState {
+        self.journal.replication_state().into()
+    }
+
+    /// Backup side: verify every frame (from the primary's `replication_take`), then submit
+    /// each one's ops as the primary did, in order. Returns (the primary's ticket of the
+    /// last frame, the local ticket of its submit), (0, 0) for b"". A corrupt or truncated
+    /// frame raises `ReplicationError` before anything is applied; a frame this journal
+    /// refuses raises it with the frames before that one applied. Never does I/O; GIL
+    /// released.
+    fn apply_replicated(&self, py: Python<'_>, frames: &[u8]) -> PyResult<(u64, u64)> {
+        py.detach(|| self.journal.apply_replicated(frames))
+            .map_err(|e| journal_error(py, &e))
     }
 
     /// Flush what is queued, stop the writer, fsync, release files; idempotent. GIL released.

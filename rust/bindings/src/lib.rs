@@ -18,6 +18,7 @@ mod message_record;
 mod node_manager;
 mod ops;
 mod paging;
+mod replication;
 mod report;
 mod stomp_connection;
 mod stomp_functions;
@@ -50,6 +51,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<report::PyPreparedTransaction>()?;
     m.add_class::<report::PyJournalStats>()?;
     m.add_class::<report::PyCompactionReport>()?;
+    m.add_class::<replication::PyReplicationStart>()?;
+    m.add_class::<replication::PyReplicationState>()?;
     m.add_class::<stomp_connection::PyStompConnection>()?;
     m.add_class::<data_plane::PyDataPlane>()?;
     m.add_class::<data_plane::PyConn>()?;

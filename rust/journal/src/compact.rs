@@ -74,6 +74,11 @@ pub(crate) fn compact(inner: &Arc<Inner>) -> Result<CompactionReport> {
     if inner.abort_compaction.load(Ordering::Relaxed) {
         return Err(Error::Closed);
     }
+    // Replication: the files listed to the backup must stay as they are, so a compaction
+    // asked for meanwhile does nothing (it starts only under the lock we hold).
+    if inner.state().repl.is_some() {
+        return Ok(CompactionReport::default());
+    }
     let Some(snap) = snapshot(inner)? else {
         return Ok(CompactionReport::default());
     };

@@ -39,6 +39,10 @@ pub enum Error {
     Closed,
     #[error("invalid journal configuration: {0}")]
     InvalidConfig(String),
+    /// Replication misuse (started twice) or a replication stream that cannot be applied
+    /// (a corrupt or truncated frame, or ops the backup's state refuses).
+    #[error("replication: {0}")]
+    Replication(String),
 }
 
 impl From<Stopped<Error>> for Error {

@@ -56,7 +56,7 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
-    fn from_u8(v: u8) -> Option<Kind> {
+    pub(crate) fn from_u8(v: u8) -> Option<Kind> {
         Some(match v {
             1 => Kind::Add,
             2 => Kind::Update,
@@ -141,7 +141,6 @@ impl<'a> RecordRef<'a> {
     }
 
     /// Converts back into an owned [`Op`].
-    #[cfg(test)]
     pub(crate) fn to_op(self) -> Op {
         let payload = self.payload.to_vec();
         let (id, tx_id, record_type) = (self.id, self.tx_id, self.record_type);

@@ -9,6 +9,8 @@
 //!   or deleted once the pool holds `pool_files`. Before the first retirement it syncs the
 //!   current file, so the deletes that made the file dead are durable before it is: the
 //!   journal never makes an op's effect durable before the op itself.
+//! - Reclaim and automatic compaction pause while replication is active (see
+//!   `replication`).
 //! - Compaction: when at least `compact_min_files` files precede the current one, their
 //!   live bytes are below `compact_percentage` % of their size, and compacting them would
 //!   leave fewer files, a compaction is started.
@@ -92,7 +94,7 @@ fn work(inner: &Arc<Inner>) -> Result<()> {
 
 /// Whether an automatic compaction is due.
 pub(crate) fn should_compact(st: &Locked<State>, cfg: &crate::config::Cfg) -> bool {
-    if cfg.compact_min_files == 0 || st.compacting || st.writing.closing {
+    if cfg.compact_min_files == 0 || st.compacting || st.writing.closing || st.repl.is_some() {
         return false;
     }
     let (mut n, mut live) = (0u64, 0u64);

@@ -63,6 +63,8 @@ pub(crate) struct State {
     pub compacting: bool,
     /// The housekeeper has work (pre-allocation, reclaim, compaction check).
     pub housekeeping: bool,
+    /// While replication runs: its tap; reclaim and compaction pause (see `replication`).
+    pub repl: Option<crate::replication::Tap>,
 }
 
 impl State {
@@ -84,18 +86,20 @@ impl State {
             first_queued: None,
             compacting: false,
             housekeeping: true,
+            repl: None,
         }
     }
 
     /// Whether a file before the current one could be reclaimed now. Of the normal
     /// (uncompacted) files only the oldest may go: replay follows one chain of batch
     /// sequences through them, and a gap left in the middle would read as lost batches.
-    /// Compacted files are replayed one by one, so any of them may go.
+    /// Compacted files are replayed one by one, so any of them may go. None while
+    /// replication runs: the files listed to the backup stay as they are.
     pub(crate) fn reclaimable(&self) -> Option<FileId> {
         let oldest_normal = self.files.values().find(|f| !f.compacted).map(|f| f.id);
         self.files
             .values()
-            .filter(|f| f.id != self.current && !f.busy)
+            .filter(|f| f.id != self.current && !f.busy && self.repl.is_none())
             .filter(|f| f.compacted || Some(f.id) == oldest_normal)
             .find(|f| {
                 self.index
@@ -368,7 +372,7 @@ impl How {
 
 /// The journal. `Send + Sync`; every method takes `&self`. Dropping it closes it.
 pub struct Journal {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl Journal {
@@ -489,6 +493,9 @@ impl Journal {
         }
         st.logical.apply_all(&ops)?;
         let ticket = st.writing.next_ticket();
+        if let Some(tap) = &mut st.repl {
+            tap.push(ticket, how.sync, how.flush, &ops, bytes);
+        }
         let submit = Submit {
             ticket,
             ops,
@@ -558,6 +565,7 @@ impl Journal {
         let inner = &*self.inner;
         let mut closed = lock(&inner.closed);
         if !*closed {
+            self.replication_stop();
             group::close(&inner.group);
             inner.abort_compaction.store(true, Ordering::Relaxed);
             inner.housekeeper_cv.notify_all();

@@ -27,6 +27,9 @@
 //! - **Compaction** (`compact`): live records of all files before the current one are
 //!   rewritten into new files behind a durable control file (the commit point), while
 //!   appends continue.
+//! - **Replication** (`replication`): a tap encodes every submit as a frame for a backup;
+//!   the files holding the records before it are listed for copying and left untouched
+//!   until it stops; a gate can hold completion back until the backup has a ticket.
 //! - **Failure**: the first I/O error puts the journal in a failed state; it never writes
 //!   again until reopened, so it cannot corrupt what it wrote; everything synced stays.
 //!
@@ -42,11 +45,15 @@ mod index;
 mod journal;
 mod logical;
 mod recovery;
+mod replication;
 mod writer;
 
 pub use config::JournalConfig;
 pub use error::{Error, Result};
 pub use journal::Journal;
+pub use replication::{
+    decode_frames, encode_frame, Frame, ReplicationStart, ReplicationState, FRAME_MAGIC,
+};
 pub use wal::{
     root_errno, Corruption, Fault, FaultyFileSystem, FileSystem, ForeignFile, FsOp, IoError,
     IoStats, StdFileSystem, StoreFile, Ticket,

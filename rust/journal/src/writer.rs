@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use wal::writer::{Due, Locked};
-use wal::StoreFile;
+use wal::{StoreFile, Ticket};
 
 use crate::files::{self, io_err, DataFile, FreeFile};
 use crate::format::{
@@ -65,6 +65,9 @@ pub(crate) enum Role {
     Thread,
     /// A waiting caller: writes only what is due now (sync submits, a full buffer, closing).
     Helper,
+    /// `replication_start`: writes every queued submit up to this ticket at once, and
+    /// nothing after it (see `replication`).
+    Drain(Ticket),
 }
 
 /// Whether `role` may write what is queued.
@@ -72,6 +75,12 @@ pub(crate) fn due(st: &Locked<State>, inner: &Inner, role: Role) -> Due {
     let cfg = &inner.cfg;
     if st.queue.is_empty() || inner.group.completion.has_failed() {
         return Due::Nothing;
+    }
+    if let Role::Drain(through) = role {
+        return match st.queue.front() {
+            Some(s) if s.ticket <= through => Due::Now,
+            _ => Due::Nothing,
+        };
     }
     if st.queue_flushes > 0 || st.queue_bytes >= cfg.buffer_size || st.writing.closing {
         return Due::Now;
@@ -128,6 +137,15 @@ impl WriterCore {
         Ok(())
     }
 
+    /// Moves on to a fresh file unless nothing was written to the current one yet, so
+    /// that what is written from now on lands in files that did not exist before.
+    pub(crate) fn roll_if_used(&mut self, inner: &Inner) -> Result<()> {
+        if self.needs_stamp {
+            return Ok(());
+        }
+        self.rollover(inner)
+    }
+
     /// Takes the next batch into `self.batch`.
     fn take(&mut self, inner: &Inner, role: Role) -> Result<bool> {
         let cfg = &inner.cfg;
@@ -152,6 +170,9 @@ impl WriterCore {
         let mut body = 0;
         while let Some(s) = st.queue.front() {
             if !self.batch.is_empty() && body + s.bytes > limit {
+                break;
+            }
+            if matches!(role, Role::Drain(through) if s.ticket > through) {
                 break;
             }
             let Some(s) = st.queue.pop_front() else { break };

@@ -10,9 +10,14 @@
 //! not contend with submitters. Waiters sleep on a condition variable; completion skips the
 //! wake-up syscall when nobody sleeps. A listener (the bindings' eventfd) is called after
 //! every completion, failure and stop.
+//!
+//! Replication gate (shared-nothing HA): while the gate is on, a ticket counts as complete
+//! only once it is written *and* the backup has it, `min(written, max(replicated, from))`,
+//! `from` being the last ticket issued when the gate went on (those were never held back).
+//! Every input only grows, so the completed ticket stays monotonic.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use crate::lock;
 
@@ -56,6 +61,22 @@ struct Done<E> {
     stopped: bool,
     /// Threads blocked on `done_cv`.
     sleepers: usize,
+    /// Highest ticket the writer completed (`completed` unless the gate holds it back).
+    written: Ticket,
+    /// The replication gate: `Some(from)` while on.
+    gate: Option<Ticket>,
+    /// Highest ticket the backup reported durable.
+    replicated: Ticket,
+}
+
+impl<E> Done<E> {
+    /// The completed ticket the waiters see.
+    fn effective(&self) -> Ticket {
+        match self.gate {
+            Some(from) => self.written.min(self.replicated.max(from)),
+            None => self.written,
+        }
+    }
 }
 
 /// The completion side of a store's tickets.
@@ -78,6 +99,9 @@ impl<E> Default for Completion<E> {
                 failed: None,
                 stopped: false,
                 sleepers: 0,
+                written: 0,
+                gate: None,
+                replicated: 0,
             }),
             done_cv: Condvar::new(),
             listener: Mutex::new(None),
@@ -125,14 +149,68 @@ impl<E> Completion<E> {
         }
     }
 
-    /// Publishes completion of every ticket up to `ticket` and wakes the waiters.
+    /// Publishes completion of every ticket up to `ticket` (as far as the replication gate
+    /// lets it through) and wakes the waiters.
     pub fn complete(&self, ticket: Ticket) {
-        self.completed.store(ticket, Ordering::Release);
-        let sleepers = lock(&self.done).sleepers;
+        let sleepers = {
+            let mut d = lock(&self.done);
+            d.written = ticket;
+            self.publish(&d);
+            d.sleepers
+        };
         if sleepers > 0 {
             self.done_cv.notify_all();
         }
         self.notify_listener();
+    }
+
+    /// Stores the effective completed ticket (under the `done` lock); returns whether it
+    /// moved.
+    fn publish(&self, d: &Done<E>) -> bool {
+        let before = self.completed();
+        let now = d.effective().max(before);
+        self.completed.store(now, Ordering::Release);
+        now != before
+    }
+
+    /// After a change of the gate: wakes waiters and the listener if completion moved (or
+    /// `always`).
+    fn regated(&self, d: MutexGuard<'_, Done<E>>, always: bool) {
+        let moved = self.publish(&d);
+        let sleepers = d.sleepers;
+        drop(d);
+        if moved && sleepers > 0 {
+            self.done_cv.notify_all();
+        }
+        if moved || always {
+            self.notify_listener();
+        }
+    }
+
+    /// Switches the replication gate on (`Some(from)`: `from` is the last ticket issued,
+    /// which stays ungated) or off (`None`, which releases every written ticket and always
+    /// calls the listener).
+    pub fn set_gate(&self, from: Option<Ticket>) {
+        let mut d = lock(&self.done);
+        let off = from.is_none() && d.gate.is_some();
+        d.gate = from;
+        self.regated(d, off);
+    }
+
+    /// The backup has every ticket up to `ticket` (lower values than before are ignored).
+    pub fn replicated(&self, ticket: Ticket) {
+        let mut d = lock(&self.done);
+        if ticket <= d.replicated {
+            return;
+        }
+        d.replicated = ticket;
+        self.regated(d, false);
+    }
+
+    /// `(gate on, highest ticket the backup has)`.
+    pub fn gate(&self) -> (bool, Ticket) {
+        let d = lock(&self.done);
+        (d.gate.is_some(), d.replicated)
     }
 
     /// Records the failure (the first one wins, and is returned) and wakes every waiter.
@@ -183,5 +261,49 @@ impl<E> Completion<E> {
             d = self.done_cv.wait(d).unwrap_or_else(PoisonError::into_inner);
             d.sleepers -= 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    #[test]
+    fn the_gate_holds_back_what_is_not_replicated() {
+        let c: Completion<()> = Completion::default();
+        let pokes = Arc::new(AtomicUsize::new(0));
+        let p = pokes.clone();
+        c.set_listener(Box::new(move || {
+            p.fetch_add(1, Ordering::SeqCst);
+        }));
+        c.complete(2);
+        // Tickets up to 5 were issued when the gate went on: never held back.
+        c.set_gate(Some(5));
+        c.complete(4);
+        assert_eq!(c.completed(), 4);
+        c.complete(8);
+        assert_eq!(c.completed(), 5);
+        let before = pokes.load(Ordering::SeqCst);
+        c.replicated(7);
+        assert_eq!(c.completed(), 7);
+        assert_eq!(pokes.load(Ordering::SeqCst), before + 1);
+        c.replicated(6); // lower: ignored, nobody poked
+        assert_eq!((c.completed(), c.gate()), (7, (true, 7)));
+        assert_eq!(pokes.load(Ordering::SeqCst), before + 1);
+        c.replicated(20); // beyond what is written: written caps it
+        assert_eq!(c.completed(), 8);
+        c.complete(30);
+        assert_eq!(c.completed(), 20);
+        c.set_gate(None);
+        assert_eq!(c.completed(), 30);
+        // Off while off still calls nobody; on then off always calls the listener.
+        let before = pokes.load(Ordering::SeqCst);
+        c.set_gate(None);
+        assert_eq!(pokes.load(Ordering::SeqCst), before);
+        c.set_gate(Some(30));
+        c.set_gate(None);
+        assert_eq!(pokes.load(Ordering::SeqCst), before + 1);
     }
 }
