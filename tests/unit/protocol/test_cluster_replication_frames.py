@@ -353,7 +353,7 @@ def sync_file_body(journal: int = 0, size: int = 10, offset: int = 0, name: byte
         (FrameType.RECORDS, b"", "RECORDS frame: no journal byte"),
         (FrameType.RECORDS, b"\xff data", "RECORDS frame: journal must be 0"),
         (FrameType.SYNC_FILE, sync_file_body()[:17], "SYNC_FILE frame: 17 bytes is too short"),
-        (FrameType.SYNC_FILE, sync_file_body(journal=2), "journal must be 0"),
+        (FrameType.SYNC_FILE, sync_file_body(journal=3), "journal must be 0"),
         (FrameType.SYNC_FILE, sync_file_body()[:-1], "name length 1 overruns the frame"),
         (FrameType.SYNC_FILE, sync_file_body(name=b""), "must have 1..255 UTF-8 bytes, got 0"),
         (FrameType.SYNC_FILE, sync_file_body(name=b"\xff"), "the name is not valid UTF-8"),
@@ -401,7 +401,7 @@ def test_truncated_sync_file_frames(length: int) -> None:
 @pytest.mark.parametrize(
     ("frame", "complaint"),
     [
-        (SyncFile(2, "f", 1, 0, b""), "SyncFile.journal must be 0 .messages. or 1"),
+        (SyncFile(3, "f", 1, 0, b""), "SyncFile.journal must be 0 .messages., 1 .bindings. or 2"),
         (SyncFile(-1, "f", 1, 0, b""), "SyncFile.journal"),
         (SyncFile(0, "", 1, 0, b""), "1..255 UTF-8 bytes, got 0"),
         (SyncFile(0, "x" * 256, 1, 0, b""), "1..255 UTF-8 bytes, got 256"),

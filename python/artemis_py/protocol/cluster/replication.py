@@ -9,7 +9,9 @@ backup answers :class:`Replicated` with the highest primary ticket of each journ
 holds durably. A replication link carries these frames, Ping and Error, nothing else (the
 connection enforces it, and which side sends which).
 
-``journal`` is :data:`MESSAGES_JOURNAL` (0) or :data:`BINDINGS_JOURNAL` (1) everywhere.
+``journal`` is :data:`MESSAGES_JOURNAL` (0) or :data:`BINDINGS_JOURNAL` (1) everywhere, and
+in SyncFile also :data:`LARGE_MESSAGES` (2): a large message's body file, sent when the sync
+lists it and again as it is written, before the journal records that refer to it.
 SyncDone and Synced are JSON control frames (their schemas are in :mod:`.wire`); the three
 others are binary, big-endian, encoded and decoded here:
 
@@ -56,6 +58,8 @@ __all__ = [
 MESSAGES_JOURNAL: Final = 0
 BINDINGS_JOURNAL: Final = 1
 JOURNALS: Final = (MESSAGES_JOURNAL, BINDINGS_JOURNAL)
+#: SyncFile's third directory: large-message files (their bodies live outside the journal).
+LARGE_MESSAGES: Final = 2
 #: The longest file name a SyncFile carries, in UTF-8 bytes.
 _NAME_MAX: Final = 255
 _REPR_BYTES: Final = 32
@@ -149,6 +153,13 @@ def _journal(value: object, where: str) -> int:
     return value
 
 
+def _directory(value: object, where: str) -> int:
+    """SyncFile's: a journal's, or 2 (large messages)."""
+    if type(value) is not int or value not in (*JOURNALS, LARGE_MESSAGES):
+        fail(f"{where} must be 0 (messages), 1 (bindings) or 2 (large messages), got {value!r}")
+    return value
+
+
 def _u64(value: object, where: str) -> int:
     if type(value) is not int or not 0 <= value <= U64_MAX:
         fail(f"{where} must be a u64 integer, got {value!r}")
@@ -196,7 +207,7 @@ def encode_replication(frame: SyncFile | Records | Replicated) -> list[bytes]:
 
 
 def _sync_file_head(frame: SyncFile) -> bytearray:
-    journal = _journal(frame.journal, "SyncFile.journal")
+    journal = _directory(frame.journal, "SyncFile.journal")
     size = _u64(frame.size, "SyncFile.size")
     offset = _u64(frame.offset, "SyncFile.offset")
     name = frame.name
@@ -244,7 +255,7 @@ def decode_replication(frame_type: int, body: memoryview) -> SyncFile | Records 
     except UnicodeDecodeError:
         fail("malformed SYNC_FILE frame: the name is not valid UTF-8")
     try:
-        _journal(journal, "SyncFile.journal")
+        _directory(journal, "SyncFile.journal")
         _file_name(name, name_length)
         _within(file_size, offset, size - end)
     except FrameFormatError as exc:
