@@ -171,6 +171,42 @@ class Journal:
     async def rollback(self, tx_id: int, *, sync: bool | None = None) -> None:
         await self.append([Op.rollback(tx_id)], sync)
 
+    # -- replication (artemis_py.ha.replication; docs/journal.md "Replication stream") ---
+
+    async def start_replication(self) -> _native.ReplicationStart:
+        """Tap every later submit for a backup and roll over to a fresh file: ``files`` then
+        hold everything submitted before (left unchanged until :meth:`stop_replication`),
+        complete on disk once ticket ``through`` is."""
+        return await trio.to_thread.run_sync(self._native.replication_start)
+
+    def take_replicated(self) -> bytes:
+        """The replication frames of the submits since the last take (b"" if none)."""
+        return self._native.replication_take()
+
+    def gate(self, on: bool) -> None:
+        """While on, a ticket completes only once the backup has it too (:meth:`replicated`)."""
+        self._native.replication_gate(on)
+
+    def replicated(self, ticket: int) -> None:
+        """The backup has every ticket through ``ticket`` durably."""
+        self._native.replicated(ticket)
+
+    def stop_replication(self) -> None:
+        """No more tap and no gate; reclaim and compaction resume. Idempotent."""
+        self._native.replication_stop()
+
+    def apply_replicated(self, frames: bytes) -> tuple[int, int]:
+        """A backup's side: submit the primary's ``frames`` as it did; the primary's last
+        ticket in them and the local ticket of its submit (:meth:`wait` for it)."""
+        primary, local = self._native.apply_replicated(frames)
+        if local:
+            self._completion.last_ticket = local
+        return primary, local
+
+    def remove_pass_end_hook(self, hook: Callable[[], None]) -> None:
+        if hook in self._wake.pass_end_hooks:
+            self._wake.pass_end_hooks.remove(hook)
+
     # -- maintenance ---------------------------------------------------------------------
 
     async def compact(self) -> _native.CompactionReport:

@@ -82,6 +82,8 @@ class LargeMessageStore:
         self._pins: Counter[int] = Counter()  # files being sent
         self._unpinned_deletes: set[int] = set()  # deletes waiting for an unpin
         self._last_ticket = 0
+        # A replicating primary's (artemis_py.ha.replication): told of every submit, in order.
+        self.replica: Callable[[int, int, bytes | int], None] | None = None
         self._done = 0  # every ticket <= this one is durable (or failed)
         self._failed_at: int | None = None  # first ticket that failed
         self._failure: LargeMessageError | None = None
@@ -107,6 +109,8 @@ class LargeMessageStore:
             raise LargeMessageError(str(self._failure))
         self._last_ticket += 1
         self._writes_send.send_nowait((self._last_ticket, message_id, body, written))
+        if self.replica is not None:
+            self.replica(self._last_ticket, message_id, body)
         return self._last_ticket
 
     def done(self, number: int) -> bool:
