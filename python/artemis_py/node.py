@@ -44,7 +44,7 @@ from artemis_py.cluster.scale_down import ScaleDownReport, scale_down
 from artemis_py.cluster.topology import client_urls, stomp_urls
 from artemis_py.config import BrokerConfig, MessageLoadBalancing, default_config
 from artemis_py.config.defaults import CLUSTER_PASSWORD
-from artemis_py.ha import SharedStore, open_shared_store
+from artemis_py.ha import PairSide, ReplicationPrimary, open_pair
 from artemis_py.management.bootstrap import WebConfig
 from artemis_py.management.server import serve_management
 from artemis_py.storage import JournalSettings, NodeManager, open_storage
@@ -72,7 +72,7 @@ class Node:
         self.authenticator = Authenticator(False)  # the node's users (set by open_broker)
         self.authorizer = Authorizer(False)
         self.web_url: str | None = None  # where the management web server listens
-        self.shared_store: SharedStore | None = None  # its side of a shared-store HA pair
+        self.ha: PairSide | None = None  # its side of an HA pair (shared-store, replication)
         self._nursery = nursery
         self._left: trio.Event | None = None
         self._shutting_down = False
@@ -220,7 +220,10 @@ async def start_acceptors(node: Node, nursery: trio.Nursery) -> None:
     """Start the node's acceptors (listening once this returns)."""
     # Links from other nodes are served by the cluster connection they name (or, for a
     # core bridge, by the node: cluster/bridge_target.py).
-    serve_links = LinkAcceptor(node.cluster_connections, broker=node.broker).serve
+    links = LinkAcceptor(node.cluster_connections, broker=node.broker)
+    if isinstance(node.ha, ReplicationPrimary):
+        links.replication = node.ha.serve
+    serve_links = links.serve
     plane = None
     if data_plane_enabled() and any(a.accepts("STOMP") for a in node.config.acceptors):
         plane = DataPlaneShell()
@@ -361,7 +364,7 @@ async def open_broker(
     instance_dir: Path | None = None,
     config_dir: Path | None = None,
     web: WebConfig | None = None,
-    shared_store: SharedStore | None = None,
+    ha: PairSide | None = None,
 ) -> AsyncIterator[Node]:
     """Start a node from ``config`` (default: the embedded single-node default).
 
@@ -370,20 +373,22 @@ async def open_broker(
     is looked up when security is enabled. ``web``: serve the management API, metrics and
     console there (docs/management.md), in the node's nursery, stopped with the node.
 
-    A shared-store node (docs/high-availability.md) first waits until it may be live
-    (a backup: until its primary fails); ``shared_store`` is its side of the pair when the
-    caller made it (``artemis-py run`` waits for it under its signal handling), which the
-    caller then releases.
+    A node of an HA pair (docs/high-availability.md) first waits until it may be live
+    (a backup: until its primary fails); ``ha`` is its side of the pair when the caller made
+    it (``artemis-py run`` waits for it under its signal handling), which the caller then
+    releases.
     """
     config = config if config is not None else default_config()
     base = instance_dir or Path.cwd()
     async with AsyncExitStack() as stack:
-        if shared_store is None:
-            shared_store = await stack.enter_async_context(open_shared_store(config, base))
-        if shared_store is not None and shared_store.node_manager is None:
-            await shared_store.acquire()
-        node_manager = shared_store.node_manager if shared_store else None
+        if ha is None:
+            ha = await stack.enter_async_context(open_pair(config, base, journal_settings(config)))
+        if ha is not None and ha.node_manager is None:
+            await ha.acquire()
+        node_manager = ha.node_manager if ha else None
         persistence, paging = await open_persistence(config, base, stack, node_manager)
+        if isinstance(ha, ReplicationPrimary) and isinstance(persistence.store, JournalStore):
+            ha.store = persistence.store  # a backup may sync from now on
         broker = Broker(config, persistence, paging)
         bridge_filters = compile_filters(config.bridges, config)  # a bad one stops the node
         broker.recover()
@@ -399,7 +404,7 @@ async def open_broker(
             await nursery.start(broker.address_queue_reaper.run)
             node = Node(broker, nursery)
             node.authenticator, node.authorizer = authenticator, authorizer
-            node.shared_store = shared_store
+            node.ha = ha
             discovery = await start_cluster(node, nursery)
             await start_acceptors(node, nursery)
             node.bridges = CoreBridges(broker, bridge_filters, discovery.groups)
@@ -409,9 +414,9 @@ async def open_broker(
             warn_if_open(node)
             if web is not None:
                 await nursery.start(serve_management, node, web)
-            if shared_store is not None:
-                await shared_store.activated()
-                nursery.start_soon(shared_store.watch_for_failback, node.stop)
+            if ha is not None:
+                await ha.activated()
+                nursery.start_soon(ha.watch_for_failback, node.stop)
             log.info(
                 "node %s (%s) started: %s",
                 config.name or "artemis-py",

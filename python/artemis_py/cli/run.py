@@ -20,11 +20,11 @@ from artemis_py.broker.authorization import Authorizer
 from artemis_py.cluster.scale_down import ScaleDownReport
 from artemis_py.config import BrokerConfig, default_config, load_config
 from artemis_py.exceptions import ArtemisError, ConfigError, leaves
-from artemis_py.ha import open_shared_store
+from artemis_py.ha import open_pair
 from artemis_py.management.bootstrap import BOOTSTRAP_FILE, WebConfig, read_bootstrap, web_from_uri
 from artemis_py.management.server import serve_management
 from artemis_py.management.site import ManagementSite
-from artemis_py.node import Node, open_broker
+from artemis_py.node import Node, journal_settings, open_broker
 
 log = logging.getLogger("artemis_py.cli")
 
@@ -176,27 +176,21 @@ async def serve(
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with open_standby_site(config, config_dir, web) as site:
             while True:
-                async with open_shared_store(config, base) as shared_store:
+                async with open_pair(config, base, journal_settings(config)) as ha:
                     if site is not None:
-                        site.shared_store = shared_store
-                    if shared_store is not None and not await _unless_signalled(
-                        signals, shared_store.acquire
-                    ):
+                        site.pair = ha
+                    if ha is not None and not await _unless_signalled(signals, ha.acquire):
                         return []
                     async with open_broker(
                         config,
                         instance_dir=base,
                         config_dir=config_dir,
                         web=web if site is None else None,  # the site's server serves it
-                        shared_store=shared_store,
+                        ha=ha,
                     ) as node:
                         freeze_startup_objects()
                         await _serve_until_signal(signals, node, site)
-                if not (
-                    shared_store
-                    and shared_store.failed_back
-                    and shared_store.settings.restart_backup
-                ):
+                if not (ha and ha.failed_back and ha.settings.restart_backup):
                     return node.scale_down_reports
 
 
@@ -207,7 +201,9 @@ async def open_standby_site(
     """The web server of a shared-store node, serving for the life of the process: a
     waiting node's state meanwhile, the full API while it is live (management/site.py).
     None for any other node: its web server starts with its broker (node.py)."""
-    shared = config.ha_policy.shared_store is not None and config.persistence_enabled
+    ha_policy = config.ha_policy
+    paired = ha_policy.shared_store is not None or ha_policy.replication is not None
+    shared = paired and config.persistence_enabled
     if web is None or not shared:
         yield None
         return

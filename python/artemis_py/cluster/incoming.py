@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import math
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 import trio
@@ -65,6 +65,8 @@ class LinkAcceptor:
         # The node's settings are the same in all its clusters.
         self.instance_id = first.instance_id if first is not None else uuid.uuid4().hex
         self._refusals = LogBackoff()  # links refused in the handshake
+        # A replicating primary's: serves the replication link of its backup (ha.replication).
+        self.replication: Callable[[Link, wire.Established, str], Awaitable[None]] | None = None
 
     async def serve(self, stream: trio.abc.Stream, peer: str, initial: bytes) -> None:
         """Serve a link another node dialled (or a ``cluster status`` request)."""
@@ -99,6 +101,13 @@ class LinkAcceptor:
             await self.bridges.serve(link, established, peer)
             return
         cluster = self.clusters[established.peer_cluster_name]
+        if established.purpose == "replication":
+            link.ping_interval, link.ttl = cluster.ping_interval, cluster.ttl
+            if self.replication is None:
+                await link.goodbye(wire.Error("this node is not a replicating primary"))
+                return
+            await self.replication(link, established, peer)
+            return
         link.ping_interval, link.ttl = cluster.ping_interval, cluster.ttl
         await self.served[cluster.name].serve(link, established, peer)
 

@@ -70,6 +70,8 @@ class SharedStore:
         self._backup_lock: _native.BackupLock | None = None
         self._state_before: ActivationState | None = None  # what a primary overwrote
 
+    policy = "shared-store"
+
     @property
     def role(self) -> str:
         return "backup" if self.settings.backup else "primary"

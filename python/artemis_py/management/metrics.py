@@ -344,8 +344,8 @@ class StandbyCollector(Collector):
         self.site = site
 
     def collect(self) -> Iterable[Metric]:
-        store = self.site.shared_store
-        node_id = (store.node_id if store is not None else None) or ""
+        side = self.site.pair
+        node_id = (side.node_id if side is not None else None) or ""
         yield from identity(node_id, self.site.config.name, self.site.ha(), False)
 
 

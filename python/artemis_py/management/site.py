@@ -19,16 +19,16 @@ from artemis_py import __version__
 from artemis_py.broker.authentication import Authenticator
 from artemis_py.broker.authorization import Authorizer
 from artemis_py.config import BrokerConfig
-from artemis_py.management.views import acceptor_view
+from artemis_py.management.views import acceptor_view, ha_side_view
 
 if TYPE_CHECKING:
-    from artemis_py.ha import SharedStore
+    from artemis_py.ha import PairSide
     from artemis_py.node import Node
 
 
 class ManagementSite:
     """The target of one web server: ``node`` while there is a live one, else the node's
-    configuration and its shared-store side (``shared_store``, replaced on each wait)."""
+    configuration and its side of its HA pair (``pair``, replaced on each wait)."""
 
     def __init__(
         self,
@@ -37,11 +37,11 @@ class ManagementSite:
         authorizer: Authorizer,
         *,
         node: Node | None = None,
-        shared_store: SharedStore | None = None,
+        ha: PairSide | None = None,
     ) -> None:
         self.config = config
         self.node = node
-        self.shared_store = shared_store
+        self.pair = ha
         self.web_url: str | None = None
         self.started = time.monotonic()
         self._authenticator = authenticator
@@ -69,16 +69,16 @@ class ManagementSite:
 
     def ha(self) -> dict[str, str]:
         """The HA view of a site without a live node (views.ha_view's shape)."""
-        store = self.shared_store
-        if store is None:
+        side = self.pair
+        if side is None:
             return {"policy": "primary-only", "role": "primary", "state": "starting"}
-        return {"policy": "shared-store", "role": store.role, "state": store.status}
+        return ha_side_view(side)
 
     def not_live_reason(self) -> str:
         ha = self.ha()
         if ha["role"] == "backup" and ha["state"] == "waiting":
             return (
-                "this node is a waiting shared-store backup: it has no broker until its "
+                f"this node is a waiting {ha['policy']} backup: it has no broker until its "
                 "primary fails and it becomes live (GET /api/node shows its state)"
             )
         return (
@@ -92,7 +92,7 @@ class ManagementSite:
         config = self.config
         return {
             "name": config.name or "artemis-py",
-            "node_id": self.shared_store.node_id if self.shared_store is not None else None,
+            "node_id": self.pair.node_id if self.pair is not None else None,
             "version": __version__,
             "uptime_seconds": round(time.monotonic() - self.started, 3),
             "acceptors": [acceptor_view(a, []) for a in config.acceptors],

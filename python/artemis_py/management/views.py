@@ -18,6 +18,7 @@ from artemis_py.config import AcceptorConfig, DivertConfig
 from artemis_py.sessions.stomp import StompSession
 
 if TYPE_CHECKING:
+    from artemis_py.ha import PairSide
     from artemis_py.node import Node
 
 BODY_CHARS = 1024  # of a browsed message's body
@@ -78,10 +79,20 @@ def ha_view(node: Node) -> dict[str, str]:
     """The node's high-availability side (docs/high-availability.md): its policy, its role
     in a pair and its state. The API serves only a live node: a waiting backup opens no
     port, this one included."""
-    store = node.shared_store
-    if store is None:
+    side = node.ha
+    if side is None:
         return {"policy": "primary-only", "role": "primary", "state": "live"}
-    return {"policy": "shared-store", "role": store.role, "state": store.status}
+    return ha_side_view(side)
+
+
+def ha_side_view(side: PairSide) -> dict[str, str]:
+    """A pair side's policy, role and state, and for replication where its copy stands
+    (``no backup``, ``synchronizing``, ``in sync``; a backup ``looking for its primary``)."""
+    view = {"policy": side.policy, "role": side.role, "state": side.status}
+    replication = getattr(side, "replication", None)
+    if replication is not None:
+        view["replication"] = replication
+    return view
 
 
 def disk_view(node: Node) -> dict[str, Any]:
