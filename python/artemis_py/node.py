@@ -44,7 +44,7 @@ from artemis_py.cluster.scale_down import ScaleDownReport, scale_down
 from artemis_py.cluster.topology import client_urls, stomp_urls
 from artemis_py.config import BrokerConfig, MessageLoadBalancing, default_config
 from artemis_py.config.defaults import CLUSTER_PASSWORD
-from artemis_py.ha import PairSide, ReplicationPrimary, open_pair
+from artemis_py.ha import PairSide, open_pair, replication_server
 from artemis_py.management.bootstrap import WebConfig
 from artemis_py.management.server import serve_management
 from artemis_py.storage import JournalSettings, NodeManager, open_storage
@@ -106,6 +106,10 @@ class Node:
                 await self.bridges.drain()
             if self.config.ha_policy.scale_down is not None:
                 await self._scale_down()
+            server = replication_server(self.ha)
+            if server is not None and server.in_sync:  # its backup takes over (Artemis's)
+                await self.clients.close_all()
+                await server.hand_over()
         finally:
             with trio.CancelScope(shield=True):
                 await self.leave_cluster()
@@ -221,8 +225,9 @@ async def start_acceptors(node: Node, nursery: trio.Nursery) -> None:
     # Links from other nodes are served by the cluster connection they name (or, for a
     # core bridge, by the node: cluster/bridge_target.py).
     links = LinkAcceptor(node.cluster_connections, broker=node.broker)
-    if isinstance(node.ha, ReplicationPrimary):
-        links.replication = node.ha.serve
+    server = replication_server(node.ha)
+    if server is not None:
+        links.replication = server.serve
     serve_links = links.serve
     plane = None
     if data_plane_enabled() and any(a.accepts("STOMP") for a in node.config.acceptors):
@@ -387,8 +392,9 @@ async def open_broker(
             await ha.acquire()
         node_manager = ha.node_manager if ha else None
         persistence, paging = await open_persistence(config, base, stack, node_manager)
-        if isinstance(ha, ReplicationPrimary) and isinstance(persistence.store, JournalStore):
-            ha.store = persistence.store  # a backup may sync from now on
+        server = replication_server(ha)
+        if server is not None and isinstance(persistence.store, JournalStore):
+            server.store = persistence.store  # a backup may sync from now on
         broker = Broker(config, persistence, paging)
         bridge_filters = compile_filters(config.bridges, config)  # a bad one stops the node
         broker.recover()

@@ -220,3 +220,53 @@ def test_a_transaction_open_when_the_sync_starts_commits_on_the_backup(pair: Pai
     wait_log(backup, BACKUP_LIVE, timeout=10)
     backup.wait_ready(timeout=10)
     assert sorted(drain(backup, queue, 3)) == ["t1", "t2", "t3"]
+
+
+def test_failback_the_restarted_primary_syncs_from_the_live_backup_and_takes_over(
+    pair: Pair,
+) -> None:
+    primary, backup = start_synced(
+        pair(
+            primary="<check-for-active-server>true</check-for-active-server>",
+            backup="<allow-failback>true</allow-failback>",
+        )
+    )
+    queue = f"/queue/{unique('back')}"
+    send_all(primary.client(), queue, ["before"])
+    primary.kill()
+    wait_log(backup, BACKUP_LIVE, timeout=10)
+    backup.wait_ready(timeout=10)
+    send_all(backup.client(), queue, ["while-backup-live"])
+
+    primary.start(wait=False)
+    wait_log(primary, "check-for-active-server")
+    wait_log(backup, "AMQ221039")  # the backup hands back, then syncs as backup again
+    primary.wait_ready(timeout=20)
+    wait_for(
+        lambda: backup.log(since_start=True).count(SYNCED) >= 2,
+        20,
+        message=lambda: f"the backup syncs from its primary again:\n{backup.log_tail()}",
+    )
+    assert not port_open(backup.port), "the backup is passive again"
+    send_all(primary.client(), queue, ["after"])
+    assert sorted(drain(primary, queue, 3)) == ["after", "before", "while-backup-live"]
+
+
+def test_a_graceful_stop_of_the_primary_hands_over_with_every_acknowledgement(
+    pair: Pair,
+) -> None:
+    primary, backup = start_synced(pair())
+    queue = f"/queue/{unique('graceful')}"
+    bodies = [f"g{i}" for i in range(30)]
+    send_all(primary.client(), queue, bodies)
+    consumer = primary.client()
+    consumer.subscribe(queue, ack="client-individual", **{"activemq.prefetchSize": "10"})
+    for frame in consumer.wait_messages(10)[:10]:
+        consumer.ack(frame, receipt=False)  # no receipt: the stop must still carry them over
+    acked = {m.body for m in consumer.messages[:10]}
+    consumer.sync()
+    primary.stop()  # graceful: as Artemis's replication, the backup takes over
+    wait_log(backup, BACKUP_LIVE, timeout=10)
+    backup.wait_ready(timeout=10)
+    received = drain(backup, queue, len(bodies) - len(acked))
+    assert sorted(received) == sorted(set(bodies) - acked)

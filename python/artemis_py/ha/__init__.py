@@ -16,16 +16,24 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import TypeAlias
 
 from artemis_py.config import BrokerConfig
-from artemis_py.ha.replica import ReplicationBackup
+from artemis_py.ha.replica import ReplicationBackup, rejoin_if_live_elsewhere
 from artemis_py.ha.replication import ReplicationPrimary, warn_unimplemented
 from artemis_py.ha.shared_store import SharedStore, open_shared_store
 from artemis_py.storage.settings import JournalSettings
 
-__all__ = ["PairSide", "ReplicationBackup", "ReplicationPrimary", "SharedStore", "open_pair"]
+__all__ = [
+    "PairSide",
+    "ReplicationBackup",
+    "ReplicationPrimary",
+    "SharedStore",
+    "open_pair",
+    "replication_server",
+]
 
 log = logging.getLogger("artemis_py.ha")
 
@@ -53,8 +61,17 @@ async def open_pair(
     if replication.backup:
         side = ReplicationBackup(config, base, replication, journal_settings)
     else:
-        side = ReplicationPrimary(replication)
+        rejoin = partial(rejoin_if_live_elsewhere, config, base, replication, journal_settings)
+        side = ReplicationPrimary(replication, rejoin)
     try:
         yield side
     finally:
         await side.release()
+
+
+def replication_server(side: PairSide | None) -> ReplicationPrimary | None:
+    """What serves a replica's link on this node: a replicating primary, or a replication
+    backup once live (its restarted primary syncs from it); None for any other node."""
+    if isinstance(side, (ReplicationPrimary, ReplicationBackup)):
+        return side.replication_server()
+    return None

@@ -15,8 +15,9 @@ import trio
 
 from artemis_py import __version__
 from artemis_py.config import BrokerConfig, ReplicationConfig
-from artemis_py.ha.replication import cluster_of, static_targets
+from artemis_py.ha.replication import ReplicationPrimary, cluster_of, static_targets
 from artemis_py.protocol import cluster as wire
+from artemis_py.protocol.cluster import Purpose
 from artemis_py.storage.broker_storage import bindings_settings
 from artemis_py.storage.journal import Journal, open_journal
 from artemis_py.storage.node_manager import NodeManager, read_node_id, try_lock
@@ -35,9 +36,14 @@ class ReplicationBackup:
         base: Path,
         settings: ReplicationConfig,
         journal_settings: JournalSettings,
+        *,
+        returning: str | None = None,
     ) -> None:
         self.config = config
         self.settings = settings
+        # A primary that found its node live elsewhere (check-for-active-server) syncs from
+        # it as this replica, announcing the node ID: a live backup then fails back.
+        self.returning = returning
         # Indexed by SyncFile's directory number: the journals', then the large messages'.
         self.directories = (
             base / config.journal.directory,
@@ -52,9 +58,15 @@ class ReplicationBackup:
         self.primary: str | None = None  # the primary it replicates now
         self.in_sync = False
         self.failed_back = False
+        # Once live, it serves a replica as a primary does: its restarted primary's.
+        self.server = ReplicationPrimary(settings)
+        self._step_down: Callable[[], None] | None = None
 
     policy = "replication"
     role = "backup"
+
+    def replication_server(self) -> ReplicationPrimary | None:
+        return self.server if self.live else None
 
     @property
     def status(self) -> str:
@@ -65,7 +77,24 @@ class ReplicationBackup:
         log.info("AMQ221010: backup server is now active: it serves its primary's journals")
 
     async def watch_for_failback(self, step_down: Callable[[], None]) -> None:
-        await trio.lowlevel.checkpoint()  # failback is not implemented (a start-up warning)
+        """With allow-failback, a live backup hands back to its restarted primary once that
+        primary, syncing from it, is in sync (it announces the node ID both serve)."""
+        await trio.lowlevel.checkpoint()
+        if self.settings.allow_failback:
+            self._step_down = step_down
+            self.server.on_returning = self._fail_back
+
+    def _fail_back(self) -> None:
+        assert self._step_down is not None
+        self.failed_back = True
+        log.info(
+            "AMQ221008: the primary restarted and is in sync with this live backup: it stops "
+            "and hands the role back%s",
+            "; it then syncs from it as its backup" if self.settings.restart_backup else "",
+        )
+        if self.settings.restart_backup:
+            log.info("AMQ221039: Restarting as replicating backup server after primary restart")
+        self._step_down()
 
     async def release(self) -> None:
         await trio.lowlevel.checkpoint()
@@ -104,24 +133,45 @@ class ReplicationBackup:
                     return self._become_live()
             await trio.sleep(wait)
 
+    async def find_live(self, node_id: str) -> str | None:
+        """The address of a live node serving ``node_id`` among the static connectors (the
+        handshake names the node), or None: check-for-active-server's question."""
+        for host, port in static_targets(self.config, self.settings):
+            try:
+                link = await self._dial(host, port, purpose="status")
+            except (OSError, LinkError, trio.TooSlowError):
+                continue
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(link.stream)
+            if link.peer_node_id == node_id:
+                return f"{host}:{port}"
+        return None
+
     def _become_live(self) -> NodeManager:
         assert self.node_manager is not None
+        if self.returning is not None:
+            log.info(
+                "the live node %s handed the role back: this primary is live again",
+                self.primary,
+            )
+            self.live = True
+            return self.node_manager
         log.info("AMQ221083: ignoring quorum vote as max cluster size is 1: the backup takes over")
         log.info("AMQ221037: backup %s to become 'active' (node %s)", self.primary, self.node_id)
         self.live = True
         return self.node_manager
 
-    async def _dial(self, host: str, port: int) -> Link:
+    async def _dial(self, host: str, port: int, purpose: Purpose = "replication") -> Link:
         cluster = cluster_of(self.config, self.settings)
         codec = wire.ClientConnection(
-            node_id=f"backup-{uuid.uuid4()}",
+            node_id=self.returning or f"backup-{uuid.uuid4()}",
             instance_id=uuid.uuid4().hex,
             cluster_name=cluster.name if cluster is not None else "",
             connector=("", 0),
             user=self.config.cluster_user,
             password=self.config.cluster_password,
             max_hops=0,
-            purpose="replication",
+            purpose=purpose,
         )
         assert cluster is not None  # the configuration reader requires one
         return await connect(
@@ -321,3 +371,26 @@ def _next_saved(directory: Path, keep: int) -> Path:
     target = directory / f"oldreplica.{number}"
     target.mkdir()
     return target
+
+
+async def rejoin_if_live_elsewhere(
+    config: BrokerConfig, base: Path, settings: ReplicationConfig, journal_settings: JournalSettings
+) -> NodeManager | None:
+    """check-for-active-server: a primary whose node ID is live on another node (its backup
+    took over) syncs from that node as its replica and becomes live once it hands back (a
+    backup with allow-failback does as soon as the primary is in sync). None: no such node,
+    the primary starts live on its own data. Returns the lock of the synced data."""
+    node_id = await read_node_id(base / config.journal.directory)
+    if node_id is None:
+        return None
+    replica = ReplicationBackup(config, base, settings, journal_settings, returning=node_id)
+    live = await replica.find_live(node_id)
+    if live is None:
+        return None
+    log.info(
+        "check-for-active-server: node %s is live at %s: this primary syncs from it and "
+        "waits until it hands the role back",
+        node_id,
+        live,
+    )
+    return await replica.acquire()

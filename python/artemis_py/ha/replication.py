@@ -27,7 +27,12 @@
   copy of the journals and the node starts on them, with the primary's node ID, as a
   restart would. A backup not yet in sync keeps trying to sync. No quorum vote is held
   (docs/high-availability.md says what that risks): a backup of a lone pair fails over at
-  once, as Artemis's does (AMQ221083).
+  once, as Artemis's does (AMQ221083). A graceful stop of the primary hands over the same
+  way, once the backup has every record (:meth:`ReplicationPrimary.hand_over`).
+* **Failback** (``check-for-active-server``): a restarted primary whose node ID is live on
+  another node syncs from it as a replica announcing that ID (:mod:`.replica`); the live
+  backup, with ``allow-failback``, stops once that replica is in sync, which makes the
+  primary live, and syncs from it again as its backup (``restart-backup``).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import trio
@@ -64,8 +69,16 @@ MESSAGES, BINDINGS = MESSAGES_JOURNAL, BINDINGS_JOURNAL
 class ReplicationPrimary:
     """A live node's side: serves one backup at a time over a replication link."""
 
-    def __init__(self, settings: ReplicationConfig) -> None:
+    def __init__(
+        self,
+        settings: ReplicationConfig,
+        rejoin: Callable[[], Awaitable[NodeManager | None]] | None = None,
+    ) -> None:
         self.settings = settings
+        # check-for-active-server: sync from the node live with this node's ID, if any.
+        self._rejoin = rejoin
+        # A live backup's: called when its restarted primary is in sync with it (failback).
+        self.on_returning: Callable[[], None] | None = None
         self.store: JournalStore | None = None  # set once the node's journals are open
         self.backup: str | None = None  # the backup's address while one is attached
         self.in_sync = False
@@ -73,7 +86,7 @@ class ReplicationPrimary:
 
     policy = "replication"
     role = "primary"
-    node_manager: NodeManager | None = None  # the node opens its own
+    node_manager: NodeManager | None = None  # the node opens its own, unless it rejoined
     failed_back = False
 
     @property
@@ -84,10 +97,16 @@ class ReplicationPrimary:
     def node_id(self) -> str | None:
         return self.store.storage.node_id if self.store is not None else None
 
+    def replication_server(self) -> ReplicationPrimary | None:
+        return self
+
     async def acquire(self) -> NodeManager | None:
-        """A replicating primary is live at once (check-for-active-server is not acted on)."""
+        """Live at once, or with check-for-active-server, once the node serving this node's
+        ID elsewhere (its live backup) handed the role back."""
         await trio.lowlevel.checkpoint()
-        return None
+        if self.settings.check_for_active_server and self._rejoin is not None:
+            self.node_manager = await self._rejoin()
+        return self.node_manager
 
     async def activated(self) -> None:
         await trio.lowlevel.checkpoint()
@@ -130,7 +149,7 @@ class ReplicationPrimary:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._sync, link, journals, starts, forward)
                 nursery.start_soon(self._sync_deadline, link, peer)
-                reason = await link.serve(lambda event: self._handle(event, journals, peer))
+                reason = await link.serve(lambda event: self._handle(event, journals, link))
                 nursery.cancel_scope.cancel()
             log.warning(
                 "AMQ222092: the connection to the backup %s failed (%s): replication stops; "
@@ -143,6 +162,19 @@ class ReplicationPrimary:
             for journal in journals:
                 journal.stop_replication()
             self.backup, self.in_sync = None, False
+
+    async def hand_over(self) -> None:
+        """A graceful stop, its clients gone: return once an in-sync backup has every record
+        written here (the gate makes a ticket complete only then), so that it takes over
+        with all of them, acknowledgements included. A backup that stops answering ends
+        its link at connection-ttl, which opens the gate."""
+        if not self.in_sync or self.store is None:
+            return
+        storage = self.store.storage
+        for journal in (storage.messages, storage.bindings):
+            if journal.last_ticket:
+                await journal.wait(journal.last_ticket)
+        log.info("the backup %s has every record: it takes over as this node stops", self.backup)
 
     async def _sync_deadline(self, link: Link, peer: str) -> None:
         """initial-replication-sync-timeout: receipts wait for the backup meanwhile, so a
@@ -185,13 +217,15 @@ class ReplicationPrimary:
         link.send(wire.SyncDone(files=sent))
         await forward.run()
 
-    def _handle(self, event: object, journals: tuple[Journal, ...], peer: str) -> None:
+    def _handle(self, event: object, journals: tuple[Journal, ...], link: Link) -> None:
         if isinstance(event, wire.Replicated):
             journals[event.journal].replicated(event.ticket)
         elif isinstance(event, wire.Synced):
             self.in_sync = True
             self._synced.set()
-            log.info("backup %s is in sync: receipts now wait for it too", peer)
+            log.info("backup %s is in sync: receipts now wait for it too", link.peer)
+            if self.on_returning is not None and link.peer_node_id == self.node_id:
+                self.on_returning()  # this node's own primary, back: fail back to it
 
 
 # What the forwarder sends, in the order it happened: a journal's tapped records
@@ -319,15 +353,8 @@ def warn_unimplemented(config: BrokerConfig, settings: ReplicationConfig) -> Non
         "page files are not replicated: a message paged on the primary is missing on the "
         "backup after a failover",
     ]
-    if settings.backup:
-        missing.append(
-            "failback (allow-failback, restart-backup): a returning primary does not take its "
-            "role back; start it as the backup of the live node instead"
-        )
-        if settings.group_name is not None:
-            missing.append("group-name: the backup replicates the primary it reaches first")
-    elif settings.check_for_active_server:
-        missing.append("check-for-active-server: the primary starts live without checking")
+    if settings.backup and settings.group_name is not None:
+        missing.append("group-name: the backup replicates the primary it reaches first")
     cluster = cluster_of(config, settings)
     if settings.backup and cluster is not None and not cluster.static_connectors:
         missing.append(
