@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import Cluster, ClusterNode, _used_by_this_test, make_cluster
+from .conftest import Client, Cluster, ClusterNode, _used_by_this_test, make_cluster
 
 STOMP_PORT = 61613
 CLUSTER_PORT = 61616
@@ -208,6 +208,11 @@ class HostNode(ClusterNode):
     @property
     def url(self) -> str:
         return f"tcp://{self.host}:{self.port}"
+
+    def client(self, **kwargs: Any) -> Client:
+        """A stomp.py client of this node, on its host's address."""
+        kwargs.setdefault("host", self.host)
+        return super().client(**kwargs)
 
 
 class HostCluster(Cluster):

@@ -15,6 +15,7 @@ import trio
 
 from artemis_py import __version__
 from artemis_py.config import BrokerConfig, ReplicationConfig
+from artemis_py.ha.quorum import Quorum
 from artemis_py.ha.replication import ReplicationPrimary, cluster_of, static_targets
 from artemis_py.protocol import cluster as wire
 from artemis_py.protocol.cluster import Purpose
@@ -60,6 +61,9 @@ class ReplicationBackup:
         self.failed_back = False
         # Once live, it serves a replica as a primary does: its restarted primary's.
         self.server = ReplicationPrimary(settings)
+        cluster = cluster_of(config, settings)
+        self.quorum = Quorum(config, settings, cluster.name if cluster is not None else "")
+        self.voters: list[tuple[str, int]] = []  # the static connectors but its primary
         self._step_down: Callable[[], None] | None = None
 
     policy = "replication"
@@ -129,9 +133,25 @@ class ReplicationBackup:
                 except (OSError, LinkError, trio.TooSlowError) as exc:
                     log.debug("replication: primary at %s:%d not reached: %s", host, port, exc)
                     continue
-                if await self._replicate(link, f"{host}:{port}"):
+                self.voters = [t for t in targets if t != (host, port)]
+                if await self._replicate(link, f"{host}:{port}") and await self._may_take_over():
                     return self._become_live()
             await trio.sleep(wait)
+
+    async def _may_take_over(self) -> bool:
+        """A returning primary takes its role back when the live node lets go; a backup,
+        once the quorum agrees its primary is gone. Else it gives up its copy's lock and
+        looks for its primary again."""
+        if self.returning is not None:
+            return True
+        assert self.node_id is not None
+        if await self.quorum.primary_is_lost(self.voters, self.node_id):
+            return True
+        if self.node_manager is not None:
+            self.node_manager.close()
+            self.node_manager = None
+        self.in_sync = False
+        return False
 
     async def find_live(self, node_id: str) -> str | None:
         """The address of a live node serving ``node_id`` among the static connectors (the
@@ -156,7 +176,6 @@ class ReplicationBackup:
             )
             self.live = True
             return self.node_manager
-        log.info("AMQ221083: ignoring quorum vote as max cluster size is 1: the backup takes over")
         log.info("AMQ221037: backup %s to become 'active' (node %s)", self.primary, self.node_id)
         self.live = True
         return self.node_manager
@@ -297,6 +316,7 @@ class _Replica:
             send, receive = trio.open_memory_channel[tuple[int, int]](float("inf"))
             self.acks.append(send)
             self.nursery.start_soon(self._acknowledge, number, journal, receive)
+        self.nursery.start_soon(backup.quorum.watch, backup.voters, manager.node_id)
         backup.node_id = manager.node_id
         backup.in_sync = True
         self.link.send(wire.Synced())

@@ -25,9 +25,9 @@
   stops; the primary goes on alone (AMQ222092) and waits for the next backup.
 * **Losing the primary.** A backup in sync becomes live when the link ends: it closes its
   copy of the journals and the node starts on them, with the primary's node ID, as a
-  restart would. A backup not yet in sync keeps trying to sync. No quorum vote is held
-  (docs/high-availability.md says what that risks): a backup of a lone pair fails over at
-  once, as Artemis's does (AMQ221083). A graceful stop of the primary hands over the same
+  restart would, once the other primaries of the cluster agree that its primary is gone
+  (:mod:`.quorum`; a lone pair fails over at once, AMQ221083). A backup not yet in sync,
+  or outvoted, keeps looking for its primary. A graceful stop of the primary hands over the same
   way, once the backup has every record (:meth:`ReplicationPrimary.hand_over`).
 * **Failback** (``check-for-active-server``): a restarted primary whose node ID is live on
   another node syncs from it as a replica announcing that ID (:mod:`.replica`); the live
@@ -347,12 +347,13 @@ def warn_unimplemented(config: BrokerConfig, settings: ReplicationConfig) -> Non
     """One warning at start naming what this replication does not do yet, so that nothing
     Artemis's does is silently missing (docs/high-availability.md)."""
     missing = [
-        "the quorum vote (vote-on-replication-failure, quorum-size, quorum-vote-wait, "
-        "vote-retries, vote-retry-wait): a backup in sync takes over whenever its link to "
-        "the primary ends, so a network partition between them leaves two live nodes",
         "page files are not replicated: a message paged on the primary is missing on the "
         "backup after a failover",
     ]
+    if not settings.backup and settings.vote_on_replication_failure:
+        missing.append(
+            "vote-on-replication-failure: a primary that loses its backup goes on serving"
+        )
     if settings.backup and settings.group_name is not None:
         missing.append("group-name: the backup replicates the primary it reaches first")
     cluster = cluster_of(config, settings)
