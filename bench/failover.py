@@ -1,41 +1,49 @@
-"""Shared-store failover time, artemis-py beside Apache Artemis 2.56.0 (issue 31 §4).
+"""HA failover time, artemis-py beside Apache Artemis 2.56.0 (issue 31 §4): a shared-store
+pair and a replicated (shared-nothing) pair.
 
-    python bench/failover.py                 # 20 rounds per target; about 5 minutes
-    python bench/failover.py --rounds 2      # smoke
+    python bench/failover.py                       # shared store, 20 rounds per target
+    python bench/failover.py --mode replication    # the replicated pair
+    python bench/failover.py --mode both --rounds 2   # smoke
 
-Both targets run the same pair files, ``etc/ha/shared-store-primary.xml`` and
-``etc/ha/shared-store-backup.xml``, unchanged: artemis-py reads them from the repository
-and fills their ``${ARTEMIS_SHARED_DATA}``, ``${PRIMARY_STOMP_PORT}`` and
-``${BACKUP_STOMP_PORT}`` from the environment; Apache Artemis runs the instances
-``ha-primary`` and ``ha-backup`` made by ``bench/peers/artemis.sh install ha`` (whose
-broker.xml are copies of those files, checked byte for byte here) with the same values as
-JVM system properties (``JAVA_ARGS_APPEND``, which the instance's ``bin/artemis`` passes on).
+Both targets run the same pair files unchanged, ``etc/ha/shared-store-{primary,backup}.xml``
+or ``etc/ha/replication-{primary,backup}.xml`` (:data:`MODES`): artemis-py reads them from
+the repository and fills their ``${...}`` (data directories, STOMP ports, and for
+replication the cluster ports and password: :func:`pair_values`) from the environment;
+Apache Artemis runs the instances made by ``bench/peers/artemis.sh install ha`` (``ha-*``)
+or ``install replication`` (``repl-*``), whose broker.xml are copies of those files
+(checked byte for byte here), with the same values as JVM system properties
+(``JAVA_ARGS_APPEND``, which the instance's ``bin/artemis`` passes on).
 
 A round, for one target:
 
-1. an empty shared data directory; start the primary (``artemis-py run FILE``, or the
-   instance's ``bin/artemis run``, which execs the JVM: the process this script starts is
-   the JVM, checked in ``/proc/PID/cmdline``) and wait until it answers a STOMP CONNECT;
-2. start the backup and wait until it logs AMQ221109 (waiting for its primary) with its
-   STOMP port still closed: a pair that does not behave so fails the run;
+1. empty data directories (shared store: one for both nodes; replication: one per node);
+   start the primary (``artemis-py run FILE``, or the instance's ``bin/artemis run``, which
+   execs the JVM: the process this script starts is the JVM, checked in
+   ``/proc/PID/cmdline``) and wait until it answers a STOMP CONNECT;
+2. start the backup and wait until it is ready with its STOMP port still closed: shared
+   store, it logs AMQ221109 (waiting for its primary); replication, AMQ221024 (synchronized
+   with its primary); a pair that does not behave so fails the run;
 3. send ``--messages`` persistent messages to ``/queue/failover-bench``, each with a
-   receipt, all receipted; no consumer;
+   receipt, all receipted (replication: so both nodes have them); no consumer;
 4. SIGKILL the primary (``os.kill`` of the PID the script holds) and, from a monotonic
    clock read just before the kill, measure **(a) accepting**: until a TCP connect and a
    STOMP CONNECT/CONNECTED exchange succeed on the backup's port (a new attempt every
    ``--poll`` s, 5 ms); **(b) first message**: until that same connection, subscribing
    (``ack:auto``) as soon as (a) succeeded, receives the first MESSAGE of the queue, which
-   must be one of the round's;
-5. check that the backup logged AMQ221010 (now active), then stop it (SIGTERM) and reap the
-   primary.
+   must be one of the round's; then that connection receives the rest: every receipted
+   message must come (**lost** = 0, or the run fails);
+5. check that the backup logged that it took over (shared store: AMQ221010, now active;
+   replication: AMQ221037, "to become 'active'", which both log), keep the codes it logged
+   after the kill, then stop it (SIGTERM) and reap the primary.
 
 Every round starts both nodes afresh on an empty directory, so rounds are independent: no
 round measures a backup that has already failed over, or a JVM warmed by earlier rounds.
 The targets take turns round by round (A B, B A, ...), so a machine that gets busier or
 quieter weighs on both. Printed: a Markdown table with the median and the worst of (a) and
-(b) per target and the ratios artemis-py / Artemis, the load average and whether a pytest
-run was going on beside it. The JSON (every round's figures) and every node's log
-(``failover-logs/TARGET/roundN-ROLE.log``) go to ``--results`` (default
+(b) per target, the messages lost, and the ratios artemis-py / Artemis, per mode; the codes
+each backup logged after the kill; the load average and whether a pytest run was going on
+beside it. The JSON (every round's figures) and every node's log
+(``failover-logs/MODE/TARGET/roundN-ROLE.log``) go to ``--results`` (default
 ``~/.cache/artemis-py-bench/results/<time>/``).
 """
 
@@ -45,9 +53,9 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -61,107 +69,58 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import run as bench_run  # noqa: E402  (bench/run.py: artemis-py's command, the cache, logging)
+from stomp_client import Stomp, StompError, send_persistent, try_connect  # noqa: E402
 
 TARGETS = ("artemis-py", "artemis")
 LABELS = {"artemis-py": "artemis-py", "artemis": "Apache Artemis"}
 ROLES = ("primary", "backup")
-PAIR_FILES = {role: bench_run.ROOT / "etc" / "ha" / f"shared-store-{role}.xml" for role in ROLES}
-PRIMARY_PORT, BACKUP_PORT = 61613, 61623  # the pair files' defaults; moved by --port-shift
+# The pair files' defaults, all moved by --port-shift: STOMP, and the replicated pair's
+# cluster acceptors (the backup's replication link dials the primary's).
+PRIMARY_PORT, BACKUP_PORT = 61613, 61623
+PRIMARY_CLUSTER_PORT, BACKUP_CLUSTER_PORT = 61616, 61626
+# The replicated pair's ${ARTEMIS_CLUSTER_PASSWORD}, the same for both targets.
+CLUSTER_PASSWORD = os.environ.get("ARTEMIS_CLUSTER_PASSWORD", "bench-cluster-secret")
 QUEUE = "/queue/failover-bench"
-BACKUP_WAITING = "AMQ221109"  # the backup started and waits for its primary
-BACKUP_LIVE = "AMQ221010"  # the backup took over
 ARTEMIS_VERSION = os.environ.get("ARTEMIS_VERSION", "2.56.0")
+
+
+@dataclass(frozen=True)
+class Mode:
+    """A kind of pair: its etc/ha files, its bench/peers/artemis.sh layout and what its backup
+    logs (the same codes for both targets, as observed in Artemis 2.56.0's logs)."""
+
+    name: str  # etc/ha/NAME-primary.xml, etc/ha/NAME-backup.xml
+    layout: str  # artemis.sh's layout; its instances are LAYOUT_PREFIX-primary, -backup
+    instance_prefix: str
+    backup_ready: tuple[str, str]  # code and meaning: ready to take over, before the kill
+    backup_live: tuple[str, str]  # code and meaning: it took over, after the kill
+
+    def pair_file(self, role: str) -> Path:
+        return bench_run.ROOT / "etc" / "ha" / f"{self.name}-{role}.xml"
+
+
+MODES = {
+    "shared-store": Mode(
+        "shared-store",
+        "ha",
+        "ha",
+        ("AMQ221109", "waiting for its primary"),
+        ("AMQ221010", "backup server is now active"),
+    ),
+    # Artemis's replicated backup does not log AMQ221010 but AMQ221037 ("to become 'active'")
+    # after AMQ221083 (a lone pair: no quorum to ask); artemis-py logs both.
+    "replication": Mode(
+        "replication",
+        "replication",
+        "repl",
+        ("AMQ221024", "synchronized with its primary"),
+        ("AMQ221037", "to become 'active'"),
+    ),
+}
 
 
 def log(text: str) -> None:
     bench_run.log(text)
-
-
-# -- a minimal STOMP 1.2 client over one blocking socket ---------------------------------------
-
-
-class StompError(Exception):
-    """The node refused, closed or answered with something else than expected."""
-
-
-def encode(command: str, headers: dict[str, str], body: str = "") -> bytes:
-    lines = [command, *(f"{k}:{v}" for k, v in headers.items())]
-    return ("\n".join(lines) + "\n\n" + body).encode() + b"\x00"
-
-
-def decode(raw: bytes) -> tuple[str, dict[str, str], str]:
-    """One frame without its NUL; leading EOLs (heart-beats) are skipped."""
-    head, _, body = raw.lstrip(b"\r\n").partition(b"\n\n")
-    command, *lines = head.decode().splitlines()
-    headers: dict[str, str] = {}
-    for line in lines:
-        key, _, value = line.partition(":")
-        headers.setdefault(key, value)  # STOMP 1.2: the first of repeated headers wins
-    return command, headers, body.decode()
-
-
-class Stomp:
-    """CONNECT on ``port`` and wait for CONNECTED; raises :class:`StompError` or OSError."""
-
-    def __init__(self, port: int, timeout: float) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        self.buffer = b""
-        try:
-            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.send("CONNECT", {"accept-version": "1.2", "host": "127.0.0.1"})
-            command, headers, body = self.frame(timeout)
-            if command != "CONNECTED":
-                raise StompError(f"{command} to CONNECT: {headers.get('message', body)!r}")
-        except BaseException:
-            self.sock.close()
-            raise
-
-    def send(self, command: str, headers: dict[str, str], body: str = "") -> None:
-        self.sock.sendall(encode(command, headers, body))
-
-    def frame(self, timeout: float) -> tuple[str, dict[str, str], str]:
-        deadline = time.monotonic() + timeout
-        while b"\x00" not in self.buffer:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise StompError(f"no frame within {timeout:g} s")
-            self.sock.settimeout(left)
-            try:
-                data = self.sock.recv(65536)
-            except TimeoutError:
-                continue
-            if not data:
-                raise StompError("connection closed by the node")
-            self.buffer += data
-        raw, _, self.buffer = self.buffer.partition(b"\x00")
-        return decode(raw)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def try_connect(port: int, timeout: float) -> Stomp | None:
-    try:
-        return Stomp(port, timeout)
-    except (OSError, StompError):
-        return None
-
-
-def send_persistent(port: int, bodies: list[str]) -> None:
-    """SEND each body (persistent, with a receipt), then wait for every receipt."""
-    client = Stomp(port, 10)
-    try:
-        for i, body in enumerate(bodies):
-            headers = {"destination": QUEUE, "persistent": "true", "receipt": f"r{i}"}
-            client.send("SEND", headers, body)
-        waiting = {f"r{i}" for i in range(len(bodies))}
-        while waiting:
-            command, headers, body = client.frame(10)
-            if command != "RECEIPT":
-                raise StompError(f"{command} instead of a RECEIPT: {headers} {body!r}")
-            waiting.discard(headers.get("receipt-id", ""))
-    finally:
-        client.close()
 
 
 # -- the pair ----------------------------------------------------------------------------------
@@ -207,47 +166,78 @@ class Node:
 @dataclass
 class Target:
     name: str
+    mode: Mode
     argv: dict[str, list[str]]  # per role
-    env: dict[str, str]
-    shared: Path  # the pair's data directory, emptied before each round
+    env: dict[str, dict[str, str]]  # per role
+    data: dict[str, Path]  # per role (shared store: the same); emptied before each round
     ports: tuple[int, int]  # STOMP: the primary's, the backup's
+    cluster_ports: tuple[int, ...]  # other ports the pair listens on (replication)
     instance: dict[str, Path] = field(default_factory=dict)  # Artemis: per role
 
 
-def artemis_py_target(workdir: Path, shift: int) -> Target:
-    shared = workdir / "artemis-py" / "shared"
-    env = dict(
-        os.environ,
-        ARTEMIS_SHARED_DATA=str(shared),
-        PRIMARY_STOMP_PORT=str(PRIMARY_PORT + shift),
-        BACKUP_STOMP_PORT=str(BACKUP_PORT + shift),
-    )
-    env.pop("ARTEMIS_DATA", None)
+def pair_values(mode: Mode, data: dict[str, Path], role: str, shift: int) -> dict[str, str]:
+    """What fills the ${...} of ROLE's pair file: environment variables for artemis-py,
+    JVM system properties for Artemis."""
+    values = {
+        "PRIMARY_STOMP_PORT": str(PRIMARY_PORT + shift),
+        "BACKUP_STOMP_PORT": str(BACKUP_PORT + shift),
+    }
+    if mode.name == "shared-store":
+        values["ARTEMIS_SHARED_DATA"] = str(data[role])
+    else:
+        values["ARTEMIS_DATA"] = str(data[role])
+        values["PRIMARY_CLUSTER_PORT"] = str(PRIMARY_CLUSTER_PORT + shift)
+        values["BACKUP_CLUSTER_PORT"] = str(BACKUP_CLUSTER_PORT + shift)
+        values["ARTEMIS_CLUSTER_PASSWORD"] = CLUSTER_PASSWORD
+    return values
+
+
+def new_target(
+    name: str, mode: Mode, workdir: Path, shift: int, argv: dict[str, list[str]]
+) -> Target:
+    """The data directories and ports of NAME's pair in MODE; ``env`` is filled by the
+    caller from :func:`pair_values`."""
+    base = workdir / mode.name / name
+    if mode.name == "shared-store":
+        data = dict.fromkeys(ROLES, base / "shared")
+        cluster_ports: tuple[int, ...] = ()
+    else:
+        data = {role: base / role for role in ROLES}
+        cluster_ports = (PRIMARY_CLUSTER_PORT + shift, BACKUP_CLUSTER_PORT + shift)
+    ports = (PRIMARY_PORT + shift, BACKUP_PORT + shift)
+    return Target(name, mode, argv, {}, data, ports, cluster_ports)
+
+
+def artemis_py_target(mode: Mode, workdir: Path, shift: int) -> Target:
     command = bench_run.artemis_py_command()
-    log(f"artemis-py: {command[0]}")
-    argv = {role: [*command, "run", str(PAIR_FILES[role])] for role in ROLES}
-    return Target("artemis-py", argv, env, shared, (PRIMARY_PORT + shift, BACKUP_PORT + shift))
+    argv = {role: [*command, "run", str(mode.pair_file(role))] for role in ROLES}
+    target = new_target("artemis-py", mode, workdir, shift, argv)
+    base = {k: v for k, v in os.environ.items() if k not in ("ARTEMIS_DATA", "ARTEMIS_SHARED_DATA")}
+    for role in ROLES:
+        target.env[role] = base | pair_values(mode, target.data, role, shift)
+    return target
 
 
-def artemis_target(workdir: Path, shift: int) -> Target:
+def artemis_target(mode: Mode, workdir: Path, shift: int) -> Target:
     env = dict(os.environ, BENCH_PORT_SHIFT=str(shift))
-    subprocess.run([str(bench_run.PEERS / "artemis.sh"), "install", "ha"], check=True, env=env)
+    subprocess.run(
+        [str(bench_run.PEERS / "artemis.sh"), "install", mode.layout], check=True, env=env
+    )
     suffix = f"-shift{shift}" if shift else ""
     instances = bench_run.CACHE / "artemis" / "instances" / ARTEMIS_VERSION
-    instance = {role: instances / f"ha-{role}{suffix}" for role in ROLES}
+    instance = {role: instances / f"{mode.instance_prefix}-{role}{suffix}" for role in ROLES}
     for role in ROLES:
         config = instance[role] / "etc" / "broker.xml"
-        if config.read_bytes() != PAIR_FILES[role].read_bytes():
-            raise RuntimeError(f"{config} is not a copy of {PAIR_FILES[role]}")
-    shared = workdir / "artemis" / "shared"
-    env["JAVA_ARGS_APPEND"] = (
-        f"-DARTEMIS_SHARED_DATA={shared} -DPRIMARY_STOMP_PORT={PRIMARY_PORT + shift} "
-        f"-DBACKUP_STOMP_PORT={BACKUP_PORT + shift}"
-    )
+        if config.read_bytes() != mode.pair_file(role).read_bytes():
+            raise RuntimeError(f"{config} is not a copy of {mode.pair_file(role)}")
     argv = {role: [str(instance[role] / "bin" / "artemis"), "run"] for role in ROLES}
-    return Target(
-        "artemis", argv, env, shared, (PRIMARY_PORT + shift, BACKUP_PORT + shift), instance
-    )
+    target = new_target("artemis", mode, workdir, shift, argv)
+    target.instance = instance
+    for role in ROLES:
+        values = pair_values(mode, target.data, role, shift)
+        properties = " ".join(f"-D{k}={v}" for k, v in values.items())
+        target.env[role] = env | {"JAVA_ARGS_APPEND": properties}
+    return target
 
 
 def check_jvm(target: Target, node: Node) -> None:
@@ -277,19 +267,22 @@ def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.05) 
 def started_pair(target: Target, results: Path, number: int) -> Iterator[tuple[Node, Node]]:
     """Start the primary, then the backup once the primary serves STOMP; stop both at exit.
     The nodes' logs are kept beside the JSON report."""
-    shutil.rmtree(target.shared, ignore_errors=True)
-    target.shared.mkdir(parents=True)
-    logs = results / "failover-logs" / target.name
+    for directory in set(target.data.values()):
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True)
+    logs = results / "failover-logs" / target.mode.name / target.name
     logs.mkdir(parents=True, exist_ok=True)
     primary_port, backup_port = target.ports
-    for port in (primary_port, backup_port):
+    ready, meaning = target.mode.backup_ready
+    for port in (*target.ports, *target.cluster_ports):
         if bench_run.port_open(port):
             raise RuntimeError(f"port {port} is in use by something else; stop it first")
     nodes: list[Node] = []
     try:
 
         def start(role: str) -> Node:
-            node = Node(role, target.argv[role], target.env, logs / f"round{number}-{role}.log")
+            logfile = logs / f"round{number}-{role}.log"
+            node = Node(role, target.argv[role], target.env[role], logfile)
             nodes.append(node)
             return node
 
@@ -307,20 +300,20 @@ def started_pair(target: Target, results: Path, number: int) -> Iterator[tuple[N
         backup = start("backup")
         check_jvm(target, backup)
 
-        def waiting() -> bool:
-            backup.check_running(f"before logging {BACKUP_WAITING}")
-            return BACKUP_WAITING in backup.log()
+        def is_ready() -> bool:
+            backup.check_running(f"before logging {ready}")
+            return ready in backup.log()
 
         wait_for(
-            waiting,
+            is_ready,
             120,
-            f"{target.name}'s backup logging {BACKUP_WAITING} (waiting for its primary): not a "
-            f"shared-store pair? see {backup.logfile}",
+            f"{target.name}'s backup logging {ready} ({meaning}): not a {target.mode.name} "
+            f"pair? see {backup.logfile}",
         )
         if bench_run.port_open(backup_port):
             raise RuntimeError(
                 f"{target.name}'s backup serves port {backup_port} while its primary lives: "
-                f"not a waiting shared-store backup; see {backup.logfile}"
+                f"not a waiting {target.mode.name} backup; see {backup.logfile}"
             )
         yield primary, backup
     finally:
@@ -330,64 +323,111 @@ def started_pair(target: Target, results: Path, number: int) -> Iterator[tuple[N
 
 @dataclass
 class Round:
+    mode: str
     target: str
     number: int
     accepting_s: float
     first_message_s: float
     attempts: int  # connection attempts on the backup until (a)
+    receipted: int  # messages sent and receipted before the kill
+    lost: int  # of those, not delivered by the backup (any makes the run fail)
+    duplicates: int  # delivered more than once by the backup
+    backup_codes: list[str]  # the AMQ codes the backup logged after the kill, in order
+
+
+def connect_to_backup(
+    target: Target, backup: Node, began: float, args: argparse.Namespace
+) -> tuple[Stomp, int]:
+    """(a): a new connection attempt every ``--poll`` s until the backup's STOMP port
+    answers CONNECTED; returns the connection and the number of attempts."""
+    attempts = 0
+    while True:
+        attempts += 1
+        client = try_connect(target.ports[1], 5)
+        if client:
+            return client, attempts
+        if time.monotonic() > began + args.timeout:
+            backup.check_running("after the primary's death")
+            raise RuntimeError(
+                f"{target.name}: the backup accepted no STOMP connection within "
+                f"{args.timeout:g} s of the kill; see {backup.logfile}"
+            )
+        time.sleep(args.poll)
+
+
+def receive_all(client: Stomp, bodies: list[str], timeout: float) -> tuple[float, list[str]]:
+    """(b): subscribe and wait for the first MESSAGE (its monotonic time is returned), then
+    go on receiving until every one of ``bodies`` came or ``timeout`` s passed without one;
+    returns the time and every body received, in order."""
+    client.send("SUBSCRIBE", {"id": "0", "destination": QUEUE, "ack": "auto"})
+    delivered, received, missing = 0.0, [], set(bodies)
+    while missing:
+        try:
+            command, headers, body = client.frame(timeout)
+        except StompError:
+            if not received:
+                raise
+            break  # none for TIMEOUT s: the rest is lost
+        if command == "ERROR":
+            raise StompError(f"ERROR on SUBSCRIBE: {headers.get('message', body)!r}")
+        if command == "MESSAGE":
+            if not received:
+                delivered = time.monotonic()
+            received.append(body)
+            missing.discard(body)
+    return delivered, received
 
 
 def failover_round(target: Target, results: Path, number: int, args: argparse.Namespace) -> Round:
-    primary_port, backup_port = target.ports
+    live, meaning = target.mode.backup_live
     with started_pair(target, results, number) as (primary, backup):
         bodies = [f"round{number}-m{i}" for i in range(args.messages)]
-        send_persistent(primary_port, bodies)
+        send_persistent(target.ports[0], QUEUE, bodies)
         primary.check_running("after the messages were sent")
+        before_kill = len(backup.log())
         began = time.monotonic()
         os.kill(primary.pid, signal.SIGKILL)
-        attempts = 0
-        deadline = began + args.timeout
-        while True:
-            attempts += 1
-            client = try_connect(backup_port, 5)
-            if client:
-                break
-            if time.monotonic() > deadline:
-                backup.check_running("after the primary's death")
-                raise RuntimeError(
-                    f"{target.name}: the backup accepted no STOMP connection within "
-                    f"{args.timeout:g} s of the kill; see {backup.logfile}"
-                )
-            time.sleep(args.poll)
+        client, attempts = connect_to_backup(target, backup, began, args)
         accepted = time.monotonic()
         try:
-            client.send("SUBSCRIBE", {"id": "0", "destination": QUEUE, "ack": "auto"})
-            while True:
-                command, headers, body = client.frame(args.timeout)
-                if command == "MESSAGE":
-                    break
-                if command == "ERROR":
-                    raise StompError(f"ERROR on SUBSCRIBE: {headers.get('message', body)!r}")
-            delivered = time.monotonic()
+            delivered, received = receive_all(client, bodies, args.timeout)
         finally:
             client.close()
-        if body not in bodies:
-            raise RuntimeError(f"{target.name}: the first message after failover is {body!r}")
+        if received[0] not in bodies:
+            raise RuntimeError(
+                f"{target.name}: the first message after failover is {received[0]!r}"
+            )
         primary.process.wait(10)
         wait_for(
-            lambda: BACKUP_LIVE in backup.log(),
+            lambda: live in backup.log(),
             10,
-            f"{target.name}'s backup logging {BACKUP_LIVE} (now active); see {backup.logfile}",
+            f"{target.name}'s backup logging {live} ({meaning}); see {backup.logfile}",
+        )
+        codes = list(dict.fromkeys(re.findall(r"AMQ\d{6}", backup.log()[before_kill:])))
+    lost = len(set(bodies) - set(received))
+    if lost:
+        raise RuntimeError(
+            f"{target.name} ({target.mode.name}) LOST {lost} of {len(bodies)} receipted "
+            f"messages in round {number}: received {received}; see {backup.logfile}"
         )
     return Round(
-        target.name, number, round(accepted - began, 6), round(delivered - began, 6), attempts
+        target.mode.name,
+        target.name,
+        number,
+        round(accepted - began, 6),
+        round(delivered - began, 6),
+        attempts,
+        len(bodies),
+        lost,
+        len(received) - len(set(received)),
+        codes,
     )
 
 
 # -- report ------------------------------------------------------------------------------------
 
 
-def summary(rounds: list[Round]) -> dict[str, float]:
+def summary(rounds: list[Round]) -> dict[str, Any]:
     a = [r.accepting_s for r in rounds]
     b = [r.first_message_s for r in rounds]
     return {
@@ -396,6 +436,11 @@ def summary(rounds: list[Round]) -> dict[str, float]:
         "accepting_worst_s": max(a),
         "first_message_median_s": statistics.median(b),
         "first_message_worst_s": max(b),
+        "receipted": sum(r.receipted for r in rounds),
+        "lost": sum(r.lost for r in rounds),
+        "duplicates": sum(r.duplicates for r in rounds),
+        # Every code any round's backup logged after the kill, in the order first seen.
+        "backup_codes": list(dict.fromkeys(c for r in rounds for c in r.backup_codes)),
     }
 
 
@@ -407,18 +452,20 @@ KEYS = (
 )
 
 
-def table(summaries: dict[str, dict[str, float]]) -> str:
+def table(summaries: dict[str, dict[str, Any]]) -> str:
     lines = [
-        "| target | rounds | (a) accepting: median | worst | (b) first message: median | worst |",
-        "|---|--:|--:|--:|--:|--:|",
+        "| target | rounds | (a) accepting: median | worst | (b) first message: median | worst "
+        "| lost |",
+        "|---|--:|--:|--:|--:|--:|--:|",
     ]
     for name, s in summaries.items():
         cells = " | ".join(f"{s[k]:.3f} s" for k in KEYS)
-        lines.append(f"| {LABELS[name]} | {s['rounds']} | {cells} |")
+        lost = f"{s['lost']} of {s['receipted']}"
+        lines.append(f"| {LABELS[name]} | {s['rounds']} | {cells} | {lost} |")
     ours, theirs = summaries.get("artemis-py"), summaries.get("artemis")
     if ours and theirs:
         cells = " | ".join(f"**{ours[k] / theirs[k]:.2f}**" for k in KEYS)
-        lines.append(f"| **artemis-py / Artemis** | | {cells} |")
+        lines.append(f"| **artemis-py / Artemis** | | {cells} | |")
     return "\n".join(lines)
 
 
@@ -427,8 +474,32 @@ def test_suite_running() -> bool:
     return subprocess.run(["pgrep", "-f", "pytest"], capture_output=True).returncode == 0
 
 
+def run_rounds(
+    modes: list[Mode], names: list[str], results: Path, args: argparse.Namespace
+) -> dict[str, dict[str, list[Round]]]:
+    """Every target of every mode, ``--rounds`` times, taking turns (A B, B A, ...); the
+    rounds per mode and target."""
+    rounds: dict[str, dict[str, list[Round]]] = {m.name: {n: [] for n in names} for m in modes}
+    with tempfile.TemporaryDirectory(prefix="artemis-py-failover-") as tmp:
+        makers = {"artemis-py": artemis_py_target, "artemis": artemis_target}
+        targets = [makers[n](m, Path(tmp), args.port_shift) for m in modes for n in names]
+        if "artemis-py" in names:
+            log(f"artemis-py: {bench_run.artemis_py_command()[0]}")
+        for number in range(1, args.rounds + 1):
+            for target in targets if number % 2 else targets[::-1]:
+                done = failover_round(target, results, number, args)
+                rounds[target.mode.name][target.name].append(done)
+                log(
+                    f"round {number} {target.mode.name} {target.name}: accepting "
+                    f"{done.accepting_s:.3f} s, first message {done.first_message_s:.3f} s "
+                    f"({done.attempts} attempts), lost {done.lost} of {done.receipted}"
+                )
+    return rounds
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mode", choices=(*MODES, "both"), default="shared-store")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--targets", default=",".join(TARGETS))
     parser.add_argument("--messages", type=int, default=10, help="persistent messages per round")
@@ -441,26 +512,20 @@ def main() -> int:
     unknown = set(names) - set(TARGETS)
     if unknown:
         parser.error(f"unknown targets {sorted(unknown)}; choose among {', '.join(TARGETS)}")
+    modes = list(MODES.values()) if args.mode == "both" else [MODES[args.mode]]
     results = args.results or bench_run.CACHE / "results" / time.strftime("%Y%m%d-%H%M%S")
     results.mkdir(parents=True, exist_ok=True)
     load_before, busy_before = os.getloadavg(), test_suite_running()
-    rounds: dict[str, list[Round]] = {name: [] for name in names}
-    with tempfile.TemporaryDirectory(prefix="artemis-py-failover-") as tmp:
-        workdir = Path(tmp)
-        makers = {"artemis-py": artemis_py_target, "artemis": artemis_target}
-        targets = [makers[name](workdir, args.port_shift) for name in names]
-        for number in range(1, args.rounds + 1):
-            order = targets if number % 2 else targets[::-1]
-            for target in order:
-                done = failover_round(target, results, number, args)
-                rounds[target.name].append(done)
-                log(
-                    f"round {number} {target.name}: accepting {done.accepting_s:.3f} s, first "
-                    f"message {done.first_message_s:.3f} s ({done.attempts} attempts)"
-                )
-    summaries = {name: summary(done) for name, done in rounds.items()}
+    rounds = run_rounds(modes, names, results, args)
+    summaries = {
+        mode: {name: summary(done) for name, done in per_target.items()}
+        for mode, per_target in rounds.items()
+    }
     load_after, busy_after = os.getloadavg(), test_suite_running()
-    print(table(summaries))
+    for mode, per_target in summaries.items():
+        print(f"\n{mode} pair:\n\n{table(per_target)}\n")
+        for name, s in per_target.items():
+            print(f"- {LABELS[name]}'s backup logged after the kill: {' '.join(s['backup_codes'])}")
     print(
         f"\nload average (1 min) before {load_before[0]:.2f}, after {load_after[0]:.2f}; "
         f"a pytest run beside: {'yes' if busy_before or busy_after else 'no'} "
@@ -475,8 +540,11 @@ def main() -> int:
         "loadavg_after": load_after,
         "pytest_running_before": busy_before,
         "pytest_running_after": busy_after,
-        "summary": summaries,
-        "rounds": {name: [asdict(r) for r in done] for name, done in rounds.items()},
+        "summary": summaries,  # per mode, per target
+        "rounds": {
+            mode: {name: [asdict(r) for r in done] for name, done in per_target.items()}
+            for mode, per_target in rounds.items()
+        },
     }
     path = results / "failover.json"
     path.write_text(json.dumps(report, indent=2) + "\n")

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Apache ActiveMQ Artemis as a benchmark peer: install | start | stop | status  [single|cluster|ha]
+# Apache ActiveMQ Artemis as a benchmark peer: install | start | stop | status
+#                                         [single|cluster|ha|replication]
 #
 #   (BENCH_PORT_SHIFT=N adds N to every port. BENCH_TLS_DIR=DIR and BENCH_TLS_PASSWORD=P: TLS
 #   instances of their own, every acceptor with DIR/NODE-keystore.p12 and every connector
@@ -14,9 +15,14 @@
 #             again at every install (bench/failover.py); the data directory and the STOMP
 #             ports (61613, 61623) are given as system properties, filling those files'
 #             ${ARTEMIS_SHARED_DATA}, ${PRIMARY_STOMP_PORT} and ${BACKUP_STOMP_PORT}
+#             replication: a replicated pair (repl-primary, repl-backup), the same way from
+#             etc/ha/replication-primary.xml and -backup.xml; each node its own data
+#             directory (${ARTEMIS_DATA}: the instance's data/), STOMP 61613/61623, cluster
+#             (CORE) 61616/61626 and ${ARTEMIS_CLUSTER_PASSWORD}, all system properties
 #   start     start the single node or the three cluster nodes (installs first if needed),
 #             then wait until every STOMP port accepts connections (ha: the primary's port,
-#             then the backup's AMQ221109, "waiting for its primary")
+#             then the backup's AMQ221109, "waiting for its primary"; replication: the
+#             backup's AMQ221024, "synchronized with its primary")
 #   stop      stop them (Artemis's own `artemis-service stop`, then wait for the ports to close)
 #   status    exit 0 if every STOMP port of the layout accepts connections
 #
@@ -50,7 +56,15 @@ case $layout in
     cluster) NODES=(node1 node2 node3); OFFSETS=($((SHIFT)) $((SHIFT + 100)) $((SHIFT + 200))) ;;
     # The pair's STOMP ports are 61613 and 61623 (etc/ha's defaults), both moved by the shift.
     ha) NODES=(ha-primary ha-backup); OFFSETS=($((SHIFT)) $((SHIFT + 10))) ;;
-    *) die "unknown layout '$layout' (single, cluster or ha)" ;;
+    replication) NODES=(repl-primary repl-backup); OFFSETS=($((SHIFT)) $((SHIFT + 10))) ;;
+    *) die "unknown layout '$layout' (single, cluster, ha or replication)" ;;
+esac
+# The pair layouts: the etc/ha files they run, and what the backup logs once it is ready
+# (AMQ221109: waiting for its primary; AMQ221024: synchronized with it).
+PAIR=""
+case $layout in
+    ha) PAIR=shared-store; BACKUP_READY=AMQ221109 ;;
+    replication) PAIR=replication; BACKUP_READY=AMQ221024 ;;
 esac
 
 download() {
@@ -97,8 +111,8 @@ create_instance() { # NAME OFFSET [cluster]
         args+=(--clustered --host localhost --cluster-user "$CLUSTER_USER"
             --cluster-password "$CLUSTER_PASSWORD" --message-load-balancing ON_DEMAND
             --max-hops 1 --staticCluster "$(IFS=,; echo "${peers[*]}")" --java-memory 768M)
-    elif [[ $layout == ha ]]; then
-        args+=(--java-memory 512M) # two JVMs at once; broker.xml is replaced (ha_config)
+    elif [[ -n $PAIR ]]; then
+        args+=(--java-memory 512M) # two JVMs at once; broker.xml is replaced (pair_config)
     else
         args+=(--java-memory 1G)
     fi
@@ -106,7 +120,7 @@ create_instance() { # NAME OFFSET [cluster]
     mkdir -p "$(dirname "$dir")"
     "$HOME_DIR/bin/artemis" "${args[@]}" >"$dir.create.log" 2>&1 ||
         { cat "$dir.create.log" >&2; die "artemis create failed for $name"; }
-    [[ $layout == ha ]] && return 0 # its broker.xml is etc/ha's (ha_config)
+    [[ -z $PAIR ]] || return 0 # its broker.xml is etc/ha's (pair_config)
     # STOMP clients name /queue/X and /topic/X: give the STOMP acceptor the usual prefixes
     # (as artemis-py's etc/broker.xml does), otherwise /queue/X is a multicast address.
     sed -i -E '/<acceptor name="stomp">/ s:(protocols=STOMP[^<]*):\1;anycastPrefix=/queue/;multicastPrefix=/topic/:' \
@@ -144,29 +158,34 @@ paging_setting() { # DIR
     grep -q 'match="bench6"' "$xml" || die "could not add the bench6 address-setting to $xml"
 }
 
-# The ha layout runs the repository's own pair files, unchanged: copied over the instance's
-# broker.xml at every install so that they never lag behind the repository.
-ha_config() { # NAME
-    local role=${1#ha-} dir
+# The pair layouts run the repository's own pair files, unchanged: copied over the
+# instance's broker.xml at every install so that they never lag behind the repository.
+pair_config() { # NAME (ha-primary, repl-backup, ...)
+    local role=${1#*-} dir
     dir=$(instance_dir "$1")
-    cp "../../etc/ha/shared-store-$role.xml" "$dir/etc/broker.xml"
+    cp "../../etc/ha/$PAIR-$role.xml" "$dir/etc/broker.xml"
 }
 
 # The values of the pair files' ${...}: JVM system properties, which Artemis substitutes in
 # broker.xml as artemis-py does environment variables. The bin/artemis script appends
 # JAVA_ARGS_APPEND to the JVM's arguments (bench/failover.py sets its own).
-ha_properties() {
-    local data=${ARTEMIS_SHARED_DATA:-$ROOT/instances/$VERSION/ha-shared$SUFFIX}
-    echo "-DARTEMIS_SHARED_DATA=$data -DPRIMARY_STOMP_PORT=$((61613 + SHIFT))" \
-        "-DBACKUP_STOMP_PORT=$((61623 + SHIFT))"
+pair_properties() { # NAME
+    local ports="-DPRIMARY_STOMP_PORT=$((61613 + SHIFT)) -DBACKUP_STOMP_PORT=$((61623 + SHIFT))"
+    if [[ $PAIR == shared-store ]]; then
+        echo "-DARTEMIS_SHARED_DATA=${ARTEMIS_SHARED_DATA:-$ROOT/instances/$VERSION/ha-shared$SUFFIX} $ports"
+    else # shared nothing: each node its own data directory, inside its instance
+        echo "-DARTEMIS_DATA=$(instance_dir "$1")/data $ports" \
+            "-DPRIMARY_CLUSTER_PORT=$((61616 + SHIFT)) -DBACKUP_CLUSTER_PORT=$((61626 + SHIFT))" \
+            "-DARTEMIS_CLUSTER_PASSWORD=$CLUSTER_PASSWORD"
+    fi
 }
 
 install() {
     download
     for i in "${!NODES[@]}"; do
         create_instance "${NODES[$i]}" "${OFFSETS[$i]}"
-        if [[ $layout == ha ]]; then
-            ha_config "${NODES[$i]}"
+        if [[ -n $PAIR ]]; then
+            pair_config "${NODES[$i]}"
         else
             paging_setting "$(instance_dir "${NODES[$i]}")"
         fi
@@ -178,27 +197,28 @@ line_count() { if [[ -f $1 ]]; then wc -l <"$1"; else echo 0; fi; }
 
 stomp_port() { echo $((61613 + OFFSETS[$1])); }
 
-# The pair: the primary, once it serves STOMP, then the backup, until it logs AMQ221109 (it
-# waits with no acceptor open, so `status` reports its port down).
-start_ha() {
+# The pair: the primary, once it serves STOMP, then the backup, until it logs $BACKUP_READY
+# (it has no STOMP acceptor open before it is live, so `status` reports its port down).
+start_pair() {
     install
     export JAVA_ARGS_APPEND
-    JAVA_ARGS_APPEND=$(ha_properties)
-    local dir log skip deadline
-    dir=$(instance_dir ha-primary)
+    local primary=${NODES[0]} backup=${NODES[1]} dir log skip deadline
+    dir=$(instance_dir "$primary")
+    JAVA_ARGS_APPEND=$(pair_properties "$primary")
     port_open "$(stomp_port 0)" || "$dir/bin/artemis-service" start >/dev/null 2>&1 || true
-    wait_port "$(stomp_port 0)" 120 || die "ha-primary did not open STOMP $(stomp_port 0); see $dir/log"
-    dir=$(instance_dir ha-backup)
+    wait_port "$(stomp_port 0)" 120 || die "$primary did not open STOMP $(stomp_port 0); see $dir/log"
+    dir=$(instance_dir "$backup")
+    JAVA_ARGS_APPEND=$(pair_properties "$backup")
     log=$dir/log/artemis.log
     skip=$(line_count "$log")
     "$dir/bin/artemis-service" start >/dev/null 2>&1 || true
     deadline=$((SECONDS + 120))
-    until tail -n +$((skip + 1)) "$log" 2>/dev/null | grep -q AMQ221109; do
-        ((SECONDS < deadline)) || die "ha-backup did not log AMQ221109 (waiting as backup); see $log"
+    until tail -n +$((skip + 1)) "$log" 2>/dev/null | grep -q "$BACKUP_READY"; do
+        ((SECONDS < deadline)) || die "$backup did not log $BACKUP_READY (ready as backup); see $log"
         (($(line_count "$log") >= skip)) || skip=0
         sleep 0.5
     done
-    log "ha-primary serves STOMP $(stomp_port 0); ha-backup waits (STOMP $(stomp_port 1) once live)"
+    log "$primary serves STOMP $(stomp_port 0); $backup logged $BACKUP_READY (STOMP $(stomp_port 1) once live)"
 }
 
 status() {
@@ -259,8 +279,8 @@ stop() {
 
 case ${1:-} in
     install) install ;;
-    start) if [[ $layout == ha ]]; then start_ha; else start; fi ;;
+    start) if [[ -n $PAIR ]]; then start_pair; else start; fi ;;
     stop) stop ;;
     status) status ;;
-    *) die "usage: $0 install|start|stop|status [single|cluster|ha]" ;;
+    *) die "usage: $0 install|start|stop|status [single|cluster|ha|replication]" ;;
 esac
