@@ -68,8 +68,10 @@ class Quorum:
         """Whether this backup may become live: its primary is gone by the quorum's view."""
         size = 1 + len(self.seen)
         needed = votes_needed(size, self.settings.quorum_size)
-        if needed == 0:
+        if needed == 0:  # Artemis logs the vote it does not hold, in this order
+            log.info("AMQ221066: Initiating quorum vote: PrimaryFailoverQuorumVote")
             log.info("AMQ221083: ignoring quorum vote as max cluster size is %d.", size)
+            log.info("AMQ221071: Failing over based on quorum vote results.")
             return True
         wait = self.settings.quorum_vote_wait
         for _ in range(max(self.settings.vote_retries, 0) + 1):

@@ -78,7 +78,8 @@ class ReplicationBackup:
 
     async def activated(self) -> None:
         await trio.lowlevel.checkpoint()
-        log.info("AMQ221010: backup server is now active: it serves its primary's journals")
+        # Artemis's replicated backup logs 221007 (its shared-store one 221010).
+        log.info("AMQ221007: server is now active (the replication backup took over)")
 
     async def watch_for_failback(self, step_down: Callable[[], None]) -> None:
         """With allow-failback, a live backup hands back to its restarted primary once that
