@@ -12,6 +12,7 @@ import { Charts, LinkCharts } from "./charts.jsx";
 import { ClusterPicture, MembersTable, others } from "./cluster.jsx";
 import { ConnectionsTable } from "./connections.jsx";
 import { ConfirmDialog } from "./dialog.jsx";
+import { HaFacts } from "./ha.jsx";
 import { History, linkKey } from "./history.js";
 import { BrowsePanel, CreateQueue, QueuesTable } from "./queues.jsx";
 
@@ -175,6 +176,7 @@ function App() {
             {node.persistence_enabled ? "on" : "off"}
           </p>
         )}
+        {node && <HaFacts ha={node.ha} />}
         <nav aria-label="Sections">
           <a href="#cluster">Cluster</a> <a href="#charts">Charts</a> <a href="#queues">Queues</a>{" "}
           <a href="#connections">Connections</a>

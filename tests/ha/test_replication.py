@@ -10,6 +10,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,11 +32,12 @@ def ha(role: str, settings: str = "") -> str:
 
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[Pair]:
-    """``pair(primary=XML, backup=XML)`` -> [primary, backup] (stopped), each listing the
-    other as its static connector in the cluster connection ``test``."""
+    """``pair(primary=XML, backup=XML, **options)`` -> [primary, backup] (stopped), each
+    listing the other as its static connector in the cluster connection ``test``;
+    ``options`` apply to both (``web=True``: their management web servers)."""
     made: list[ClusterNode] = []
 
-    def factory(primary: str = "", backup: str = "") -> Cluster:
+    def factory(primary: str = "", backup: str = "", **options: Any) -> Cluster:
         nodes = make_cluster(
             tmp_path,
             2,
@@ -44,6 +46,7 @@ def pair(tmp_path: Path) -> Iterator[Pair]:
                 0: {"extra_core": ha("primary", primary)},
                 1: {"extra_core": ha("backup", backup)},
             },
+            **options,
         )
         for node in nodes:
             made.append(node)

@@ -36,6 +36,7 @@ from cluster.conftest import (
     use_shared,
     wait_binding,
 )
+from ha.test_replication import Pair, pair, start_synced  # noqa: F401 - fixture
 from integration.conftest import DEFAULT_ADDRESSES, ROOT, BrokerProcess, unique, wait_for
 
 DIST = ROOT / "python" / "artemis_py" / "management" / "console_dist"
@@ -525,3 +526,39 @@ def narrow_screen_keeps_the_names_in_view(driver: Any, queue: str) -> None:
         assert box["badges"] <= box["right"], box
     finally:
         driver.set_window_size(size["width"], size["height"])
+
+
+def test_the_header_shows_a_replicated_pair_its_peer_and_the_lag(
+    pair: Pair,  # noqa: F811 - the fixture imported above
+    browser: Any,
+) -> None:
+    primary, backup = start_synced(pair(web=True))
+    backup_address = get(primary, "/api/node")["ha"]["backup"]
+    open_console(browser, primary)
+
+    def shown(replication: str) -> bool:
+        line = css(browser, "header .facts.ha")
+        return bool(line) and line[0].get_attribute("data-replication") == replication
+
+    wait_for(
+        lambda: shown("in sync"),
+        15,
+        0.1,
+        lambda: f"the pair in sync in the header: {text_of(browser, 'header .facts.ha')!r}",
+    )
+    assert text_of(browser, "header .facts.ha .ha-peer") == backup_address
+    lag = css(browser, "header .facts.ha .ha-lag")[0]
+    assert lag.get_attribute("data-tickets") == "0", lag.text
+    assert "replication primary" in (text_of(browser, "header .facts.ha") or "")
+    no_console_errors(browser)
+
+    # The waiting backup's page shows its side from /api/node (the rest answers 503).
+    open_console(browser, backup)
+    wait_for(lambda: shown("in sync"), 15, 0.1, "the backup's side in its header")
+    assert text_of(browser, "header .facts.ha .ha-peer") == f"{primary.host}:{primary.cluster_port}"
+    assert not css(browser, "header .facts.ha .ha-lag")  # the primary's
+
+    backup.kill()
+    open_console(browser, primary)
+    wait_for(lambda: shown("no backup"), 15, 0.1, "no backup in the primary's header")
+    browser.get_log("browser")  # the waiting backup's 503s and its loss are no error here

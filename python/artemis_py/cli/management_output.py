@@ -285,12 +285,34 @@ def render_connections(connections: list[dict[str, Any]]) -> str:
     return table([title for title, _ in _CONNECTION_FIELDS], rows)
 
 
+def render_ha(ha: dict[str, Any]) -> str:
+    """A node's pair side: ``shared-store backup, live``, or for replication its peer and
+    how its copy stands: ``replication primary, live, backup 127.0.0.1:5555 in sync, lag 0``
+    (the lag summed over the journals, in journal records not yet acknowledged)."""
+    text = f"{ha.get('policy')} {ha.get('role')}, {ha.get('state')}"
+    replication = ha.get("replication")
+    if replication is None:
+        return text
+    if "lag" in ha:  # a primary
+        backup = ha.get("backup")
+        if backup is None:
+            return f"{text}, no backup"
+        lag = sum(journal.get("tickets", 0) for journal in (ha.get("lag") or {}).values())
+        return f"{text}, backup {backup} {replication}, lag {lag}"
+    primary = ha.get("primary")
+    if replication == "live":  # a backup that took over: it replicates nothing now
+        return text
+    if primary is None:
+        return f"{text}, {replication}"
+    return f"{text}, primary {primary} {replication}"
+
+
 def render_cluster(data: dict[str, Any]) -> str:
     """``cluster status --url http://...``: the management API's ``/api/cluster``."""
     node = data.get("node") or {}
     lines = [f"node {node.get('node_id')} ({node.get('name')})"]
     if ha := node.get("ha"):
-        lines[0] += f", {ha.get('policy')} {ha.get('role')}, {ha.get('state')}"
+        lines[0] += f", {render_ha(ha)}"
     for cc in data.get("cluster_connections") or []:
         members = cc.get("members") or []
         at = f" at {cc['connector']}" if cc.get("connector") else ""

@@ -41,6 +41,7 @@ import logging
 import os
 from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import trio
@@ -64,6 +65,15 @@ log = logging.getLogger("artemis_py.ha")
 SYNC_CHUNK = 1024 * 1024  # bytes of a file per SyncFile frame
 NODE_ID_FILE = "server.lock"
 MESSAGES, BINDINGS = MESSAGES_JOURNAL, BINDINGS_JOURNAL
+
+
+@dataclass(frozen=True, slots=True)
+class JournalLag:
+    """How far the backup is behind on one journal (management's ``lag``)."""
+
+    journal: str  # "messages" or "bindings"
+    tickets: int  # submitted here, not yet acknowledged by the backup
+    pending_bytes: int  # frames encoded, not yet handed to the link
 
 
 class ReplicationPrimary:
@@ -125,6 +135,22 @@ class ReplicationPrimary:
         if self.backup is None:
             return "no backup"
         return "in sync" if self.in_sync else "synchronizing"
+
+    def lag(self) -> tuple[JournalLag, ...]:
+        """Each journal's lag behind the backup; 0 when nothing is replicated. Tickets up to
+        the tap's start are in the files the sync sends, so they count as the backup's
+        (an idle journal then shows 0, not every ticket of its past)."""
+        store = self.store
+        if store is None:
+            return (JournalLag("messages", 0, 0), JournalLag("bindings", 0, 0))
+        lags = []
+        storage = store.storage
+        for name, journal in (("messages", storage.messages), ("bindings", storage.bindings)):
+            state = journal.replication_state()
+            behind = journal.last_ticket - max(state.replicated_through, state.through)
+            active = state.active and self.backup is not None
+            lags.append(JournalLag(name, max(behind, 0) if active else 0, state.pending_bytes))
+        return tuple(lags)
 
     async def serve(self, link: Link, established: wire.Established, peer: str) -> None:
         """Serve one backup's replication link until it ends."""

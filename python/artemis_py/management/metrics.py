@@ -76,8 +76,9 @@ def histogram_buckets(report: JournalReport) -> list[tuple[str, float]]:
     return buckets
 
 
-def identity(node_id: str, name: str | None, ha: dict[str, str], live: bool) -> Iterator[Metric]:
-    """``artemis_node`` (who the node is) and ``artemis_ha_live`` (whether it serves)."""
+def identity(node_id: str, name: str | None, ha: views.HaView, live: bool) -> Iterator[Metric]:
+    """``artemis_node`` (who the node is), ``artemis_ha_live`` (whether it serves) and, on
+    a replication node, how its copy stands (:func:`replication`)."""
     info = InfoMetricFamily(
         "artemis_node", "The node: its id, name (broker.xml <name>) and version"
     )
@@ -91,6 +92,40 @@ def identity(node_id: str, name: str | None, ha: dict[str, str], live: bool) -> 
     )
     gauge.add_metric([node_id, ha["policy"], ha["role"]], 1 if live else 0)
     yield gauge
+    yield from replication(node_id, ha)
+
+
+def replication(node_id: str, ha: views.HaView) -> Iterator[Metric]:
+    """``artemis_ha_replication_in_sync`` on a replication node; on its primary, how far
+    the backup is behind per journal (docs/high-availability.md "Replication")."""
+    if "replication" not in ha:
+        return
+    in_sync = _gauge(
+        "artemis_ha_replication_in_sync",
+        "1 while the pair's backup has every record of its primary's journals (replication "
+        "'in sync'), 0 otherwise (no backup, synchronizing, looking for its primary, live)",
+        ["node", "role"],
+    )
+    in_sync.add_metric([node_id, ha["role"]], 1 if ha["replication"] == "in sync" else 0)
+    yield in_sync
+    lags = ha.get("lag")
+    if lags is None:
+        return
+    labels = ["node", "journal"]
+    tickets = _gauge(
+        "artemis_ha_replication_lag_tickets",
+        "Journal submits the backup has not acknowledged yet (0 without a backup)",
+        labels,
+    )
+    pending = _gauge(
+        "artemis_ha_replication_pending_bytes",
+        "Bytes of journal records encoded for the backup, not yet handed to its link",
+        labels,
+    )
+    for journal, lag in lags.items():
+        tickets.add_metric([node_id, journal], lag["tickets"])
+        pending.add_metric([node_id, journal], lag["pending_bytes"])
+    yield from (tickets, pending)
 
 
 class NodeCollector(Collector):
@@ -337,8 +372,9 @@ class NodeCollector(Collector):
 
 
 class StandbyCollector(Collector):
-    """A site with no live node (a waiting backup, site.py): who it is, and
-    ``artemis_ha_live 0``; nothing else exists without a broker."""
+    """A site with no live node (a waiting backup, site.py): who it is, ``artemis_ha_live
+    0`` and a replication backup's ``artemis_ha_replication_in_sync``; nothing else exists
+    without a broker."""
 
     def __init__(self, site: ManagementSite) -> None:
         self.site = site

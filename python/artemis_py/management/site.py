@@ -19,7 +19,7 @@ from artemis_py import __version__
 from artemis_py.broker.authentication import Authenticator
 from artemis_py.broker.authorization import Authorizer
 from artemis_py.config import BrokerConfig
-from artemis_py.management.views import acceptor_view, ha_side_view
+from artemis_py.management.views import HaView, acceptor_view, ha_side_view
 
 if TYPE_CHECKING:
     from artemis_py.ha import PairSide
@@ -67,7 +67,7 @@ class ManagementSite:
     def detach(self) -> None:
         self.node = None
 
-    def ha(self) -> dict[str, str]:
+    def ha(self) -> HaView:
         """The HA view of a site without a live node (views.ha_view's shape)."""
         side = self.pair
         if side is None:

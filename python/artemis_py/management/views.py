@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import time
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict
 
 from artemis_py.broker.message import MessageReference
 from artemis_py.broker.queue import Queue
@@ -15,6 +15,7 @@ from artemis_py.broker.routing import Address, is_internal
 from artemis_py.cluster.cluster_connection import ClusterConnection
 from artemis_py.cluster.topology import connector
 from artemis_py.config import AcceptorConfig, DivertConfig
+from artemis_py.ha import ReplicationBackup, ReplicationPrimary
 from artemis_py.sessions.stomp import StompSession
 
 if TYPE_CHECKING:
@@ -75,7 +76,26 @@ def node_view(node: Node) -> dict[str, Any]:
     }
 
 
-def ha_view(node: Node) -> dict[str, str]:
+class LagView(TypedDict):
+    """One journal's lag behind the backup (:meth:`ReplicationPrimary.lag`)."""
+
+    tickets: int
+    pending_bytes: int
+
+
+class HaView(TypedDict):
+    """``ha`` of ``/api/node`` and ``/api/cluster`` (docs/management.md)."""
+
+    policy: str
+    role: str
+    state: str
+    replication: NotRequired[str]  # replication only: where its copy stands
+    backup: NotRequired[str | None]  # a replication primary's backup, while one is attached
+    lag: NotRequired[dict[str, LagView]]  # a replication primary's, by journal
+    primary: NotRequired[str | None]  # the primary a replication backup replicates
+
+
+def ha_view(node: Node) -> HaView:
     """The node's high-availability side (docs/high-availability.md): its policy, its role
     in a pair and its state. The API serves only a live node: a waiting backup opens no
     port, this one included."""
@@ -85,13 +105,21 @@ def ha_view(node: Node) -> dict[str, str]:
     return ha_side_view(side)
 
 
-def ha_side_view(side: PairSide) -> dict[str, str]:
+def ha_side_view(side: PairSide) -> HaView:
     """A pair side's policy, role and state, and for replication where its copy stands
-    (``no backup``, ``synchronizing``, ``in sync``; a backup ``looking for its primary``)."""
-    view = {"policy": side.policy, "role": side.role, "state": side.status}
-    replication = getattr(side, "replication", None)
-    if replication is not None:
-        view["replication"] = replication
+    (``no backup``, ``synchronizing``, ``in sync``; a backup ``looking for its primary``),
+    its peer and, on the primary, how far the backup is behind."""
+    view: HaView = {"policy": side.policy, "role": side.role, "state": side.status}
+    if isinstance(side, ReplicationPrimary):
+        view["replication"] = side.replication
+        view["backup"] = side.backup
+        view["lag"] = {
+            lag.journal: {"tickets": lag.tickets, "pending_bytes": lag.pending_bytes}
+            for lag in side.lag()
+        }
+    elif isinstance(side, ReplicationBackup):
+        view["replication"] = side.replication
+        view["primary"] = side.primary
     return view
 
 

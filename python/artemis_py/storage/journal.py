@@ -203,6 +203,10 @@ class Journal:
             self._completion.last_ticket = local
         return primary, local
 
+    def replication_state(self) -> _native.ReplicationState:
+        """The tap, the gate and what the backup has (management's lag)."""
+        return self._native.replication_state()
+
     def remove_pass_end_hook(self, hook: Callable[[], None]) -> None:
         if hook in self._wake.pass_end_hooks:
             self._wake.pass_end_hooks.remove(hook)
