@@ -16,7 +16,7 @@ import pytest
 
 from cluster.conftest import Cluster, ClusterNode, make_cluster
 from ha.conftest import _used_by_this_test, port_open, stays, unique, wait_for
-from ha.test_shared_store import drain, node_id, send_all
+from ha.test_shared_store import acknowledge_some, drain, node_id, send_all
 from integration.conftest import close_nodes
 
 SYNCED = "AMQ221024"
@@ -87,11 +87,7 @@ def test_sigkill_of_the_primary_the_backup_takes_over_with_every_receipted_messa
     bodies = [f"m{i}" for i in range(200)]
     producer = primary.client()
     send_all(producer, queue, bodies)
-    consumer = primary.client()
-    consumer.subscribe(queue, ack="client-individual", **{"activemq.prefetchSize": "20"})
-    for frame in consumer.wait_messages(20)[:20]:
-        consumer.ack(frame)  # acknowledged (with a receipt) before the kill
-    acked = {m.body for m in consumer.messages[:20]}
+    acked = acknowledge_some(primary.client(), queue, 20)  # before the kill
 
     killed = time.monotonic()
     primary.kill()

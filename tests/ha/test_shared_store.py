@@ -45,6 +45,16 @@ def send_all(client: Client, destination: str, bodies: list[str]) -> None:
         client.wait_receipt(receipt)
 
 
+def acknowledge_some(consumer: Client, destination: str, count: int) -> set[str]:
+    """Receive ``count`` messages and acknowledge each with a receipt; their bodies."""
+    consumer.subscribe(
+        destination, ack="client-individual", **{"activemq.prefetchSize": str(count)}
+    )
+    for frame in consumer.wait_messages(count)[:count]:
+        consumer.ack(frame)
+    return {m.body for m in consumer.messages[:count]}
+
+
 def drain(node: PairNode, destination: str, expected: int) -> list[str]:
     """Consume (auto-ack) from ``node`` until ``expected`` messages arrived, and one round
     trip more so that extra ones (duplicates) would show."""
@@ -77,11 +87,7 @@ def test_sigkill_of_the_primary_the_backup_takes_over_with_every_receipted_messa
     bodies = [f"m{i}" for i in range(200)]
     producer = primary.client()
     send_all(producer, queue, bodies)
-    consumer = primary.client()
-    consumer.subscribe(queue, ack="client-individual", **{"activemq.prefetchSize": "20"})
-    for frame in consumer.wait_messages(20)[:20]:
-        consumer.ack(frame)  # acknowledged (with a receipt) before the kill
-    acked = {m.body for m in consumer.messages[:20]}
+    acked = acknowledge_some(primary.client(), queue, 20)
 
     killed = time.monotonic()
     primary.kill()

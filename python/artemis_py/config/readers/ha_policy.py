@@ -68,22 +68,32 @@ def _only_child(reader: ElementReader, element: XmlElement, message: str) -> Xml
     return chosen[0] if chosen else None
 
 
-def _shared_store(
-    reader: ElementReader, element: XmlElement, connectors: set[str], groups: set[str]
-) -> HAPolicyConfig:
-    role = _only_child(reader, element, "<shared-store> takes one role")
+def _role(reader: ElementReader, element: XmlElement) -> tuple[XmlElement, str, Children] | None:
+    """The role element a pair policy (``<shared-store>``, ``<replication>``) names, its
+    current name, and its children; None (warned) when it names none. As Artemis: without a
+    role no policy is set (``colocated`` is named in the not-implemented summary by the
+    vocabulary check)."""
+    policy = element.tag
+    role = _only_child(reader, element, f"<{policy}> takes one role")
     if role is None:
-        # As Artemis: a shared-store without a role sets no policy (colocated is named in
-        # the not-implemented summary by the vocabulary check).
         reader.warn(
             element,
-            "<shared-store> names no <primary> or <backup>; this node runs as primary-only",
+            f"<{policy}> names no <primary> or <backup>; this node runs as primary-only",
         )
-        return HAPolicyConfig()
+        return None
     name = _OLD_ROLE_NAMES.get(role.tag, role.tag)
     if role.tag != name:
         reader.warn(role, f"<{role.tag}> is the old name of <{name}>")
-    rkids = reader.children(role, f"shared-store/{name}")
+    return role, name, reader.children(role, f"{policy}/{name}")
+
+
+def _shared_store(
+    reader: ElementReader, element: XmlElement, connectors: set[str], groups: set[str]
+) -> HAPolicyConfig:
+    found = _role(reader, element)
+    if found is None:
+        return HAPolicyConfig()
+    _, name, rkids = found
     failover = reader.scalar(rkids, "failover-on-shutdown", parse_bool, False)
     if name == "primary":
         wait = reader.scalar(rkids, "wait-for-activation", parse_bool, True)
@@ -108,19 +118,10 @@ def _replication(
     groups: set[str],
     clusters: set[str],
 ) -> HAPolicyConfig:
-    role = _only_child(reader, element, "<replication> takes one role")
-    if role is None:
-        # As Artemis: colocated is named in the not-implemented summary by the vocabulary
-        # check; without a role, no policy is set.
-        reader.warn(
-            element,
-            "<replication> names no <primary> or <backup>; this node runs as primary-only",
-        )
+    found = _role(reader, element)
+    if found is None:
         return HAPolicyConfig()
-    name = _OLD_ROLE_NAMES.get(role.tag, role.tag)
-    if role.tag != name:
-        reader.warn(role, f"<{role.tag}> is the old name of <{name}>")
-    rkids = reader.children(role, f"replication/{name}")
+    role, name, rkids = found
     # Each role's vocabulary holds only its own elements: the other role's read as defaults.
     vote_retry_wait = reader.scalar(rkids, "vote-retry-wait", _positive_long, 5000)
     settings = ReplicationConfig(
