@@ -37,14 +37,20 @@ def pair(tmp_path: Path) -> Iterator[Pair]:
     ``options`` apply to both (``web=True``: their management web servers)."""
     made: list[ClusterNode] = []
 
-    def factory(primary: str = "", backup: str = "", **options: Any) -> Cluster:
+    def factory(
+        primary: str = "",
+        backup: str = "",
+        backup_options: dict[str, Any] | None = None,
+        **options: Any,
+    ) -> Cluster:
+        """``backup_options``: the backup's own (a wrong password)."""
         nodes = make_cluster(
             tmp_path,
             2,
             static={0: [1], 1: [0]},
             node_options={
                 0: {"extra_core": ha("primary", primary)},
-                1: {"extra_core": ha("backup", backup)},
+                1: {"extra_core": ha("backup", backup), **(backup_options or {})},
             },
             **options,
         )
@@ -269,3 +275,23 @@ def test_a_graceful_stop_of_the_primary_hands_over_with_every_acknowledgement(
     backup.wait_ready(timeout=10)
     received = drain(backup, queue, len(bodies) - len(acked))
     assert sorted(received) == sorted(set(bodies) - acked)
+
+
+def test_a_backup_with_a_wrong_cluster_password_says_so_and_the_primary_serves_alone(
+    pair: Pair,
+) -> None:
+    primary, backup = pair(
+        backup="<retry-replication-wait>200</retry-replication-wait>",
+        backup_options={"password": "not-the-cluster-password"},
+    )
+    primary.start()
+    backup.start(wait=False)
+    backup.starts += 1
+    wait_log(backup, "refused this backup")
+    stays(  # about ten retries: each node logs the refusal ever less often
+        lambda: all(n.log(since_start=True).count("refused") <= 3 for n in (primary, backup)),
+        2.0,
+        message="the refusal is logged on every retry",
+    )
+    assert SYNCED not in backup.log(since_start=True)
+    send_all(primary.client(), f"/queue/{unique('alone')}", ["served"])

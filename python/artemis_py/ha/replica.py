@@ -23,7 +23,8 @@ from artemis_py.storage.broker_storage import bindings_settings
 from artemis_py.storage.journal import Journal, open_journal
 from artemis_py.storage.node_manager import NodeManager, read_node_id, try_lock
 from artemis_py.storage.settings import JournalSettings
-from artemis_py.transport.link import Link, LinkError, connect
+from artemis_py.transport.link import Link, LinkError, LinkRefused, connect
+from artemis_py.transport.log_backoff import LogBackoff, unlogged
 
 log = logging.getLogger("artemis_py.ha")
 
@@ -64,6 +65,10 @@ class ReplicationBackup:
         cluster = cluster_of(config, settings)
         self.quorum = Quorum(config, settings, cluster.name if cluster is not None else "")
         self.voters: list[tuple[str, int]] = []  # the static connectors but its primary
+        self._refusals = LogBackoff()  # handshakes refused, logged ever less often
+        # Who dials, in its Hello: the same on every retry, so a refusing primary's log
+        # backs off too.
+        self._dial_id = f"backup-{uuid.uuid4()}"
         self._step_down: Callable[[], None] | None = None
 
     policy = "replication"
@@ -131,6 +136,9 @@ class ReplicationBackup:
             for host, port in targets:
                 try:
                     link = await self._dial(host, port)
+                except LinkRefused as exc:  # credentials, cluster name: the operator's to fix
+                    self._repeated(f"{host}:{port} refused this backup: {exc}")
+                    continue
                 except (OSError, LinkError, trio.TooSlowError) as exc:
                     log.debug("replication: primary at %s:%d not reached: %s", host, port, exc)
                     continue
@@ -138,6 +146,12 @@ class ReplicationBackup:
                 if await self._replicate(link, f"{host}:{port}") and await self._may_take_over():
                     return self._become_live()
             await trio.sleep(wait)
+
+    def _repeated(self, problem: str) -> None:
+        """A problem each retry meets again: logged once, then ever less often."""
+        quiet = self._refusals.occurred(problem, trio.current_time())
+        if quiet is not None:
+            log.warning("replication: %s%s", problem, unlogged(quiet))
 
     async def _may_take_over(self) -> bool:
         """A returning primary takes its role back when the live node lets go; a backup,
@@ -184,7 +198,7 @@ class ReplicationBackup:
     async def _dial(self, host: str, port: int, purpose: Purpose = "replication") -> Link:
         cluster = cluster_of(self.config, self.settings)
         codec = wire.ClientConnection(
-            node_id=self.returning or f"backup-{uuid.uuid4()}",
+            node_id=self.returning or self._dial_id,
             instance_id=uuid.uuid4().hex,
             cluster_name=cluster.name if cluster is not None else "",
             connector=("", 0),
@@ -212,7 +226,10 @@ class ReplicationBackup:
                 replica.nursery = nursery
                 reason = await link.serve(replica.handle)
                 nursery.cancel_scope.cancel()
-            log.warning("replication link to the primary %s ended: %s", primary, reason)
+            if self.in_sync:
+                log.warning("replication link to the primary %s ended: %s", primary, reason)
+            else:  # e.g. a node that is no replicating primary, met on every round
+                self._repeated(f"no sync from {primary}: {reason}")
         finally:
             with trio.CancelScope(shield=True):
                 self.node_manager = await replica.close(keep_lock=self.in_sync)
