@@ -40,12 +40,16 @@ class ReplicationBackup:
         journal_settings: JournalSettings,
         *,
         returning: str | None = None,
+        targets: list[tuple[str, int]] | None = None,
     ) -> None:
         self.config = config
         self.settings = settings
         # A primary that found its node live elsewhere (check-for-active-server) syncs from
         # it as this replica, announcing the node ID: a live backup then fails back.
         self.returning = returning
+        # Where its primary may be: the cluster connection's static connectors, or the one
+        # node a returning primary found serving its ID.
+        self.targets = targets if targets is not None else static_targets(config, settings)
         # Indexed by SyncFile's directory number: the journals', then the large messages'.
         self.directories = (
             base / config.journal.directory,
@@ -130,7 +134,7 @@ class ReplicationBackup:
             __version__,
             self.node_id or "node ID not synced yet",
         )
-        targets = static_targets(self.config, self.settings)
+        targets = self.targets
         wait = self.settings.retry_replication_wait / 1000
         while True:
             for host, port in targets:
@@ -141,6 +145,11 @@ class ReplicationBackup:
                     continue
                 except (OSError, LinkError, trio.TooSlowError) as exc:
                     log.debug("replication: primary at %s:%d not reached: %s", host, port, exc)
+                    continue
+                if self.returning is not None and link.peer_node_id != self.returning:
+                    # A returning primary syncs only from the node serving its own ID.
+                    with trio.CancelScope(shield=True):
+                        await trio.aclose_forcefully(link.stream)
                     continue
                 self.voters = [t for t in targets if t != (host, port)]
                 if await self._replicate(link, f"{host}:{port}") and await self._may_take_over():
@@ -168,10 +177,10 @@ class ReplicationBackup:
         self.in_sync = False
         return False
 
-    async def find_live(self, node_id: str) -> str | None:
+    async def find_live(self, node_id: str) -> tuple[str, int] | None:
         """The address of a live node serving ``node_id`` among the static connectors (the
         handshake names the node), or None: check-for-active-server's question."""
-        for host, port in static_targets(self.config, self.settings):
+        for host, port in self.targets:
             try:
                 link = await self._dial(host, port, purpose="status")
             except (OSError, LinkError, trio.TooSlowError):
@@ -179,7 +188,7 @@ class ReplicationBackup:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(link.stream)
             if link.peer_node_id == node_id:
-                return f"{host}:{port}"
+                return host, port
         return None
 
     def _become_live(self) -> NodeManager:
@@ -421,14 +430,17 @@ async def rejoin_if_live_elsewhere(
     node_id = await read_node_id(base / config.journal.directory)
     if node_id is None:
         return None
-    replica = ReplicationBackup(config, base, settings, journal_settings, returning=node_id)
-    live = await replica.find_live(node_id)
+    probe = ReplicationBackup(config, base, settings, journal_settings, returning=node_id)
+    live = await probe.find_live(node_id)
     if live is None:
         return None
     log.info(
-        "check-for-active-server: node %s is live at %s: this primary syncs from it and "
+        "check-for-active-server: node %s is live at %s:%d: this primary syncs from it and "
         "waits until it hands the role back",
         node_id,
-        live,
+        *live,
+    )
+    replica = ReplicationBackup(
+        config, base, settings, journal_settings, returning=node_id, targets=[live]
     )
     return await replica.acquire()
