@@ -3,7 +3,7 @@ bindings of one address, and the policies' choices."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -242,6 +242,21 @@ def test_a_second_node_with_this_node_id_is_reported_with_both_connectors() -> N
     with pytest.raises(DuplicateNodeIdError, match="tcp://h:1 and tcp://h:2"):
         topology.update(member("me", "theirs", port=2))
     topology.update(member("me", "theirs", port=2))  # reported once
+
+
+def test_the_sides_of_an_ha_pair_share_a_node_id_without_a_duplicate() -> None:
+    """A takeover or failback moves a paired node's ID to its pair's connector: the newer
+    announcement wins; only an unpaired claim is a copied data directory."""
+    paired = replace(member("B", "primary", port=1, version=1), paired=True)
+    topology = Topology(member("me", port=0))
+    topology.update(paired)
+    backup = replace(member("B", "backup", port=2, version=2), paired=True)
+    assert topology.update(backup)
+    assert [(m.port, m.instance_id) for m in topology.others()] == [(2, "backup")]
+    with pytest.raises(DuplicateNodeIdError):
+        topology.update(member("B", "copy", port=3, version=3))
+    live = Topology(replace(member("me", "backup", port=2), paired=True))
+    live.update(replace(member("me", "primary", port=1, version=9), paired=True))
 
 
 def test_duplicate_id_cache_evicts_the_oldest_and_journals_it() -> None:

@@ -97,6 +97,8 @@ class ClusterState:
             # announced even with scale-down disabled: this node can still be a target
             scale_down.group_name if scale_down is not None else None,
             name=node_config.name or None,
+            paired=node_config.ha_policy.shared_store is not None
+            or node_config.ha_policy.replication is not None,
         )
         self.topology = Topology(self.local)
         self.static_connectors = [

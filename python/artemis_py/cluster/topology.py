@@ -99,6 +99,7 @@ class Topology:
                 member.instance_id != self.local.instance_id
                 and member.up
                 and (member.host, member.port) != (self.local.host, self.local.port)
+                and not _pair(self.local, member)
             ):
                 self._duplicate(self.local, member)
             return False
@@ -108,6 +109,7 @@ class Topology:
                 and known.up
                 and member.instance_id != known.instance_id
                 and (member.host, member.port) != (known.host, known.port)
+                and not _pair(known, member)
             ):
                 self._duplicate(known, member)
             if member.version <= known.version:
@@ -131,3 +133,9 @@ class Topology:
 
     def others(self) -> list[Member]:
         return [m for m in self.members.values() if m.node_id != self.local.node_id]
+
+
+def _pair(first: Member, second: Member) -> bool:
+    """Whether two members with one node ID are the two sides of an HA pair (a takeover or
+    a failback moves the ID: the newer announcement wins), not a copied data directory."""
+    return first.paired and second.paired

@@ -215,6 +215,7 @@ class ReplicationBackup:
             password=self.config.cluster_password,
             max_hops=0,
             purpose=purpose,
+            group_name=self.settings.group_name,
         )
         assert cluster is not None  # the configuration reader requires one
         return await connect(

@@ -59,6 +59,7 @@ from artemis_py.storage.journal import Journal
 from artemis_py.storage.large_message_files import LargeMessageStore, file_name
 from artemis_py.storage.node_manager import NodeManager
 from artemis_py.transport.link import Link
+from artemis_py.transport.log_backoff import LogBackoff, unlogged
 
 log = logging.getLogger("artemis_py.ha")
 
@@ -89,6 +90,7 @@ class ReplicationPrimary:
         self._rejoin = rejoin
         # A live backup's: called when its restarted primary is in sync with it (failback).
         self.on_returning: Callable[[], None] | None = None
+        self._refusals = LogBackoff()  # backups refused, from every retry of theirs
         self.store: JournalStore | None = None  # set once the node's journals are open
         self.backup: str | None = None  # the backup's address while one is attached
         self.in_sync = False
@@ -155,9 +157,18 @@ class ReplicationPrimary:
     async def serve(self, link: Link, established: wire.Established, peer: str) -> None:
         """Serve one backup's replication link until it ends."""
         store = self.store
-        if store is None or self.backup is not None:
+        why = None
+        if established.peer_group_name != self.settings.group_name:
+            why = (
+                f"its group-name is {established.peer_group_name!r}, this primary's "
+                f"{self.settings.group_name!r}"
+            )
+        elif store is None or self.backup is not None:
             why = "it is not live yet" if store is None else f"{self.backup} replicates it"
-            log.warning("replication link from %s refused: %s", peer, why)
+        if why is not None or store is None:
+            quiet = self._refusals.occurred((peer.rpartition(":")[0], why), trio.current_time())
+            if quiet is not None:
+                log.warning("replication link from %s refused: %s%s", peer, why, unlogged(quiet))
             await link.goodbye(wire.Error(f"this node takes no backup now: {why}"))
             return
         storage = store.storage
@@ -380,8 +391,6 @@ def warn_unimplemented(config: BrokerConfig, settings: ReplicationConfig) -> Non
         missing.append(
             "vote-on-replication-failure: a primary that loses its backup goes on serving"
         )
-    if settings.backup and settings.group_name is not None:
-        missing.append("group-name: the backup replicates the primary it reaches first")
     cluster = cluster_of(config, settings)
     if settings.backup and cluster is not None and not cluster.static_connectors:
         missing.append(

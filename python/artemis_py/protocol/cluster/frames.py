@@ -115,6 +115,8 @@ class Hello:
     user: str
     client_nonce: str
     max_hops: int
+    # A replication backup's <group-name>: it pairs only with a primary of the same group.
+    group_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +191,9 @@ class Member:
 
     ``name`` is the node's ``<name>`` in broker.xml (None: none set), for people: the
     management API and console show it. Optional on the wire (absent from older peers).
+
+    ``paired`` says the node is one side of an HA pair: the same node ID from its pair's
+    connector is a takeover or a failback, not a copied data directory. Optional on the wire.
     """
 
     node_id: str
@@ -201,6 +206,9 @@ class Member:
     clients: tuple[str, ...] = ()
     scaling_down_to: str | None = None
     name: str | None = None
+    # One side of an HA pair (shared store, replication): its node ID moves to its pair's
+    # connector when the other side takes over, which is no duplicate.
+    paired: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -459,6 +467,7 @@ class Established:
     peer_max_hops: int | None
     purpose: Purpose
     version: int
+    peer_group_name: str | None = None  # from the client's Hello (server side only)
 
 
 @dataclass(frozen=True, slots=True)

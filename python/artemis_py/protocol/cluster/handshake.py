@@ -70,6 +70,7 @@ class ClientConnection(Connection):
         "_password",
         "cluster_name",
         "connector",
+        "group_name",
         "instance_id",
         "max_hops",
         "node_id",
@@ -89,6 +90,7 @@ class ClientConnection(Connection):
         password: str,
         max_hops: int,
         purpose: Purpose = "link",
+        group_name: str | None = None,
         versions: Iterable[int] = SUPPORTED_VERSIONS,
         nonce_source: Callable[[int], bytes] = os.urandom,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
@@ -102,6 +104,7 @@ class ClientConnection(Connection):
         self._password = password.encode("utf-8")
         self.max_hops = max_hops
         self.purpose: Purpose = purpose
+        self.group_name = group_name
         self.versions = _versions(versions)
         self._nonce_source = nonce_source
         self._waiting_for = "nothing (start() was not called)"
@@ -122,6 +125,7 @@ class ClientConnection(Connection):
             user=self.user,
             client_nonce=_nonce(self._nonce_source),
             max_hops=self.max_hops,
+            group_name=self.group_name,
         )
         try:
             self._queue(hello)
@@ -274,6 +278,7 @@ class ServerConnection(Connection):
                 peer_max_hops=hello.max_hops,
                 purpose=hello.purpose,
                 version=challenge.version,
+                peer_group_name=hello.group_name,
             )
         )
 

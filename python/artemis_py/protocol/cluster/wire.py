@@ -254,6 +254,7 @@ _MEMBER: Final[_Schema] = (
     ("clients", _array(_text)),
     ("scaling_down_to", _opt_text),
     ("name", _opt_text),
+    ("paired", _boolean),
 )
 _BINDING: Final[_Schema] = (
     ("name", _text),
@@ -297,6 +298,7 @@ _JSON_FRAMES: Final[dict[type, _Schema]] = {
         ("user", _text),
         ("client_nonce", _hex64),
         ("max_hops", _count),
+        ("group_name", _opt_text),
     ),
     Challenge: (
         ("version", _version),
@@ -338,8 +340,9 @@ _JSON_FRAMES: Final[dict[type, _Schema]] = {
 }
 #: Fields added after version 1 of the protocol, which a frame may lack (dataclass default).
 _OPTIONAL: Final[dict[type, frozenset[str]]] = {
+    Hello: frozenset({"group_name"}),
     Leaving: frozenset({"received", "client_ids"}),
-    Member: frozenset({"clients", "scaling_down_to", "name"}),
+    Member: frozenset({"clients", "scaling_down_to", "name", "paired"}),
 }
 _JSON_BY_TYPE: Final[dict[int, type]] = {cls.TYPE: cls for cls in _JSON_FRAMES}  # type: ignore[attr-defined]
 
