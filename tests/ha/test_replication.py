@@ -295,3 +295,18 @@ def test_a_backup_with_a_wrong_cluster_password_says_so_and_the_primary_serves_a
     )
     assert SYNCED not in backup.log(since_start=True)
     send_all(primary.client(), f"/queue/{unique('alone')}", ["served"])
+
+
+def test_a_backup_of_another_group_is_refused_and_one_of_the_same_group_syncs(
+    pair: Pair,
+) -> None:
+    primary, backup = pair(
+        primary="<group-name>orders</group-name>",
+        backup="<group-name>billing</group-name><retry-replication-wait>200</retry-replication-wait>",
+    )
+    primary.start()
+    backup.start(wait=False)
+    backup.starts += 1
+    wait_log(backup, "group-name is 'billing', this primary's 'orders'")
+    wait_log(primary, "refused: its group-name")
+    assert SYNCED not in backup.log(since_start=True)
