@@ -42,6 +42,7 @@ __all__ = [
     "stays",
     "unique",
     "wait_for",
+    "wait_log",
 ]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,22 +70,28 @@ class PairNode(BrokerProcess):
         return self
 
     def wait_log(self, needle: str, timeout: float = 20, *, since_start: bool = True) -> None:
-        def logged() -> bool:
-            if needle in self.log(since_start=since_start):
-                return True
-            assert self.running, (
-                f"node exited ({self.process and self.process.returncode}):\n{self.log_tail()}"
-            )
-            return False
-
-        wait_for(
-            logged, timeout, 0.02, lambda: f"{needle} in the log of {self.role}:\n{self.log_tail()}"
-        )
+        wait_log(self, needle, timeout, since_start=since_start)
 
     def wait_live(self, timeout: float = 20) -> None:
         """Wait for the STOMP acceptor (and the web server, if any) of a node that became
         live after starting."""
         self.wait_ready(timeout)
+
+
+def wait_log(
+    node: BrokerProcess, needle: str, timeout: float = 20, *, since_start: bool = True
+) -> None:
+    """Wait until ``node`` logs ``needle``; fails at once, with its log, if it exits."""
+
+    def logged() -> bool:
+        if needle in node.log(since_start=since_start):
+            return True
+        assert node.running, (
+            f"{node.name} exited ({node.process and node.process.returncode}):\n{node.log_tail()}"
+        )
+        return False
+
+    wait_for(logged, timeout, 0.02, lambda: f"{needle} in {node.name}'s log:\n{node.log_tail()}")
 
 
 def port_open(port: int) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from cluster.conftest import Cluster, ClusterNode, make_cluster
-from ha.conftest import _used_by_this_test, port_open, stays, unique, wait_for
+from ha.conftest import _used_by_this_test, port_open, stays, unique, wait_for, wait_log
 from ha.test_shared_store import acknowledge_some, drain, node_id, send_all
 from integration.conftest import close_nodes
 
@@ -62,16 +62,6 @@ def pair(tmp_path: Path) -> Iterator[Pair]:
     yield factory
     errors = close_nodes(made)
     assert not errors, "\n".join(errors)
-
-
-def wait_log(node: ClusterNode, needle: str, timeout: float = 20) -> None:
-    def logged() -> bool:
-        if needle in node.log(since_start=True):
-            return True
-        assert node.running, f"{node.name} exited:\n{node.log_tail()}"
-        return False
-
-    wait_for(logged, timeout, 0.02, lambda: f"{needle} in {node.name}'s log:\n{node.log_tail()}")
 
 
 def start_synced(nodes: Cluster) -> tuple[ClusterNode, ClusterNode]:
